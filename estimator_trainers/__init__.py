@@ -1,0 +1,13 @@
+"""Shared runtime for the estimator-trainers packages.
+
+Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
+
+- `flags`: common command-line flag groups and value validators.
+- `cluster`: `TF_CONFIG` (and Vertex `CLUSTER_SPEC`) parsed into cluster facts.
+- `run_config`: `tf.estimator.RunConfig` and session settings from flags.
+- `hooks`: progress logging and step-aligned checkpointing.
+- `training`: the `train_and_evaluate` driver (resume, final eval, export).
+- `export`: chief-only SavedModel export.
+- `job_dir`: job-dir bookkeeping (checkpoint step, model compatibility).
+- `errors`: user-facing errors printed as one line.
+"""

@@ -1,0 +1,216 @@
+"""Cluster facts from `TF_CONFIG` (or Vertex AI's `CLUSTER_SPEC`).
+
+The one place that reads the environment's cluster description. Trainers ask
+`load_cluster()` for a `ClusterInfo` (role, chief-ness, worker count) and
+call `export_tf_config()` so that `tf.estimator.RunConfig`, which reads
+`TF_CONFIG` itself, sees the same normalised description.
+
+Accepted shapes:
+- AI Platform: `master` + `worker` + `ps`, with extra `job`, `environment`
+  and `task.trial` keys (ignored). The master trains and evaluates.
+- Vertex AI / TF2: `chief` + `worker` + `ps`; an `evaluator` task is not in
+  `cluster`.
+- Kubeflow TFJob: the same keys, possibly in upper case.
+- Vertex custom containers without `TF_CONFIG`: `CLUSTER_SPEC` with
+  `workerpool0..3` (chief, worker, ps, evaluator).
+- No `TF_CONFIG`: a single local process.
+"""
+import dataclasses
+import json
+import os
+
+from estimator_trainers.errors import UserInputError
+
+CHIEF = 'chief'
+MASTER = 'master'
+WORKER = 'worker'
+PS = 'ps'
+EVALUATOR = 'evaluator'
+
+TASK_TYPES = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
+_VERTEX_POOLS = {'workerpool0': CHIEF, 'workerpool1': WORKER,
+                 'workerpool2': PS, 'workerpool3': EVALUATOR}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """The part of a cluster description the trainers act on.
+
+    Attributes:
+      cluster: job name -> list of `host:port`, never including `evaluator`.
+      task_type: this process's role, or None for a single local process.
+      task_index: index of this task within its role.
+      environment: the `environment` value of TF_CONFIG (e.g. `cloud`).
+    """
+    cluster: dict
+    task_type: str = None
+    task_index: int = 0
+    environment: str = None
+
+    @property
+    def is_distributed(self):
+        return bool(self.cluster)
+
+    @property
+    def chief_type(self):
+        """`chief` or `master` when the cluster has one, else None."""
+        for name in (CHIEF, MASTER):
+            if name in self.cluster:
+                return name
+        return None
+
+    @property
+    def is_chief(self):
+        """True for the task that writes checkpoints, summaries and exports."""
+        if not self.is_distributed:
+            return True
+        if self.chief_type:
+            return self.task_type == self.chief_type
+        return self.task_type == WORKER and self.task_index == 0
+
+    @property
+    def is_evaluator(self):
+        return self.task_type == EVALUATOR
+
+    @property
+    def is_ps(self):
+        return self.task_type == PS
+
+    @property
+    def num_workers(self):
+        """Training replicas: the chief/master plus the workers (at least 1)."""
+        if not self.is_distributed:
+            return 1
+        return (len(self.cluster.get(CHIEF, ())) + len(self.cluster.get(MASTER, ()))
+                + len(self.cluster.get(WORKER, ())))
+
+    @property
+    def num_ps(self):
+        return len(self.cluster.get(PS, ()))
+
+    @property
+    def task_label(self):
+        """`worker-1` style name for logs; `local` for a single process."""
+        if not self.task_type:
+            return 'local'
+        return '%s-%d' % (self.task_type, self.task_index)
+
+    def to_tf_config(self):
+        """The normalised TF_CONFIG dict that RunConfig understands."""
+        if not self.is_distributed:
+            return None
+        config = {'cluster': self.cluster,
+                  'task': {'type': self.task_type, 'index': self.task_index}}
+        if self.environment:
+            config['environment'] = self.environment
+        return config
+
+
+def load_cluster(environ=None):
+    """Parses the process environment into a `ClusterInfo`.
+
+    Raises:
+      UserInputError: TF_CONFIG or CLUSTER_SPEC is malformed.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get('TF_CONFIG', '').strip():
+        return parse_tf_config(environ['TF_CONFIG'], source='TF_CONFIG')
+    if environ.get('CLUSTER_SPEC', '').strip():
+        return parse_vertex_cluster_spec(environ['CLUSTER_SPEC'])
+    return ClusterInfo(cluster={})
+
+
+def parse_tf_config(text, source='TF_CONFIG'):
+    """Parses and validates a TF_CONFIG JSON string."""
+    config = _load_json(text, source)
+    cluster = config.get('cluster') or {}
+    task = config.get('task') or {}
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise UserInputError('%s: "cluster" and "task" must be JSON objects' % source)
+    if not cluster and not task:
+        return ClusterInfo(cluster={})
+    return _validated(cluster, task, config.get('environment'), source)
+
+
+def parse_vertex_cluster_spec(text):
+    """Maps Vertex AI's `CLUSTER_SPEC` (workerpool0..3) onto TF roles."""
+    source = 'CLUSTER_SPEC'
+    spec = _load_json(text, source)
+    pools = spec.get('cluster') or {}
+    task = spec.get('task') or {}
+    cluster = {}
+    for pool, addresses in pools.items():
+        if pool not in _VERTEX_POOLS:
+            raise UserInputError('%s: unknown worker pool %r (expected one of %s)'
+                                 % (source, pool, ', '.join(sorted(_VERTEX_POOLS))))
+        cluster[_VERTEX_POOLS[pool]] = addresses
+    pool = task.get('type')
+    if pool not in _VERTEX_POOLS:
+        raise UserInputError('%s: task.type %r is not a worker pool (expected one of %s)'
+                             % (source, pool, ', '.join(sorted(_VERTEX_POOLS))))
+    task = dict(task, type=_VERTEX_POOLS[pool])
+    return _validated(cluster, task, spec.get('environment'), source)
+
+
+def export_tf_config(info, environ=None):
+    """Writes `info` back to TF_CONFIG so RunConfig sees the normalised form."""
+    environ = os.environ if environ is None else environ
+    config = info.to_tf_config()
+    if config is None:
+        environ.pop('TF_CONFIG', None)
+    else:
+        environ['TF_CONFIG'] = json.dumps(config)
+
+
+def _load_json(text, source):
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise UserInputError('%s is not valid JSON (%s)' % (source, e)) from None
+    if not isinstance(config, dict):
+        raise UserInputError('%s must be a JSON object, got %s'
+                             % (source, type(config).__name__))
+    return config
+
+
+def _validated(cluster, task, environment, source):
+    cluster = {str(k).lower(): v for k, v in cluster.items()}
+    for job, addresses in cluster.items():
+        if job not in TASK_TYPES:
+            raise UserInputError('%s: unknown task type %r in "cluster" (expected %s)'
+                                 % (source, job, ', '.join(TASK_TYPES)))
+        if (not isinstance(addresses, list) or not addresses
+                or not all(isinstance(a, str) and ':' in a for a in addresses)):
+            raise UserInputError('%s: cluster.%s must be a non-empty list of '
+                                 '"host:port" strings' % (source, job))
+    if CHIEF in cluster and MASTER in cluster:
+        raise UserInputError('%s: cluster has both "chief" and "master"; use one' % source)
+    for job in (CHIEF, MASTER):
+        if len(cluster.get(job, ())) > 1:
+            raise UserInputError('%s: cluster.%s must have exactly one address' % (source, job))
+    evaluators = cluster.pop(EVALUATOR, None)
+
+    task_type = str(task.get('type', '')).lower()
+    if task_type not in TASK_TYPES:
+        raise UserInputError('%s: unknown task.type %r (expected %s)'
+                             % (source, task.get('type'), ', '.join(TASK_TYPES)))
+    try:
+        task_index = int(task.get('index', 0))
+    except (TypeError, ValueError):
+        raise UserInputError('%s: task.index must be an integer, got %r'
+                             % (source, task.get('index'))) from None
+    if task_type == EVALUATOR:
+        limit = len(evaluators) if evaluators else None
+    else:
+        if task_type not in cluster:
+            raise UserInputError('%s: task.type %r has no entry in "cluster"'
+                                 % (source, task_type))
+        limit = len(cluster[task_type])
+    if task_index < 0 or (limit is not None and task_index >= limit):
+        raise UserInputError('%s: task.index %d is out of range for %r (%s tasks)'
+                             % (source, task_index, task_type, limit))
+    if not any(job in cluster for job in (CHIEF, MASTER, WORKER)):
+        raise UserInputError('%s: cluster needs a "chief", "master" or "worker" task'
+                             % source)
+    return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
+                       environment=environment)

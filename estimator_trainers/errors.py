@@ -1,0 +1,25 @@
+"""User-facing errors: one clear line on stderr and a non-zero exit."""
+import sys
+
+EXIT_USAGE = 2
+
+
+class UserInputError(Exception):
+    """Bad input (flag, file, TF_CONFIG) that the user can fix.
+
+    The message names the flag or file and says what was expected.
+    """
+
+
+def run_cli(main, argv=None):
+    """Runs `main(argv)`, turning `UserInputError` into `error: ...` + exit 2."""
+    try:
+        result = main(argv)
+    except UserInputError as e:
+        sys.stderr.write('error: %s\n' % e)
+        sys.stderr.flush()
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.stderr.write('interrupted\n')
+        sys.exit(130)
+    sys.exit(result or 0)

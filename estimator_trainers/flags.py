@@ -1,0 +1,145 @@
+"""Command-line flags shared by the trainers, defined in groups.
+
+Each trainer builds its parser with `make_parser` and composes the groups it
+needs (`add_job_flags`, `add_training_loop_flags`, ...), then adds its own
+model flags. Validators run at parse time and never touch the file system;
+flag values are never mutated after parsing.
+"""
+import argparse
+import os
+
+VERBOSITY_LEVELS = ('DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL')
+
+
+def make_parser(prog, description):
+    """An `ArgumentParser` that shows defaults in `--help`."""
+    return argparse.ArgumentParser(
+        prog=prog, description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
+def positive_int(text):
+    """argparse type: an integer > 0."""
+    value = _parse(int, text, 'an integer')
+    if value <= 0:
+        raise argparse.ArgumentTypeError('expected an integer > 0, got %r' % text)
+    return value
+
+
+def non_negative_int(text):
+    """argparse type: an integer >= 0."""
+    value = _parse(int, text, 'an integer')
+    if value < 0:
+        raise argparse.ArgumentTypeError('expected an integer >= 0, got %r' % text)
+    return value
+
+
+def positive_float(text):
+    """argparse type: a float > 0."""
+    value = _parse(float, text, 'a number')
+    if not value > 0:
+        raise argparse.ArgumentTypeError('expected a number > 0, got %r' % text)
+    return value
+
+
+def non_negative_float(text):
+    """argparse type: a float >= 0."""
+    value = _parse(float, text, 'a number')
+    if not value >= 0:
+        raise argparse.ArgumentTypeError('expected a number >= 0, got %r' % text)
+    return value
+
+
+def unit_interval(text):
+    """argparse type: a float in [0, 1)."""
+    value = _parse(float, text, 'a number')
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError('expected a number in [0, 1), got %r' % text)
+    return value
+
+
+def int_list(text):
+    """argparse type: comma-separated positive integers, e.g. `128,64,32`."""
+    try:
+        values = [int(v) for v in text.split(',') if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(
+            'expected comma-separated positive integers like 128,64, got %r' % text)
+    return values
+
+
+def _parse(kind, text, what):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('expected %s, got %r' % (what, text)) from None
+
+
+def add_job_flags(parser):
+    """--job-dir: where checkpoints, summaries, exports and logs go."""
+    default = os.environ.get('AIP_MODEL_DIR')
+    parser.add_argument(
+        '--job-dir', default=default, required=default is None,
+        help='Local or gs:// directory for checkpoints, TensorBoard summaries '
+             'and exports. A rerun on the same directory resumes training '
+             '(defaults to $AIP_MODEL_DIR on Vertex AI).')
+
+
+def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
+                            eval_frequency_secs=600):
+    """Step targets, evaluation, checkpoint and summary cadence."""
+    group = parser.add_argument_group('training loop')
+    group.add_argument(
+        '--train-steps', type=positive_int, default=train_steps,
+        help='Global step to train to. A rerun on the same --job-dir resumes '
+             'from the latest checkpoint and stops at this step.')
+    group.add_argument(
+        '--eval-steps', type=positive_int, default=None,
+        help='Batches per evaluation (default: the whole eval set once).')
+    group.add_argument(
+        '--checkpoint-num-steps', type=positive_int, default=checkpoint_steps,
+        help='Save a checkpoint every N global steps (at exact multiples of N).')
+    group.add_argument(
+        '--keep-checkpoint-max', type=positive_int, default=5,
+        help='Number of recent checkpoints to keep.')
+    group.add_argument(
+        '--save-summary-steps', type=positive_int, default=100,
+        help='Write TensorBoard training summaries every N steps.')
+    group.add_argument(
+        '--log-step-count-steps', type=positive_int, default=100,
+        help='Log step, loss, learning rate and examples/sec every N steps.')
+    group.add_argument(
+        '--eval-frequency-secs', type=non_negative_int,
+        default=eval_frequency_secs,
+        help='Evaluate a new checkpoint at most every N seconds during '
+             'training (a final evaluation always runs).')
+    return group
+
+
+def add_performance_flags(parser):
+    """Threading and device-placement flags."""
+    group = parser.add_argument_group('performance')
+    group.add_argument(
+        '--num-intra-threads', type=non_negative_int, default=0,
+        help='Threads inside one op (0: the number of CPU cores).')
+    group.add_argument(
+        '--num-inter-threads', type=non_negative_int, default=0,
+        help='Ops run in parallel (0: TensorFlow chooses).')
+    group.add_argument(
+        '--log-device-placement', action=argparse.BooleanOptionalAction,
+        default=False, help='Log the device each op is placed on.')
+    return group
+
+
+def add_runtime_flags(parser):
+    """Seed and log verbosity."""
+    group = parser.add_argument_group('runtime')
+    group.add_argument(
+        '--random-seed', type=int, default=None,
+        help='Graph-level random seed (default: nondeterministic).')
+    group.add_argument(
+        '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
+        type=str.upper, help='Log level.')
+    return group

@@ -1,0 +1,74 @@
+"""Job-dir bookkeeping: latest checkpoint step and model compatibility.
+
+A job-dir is never deleted or rewritten wholesale: reruns resume from it. To
+refuse a rerun whose model cannot restore the checkpoints (e.g. a different
+`--num-layers`) before anything is written, the chief records the flags that
+shape the model in `<job-dir>/model_params.json` and later runs compare.
+"""
+import json
+import os
+
+import tensorflow as tf
+
+from estimator_trainers.errors import UserInputError
+
+MODEL_PARAMS_FILE = 'model_params.json'
+
+
+def latest_checkpoint_step(job_dir):
+    """Global step of the newest checkpoint in `job_dir`, or None."""
+    path = tf.train.latest_checkpoint(job_dir)
+    if not path:
+        return None
+    try:
+        return int(tf.train.load_variable(path, 'global_step'))
+    except (tf.errors.OpError, ValueError) as e:
+        raise UserInputError('--job-dir %s: cannot read checkpoint %s (%s)'
+                             % (job_dir, path, _first_line(e))) from None
+
+
+def check_model_params(job_dir, params, write=True):
+    """Refuses a job-dir whose checkpoints come from a different model.
+
+    Args:
+      job_dir: the --job-dir.
+      params: dict flag name -> value for the flags that change variable
+        shapes (e.g. {'num-layers': 44}).
+      write: record `params` when the job-dir has none yet (chief only).
+
+    Raises:
+      UserInputError: the job-dir holds checkpoints of another model.
+    """
+    path = os.path.join(job_dir, MODEL_PARAMS_FILE)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                recorded = json.load(f)
+            except ValueError:
+                raise UserInputError('%s is not valid JSON; restore it or use a new '
+                                     '--job-dir' % path) from None
+        for name, value in sorted(params.items()):
+            if name in recorded and recorded[name] != value:
+                raise UserInputError(
+                    '--%s=%s does not match the checkpoints in --job-dir %s, which '
+                    'were trained with --%s=%s; use a new --job-dir or the same value'
+                    % (name, _flag_text(value), job_dir, name,
+                       _flag_text(recorded[name])))
+        return
+    if write:
+        tf.io.gfile.makedirs(job_dir)
+        tmp = path + '.tmp'
+        with tf.io.gfile.GFile(tmp, 'w') as f:
+            json.dump(params, f, indent=2, sort_keys=True)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _flag_text(value):
+    if isinstance(value, (list, tuple)):
+        return ','.join(str(v) for v in value)
+    return str(value)
+
+
+def _first_line(error):
+    text = getattr(error, 'message', None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

@@ -1,0 +1,48 @@
+"""`tf.estimator.RunConfig` and session settings built from flag values."""
+import os
+
+import tensorflow as tf
+
+
+def session_config(num_intra_threads=0, num_inter_threads=0,
+                   log_device_placement=False, num_cpu_devices=None):
+    """A ConfigProto with thread pools sized to this machine.
+
+    Args:
+      num_intra_threads: threads inside one op; 0 means one per CPU core.
+      num_inter_threads: ops in parallel; 0 lets TensorFlow choose.
+      log_device_placement: log where each op runs.
+      num_cpu_devices: expose this many logical CPU devices (multi-device
+        towers on a CPU-only machine); None keeps one.
+    """
+    config = tf.compat.v1.ConfigProto(
+        allow_soft_placement=True,
+        log_device_placement=log_device_placement,
+        intra_op_parallelism_threads=num_intra_threads or os.cpu_count() or 1,
+        inter_op_parallelism_threads=num_inter_threads)
+    config.gpu_options.allow_growth = True
+    if num_cpu_devices and num_cpu_devices > 1:
+        config.device_count['CPU'] = num_cpu_devices
+    return config
+
+
+def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
+                    save_summary_steps, log_step_count_steps, random_seed=None,
+                    session=None, train_distribute=None, eval_distribute=None):
+    """RunConfig for `job_dir`.
+
+    Checkpoints are step-based only (never time-based), so
+    `--checkpoint-num-steps` is what decides when they are written. TF_CONFIG
+    is read by RunConfig itself: call `cluster.export_tf_config` first.
+    """
+    return tf.estimator.RunConfig(
+        model_dir=job_dir,
+        tf_random_seed=random_seed,
+        save_summary_steps=save_summary_steps,
+        save_checkpoints_steps=checkpoint_steps,
+        save_checkpoints_secs=None,
+        keep_checkpoint_max=keep_checkpoint_max,
+        log_step_count_steps=log_step_count_steps,
+        session_config=session,
+        train_distribute=train_distribute,
+        eval_distribute=eval_distribute)

@@ -1,0 +1,118 @@
+"""The training driver both trainers share.
+
+`train_and_evaluate` wraps `tf.estimator.train_and_evaluate` with what users
+of a job-dir expect: `--train-steps` is a global-step target (a rerun resumes,
+a reached target only evaluates), checkpoints land at exact multiples of
+`--checkpoint-num-steps`, progress is logged with examples/sec, and the chief
+always finishes with an evaluation, a SavedModel export and one summary line.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_trainers import export
+from estimator_trainers import hooks
+from estimator_trainers import hypertune
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers.errors import UserInputError
+
+PROGRESS_COLLECTION = 'estimator_trainers_progress'
+
+
+def log_progress(name, tensor):
+    """Adds `tensor` to the values the progress hook logs every N steps."""
+    tf.compat.v1.add_to_collection(PROGRESS_COLLECTION,
+                                   tf.identity(tensor, name='progress_' + name))
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """Training-loop flag values, as plain data.
+
+    Attributes:
+      job_dir: --job-dir.
+      train_steps: global step target.
+      eval_steps: batches per evaluation (None: whole eval set).
+      checkpoint_steps: checkpoint every N global steps.
+      eval_frequency_secs: minimum seconds between evaluations while training.
+      log_step_count_steps: progress log interval.
+      examples_per_step: examples one task consumes per step (for examples/sec).
+      hypertune_metric: metric to report to a tuning study, or None.
+    """
+    job_dir: str
+    train_steps: int
+    eval_steps: int = None
+    checkpoint_steps: int = 1000
+    eval_frequency_secs: int = 600
+    log_step_count_steps: int = 100
+    examples_per_step: int = 1
+    hypertune_metric: str = None
+
+
+def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_fn,
+                       serving_input_receiver_fn=None):
+    """Trains `estimator` to `loop.train_steps`, evaluates and exports.
+
+    Args:
+      estimator: a `tf.estimator.Estimator` whose model_dir is `loop.job_dir`.
+      loop: `LoopSettings`.
+      cluster: `cluster.ClusterInfo` of this process.
+      train_input_fn, eval_input_fn: Estimator input functions.
+      serving_input_receiver_fn: export signature; None skips the export.
+
+    Returns:
+      The final evaluation metrics on the chief, else None.
+    """
+    is_chief = cluster.is_chief
+    step = job_dir_lib.latest_checkpoint_step(loop.job_dir)
+    if is_chief and step is not None and step >= loop.train_steps:
+        tf.compat.v1.logging.info(
+            'Checkpoint at global step %d in %s already reaches --train-steps=%d; '
+            'evaluating only. Raise --train-steps to train further.',
+            step, loop.job_dir, loop.train_steps)
+        metrics = None
+    else:
+        if step is not None and not cluster.is_ps:
+            tf.compat.v1.logging.info('Resuming from global step %d in %s (target %d)',
+                                      step, loop.job_dir, loop.train_steps)
+        train_hooks = [hooks.TrainingProgressHook(
+            batch_size=loop.examples_per_step, every_n_steps=loop.log_step_count_steps,
+            summary_dir=loop.job_dir if is_chief else None,
+            collection=PROGRESS_COLLECTION)]
+        if is_chief:
+            train_hooks.append(hooks.AlignedCheckpointSaverHook(
+                loop.job_dir, save_steps=loop.checkpoint_steps))
+        train_spec = tf.estimator.TrainSpec(
+            train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
+        eval_spec = tf.estimator.EvalSpec(
+            eval_input_fn, steps=loop.eval_steps, start_delay_secs=0,
+            throttle_secs=loop.eval_frequency_secs)
+        try:
+            result = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+            if 'checkpoint' in str(e).lower():
+                raise UserInputError(
+                    '--job-dir %s: its checkpoint does not match this model (%s); use '
+                    'a new --job-dir' % (loop.job_dir, _first_line(e))) from None
+            raise
+        metrics = result[0] if isinstance(result, tuple) else None
+
+    if not is_chief:
+        return None
+    if metrics is None:
+        metrics = estimator.evaluate(eval_input_fn, steps=loop.eval_steps)
+    if serving_input_receiver_fn is not None:
+        export.export_saved_model(estimator, loop.job_dir, serving_input_receiver_fn)
+    global_step = int(metrics.get('global_step', 0))
+    if loop.hypertune_metric:
+        hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
+    tf.compat.v1.logging.info(
+        'Final evaluation at global step %d: %s', global_step,
+        ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
+                  if k != 'global_step'))
+    return metrics
+
+
+def _first_line(error):
+    text = getattr(error, 'message', None) or str(error)
+    return text.strip().splitlines()[0]

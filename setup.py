@@ -1,0 +1,42 @@
+"""Packaging for estimator-trainers.
+
+`python setup.py sdist` makes the archive that `gcloud ... --package-path` or a
+Vertex AI `pythonPackageSpec.packageUris` installs on every task of a job. It
+carries the shared runtime (`estimator_trainers`) and both trainer packages.
+"""
+import os
+import sys
+
+import setuptools
+
+if sys.version_info[:2] != (3, 11):
+    sys.exit('estimator-trainers needs Python 3.11: TensorFlow 2.15.1 (the last '
+             'release with tf.estimator) has no wheels for Python %d.%d.'
+             % sys.version_info[:2])
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _requirements():
+    """Reads the runtime pins from requirements.txt (one place for them)."""
+    with open(os.path.join(_HERE, 'requirements.txt')) as f:
+        return [line.strip() for line in f
+                if line.strip() and not line.startswith(('#', '-'))]
+
+
+setuptools.setup(
+    name='estimator-trainers',
+    version='0.1.0',
+    description='TensorFlow Estimator trainers (CIFAR-10 ResNet, Chicago Taxi '
+                'wide-and-deep) that run locally, on a local cluster and on '
+                'Google Cloud.',
+    python_requires='==3.11.*',
+    packages=setuptools.find_packages(include=[
+        'estimator_trainers', 'estimator_trainers.*',
+        'cifar10_estimator', 'cifar10_estimator.*',
+        'taxi_estimator', 'taxi_estimator.*',
+    ]),
+    install_requires=_requirements(),
+    extras_require={'gpu': ['tensorflow[and-cuda]==2.15.1']},
+    include_package_data=True,
+)

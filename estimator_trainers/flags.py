@@ -142,4 +142,8 @@ def add_runtime_flags(parser):
     group.add_argument(
         '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
         type=str.upper, help='Log level.')
+    group.add_argument(
+        '--hypertune-metric', default=None,
+        help='Evaluation metric to report to a Vertex AI hyperparameter tuning '
+             'study after the final evaluation (set by the job submission).')
     return group

@@ -7,9 +7,10 @@ import tensorflow as tf
 class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     """Logs step, chosen tensors and examples/sec every N steps.
 
-    Writes `examples_per_sec` to TensorBoard (chief only, so workers do not
-    write competing event files). The first interval after a (re)start
-    includes graph warm-up and is reported but left out of the average.
+    Writes `examples_per_sec` and `global_step/sec` to TensorBoard (chief only,
+    so workers do not write competing event files). The first interval after a
+    (re)start includes graph warm-up and is reported but left out of the
+    average.
     """
 
     def __init__(self, batch_size, every_n_steps, summary_dir=None, collection=None):
@@ -64,6 +65,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         if not self._due():
             return
         elapsed = now - self._last_time
+        global_rate = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
         local = self._every_n_steps
         rate = local * self._batch_size / elapsed if elapsed > 0 else 0.0
         self._intervals += 1
@@ -78,7 +80,9 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             'step %d: %s (%.1f examples/sec, average %.1f)', step, values, rate, average)
         if self._writer is not None:
             summary = tf.compat.v1.Summary(value=[
-                tf.compat.v1.Summary.Value(tag='examples_per_sec', simple_value=rate)])
+                tf.compat.v1.Summary.Value(tag='examples_per_sec', simple_value=rate),
+                tf.compat.v1.Summary.Value(tag='global_step/sec',
+                                           simple_value=global_rate)])
             self._writer.add_summary(summary, step)
         self._last_time, self._last_step = now, step
 

@@ -2,14 +2,22 @@
 import logging
 import os
 import sys
+import warnings
 
 _LEVELS = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARN': logging.WARNING,
            'ERROR': logging.ERROR, 'FATAL': logging.FATAL}
 
 
 def quiet_tensorflow_native_logs():
-    """Hides TensorFlow's C++ INFO/WARNING start-up noise (call before import)."""
+    """Hides start-up noise that is not about the job (call before importing TF).
+
+    TensorFlow's C++ INFO/WARNING lines, google-api-core's notice about future
+    Python versions (this package pins Python 3.11 on purpose) and Keras'
+    advice to replace `tf.compat.v1.layers` (this package is TF1-style on purpose).
+    """
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    warnings.filterwarnings('ignore', category=FutureWarning, module='google.api_core')
+    warnings.filterwarnings('ignore', message=r'`tf\.layers\.', category=UserWarning)
 
 
 def configure(verbosity='INFO'):
@@ -21,4 +29,11 @@ def configure(verbosity='INFO'):
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(message)s',
                                            '%H:%M:%S'))
+    handler.addFilter(_drop_deprecation_notices)
     logger.handlers[:] = [handler]
+
+
+def _drop_deprecation_notices(record):
+    """Filters TF's "X is deprecated" warnings: this package uses the TF1 API on purpose."""
+    return not (record.levelno == logging.WARNING
+                and 'deprecated and will be removed' in record.getMessage())

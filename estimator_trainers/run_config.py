@@ -27,13 +27,15 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
 
 
 def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
-                    save_summary_steps, log_step_count_steps, random_seed=None,
+                    save_summary_steps, random_seed=None,
                     session=None, train_distribute=None, eval_distribute=None):
     """RunConfig for `job_dir`.
 
     Checkpoints are step-based only (never time-based), so
     `--checkpoint-num-steps` is what decides when they are written. TF_CONFIG
     is read by RunConfig itself: call `cluster.export_tf_config` first.
+    Estimator's own loss/steps-per-second logging is off: the training driver's
+    progress hook logs one line with loss, learning rate and examples/sec.
     """
     return tf.estimator.RunConfig(
         model_dir=job_dir,
@@ -42,7 +44,7 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
         save_checkpoints_steps=checkpoint_steps,
         save_checkpoints_secs=None,
         keep_checkpoint_max=keep_checkpoint_max,
-        log_step_count_steps=log_step_count_steps,
+        log_step_count_steps=None,
         session_config=session,
         train_distribute=train_distribute,
         eval_distribute=eval_distribute)

@@ -63,6 +63,7 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
     Returns:
       The final evaluation metrics on the chief, else None.
     """
+    estimator = _with_loss_logging(estimator)
     is_chief = cluster.is_chief
     step = job_dir_lib.latest_checkpoint_step(loop.job_dir)
     if is_chief and step is not None and step >= loop.train_steps:
@@ -111,6 +112,20 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
     return metrics
+
+
+def _with_loss_logging(estimator):
+    """The same estimator, with its training loss added to the progress log.
+
+    Works for custom and canned estimators alike (it wraps `model_fn`), so
+    every trainer's progress line shows the loss.
+    """
+    def model_fn(features, labels, mode, config):
+        spec = estimator.model_fn(features, labels, mode, config)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            log_progress('loss', spec.loss)
+        return spec
+    return tf.estimator.Estimator(model_fn, config=estimator.config)
 
 
 def _first_line(error):

@@ -53,7 +53,8 @@ setup_venv() {
   "${venv}/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r "${reqs[0]}" -c "${_repo_root}/constraints.txt"
   "${venv}/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --no-deps --no-build-isolation -e "${_repo_root}"
+    --no-deps --no-build-isolation --config-settings editable_mode=compat \
+    -e "${_repo_root}"
   echo "${digest}" > "${stamp}"
 }
 

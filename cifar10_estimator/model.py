@@ -1,0 +1,189 @@
+"""The CIFAR-10 Estimator `model_fn`: towers, loss, optimizer, metrics, export.
+
+With one device the graph is built plainly (and Estimator's device function
+places variables on parameter servers in a cluster). With several local
+devices (`--num-gpus N`, or logical CPU devices) the batch is split into one
+tower per device, variables live on the CPU or on the first device
+(`--variable-strategy`), gradients are averaged there and applied once, and
+batch-norm statistics are updated from the first tower, as in the reference
+tutorial.
+
+Loss is softmax cross-entropy plus `weight_decay * sum(l2_loss(v))` over all
+trainable variables. The optimizer is Momentum with a piecewise-constant
+learning rate dropping to x0.1, x0.01, x0.002 at epochs 82, 123 and 300,
+where an epoch is `train_examples // global_batch` global steps.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from cifar10_estimator import resnet
+from estimator_trainers import training
+
+LR_EPOCH_BOUNDARIES = (82, 123, 300)
+LR_MULTIPLIERS = (1.0, 0.1, 0.01, 0.002)
+_VARIABLE_OPS = frozenset(['Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'])
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Model and optimisation settings (the CLI's model flags, as plain data)."""
+    num_layers: int = 44
+    weight_decay: float = 2e-4
+    momentum: float = 0.9
+    learning_rate: float = 0.1
+    batch_norm_decay: float = 0.997
+    batch_norm_epsilon: float = 1e-5
+    data_format: str = 'channels_last'
+    train_examples: int = 40000
+    train_batch_size: int = 128
+    devices: tuple = ('/cpu:0',)
+    variable_strategy: str = 'CPU'
+    sync: bool = False
+    num_workers: int = 1
+    is_chief: bool = True
+    cluster_has_ps: bool = False
+
+
+def steps_per_epoch(hparams):
+    """Global steps per epoch: synchronous updates consume every worker's batch."""
+    global_batch = hparams.train_batch_size * (hparams.num_workers if hparams.sync else 1)
+    return max(1, hparams.train_examples // global_batch)
+
+
+def learning_rate_schedule(hparams, global_step):
+    boundaries = [steps_per_epoch(hparams) * epoch for epoch in LR_EPOCH_BOUNDARIES]
+    values = [hparams.learning_rate * m for m in LR_MULTIPLIERS]
+    return tf.compat.v1.train.piecewise_constant(
+        global_step, boundaries, values, name='learning_rate')
+
+
+def model_fn(features, labels, mode, params):
+    """Estimator model_fn; `params` is `{'hparams': HParams}`."""
+    hparams = params['hparams']
+    images = features['images'] if isinstance(features, dict) else features
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    network = resnet.ResNetCifar10(
+        hparams.num_layers, is_training=is_training,
+        batch_norm_decay=hparams.batch_norm_decay,
+        batch_norm_epsilon=hparams.batch_norm_epsilon,
+        data_format=hparams.data_format)
+
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        with tf.compat.v1.variable_scope('resnet'):
+            logits = network(images)
+        predictions = _predictions(logits)
+        return tf.estimator.EstimatorSpec(
+            mode, predictions=predictions,
+            export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
+
+    devices = hparams.devices
+    if len(devices) == 1:
+        with tf.compat.v1.variable_scope('resnet'):
+            logits = network(images)
+        loss = _loss(logits, labels, hparams.weight_decay)
+        grads_and_vars = None
+    else:
+        logits, loss, grads_and_vars = _towers(network, images, labels, hparams, is_training)
+
+    predictions = _predictions(logits)
+    accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(
+            mode, loss=loss, predictions=predictions,
+            eval_metric_ops={'accuracy': accuracy})
+
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    learning_rate = learning_rate_schedule(hparams, global_step)
+    optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
+    training_hooks = []
+    if hparams.sync and hparams.num_workers > 1:
+        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
+            optimizer, replicas_to_aggregate=hparams.num_workers,
+            total_num_replicas=hparams.num_workers)
+        training_hooks.append(optimizer.make_session_run_hook(hparams.is_chief))
+
+    # Batch-norm moving averages: from the first (or only) tower.
+    update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
+                                             scope=_first_tower_scope(devices))
+    if grads_and_vars is None:
+        grads_and_vars = optimizer.compute_gradients(loss)
+    with tf.control_dependencies(update_ops):
+        train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+
+    train_accuracy = tf.reduce_mean(tf.cast(
+        tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
+    tf.compat.v1.summary.scalar('learning_rate', learning_rate)
+    tf.compat.v1.summary.scalar('train_accuracy', train_accuracy)
+    training.log_progress('learning_rate', learning_rate)
+    training.log_progress('train_accuracy', train_accuracy)
+    return tf.estimator.EstimatorSpec(
+        mode, loss=loss, train_op=train_op, training_hooks=training_hooks,
+        predictions=predictions, eval_metric_ops={'accuracy': accuracy})
+
+
+def _predictions(logits):
+    return {'classes': tf.argmax(logits, axis=1),
+            'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+
+
+def _loss(logits, labels, weight_decay):
+    cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
+        labels=labels, logits=logits, reduction=tf.compat.v1.losses.Reduction.MEAN)
+    l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])
+    return cross_entropy + weight_decay * l2
+
+
+def _first_tower_scope(devices):
+    return 'tower_0' if len(devices) > 1 else None
+
+
+def _tower_device_fn(device, variable_device):
+    """Places ops on `device` and variables on `variable_device` (None: outer fn)."""
+    def device_fn(op):
+        node_def = op if isinstance(op, tf.compat.v1.NodeDef) else op.node_def
+        if node_def.op in _VARIABLE_OPS:
+            return variable_device or ''
+        return device
+    return device_fn
+
+
+def _towers(network, images, labels, hparams, is_training):
+    """Builds one tower per device; returns (logits, mean loss, averaged grads)."""
+    devices = hparams.devices
+    image_shards = tf.split(images, len(devices))
+    label_shards = tf.split(labels, len(devices))
+    if hparams.cluster_has_ps:
+        variable_device = None
+    elif hparams.variable_strategy == 'CPU':
+        variable_device = '/cpu:0'
+    else:
+        variable_device = devices[0]
+    tower_logits, tower_losses, tower_grads = [], [], []
+    for i, device in enumerate(devices):
+        with tf.name_scope('tower_%d' % i), \
+                tf.compat.v1.variable_scope('resnet', reuse=bool(i)), \
+                tf.device(_tower_device_fn(device, variable_device)):
+            logits = network(image_shards[i])
+            cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
+                labels=label_shards[i], logits=logits)
+            tower_logits.append(logits)
+            tower_losses.append(cross_entropy)
+            if is_training:
+                variables = tf.compat.v1.trainable_variables()
+                l2 = tf.add_n([tf.nn.l2_loss(v) for v in variables])
+                tower_loss = cross_entropy + hparams.weight_decay * l2
+                tower_grads.append(list(zip(tf.gradients(tower_loss, variables),
+                                            variables)))
+    with tf.device(variable_device or devices[0]):
+        logits = tf.concat(tower_logits, axis=0)
+        l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])
+        loss = tf.reduce_mean(tower_losses) + hparams.weight_decay * l2
+        grads_and_vars = None
+        if is_training:
+            grads_and_vars = []
+            for per_var in zip(*tower_grads):
+                variable = per_var[0][1]
+                grads = [g for g, _ in per_var]
+                grads_and_vars.append((tf.add_n(grads) / len(grads), variable))
+    return logits, loss, grads_and_vars

@@ -55,7 +55,7 @@ def learning_rate_schedule(hparams, global_step):
     boundaries = [steps_per_epoch(hparams) * epoch for epoch in LR_EPOCH_BOUNDARIES]
     values = [hparams.learning_rate * m for m in LR_MULTIPLIERS]
     return tf.compat.v1.train.piecewise_constant(
-        global_step, boundaries, values, name='learning_rate')
+        global_step, boundaries, values, name='lr_schedule')
 
 
 def model_fn(features, labels, mode, params):
@@ -163,7 +163,7 @@ def _towers(network, images, labels, hparams, is_training):
     for i, device in enumerate(devices):
         with tf.name_scope('tower_%d' % i), \
                 tf.compat.v1.variable_scope('resnet', reuse=bool(i)), \
-                tf.device(_tower_device_fn(device, variable_device)):
+                tf.compat.v1.device(_tower_device_fn(device, variable_device)):
             logits = network(image_shards[i])
             cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
                 labels=label_shards[i], logits=logits)

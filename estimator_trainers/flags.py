@@ -11,9 +11,16 @@ import os
 VERBOSITY_LEVELS = ('DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL')
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with flag errors on one line like every other input error."""
+
+    def error(self, message):
+        self.exit(2, 'error: %s (see --help)\n' % message)
+
+
 def make_parser(prog, description):
     """An `ArgumentParser` that shows defaults in `--help`."""
-    return argparse.ArgumentParser(
+    return ArgumentParser(
         prog=prog, description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 

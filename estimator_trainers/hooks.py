@@ -14,10 +14,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     """
 
     def __init__(self, batch_size, every_n_steps, summary_dir=None, collection=None):
-        """
+        """Creates the hook.
+
         Args:
           batch_size: examples consumed per step by this task.
-          every_n_steps: logging interval in local steps.
+          every_n_steps: log at global steps that are multiples of this.
           summary_dir: write `examples_per_sec` summaries here (None: don't).
           collection: graph collection of `progress_<name>` tensors to log
             (loss, learning rate, ...), looked up when the session starts.
@@ -38,40 +39,34 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._writer = (tf.compat.v1.summary.FileWriterCache.get(self._summary_dir)
                         if self._summary_dir else None)
         self._last_time = None
-        self._last_step = None
+        self._next_log = None
         self._local_steps = 0
         self._total_time = 0.0
         self._total_steps = 0
         self._intervals = 0
 
     def before_run(self, run_context):
-        self._local_steps += 1
-        fetches = {'step': self._global_step}
-        if self._last_step is None or self._due():
-            fetches.update(self._tensors)
+        fetches = dict(self._tensors, step=self._global_step)
         return tf.compat.v1.train.SessionRunArgs(fetches)
-
-    def _due(self):
-        return self._local_steps % self._every_n_steps == 0
 
     def after_run(self, run_context, run_values):
         results = run_values.results
-        step = int(results['step'])
+        # The global step is read concurrently with the update: +1 is this step.
+        step = int(results['step']) + 1
         now = time.time()
-        if self._last_step is None:
-            self._last_time, self._last_step = now, step
-            self._local_steps = 0
+        if self._last_time is None:
+            self._start_interval(now, step)
             return
-        if not self._due():
+        self._local_steps += 1
+        if step < self._next_log:
             return
         elapsed = now - self._last_time
+        rate = self._local_steps * self._batch_size / elapsed if elapsed > 0 else 0.0
         global_rate = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
-        local = self._every_n_steps
-        rate = local * self._batch_size / elapsed if elapsed > 0 else 0.0
         self._intervals += 1
         if self._intervals > 1:
             self._total_time += elapsed
-            self._total_steps += local
+            self._total_steps += self._local_steps
         average = (self._total_steps * self._batch_size / self._total_time
                    if self._total_time > 0 else rate)
         values = ', '.join('%s = %.5g' % (name, results[name])
@@ -84,7 +79,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
                 tf.compat.v1.Summary.Value(tag='global_step/sec',
                                            simple_value=global_rate)])
             self._writer.add_summary(summary, step)
-        self._last_time, self._last_step = now, step
+        self._start_interval(now, step)
+
+    def _start_interval(self, now, step):
+        self._last_time, self._last_step, self._local_steps = now, step, 0
+        self._next_log = step - step % self._every_n_steps + self._every_n_steps
 
 
 class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):

@@ -1,0 +1,138 @@
+"""CIFAR-10 data step and input pipeline, on archives in the real pickle format."""
+import functools
+import http.server
+import json
+import os
+import pickle
+import shutil
+import socket
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cifar10_estimator import data
+from cifar10_estimator import generate_cifar10_tfrecords as gen
+from conftest import run_module
+from estimator_trainers.errors import UserInputError
+
+
+def _records(path):
+    out = []
+    for raw in tf.data.TFRecordDataset(path):
+        example = tf.train.Example.FromString(raw.numpy())
+        out.append((example.features.feature['image'].bytes_list.value[0],
+                    example.features.feature['label'].int64_list.value[0]))
+    return out
+
+
+def _pickle(batches_dir, name):
+    with open(os.path.join(batches_dir, name), 'rb') as f:
+        return pickle.load(f, encoding='bytes')
+
+
+def test_generate_cli_writes_splits_and_real_counts(cifar10_data_dir, cifar10_tarball,
+                                                    tmp_path):
+    with open(os.path.join(cifar10_data_dir, 'metadata.json')) as f:
+        metadata = json.load(f)
+    assert metadata['num_examples'] == {'train': 400, 'validation': 100, 'eval': 100}
+    assert data.read_metadata(cifar10_data_dir) == metadata['num_examples']
+
+    # Records hold the pickles' bytes unchanged (CHW order) and their labels, in
+    # order: train = data_batch_1..4, validation = data_batch_5, eval = test_batch.
+    shutil.unpack_archive(cifar10_tarball, str(tmp_path))
+    batches = str(tmp_path / 'cifar-10-batches-py')
+    for subset, names in gen.SPLITS.items():
+        records = _records(os.path.join(cifar10_data_dir, subset + '.tfrecords'))
+        expected = []
+        for name in names:
+            batch = _pickle(batches, name)
+            expected += [(bytes(img), lab) for img, lab in
+                         zip(batch[b'data'], batch[b'labels'])]
+        assert records == expected
+        data.validate_subset(cifar10_data_dir, subset, len(expected))
+
+
+def test_generate_from_extracted_directory(cifar10_tarball, tmp_path):
+    shutil.unpack_archive(cifar10_tarball, str(tmp_path / 'src'))
+    out = tmp_path / 'out'
+    run_module('cifar10_estimator.generate_cifar10_tfrecords', '--data-dir', out,
+               '--source', tmp_path / 'src' / 'cifar-10-batches-py', check=0)
+    assert data.read_metadata(str(out))['train'] == 400
+    assert sorted(os.listdir(out)) == ['eval.tfrecords', 'metadata.json',
+                                       'train.tfrecords', 'validation.tfrecords']
+
+
+def _closed_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_download_failure_names_source_flag(tmp_path):
+    url = 'http://127.0.0.1:%d/cifar-10-python.tar.gz' % _closed_port()
+    proc = run_module('cifar10_estimator.generate_cifar10_tfrecords',
+                      '--data-dir', tmp_path / 'out', '--url', url, check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith('error: cannot download ' + url)
+    assert '--source' in lines[-1]
+    assert not (tmp_path / 'out' / 'metadata.json').exists()
+
+
+def test_bad_source_is_one_line(tmp_path):
+    bogus = tmp_path / 'cifar-10-python.tar.gz'
+    bogus.write_bytes(b'not a tarball')
+    proc = run_module('cifar10_estimator.generate_cifar10_tfrecords',
+                      '--data-dir', tmp_path / 'out', '--source', bogus, check=2)
+    assert proc.stderr.strip().splitlines()[-1].startswith('error: --source %s' % bogus)
+
+
+@pytest.fixture
+def http_server(cifar10_tarball):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=os.path.dirname(cifar10_tarball))
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://127.0.0.1:%d/' % server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_download_verifies_checksum(http_server, cifar10_tarball, tmp_path):
+    url = http_server + os.path.basename(cifar10_tarball)
+    good = gen.file_md5(cifar10_tarball)
+    path = gen.download(url, str(tmp_path / 'dl'), md5=good)
+    assert gen.file_md5(path) == good
+    # The official checksum does not match this generated archive.
+    with pytest.raises(UserInputError, match='MD5 checksum mismatch'):
+        gen.download(url, str(tmp_path / 'dl2'))
+
+
+def test_distort_batch_is_a_crop_of_the_padded_image_or_its_mirror():
+    images = tf.random.uniform([16, 32, 32, 3], 0, 255, seed=1)
+    out = data.distort_batch(images, seed=3).numpy()
+    padded = np.pad(images.numpy(), [[0, 0], [4, 4], [4, 4], [0, 0]])
+    assert out.shape == (16, 32, 32, 3)
+    flips = 0
+    for i in range(16):
+        windows = [padded[i, y:y + 32, x:x + 32] for y in range(9) for x in range(9)]
+        plain = any(np.array_equal(out[i], w) for w in windows)
+        mirrored = any(np.array_equal(out[i], w[:, ::-1]) for w in windows)
+        assert plain or mirrored
+        flips += mirrored and not plain
+    assert 0 < flips < 16
+
+
+def test_input_fn_batches(cifar10_data_dir):
+    features, labels = next(iter(data.make_dataset(cifar10_data_dir, 'eval', 30)))
+    assert features['images'].shape == (30, 32, 32, 3)
+    assert features['images'].dtype == tf.float32
+    assert labels.dtype == tf.int32
+    first = _records(os.path.join(cifar10_data_dir, 'eval.tfrecords'))[0]
+    chw = np.frombuffer(first[0], np.uint8).reshape(3, 32, 32)
+    np.testing.assert_array_equal(features['images'][0].numpy(), chw.transpose(1, 2, 0))
+    assert labels[0] == first[1]
+    sizes = [int(l.shape[0]) for _, l in data.make_dataset(cifar10_data_dir, 'eval', 30)]
+    assert sizes == [30, 30, 30, 10]

@@ -1,0 +1,244 @@
+"""End-to-end CIFAR-10 trainer runs through the real CLI, on generated data."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cifar10_estimator import data
+from cifar10_estimator import model
+from cifar10_estimator import trainer
+from conftest import cli_env, run_module, REPO_ROOT
+from estimator_trainers.errors import UserInputError
+
+MAIN = 'cifar10_estimator.cifar10_main'
+# A small, quickly learnable configuration: ResNet-8, fast-moving BN statistics.
+SMALL = ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '50',
+         '--batch-norm-decay', '0.9', '--log-step-count-steps', '10',
+         '--random-seed', '7']
+
+
+def _train(data_dir, job_dir, *flags, check=0):
+    return run_module(MAIN, '--data-dir', data_dir, '--job-dir', job_dir, *SMALL,
+                      *flags, check=check)
+
+
+def _checkpoint_steps(job_dir):
+    state = tf.train.get_checkpoint_state(str(job_dir))
+    return sorted(int(p.rsplit('-', 1)[1]) for p in state.all_model_checkpoint_paths)
+
+
+def _final_metrics(stderr):
+    match = re.search(r'Final evaluation at global step (\d+): accuracy = ([\d.]+), '
+                      r'loss = ([\d.]+)', stderr)
+    assert match, stderr[-3000:]
+    return int(match.group(1)), float(match.group(2))
+
+
+def _scalars(directory):
+    tags = {}
+    for path in glob.glob(os.path.join(str(directory), 'events.out.tfevents.*')):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return tags
+
+
+@pytest.fixture(scope='module')
+def trained(cifar10_data_dir, tmp_path_factory):
+    """One 150-step run, checkpointing every 50 steps; returns (job_dir, stderr)."""
+    job_dir = tmp_path_factory.mktemp('cifar_job')
+    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '150',
+                  '--checkpoint-num-steps', '50', '--keep-checkpoint-max', '10')
+    return job_dir, proc.stderr
+
+
+def test_training_learns_far_above_chance(trained):
+    job_dir, stderr = trained
+    step, accuracy = _final_metrics(stderr)
+    assert step == 150
+    assert accuracy > 0.5, 'chance is 0.1'
+    progress = re.findall(r'step (\d+): learning_rate = 0.1, loss = [\d.]+, '
+                          r'train_accuracy = [\d.]+ \(([\d.]+) examples/sec, average '
+                          r'([\d.]+)\)', stderr)
+    assert [int(s) for s, _, _ in progress] == list(range(10, 151, 10))
+    assert all(float(rate) > 0 for _, rate, _ in progress)
+
+
+def test_checkpoints_at_multiples_of_checkpoint_num_steps(trained):
+    job_dir, _ = trained
+    assert _checkpoint_steps(job_dir) == [0, 50, 100, 150]
+
+
+def test_tensorboard_scalars(trained):
+    job_dir, _ = trained
+    train = _scalars(job_dir)
+    for tag in ('loss', 'learning_rate', 'train_accuracy', 'examples_per_sec',
+                'global_step/sec'):
+        assert tag in train, sorted(train)
+    assert max(step for step, _ in train['loss']) >= 100
+    evaluation = _scalars(job_dir / 'eval')
+    assert {'accuracy', 'loss'} <= set(evaluation)
+    assert max(step for step, _ in evaluation['accuracy']) == 150
+
+
+def test_export_serves_raw_images(trained, cifar10_data_dir):
+    job_dir, _ = trained
+    exports = os.listdir(job_dir / 'export')
+    assert len(exports) == 1 and exports[0].isdigit()
+    export_dir = str(job_dir / 'export' / exports[0])
+    shown = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), 'saved_model_cli'), 'show',
+         '--dir', export_dir, '--tag_set', 'serve', '--signature_def',
+         'serving_default'], capture_output=True, text=True, env=cli_env(), check=True)
+    assert "inputs['images']" in shown.stdout and 'DT_UINT8' in shown.stdout
+    assert "outputs['classes']" in shown.stdout
+    assert "outputs['probabilities']" in shown.stdout
+
+    features, labels = next(iter(data.make_dataset(cifar10_data_dir, 'eval', 100)))
+    images = tf.cast(features['images'], tf.uint8)
+    serve = tf.saved_model.load(export_dir).signatures['serving_default']
+    out = serve(images=images)
+    assert out['probabilities'].shape == (100, 10)
+    np.testing.assert_allclose(out['probabilities'].numpy().sum(axis=1), 1, rtol=1e-4)
+    accuracy = np.mean(out['classes'].numpy() == labels.numpy())
+    assert accuracy > 0.5
+
+
+def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
+    job_dir = tmp_path / 'job'
+    _train(cifar10_data_dir, job_dir, '--train-steps', '40', '--checkpoint-num-steps',
+           '20', '--keep-checkpoint-max', '10')
+    assert _checkpoint_steps(job_dir) == [0, 20, 40]
+    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '70',
+                  '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10')
+    assert 'Resuming from global step 40' in proc.stderr
+    assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-40') in proc.stderr
+    # Saves stay on multiples of 20 after the resume; the final step is saved too.
+    assert _checkpoint_steps(job_dir) == [0, 20, 40, 60, 70]
+    assert _final_metrics(proc.stderr)[0] == 70
+    first_logged = int(re.search(r'step (\d+): learning_rate', proc.stderr).group(1))
+    assert first_logged == 50
+
+    # A target already reached evaluates and exits 0 without training.
+    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '50')
+    assert 'already reaches --train-steps=50' in proc.stderr
+    assert 'learning_rate =' not in proc.stderr
+    assert _final_metrics(proc.stderr)[0] == 70
+    assert _checkpoint_steps(job_dir) == [0, 20, 40, 60, 70]
+
+
+def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):
+    """--num-gpus path exercised with two logical CPU devices, one tower each."""
+    job_dir = tmp_path / 'job'
+    script = (
+        'import tensorflow as tf\n'
+        'cpu = tf.config.list_physical_devices("CPU")[0]\n'
+        'tf.config.set_logical_device_configuration(\n'
+        '    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n'
+        'from cifar10_estimator import cifar10_main\n'
+        'import sys\n'
+        'sys.exit(cifar10_main.main(sys.argv[1:]))\n')
+    proc = subprocess.run(
+        [sys.executable, '-c', script, '--data-dir', cifar10_data_dir, '--job-dir',
+         str(job_dir), *SMALL, '--train-steps', '60', '--checkpoint-num-steps', '30'],
+        cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    graph = (job_dir / 'graph.pbtxt').read_text()
+    assert 'tower_1/resnet/' in graph and 'device: "/cpu:1"' in graph
+    names = [n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(str(job_dir)))]
+    assert 'resnet/initial_conv/kernel' in names
+    assert not [n for n in names if n.startswith('resnet_1')], 'towers share variables'
+    assert _final_metrics(proc.stderr)[0] == 60
+
+
+def test_batch_sizes_must_split_over_devices(cifar10_data_dir):
+    hparams = model.HParams(num_layers=8, devices=('/cpu:0', '/cpu:1'),
+                            train_batch_size=33)
+    with pytest.raises(UserInputError, match=r'--train-batch-size=33 must be divisible '
+                                             r'by the 2 devices'):
+        trainer.check_inputs(cifar10_data_dir, hparams, eval_batch_size=50)
+    hparams = model.HParams(num_layers=8, devices=('/cpu:0', '/cpu:1'),
+                            train_batch_size=32)
+    with pytest.raises(UserInputError, match='--eval-batch-size=25'):
+        trainer.check_inputs(cifar10_data_dir, hparams, eval_batch_size=25)
+    assert trainer.check_inputs(cifar10_data_dir, hparams, 50)['train'] == 400
+
+
+def _error_line(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert lines, 'no error output'
+    assert lines[-1].startswith('error: '), proc.stderr[-3000:]
+    return lines[-1]
+
+
+def _copy_data(src, dst):
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+@pytest.mark.parametrize('case, expected', [
+    ('missing data dir', r'--data-dir \S+ does not exist'),
+    ('empty data dir', r'--data-dir \S+ has no metadata.json'),
+    ('truncated', r'train.tfrecords is \d+ bytes, expected \d+ .* truncated'),
+    ('wrong features', r'train.tfrecords: records must have features "image"'),
+    ('num layers', r'argument --num-layers: expected 6n\+2'),
+    ('eval batch', r'--eval-batch-size=30 must divide the 100 eval examples'),
+    ('too many gpus', r'--num-gpus=2 but this machine has 0 GPU'),
+])
+def test_bad_input_is_one_clear_line(case, expected, cifar10_data_dir, tmp_path):
+    data_dir, flags = cifar10_data_dir, []
+    if case == 'missing data dir':
+        data_dir = str(tmp_path / 'nowhere')
+    elif case == 'empty data dir':
+        data_dir = str(tmp_path / 'empty')
+        os.makedirs(data_dir)
+    elif case == 'truncated':
+        data_dir = _copy_data(cifar10_data_dir, tmp_path / 'data')
+        path = os.path.join(data_dir, 'train.tfrecords')
+        os.truncate(path, os.path.getsize(path) - 1000)
+    elif case == 'wrong features':
+        data_dir = _copy_data(cifar10_data_dir, tmp_path / 'data')
+        with tf.io.TFRecordWriter(os.path.join(data_dir, 'train.tfrecords')) as w:
+            for _ in range(400):
+                w.write(tf.train.Example(features=tf.train.Features(feature={
+                    'pixels': tf.train.Feature(bytes_list=tf.train.BytesList(
+                        value=[b'x' * 3072]))})).SerializeToString())
+    elif case == 'num layers':
+        flags = ['--num-layers', '45']
+    elif case == 'eval batch':
+        flags = ['--eval-batch-size', '30']
+    elif case == 'too many gpus':
+        flags = ['--num-gpus', '2']
+    proc = run_module(MAIN, '--data-dir', data_dir, '--job-dir', tmp_path / 'job',
+                      *SMALL, '--train-steps', '5', *flags, check=2)
+    assert re.search(expected, _error_line(proc)), _error_line(proc)
+    assert not (tmp_path / 'job' / 'checkpoint').exists()
+
+
+def test_checkpoint_from_other_depth_is_refused_and_kept(cifar10_data_dir, tmp_path):
+    job_dir = tmp_path / 'job'
+    _train(cifar10_data_dir, job_dir, '--train-steps', '20', '--checkpoint-num-steps', '10')
+    before = {p: os.path.getmtime(p) for p in glob.glob(str(job_dir / '*'))}
+    proc = run_module(MAIN, '--data-dir', cifar10_data_dir, '--job-dir', job_dir,
+                      '--num-layers', '14', '--train-steps', '40', check=2)
+    line = _error_line(proc)
+    assert '--num-layers=14 does not match the checkpoints in --job-dir' in line
+    assert '--num-layers=8' in line
+    assert {p: os.path.getmtime(p) for p in glob.glob(str(job_dir / '*'))} == before
+    path = tf.train.latest_checkpoint(str(job_dir))
+    assert int(tf.train.load_variable(path, 'global_step')) == 20
+
+
+def test_help_lists_flag_groups():
+    proc = run_module(MAIN, '--help', check=0)
+    for flag in ('--data-dir', '--job-dir', '--num-gpus', '--variable-strategy',
+                 '--no-use-distortion-for-training', '--checkpoint-num-steps',
+                 '--num-intra-threads', '--eval-steps', '--sync', '--verbosity'):
+        assert flag in proc.stdout
+    assert '--num-workers' not in proc.stdout

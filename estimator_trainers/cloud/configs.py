@@ -1,0 +1,618 @@
+"""AI Platform `trainingInput` YAML: load, validate, translate to Vertex AI.
+
+Users keep the config files they passed to `gcloud ai-platform jobs submit
+training --config`. This module checks them field by field (an unknown field,
+a wrong YAML type, a count without a machine type, a GPU that does not fit the
+machine: one error naming the field) and translates the cluster shape into
+Vertex AI worker pools: pool 0 chief (the legacy master), pool 1 workers,
+pool 2 parameter servers, pool 3 evaluators.
+
+Translation table (also in docs/cloud.md):
+
+- Legacy machine names become the Compute Engine machine type and GPUs that
+  AI Platform documented as their equivalent (`LEGACY_MACHINE_TYPES`).
+- Scale tiers are presets of legacy machine names (`SCALE_TIERS`).
+- NVIDIA K80 GPUs are retired on Vertex AI: a K80 request becomes the same
+  number of T4s, or V100s for 8 GPUs (an N1 machine takes at most 4 T4s).
+- Compute Engine machine types pass through; the GPU type and count are
+  checked against what that machine family accepts (`GPU_FAMILIES`).
+"""
+import dataclasses
+import re
+
+import yaml
+
+from estimator_trainers.errors import UserInputError
+
+CHIEF = 'chief'
+WORKER = 'worker'
+PS = 'ps'
+EVALUATOR = 'evaluator'
+ROLES = (CHIEF, WORKER, PS, EVALUATOR)  # Vertex AI worker pool order 0..3
+
+# role -> (machine type field, count field, replica config field)
+ROLE_FIELDS = {
+    CHIEF: ('masterType', None, 'masterConfig'),
+    WORKER: ('workerType', 'workerCount', 'workerConfig'),
+    PS: ('parameterServerType', 'parameterServerCount', 'parameterServerConfig'),
+    EVALUATOR: ('evaluatorType', 'evaluatorCount', 'evaluatorConfig'),
+}
+
+K80 = 'NVIDIA_TESLA_K80'
+
+# Legacy name -> (Compute Engine machine type, GPU type or None, GPU count).
+LEGACY_MACHINE_TYPES = {
+    'standard': ('n1-standard-4', None, 0),
+    'large_model': ('n1-highmem-8', None, 0),
+    'complex_model_s': ('n1-highcpu-8', None, 0),
+    'complex_model_m': ('n1-highcpu-16', None, 0),
+    'complex_model_l': ('n1-highcpu-32', None, 0),
+    'standard_gpu': ('n1-standard-8', K80, 1),
+    'complex_model_m_gpu': ('n1-standard-16', K80, 4),
+    'complex_model_l_gpu': ('n1-standard-32', K80, 8),
+    'standard_p100': ('n1-standard-8', 'NVIDIA_TESLA_P100', 1),
+    'complex_model_m_p100': ('n1-standard-16', 'NVIDIA_TESLA_P100', 4),
+    'standard_v100': ('n1-standard-8', 'NVIDIA_TESLA_V100', 1),
+    'large_model_v100': ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1),
+    'complex_model_m_v100': ('n1-standard-16', 'NVIDIA_TESLA_V100', 4),
+    'complex_model_l_v100': ('n1-standard-32', 'NVIDIA_TESLA_V100', 8),
+}
+
+# Scale tier -> the CUSTOM fields it stands for.
+SCALE_TIERS = {
+    'BASIC': {'masterType': 'standard'},
+    'BASIC_GPU': {'masterType': 'standard_gpu'},
+    'STANDARD_1': {'masterType': 'complex_model_s',
+                   'workerType': 'complex_model_s', 'workerCount': 4,
+                   'parameterServerType': 'standard', 'parameterServerCount': 3},
+    'PREMIUM_1': {'masterType': 'complex_model_m',
+                  'workerType': 'complex_model_m', 'workerCount': 19,
+                  'parameterServerType': 'large_model', 'parameterServerCount': 11},
+}
+CUSTOM = 'CUSTOM'
+_TPU_REASON = ('TPUs need TPUEstimator; these Estimator trainers run on CPUs '
+               'and GPUs')
+
+# Machine type prefix -> {GPU type: allowed counts}. Families other than n1
+# exist only with GPUs attached; a `-<N>g` suffix fixes the count to N.
+GPU_FAMILIES = (
+    ('n1-', {'NVIDIA_TESLA_T4': (1, 2, 4), 'NVIDIA_TESLA_P4': (1, 2, 4),
+             'NVIDIA_TESLA_P100': (1, 2, 4), 'NVIDIA_TESLA_V100': (1, 2, 4, 8),
+             K80: (1, 2, 4, 8)}),
+    ('a2-highgpu-', {'NVIDIA_TESLA_A100': (1, 2, 4, 8)}),
+    ('a2-megagpu-', {'NVIDIA_TESLA_A100': (16,)}),
+    ('a2-ultragpu-', {'NVIDIA_A100_80GB': (1, 2, 4, 8)}),
+    ('g2-standard-', {'NVIDIA_L4': (1, 2, 4, 8)}),
+    ('a3-highgpu-', {'NVIDIA_H100_80GB': (1, 2, 4, 8)}),
+    ('a3-megagpu-', {'NVIDIA_H100_MEGA_80GB': (8,)}),
+    ('a3-ultragpu-', {'NVIDIA_H200_141GB': (8,)}),
+)
+GPU_TYPES = sorted({gpu for _, gpus in GPU_FAMILIES for gpu in gpus})
+_UNSUPPORTED_GPUS = {
+    'NVIDIA_B200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'NVIDIA_GB200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'NVIDIA_RTX_PRO_6000': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'TPU_V2': _TPU_REASON, 'TPU_V3': _TPU_REASON, 'TPU_V2_POD': _TPU_REASON,
+    'TPU_V3_POD': _TPU_REASON, 'TPU_V4_POD': _TPU_REASON,
+    'TPU_V5_LITEPOD': _TPU_REASON,
+}
+
+_TRAINING_INPUT_FIELDS = (
+    'scaleTier', 'masterType', 'masterConfig', 'workerType', 'workerCount',
+    'workerConfig', 'parameterServerType', 'parameterServerCount',
+    'parameterServerConfig', 'evaluatorType', 'evaluatorCount',
+    'evaluatorConfig', 'useChiefInTfConfig', 'hyperparameters', 'args',
+    'jobDir', 'region', 'runtimeVersion', 'pythonVersion', 'scheduling',
+    'serviceAccount', 'network')
+_SHAPE_FIELDS = tuple(f for fields in ROLE_FIELDS.values() for f in fields if f)
+_REPLICA_CONFIG_FIELDS = ('acceleratorConfig', 'diskConfig')
+_HYPERPARAMETER_FIELDS = ('goal', 'hyperparameterMetricTag', 'maxTrials',
+                          'maxParallelTrials', 'maxFailedTrials', 'algorithm',
+                          'params')
+_PARAM_FIELDS = ('parameterName', 'type', 'minValue', 'maxValue', 'scaleType',
+                 'categoricalValues', 'discreteValues')
+_PARAM_TYPES = ('DOUBLE', 'INTEGER', 'CATEGORICAL', 'DISCRETE')
+_SCALE_TYPES = ('NONE', 'UNIT_LINEAR_SCALE', 'UNIT_LOG_SCALE',
+                'UNIT_REVERSE_LOG_SCALE')
+_ALGORITHMS = ('ALGORITHM_UNSPECIFIED', 'GRID_SEARCH', 'RANDOM_SEARCH')
+_BOOT_DISK_TYPES = ('pd-ssd', 'pd-standard', 'hyperdisk-balanced')
+# Trainer flags the submission sets itself; a tuned parameter must not clash.
+_RESERVED_PARAMS = ('job-dir', 'hypertune-metric')
+
+# Legacy fields the translation replaces with something else.
+_FIELD_HINTS = {
+    'packageUris': 'the package is built and staged by the submission',
+    'pythonModule': 'the trainer module follows from the model name',
+    'imageUri': 'pass --image-uri for a custom container',
+    'containerCommand': 'pass --image-uri; the command is python -m <trainer>',
+    'containerArgs': 'put trainer flags in trainingInput.args or after --',
+    'tpuTfVersion': _TPU_REASON,
+    'enableTrialEarlyStopping': 'not translated to Vertex AI (the trainers '
+                                'report the metric once, at the end)',
+}
+
+_MACHINE_TYPE_RE = re.compile(r'[a-z][a-z0-9]*(-[a-z0-9]+)+')
+_DURATION_RE = re.compile(r'\d+(\.\d{1,9})?s')
+_PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+
+
+class MachineError(ValueError):
+    """A machine type or GPU request that Vertex AI cannot run.
+
+    `on_accelerator` says whether the `acceleratorConfig` (rather than the
+    machine type) is the field to blame.
+    """
+
+    def __init__(self, message, on_accelerator=True):
+        super().__init__(message)
+        self.on_accelerator = on_accelerator
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """One Vertex AI worker pool: a role with identical replicas."""
+    role: str
+    replica_count: int
+    machine_type: str
+    accelerator_type: str = None
+    accelerator_count: int = 0
+    boot_disk: dict = None  # Vertex `diskSpec`, or None for the default
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """A validated config and its Vertex AI translation.
+
+    Attributes:
+      source: where the config came from (file path), for messages.
+      training_input: the `trainingInput` mapping as written (validated), for
+        the legacy `ml v1` body.
+      pools: one `Pool` per role present, in Vertex pool order.
+      hyperparameters: the validated `hyperparameters` mapping with defaults
+        filled in, or None for a plain training job.
+      args: trainer flags from `trainingInput.args`.
+      labels: job labels.
+      scheduling: Vertex `scheduling` (timeout, maxWaitDuration), maybe empty.
+      notes: translation remarks to show the user (e.g. a K80 substitution).
+    """
+    source: str
+    training_input: dict
+    pools: tuple
+    hyperparameters: dict = None
+    args: tuple = ()
+    labels: dict = dataclasses.field(default_factory=dict)
+    scheduling: dict = dataclasses.field(default_factory=dict)
+    notes: tuple = ()
+
+    @property
+    def is_tuning(self):
+        return self.hyperparameters is not None
+
+    @property
+    def uses_gpus(self):
+        return any(pool.accelerator_count for pool in self.pools)
+
+    def pool(self, role):
+        """The `Pool` for `role`, or None when the config has none."""
+        return next((p for p in self.pools if p.role == role), None)
+
+    @property
+    def region(self):
+        return self.training_input.get('region')
+
+    @property
+    def job_dir(self):
+        return self.training_input.get('jobDir')
+
+    @property
+    def service_account(self):
+        return self.training_input.get('serviceAccount')
+
+    @property
+    def network(self):
+        return self.training_input.get('network')
+
+
+def default_config():
+    """The config of a submission without `--config`: scale tier BASIC."""
+    return parse_config({'trainingInput': {'scaleTier': 'BASIC'}},
+                        '(default BASIC config)')
+
+
+def load_config(path):
+    """Reads and validates the YAML config at `path`.
+
+    Raises:
+      UserInputError: naming the file and the offending field.
+    """
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise UserInputError('--config %s: %s' % (path, e.strerror)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        where = ' at line %d' % (mark.line + 1) if mark else ''
+        raise UserInputError('%s: not valid YAML%s (%s)'
+                             % (path, where, getattr(e, 'problem', e))) from None
+    return parse_config(data, path)
+
+
+def parse_config(data, source):
+    """Validates an already parsed config (`{'trainingInput': {...}}`)."""
+    check = _Checker(source)
+    check.mapping(data, '', ('trainingInput', 'labels'))
+    if 'trainingInput' not in data:
+        check.fail('trainingInput', 'required (the AI Platform config format '
+                   'puts every setting under trainingInput)')
+    ti = data['trainingInput']
+    check.mapping(ti, 'trainingInput', _TRAINING_INPUT_FIELDS)
+    labels = data.get('labels') or {}
+    check.mapping(labels, 'labels', None)
+    for key, value in labels.items():
+        check.string(value, 'labels.%s' % key)
+
+    tier = ti.get('scaleTier', 'BASIC')
+    check.string(tier, 'trainingInput.scaleTier')
+    if tier == 'BASIC_TPU':
+        check.fail('trainingInput.scaleTier', 'BASIC_TPU: %s' % _TPU_REASON)
+    if tier != CUSTOM and tier not in SCALE_TIERS:
+        check.fail('trainingInput.scaleTier', 'unknown tier %r (expected one of %s)'
+                   % (tier, ', '.join(list(SCALE_TIERS) + [CUSTOM])))
+    if tier == CUSTOM:
+        shape = ti
+        if 'masterType' not in ti:
+            check.fail('trainingInput.masterType', 'required with scaleTier: CUSTOM')
+    else:
+        for field in _SHAPE_FIELDS:
+            if field in ti:
+                check.fail('trainingInput.%s' % field,
+                           'only allowed with scaleTier: CUSTOM (scaleTier is %s)' % tier)
+        shape = SCALE_TIERS[tier]
+
+    notes = []
+    pools = []
+    for role in ROLES:
+        pool = _pool(check, role, shape, notes)
+        if pool:
+            pools.append(pool)
+
+    args = ti.get('args', [])
+    check.string_list(args, 'trainingInput.args')
+    for field in ('jobDir', 'region', 'runtimeVersion', 'pythonVersion',
+                  'serviceAccount', 'network'):
+        if field in ti:
+            check.string(ti[field], 'trainingInput.%s' % field)
+    if 'jobDir' in ti and not ti['jobDir'].startswith('gs://'):
+        check.fail('trainingInput.jobDir', 'expected a gs:// path, got %r' % ti['jobDir'])
+    if 'useChiefInTfConfig' in ti:
+        check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
+
+    hyperparameters = None
+    if 'hyperparameters' in ti:
+        hyperparameters = _hyperparameters(check, ti['hyperparameters'])
+
+    return TrainingConfig(
+        source=source, training_input=ti, pools=tuple(pools),
+        hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
+        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes))
+
+
+def translate_machine(machine, accelerator_type=None, accelerator_count=0):
+    """Legacy or Compute Engine machine + GPUs -> Vertex AI (machine, GPU, count).
+
+    Args:
+      machine: a legacy name (`complex_model_m_gpu`) or a Compute Engine type.
+      accelerator_type, accelerator_count: an `acceleratorConfig` for a
+        Compute Engine type (legacy names carry their own GPUs).
+
+    Returns:
+      `(machine_type, gpu_type or None, gpu_count, note or None)`; the note
+      says when a retired GPU was replaced.
+
+    Raises:
+      MachineError: with a message the caller prefixes with the field name.
+    """
+    if machine in LEGACY_MACHINE_TYPES:
+        if accelerator_type:
+            raise MachineError(
+                'legacy machine type %r has fixed GPUs; use a Compute Engine '
+                'machine type (e.g. n1-standard-8) with acceleratorConfig' % machine)
+        machine_type, accelerator_type, accelerator_count = LEGACY_MACHINE_TYPES[machine]
+    elif machine == 'cloud_tpu':
+        raise MachineError('cloud_tpu: %s' % _TPU_REASON, on_accelerator=False)
+    elif _MACHINE_TYPE_RE.fullmatch(machine):
+        machine_type = machine
+    else:
+        raise MachineError('unknown machine type %r (expected a Compute Engine type '
+                           'like n1-standard-8 or a legacy name: %s)'
+                           % (machine, ', '.join(LEGACY_MACHINE_TYPES)), on_accelerator=False)
+
+    family = next(((prefix, gpus) for prefix, gpus in GPU_FAMILIES
+                   if machine_type.startswith(prefix)), None)
+    if not accelerator_type:
+        if family and family[0] != 'n1-':
+            raise MachineError('%s needs an acceleratorConfig with %s'
+                               % (machine_type, ' or '.join(family[1])), on_accelerator=False)
+        return machine_type, None, 0, None
+    if family is None:
+        raise MachineError('%s takes no GPUs (GPUs attach to %s machines)'
+                           % (machine_type, ', '.join(p + '*' for p, _ in GPU_FAMILIES)))
+    prefix, gpus = family
+    if accelerator_type not in gpus:
+        raise MachineError('%s does not attach to %s (%s* machines take %s)'
+                           % (accelerator_type, machine_type, prefix, ', '.join(gpus)))
+    if accelerator_count not in gpus[accelerator_type]:
+        raise MachineError('%s attaches %s at a time to %s* machines, not %d'
+                           % (accelerator_type, _or(gpus[accelerator_type]), prefix,
+                              accelerator_count))
+    fixed = re.search(r'-(\d+)g$', machine_type)
+    if fixed and int(fixed.group(1)) != accelerator_count:
+        raise MachineError('%s comes with exactly %s GPUs, not %d'
+                           % (machine_type, fixed.group(1), accelerator_count))
+    note = None
+    if accelerator_type == K80:
+        replacement = 'NVIDIA_TESLA_T4' if accelerator_count <= 4 else 'NVIDIA_TESLA_V100'
+        note = ('%s: NVIDIA_TESLA_K80 is retired on Vertex AI; using %d x %s'
+                % (machine, accelerator_count, replacement))
+        accelerator_type = replacement
+    return machine_type, accelerator_type, accelerator_count, note
+
+
+def _pool(check, role, shape, notes):
+    type_field, count_field, config_field = ROLE_FIELDS[role]
+    prefix = 'trainingInput.'
+    if count_field is None:
+        count = 1
+    else:
+        count = shape.get(count_field, 0)
+        check.count(count, prefix + count_field)
+    machine = shape.get(type_field)
+    replica_config = shape.get(config_field)
+    if count and machine is None:
+        check.fail(prefix + count_field, '%d replicas need %s%s'
+                   % (count, prefix, type_field))
+    if not count:
+        if machine is not None:
+            check.fail(prefix + type_field, 'set but %s is 0' % count_field)
+        if replica_config is not None:
+            check.fail(prefix + config_field, 'set but %s is 0' % count_field)
+        return None
+    check.string(machine, prefix + type_field)
+
+    accelerator_type, accelerator_count, boot_disk = None, 0, None
+    if replica_config is not None:
+        path = prefix + config_field
+        check.mapping(replica_config, path, _REPLICA_CONFIG_FIELDS)
+        if 'acceleratorConfig' in replica_config:
+            accelerator_type, accelerator_count = _accelerator(
+                check, replica_config['acceleratorConfig'], path + '.acceleratorConfig')
+        if 'diskConfig' in replica_config:
+            boot_disk = _disk(check, replica_config['diskConfig'], path + '.diskConfig')
+    try:
+        machine_type, accelerator_type, accelerator_count, note = translate_machine(
+            machine, accelerator_type, accelerator_count)
+    except MachineError as e:
+        check.fail(prefix + config_field + '.acceleratorConfig' if e.on_accelerator
+                   else prefix + type_field, str(e))
+    if note:
+        notes.append(note)
+    return Pool(role, count, machine_type, accelerator_type, accelerator_count, boot_disk)
+
+
+def _accelerator(check, config, path):
+    check.mapping(config, path, ('count', 'type'))
+    for field in ('count', 'type'):
+        if field not in config:
+            check.fail('%s.%s' % (path, field), 'required')
+    count, gpu = config['count'], config['type']
+    check.count(count, path + '.count', minimum=1)
+    check.string(gpu, path + '.type')
+    if gpu in _UNSUPPORTED_GPUS:
+        check.fail(path + '.type', '%s is not supported: %s' % (gpu, _UNSUPPORTED_GPUS[gpu]))
+    if gpu not in GPU_TYPES:
+        check.fail(path + '.type', 'unknown GPU %r (expected one of %s)'
+                   % (gpu, ', '.join(GPU_TYPES)))
+    return gpu, count
+
+
+def _disk(check, config, path):
+    check.mapping(config, path, ('bootDiskType', 'bootDiskSizeGb'))
+    disk = {}
+    if 'bootDiskType' in config:
+        check.choice(config['bootDiskType'], path + '.bootDiskType', _BOOT_DISK_TYPES)
+        disk['bootDiskType'] = config['bootDiskType']
+    if 'bootDiskSizeGb' in config:
+        size = config['bootDiskSizeGb']
+        check.count(size, path + '.bootDiskSizeGb', minimum=100)
+        if size > 64000:
+            check.fail(path + '.bootDiskSizeGb', 'at most 64000, got %d' % size)
+        disk['bootDiskSizeGb'] = size
+    return disk or None
+
+
+def _scheduling(check, scheduling):
+    if scheduling is None:
+        return {}
+    path = 'trainingInput.scheduling'
+    check.mapping(scheduling, path, ('maxRunningTime', 'maxWaitTime'))
+    translated = {}
+    for legacy, vertex in (('maxRunningTime', 'timeout'),
+                           ('maxWaitTime', 'maxWaitDuration')):
+        if legacy in scheduling:
+            value = scheduling[legacy]
+            check.string(value, '%s.%s' % (path, legacy))
+            if not _DURATION_RE.fullmatch(value):
+                check.fail('%s.%s' % (path, legacy),
+                           'expected seconds like 7200s, got %r' % value)
+            translated[vertex] = value
+    return translated
+
+
+def _hyperparameters(check, spec):
+    path = 'trainingInput.hyperparameters'
+    check.mapping(spec, path, _HYPERPARAMETER_FIELDS)
+    for field in ('goal', 'hyperparameterMetricTag', 'params'):
+        if field not in spec:
+            check.fail('%s.%s' % (path, field), 'required')
+    check.choice(spec['goal'], path + '.goal', ('MAXIMIZE', 'MINIMIZE'))
+    check.string(spec['hyperparameterMetricTag'], path + '.hyperparameterMetricTag')
+    if not spec['hyperparameterMetricTag']:
+        check.fail(path + '.hyperparameterMetricTag', 'must not be empty')
+    result = dict(spec)
+    result.setdefault('maxTrials', 1)
+    result.setdefault('maxParallelTrials', 1)
+    result.setdefault('algorithm', 'ALGORITHM_UNSPECIFIED')
+    for field in ('maxTrials', 'maxParallelTrials'):
+        check.count(result[field], '%s.%s' % (path, field), minimum=1)
+    if result['maxParallelTrials'] > result['maxTrials']:
+        check.fail(path + '.maxParallelTrials', '%d is more than maxTrials (%d)'
+                   % (result['maxParallelTrials'], result['maxTrials']))
+    if 'maxFailedTrials' in result:
+        check.count(result['maxFailedTrials'], path + '.maxFailedTrials')
+    check.choice(result['algorithm'], path + '.algorithm', _ALGORITHMS)
+
+    params = spec['params']
+    if not isinstance(params, list) or not params:
+        check.fail(path + '.params', 'expected a non-empty list of parameters, got %s'
+                   % _describe(params))
+    names = set()
+    for i, param in enumerate(params):
+        name = _param(check, param, '%s.params[%d]' % (path, i))
+        if name in names:
+            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %r' % name)
+        names.add(name)
+        if result['algorithm'] == 'GRID_SEARCH' and param['type'] == 'DOUBLE':
+            check.fail('%s.params[%d].type' % (path, i),
+                       'GRID_SEARCH needs INTEGER, CATEGORICAL or DISCRETE parameters')
+    return result
+
+
+def _param(check, param, path):
+    check.mapping(param, path, _PARAM_FIELDS)
+    for field in ('parameterName', 'type'):
+        if field not in param:
+            check.fail('%s.%s' % (path, field), 'required')
+    name = param['parameterName']
+    check.string(name, path + '.parameterName')
+    if not _PARAM_NAME_RE.fullmatch(name):
+        check.fail(path + '.parameterName', 'expected a trainer flag name like '
+                   'learning-rate, got %r' % name)
+    if name in _RESERVED_PARAMS:
+        check.fail(path + '.parameterName', '--%s is set by the submission' % name)
+    kind = param['type']
+    check.choice(kind, path + '.type', _PARAM_TYPES)
+    allowed = {'DOUBLE': ('minValue', 'maxValue', 'scaleType'),
+               'INTEGER': ('minValue', 'maxValue', 'scaleType'),
+               'CATEGORICAL': ('categoricalValues',),
+               'DISCRETE': ('discreteValues', 'scaleType')}[kind]
+    for field in param:
+        if field not in ('parameterName', 'type') + allowed:
+            check.fail('%s.%s' % (path, field), 'not used with type %s' % kind)
+    for field in allowed:
+        if field != 'scaleType' and field not in param:
+            check.fail('%s.%s' % (path, field), 'required with type %s' % kind)
+
+    if kind in ('DOUBLE', 'INTEGER'):
+        low, high = param['minValue'], param['maxValue']
+        check.number(low, path + '.minValue', integral=kind == 'INTEGER')
+        check.number(high, path + '.maxValue', integral=kind == 'INTEGER')
+        if low > high:
+            check.fail(path + '.minValue', '%s is above maxValue %s' % (low, high))
+        values = (low,)
+    elif kind == 'CATEGORICAL':
+        check.string_list(param['categoricalValues'], path + '.categoricalValues')
+        if not param['categoricalValues']:
+            check.fail(path + '.categoricalValues', 'must not be empty')
+        values = ()
+    else:
+        values = param['discreteValues']
+        if not isinstance(values, list) or not values:
+            check.fail(path + '.discreteValues', 'expected a non-empty list of '
+                       'numbers, got %s' % _describe(values))
+        for j, value in enumerate(values):
+            check.number(value, '%s.discreteValues[%d]' % (path, j))
+        if any(a >= b for a, b in zip(values, values[1:])):
+            check.fail(path + '.discreteValues', 'must be strictly increasing')
+    if 'scaleType' in param:
+        scale = param['scaleType']
+        check.choice(scale, path + '.scaleType', _SCALE_TYPES)
+        if scale in ('UNIT_LOG_SCALE', 'UNIT_REVERSE_LOG_SCALE') and min(values) <= 0:
+            check.fail(path + '.scaleType', '%s needs values > 0' % scale)
+    return name
+
+
+def _or(values):
+    values = [str(v) for v in values]
+    return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])
+
+
+def _describe(value):
+    if isinstance(value, str):
+        return 'text %r' % value
+    return '%s %r' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean',
+                       type(None): 'nothing'}.get(type(value), type(value).__name__),
+                      value)
+
+
+class _Checker:
+    """Type checks that fail with `<source>: <field path>: <what is wrong>`."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def fail(self, path, message):
+        raise UserInputError('%s: %s: %s' % (self.source, path or '(top level)', message))
+
+    def mapping(self, value, path, fields):
+        """A mapping whose keys are all in `fields` (any keys when None)."""
+        if not isinstance(value, dict):
+            self.fail(path, 'expected a mapping, got %s' % _describe(value))
+        if fields is None:
+            return
+        for key in value:
+            if key not in fields:
+                field = '%s.%s' % (path, key) if path else str(key)
+                hint = _FIELD_HINTS.get(key)
+                self.fail(field, 'not supported: %s' % hint if hint else
+                          'unknown field (expected one of %s)' % ', '.join(fields))
+
+    def string(self, value, path):
+        if not isinstance(value, str):
+            self.fail(path, 'expected text, got %s' % _describe(value))
+
+    def string_list(self, value, path):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(path, 'expected a list of text, got %s' % _describe(value))
+
+    def boolean(self, value, path):
+        if not isinstance(value, bool):
+            self.fail(path, 'expected true or false, got %s' % _describe(value))
+
+    def choice(self, value, path, choices):
+        if value not in choices:
+            self.fail(path, 'expected one of %s, got %s'
+                      % (', '.join(choices), _describe(value)))
+
+    def count(self, value, path, minimum=0):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(path, 'expected an integer >= %d, got %s' % (minimum, _describe(value)))
+
+    def number(self, value, path, integral=False):
+        if isinstance(value, str) and _is_number(value):
+            self.fail(path, 'expected a number, got text %r (YAML reads exponents '
+                      'without a dot as text: write 1.0e-4)' % value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(path, 'expected a number, got %s' % _describe(value))
+        if integral and value != int(value):
+            self.fail(path, 'expected a whole number for an INTEGER parameter, got %r' % value)
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

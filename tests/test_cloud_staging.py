@@ -1,0 +1,125 @@
+"""Package sdist build and upload to a local GCS emulator."""
+import io
+import os
+import tarfile
+
+import pytest
+
+import cloud_fakes
+from conftest import REPO_ROOT
+from estimator_trainers.cloud import staging
+from estimator_trainers.errors import UserInputError
+
+BUCKET = 'test-bucket'
+
+
+@pytest.fixture(scope='module')
+def gcs():
+    with cloud_fakes.storage_emulator(BUCKET) as client:
+        yield client
+
+
+@pytest.fixture(scope='module')
+def sdist(tmp_path_factory):
+    return staging.build_sdist(str(tmp_path_factory.mktemp('sdist')))
+
+
+def _tar_gz(path, files, mtime):
+    """Writes a tar.gz of `{name: bytes}` with every member at `mtime`."""
+    with tarfile.open(path, 'w:gz') as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), mtime
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
+    before = sorted(os.listdir(REPO_ROOT))
+    built = staging.build_sdist(str(tmp_path))
+    assert sorted(os.listdir(REPO_ROOT)) == before  # egg-info went to tmp_path
+    assert built.filename == 'estimator-trainers-0.1.0.tar.gz'
+    assert built.size == os.path.getsize(built.path)
+    assert built.requires_python == '==3.11.*'
+    with tarfile.open(built.path) as tar:
+        names = set(tar.getnames())
+    for member in ('setup.py', 'requirements.txt', 'estimator_trainers/cloud/cli.py',
+                   'estimator_trainers/training.py', 'cifar10_estimator/cifar10_main.py'):
+        assert 'estimator-trainers-0.1.0/' + member in names
+
+
+def test_content_hash_ignores_timestamps_but_not_contents(tmp_path):
+    one = _tar_gz(str(tmp_path / 'one.tar.gz'), {'p/a.py': b'x = 1\n'}, mtime=1000)
+    two = _tar_gz(str(tmp_path / 'two.tar.gz'), {'p/a.py': b'x = 1\n'}, mtime=2000)
+    changed = _tar_gz(str(tmp_path / 'three.tar.gz'), {'p/a.py': b'x = 2\n'}, mtime=1000)
+    renamed = _tar_gz(str(tmp_path / 'four.tar.gz'), {'p/b.py': b'x = 1\n'}, mtime=1000)
+    with open(one, 'rb') as f1, open(two, 'rb') as f2:
+        assert f1.read() != f2.read()
+    assert staging.content_sha256(one) == staging.content_sha256(two)
+    assert staging.content_sha256(one) != staging.content_sha256(changed)
+    assert staging.content_sha256(one) != staging.content_sha256(renamed)
+
+
+def test_rebuilding_the_same_tree_gives_the_same_hash(tmp_path, sdist):
+    assert staging.build_sdist(str(tmp_path)).sha256 == sdist.sha256
+
+
+def test_stage_uploads_then_skips_the_same_contents(gcs, sdist):
+    destination = staging.staging_uri('gs://%s' % BUCKET, 'train_cifar10_1', sdist.filename)
+    assert destination == 'gs://test-bucket/staging/train_cifar10_1/estimator-trainers-0.1.0.tar.gz'
+    assert staging.stage(gcs, sdist, destination) is True
+    blob = gcs.bucket(BUCKET).get_blob('staging/train_cifar10_1/' + sdist.filename)
+    assert blob.metadata == {'content-sha256': sdist.sha256}
+    generation = blob.generation
+    assert generation
+    with open(sdist.path, 'rb') as f:
+        assert blob.download_as_bytes() == f.read()
+
+    assert staging.stage(gcs, sdist, destination) is False
+    assert gcs.bucket(BUCKET).get_blob('staging/train_cifar10_1/' + sdist.filename).generation \
+        == generation
+
+
+def test_stage_replaces_different_contents(gcs, sdist, tmp_path):
+    destination = 'gs://%s/staging/train_taxi_2/%s' % (BUCKET, sdist.filename)
+    assert staging.stage(gcs, sdist, destination)
+    path = _tar_gz(str(tmp_path / sdist.filename), {'p/a.py': b'changed\n'}, mtime=0)
+    other = staging.Sdist(path, staging.content_sha256(path), os.path.getsize(path))
+    assert staging.stage(gcs, other, destination) is True
+    blob = gcs.bucket(BUCKET).get_blob('staging/train_taxi_2/' + sdist.filename)
+    assert blob.metadata == {'content-sha256': other.sha256}
+    assert blob.size == other.size
+
+
+def test_check_bucket(gcs):
+    staging.check_bucket(gcs, 'gs://%s/some/prefix' % BUCKET)
+    with pytest.raises(UserInputError, match=r'^bucket gs://no-such-bucket does not exist '
+                       r'\(set BUCKET_NAME or --bucket to an existing bucket\)$'):
+        staging.check_bucket(gcs, 'gs://no-such-bucket')
+
+
+@pytest.mark.parametrize('text,expected', [
+    ('gs://my-bucket', 'gs://my-bucket'),
+    ('gs://my-bucket/', 'gs://my-bucket'),
+    ('my-bucket', 'gs://my-bucket'),
+    ('gs://my-bucket/team/a/', 'gs://my-bucket/team/a'),
+])
+def test_parse_bucket(text, expected):
+    assert staging.parse_bucket(text) == expected
+
+
+@pytest.mark.parametrize('text', ['gs://', 'gs://My_Bucket', 'gs://a', 'https://x/y'])
+def test_parse_bucket_rejects(text):
+    with pytest.raises(UserInputError, match='expected gs://BUCKET_NAME'):
+        staging.parse_bucket(text)
+
+
+def test_python_mismatch_of_prebuilt_images():
+    py310 = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
+    assert staging.python_mismatch('>=3.9,<3.12', py310) is None
+    assert staging.python_mismatch(None, py310) is None
+    assert staging.python_mismatch('==3.11.*', 'us-docker.pkg.dev/p/r/tf:latest') is None
+    assert staging.python_mismatch('==3.11.*', py310) == (
+        'the package requires Python ==3.11.* (setup.py) but %s runs Python 3.10, so pip '
+        'cannot install it there; build the container in Dockerfile and pass --image-uri'
+        % py310)

@@ -10,10 +10,16 @@ Accepted shapes:
   and `task.trial` keys (ignored). The master trains and evaluates.
 - Vertex AI / TF2: `chief` + `worker` + `ps`; an `evaluator` task is not in
   `cluster`.
-- Kubeflow TFJob: the same keys, possibly in upper case.
+- Kubeflow TFJob: the same keys, possibly in upper case; a cluster of
+  workers only (no chief) has worker 0 promoted to `chief`, because
+  Estimator's RunConfig requires one.
 - Vertex custom containers without `TF_CONFIG`: `CLUSTER_SPEC` with
   `workerpool0..3` (chief, worker, ps, evaluator).
-- No `TF_CONFIG`: a single local process.
+- No `TF_CONFIG`, or one with an empty `cluster`: a single local process.
+
+An `evaluator` listed in `cluster` is dropped from it (it is not part of the
+training cluster); with `master`, the evaluator's exported TF_CONFIG names it
+`chief`, since RunConfig refuses an evaluator beside a `master`.
 """
 import dataclasses
 import json
@@ -37,7 +43,8 @@ class ClusterInfo:
     """The part of a cluster description the trainers act on.
 
     Attributes:
-      cluster: job name -> list of `host:port`, never including `evaluator`.
+      cluster: job name -> list of `host:port`, never including `evaluator`;
+        when not empty it always has a `chief` or a `master`.
       task_type: this process's role, or None for a single local process.
       task_index: index of this task within its role.
       environment: the `environment` value of TF_CONFIG (e.g. `cloud`).
@@ -64,9 +71,7 @@ class ClusterInfo:
         """True for the task that writes checkpoints, summaries and exports."""
         if not self.is_distributed:
             return True
-        if self.chief_type:
-            return self.task_type == self.chief_type
-        return self.task_type == WORKER and self.task_index == 0
+        return self.task_type == self.chief_type
 
     @property
     def is_evaluator(self):
@@ -88,6 +93,10 @@ class ClusterInfo:
     def num_ps(self):
         return len(self.cluster.get(PS, ()))
 
+    def addresses(self, job):
+        """`host:port` strings of `job` (empty for an unknown job)."""
+        return tuple(self.cluster.get(job, ()))
+
     @property
     def task_label(self):
         """`worker-1` style name for logs; `local` for a single process."""
@@ -99,7 +108,11 @@ class ClusterInfo:
         """The normalised TF_CONFIG dict that RunConfig understands."""
         if not self.is_distributed:
             return None
-        config = {'cluster': self.cluster,
+        cluster = self.cluster
+        if self.is_evaluator and MASTER in cluster:
+            cluster = {(CHIEF if job == MASTER else job): addresses
+                       for job, addresses in cluster.items()}
+        config = {'cluster': cluster,
                   'task': {'type': self.task_type, 'index': self.task_index}}
         if self.environment:
             config['environment'] = self.environment
@@ -127,7 +140,7 @@ def parse_tf_config(text, source='TF_CONFIG'):
     task = config.get('task') or {}
     if not isinstance(cluster, dict) or not isinstance(task, dict):
         raise UserInputError('%s: "cluster" and "task" must be JSON objects' % source)
-    if not cluster and not task:
+    if not cluster:
         return ClusterInfo(cluster={})
     return _validated(cluster, task, config.get('environment'), source)
 
@@ -212,5 +225,23 @@ def _validated(cluster, task, environment, source):
     if not any(job in cluster for job in (CHIEF, MASTER, WORKER)):
         raise UserInputError('%s: cluster needs a "chief", "master" or "worker" task'
                              % source)
+    if CHIEF not in cluster and MASTER not in cluster:
+        cluster, task_type, task_index = _promote_first_worker(
+            cluster, task_type, task_index)
     return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
                        environment=environment)
+
+
+def _promote_first_worker(cluster, task_type, task_index):
+    """Makes worker 0 the `chief` (TFJob without chief: worker 0 leads)."""
+    workers = cluster[WORKER]
+    cluster = dict(cluster, chief=workers[:1])
+    if len(workers) > 1:
+        cluster[WORKER] = workers[1:]
+    else:
+        del cluster[WORKER]
+    if task_type == WORKER:
+        if task_index == 0:
+            return cluster, CHIEF, 0
+        return cluster, WORKER, task_index - 1
+    return cluster, task_type, task_index

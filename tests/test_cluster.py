@@ -1,0 +1,189 @@
+"""TF_CONFIG / CLUSTER_SPEC shapes parsed into role, chief-ness and worker count."""
+import json
+
+import pytest
+
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers.errors import UserInputError
+
+PS = ['ps0:2222', 'ps1:2222']
+WORKERS = ['w0:2222', 'w1:2222']
+
+
+def _load(config):
+    return cluster_lib.load_cluster({'TF_CONFIG': json.dumps(config)})
+
+
+def _facts(info):
+    return (info.task_type, info.task_index, info.is_chief, info.num_workers, info.num_ps)
+
+
+def test_no_tf_config_is_a_single_chief_process():
+    info = cluster_lib.load_cluster({})
+    assert not info.is_distributed
+    assert (info.is_chief, info.num_workers, info.task_label) == (True, 1, 'local')
+    assert info.to_tf_config() is None
+
+
+@pytest.mark.parametrize('config', [{}, {'cluster': {}, 'task': {'type': 'master', 'index': 0}}])
+def test_empty_cluster_is_a_single_process(config):
+    assert not _load(config).is_distributed
+
+
+AI_PLATFORM = {
+    'cluster': {'master': ['m:2222'], 'worker': WORKERS, 'ps': PS},
+    'environment': 'cloud',
+    'job': {'scale_tier': 'CUSTOM', 'master_type': 'n1-standard-8', 'worker_count': '2',
+            'args': ['--train-steps', '100']},
+}
+
+
+@pytest.mark.parametrize('task, expected', [
+    ({'type': 'master', 'index': 0, 'trial': '3'}, ('master', 0, True, 3, 2)),
+    ({'type': 'worker', 'index': 1, 'trial': '3'}, ('worker', 1, False, 3, 2)),
+    ({'type': 'ps', 'index': 1}, ('ps', 1, False, 3, 2)),
+])
+def test_ai_platform_master_cluster(task, expected):
+    info = _load(dict(AI_PLATFORM, task=task))
+    assert _facts(info) == expected
+    assert info.environment == 'cloud'
+    exported = info.to_tf_config()
+    assert exported['cluster'] == AI_PLATFORM['cluster']
+    assert exported['task'] == {'type': task['type'], 'index': task['index']}
+
+
+def test_ai_platform_evaluator_beside_master_exports_chief():
+    """RunConfig refuses an evaluator next to `master`, so it is exported as chief."""
+    info = _load(dict(AI_PLATFORM, task={'type': 'evaluator', 'index': 0}))
+    assert (info.is_evaluator, info.is_chief) == (True, False)
+    assert info.cluster['master'] == ['m:2222']
+    exported = info.to_tf_config()['cluster']
+    assert exported['chief'] == ['m:2222'] and 'master' not in exported
+
+
+VERTEX = {'cluster': {'chief': ['c:2222'], 'worker': WORKERS, 'ps': PS},
+          'environment': 'cloud'}
+
+
+@pytest.mark.parametrize('task, expected', [
+    ({'type': 'chief', 'index': 0}, ('chief', 0, True, 3, 2)),
+    ({'type': 'worker', 'index': 0}, ('worker', 0, False, 3, 2)),
+    ({'type': 'worker', 'index': 1}, ('worker', 1, False, 3, 2)),
+    ({'type': 'ps', 'index': 0}, ('ps', 0, False, 3, 2)),
+    ({'type': 'evaluator', 'index': 0}, ('evaluator', 0, False, 3, 2)),
+])
+def test_vertex_chief_cluster_with_evaluator_outside(task, expected):
+    info = _load(dict(VERTEX, task=task))
+    assert _facts(info) == expected
+    assert info.to_tf_config()['cluster'] == VERTEX['cluster']
+
+
+def test_evaluator_listed_in_cluster_is_dropped_from_it():
+    config = {'cluster': dict(VERTEX['cluster'], evaluator=['e:2222']),
+              'task': {'type': 'evaluator', 'index': 0}}
+    info = _load(config)
+    assert 'evaluator' not in info.cluster and info.is_evaluator
+
+
+@pytest.mark.parametrize('pool, expected', [
+    ('workerpool0', ('chief', 0, True, 2, 1)),
+    ('workerpool1', ('worker', 0, False, 2, 1)),
+    ('workerpool2', ('ps', 0, False, 2, 1)),
+    ('workerpool3', ('evaluator', 0, False, 2, 1)),
+])
+def test_vertex_cluster_spec_without_tf_config(pool, expected):
+    spec = {'cluster': {'workerpool0': ['c:2222'], 'workerpool1': ['w0:2222'],
+                        'workerpool2': ['p0:2222'], 'workerpool3': ['e0:2222']},
+            'environment': 'cloud', 'task': {'type': pool, 'index': 0, 'trial': ''},
+            'job': '{"python_module": "trainer.task"}'}
+    info = cluster_lib.load_cluster({'CLUSTER_SPEC': json.dumps(spec)})
+    assert _facts(info) == expected
+    assert info.to_tf_config()['cluster'] == {
+        'chief': ['c:2222'], 'worker': ['w0:2222'], 'ps': ['p0:2222']}
+
+
+def test_tf_config_wins_over_cluster_spec():
+    environ = {'TF_CONFIG': json.dumps(dict(VERTEX, task={'type': 'ps', 'index': 1})),
+               'CLUSTER_SPEC': '{"cluster": {}}'}
+    assert cluster_lib.load_cluster(environ).task_label == 'ps-1'
+
+
+def test_kubeflow_upper_case_keys_are_lowercased():
+    config = {'cluster': {'Chief': ['c:2222'], 'Worker': WORKERS, 'PS': PS},
+              'task': {'type': 'Worker', 'index': 1}}
+    info = _load(config)
+    assert _facts(info) == ('worker', 1, False, 3, 2)
+    assert set(info.to_tf_config()['cluster']) == {'chief', 'worker', 'ps'}
+
+
+@pytest.mark.parametrize('index, expected', [
+    (0, ('chief', 0, True, 2, 1)),
+    (1, ('worker', 0, False, 2, 1)),
+])
+def test_kubeflow_workers_only_promote_worker_zero_to_chief(index, expected):
+    config = {'cluster': {'worker': WORKERS, 'ps': ['p:2222']},
+              'task': {'type': 'worker', 'index': index}}
+    info = _load(config)
+    assert _facts(info) == expected
+    assert info.cluster == {'chief': ['w0:2222'], 'worker': ['w1:2222'], 'ps': ['p:2222']}
+
+
+def test_single_worker_cluster_becomes_a_lone_chief():
+    info = _load({'cluster': {'worker': ['w0:2222']}, 'task': {'type': 'worker', 'index': 0}})
+    assert info.cluster == {'chief': ['w0:2222']}
+    assert (info.is_chief, info.num_workers) == (True, 1)
+
+
+def test_export_tf_config_round_trips_into_the_environment():
+    environ = {}
+    info = _load(dict(VERTEX, task={'type': 'worker', 'index': 1}))
+    cluster_lib.export_tf_config(info, environ)
+    assert cluster_lib.load_cluster(environ) == info
+    cluster_lib.export_tf_config(cluster_lib.ClusterInfo(cluster={}), environ)
+    assert 'TF_CONFIG' not in environ
+
+
+def test_addresses_and_label():
+    info = _load(dict(VERTEX, task={'type': 'worker', 'index': 1}))
+    assert info.addresses('ps') == tuple(PS)
+    assert info.addresses('evaluator') == ()
+    assert info.task_label == 'worker-1'
+
+
+@pytest.mark.parametrize('text, message', [
+    ('{"cluster": ', 'TF_CONFIG is not valid JSON'),
+    ('[1, 2]', 'TF_CONFIG must be a JSON object'),
+    (json.dumps(dict(VERTEX, task={'type': 'trainer', 'index': 0})),
+     "unknown task.type 'trainer'"),
+    (json.dumps({'cluster': {'chief': ['c:1'], 'gpu': ['g:1']},
+                 'task': {'type': 'chief', 'index': 0}}),
+     "unknown task type 'gpu' in \"cluster\""),
+    (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': 2})),
+     "task.index 2 is out of range for 'worker' (2 tasks)"),
+    (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': -1})),
+     'task.index -1 is out of range'),
+    (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': 'one'})),
+     'task.index must be an integer'),
+    (json.dumps({'cluster': {'chief': ['c:1'], 'master': ['m:1']},
+                 'task': {'type': 'chief', 'index': 0}}),
+     'both "chief" and "master"'),
+    (json.dumps({'cluster': {'chief': ['c:1', 'c2:1']}, 'task': {'type': 'chief'}}),
+     'cluster.chief must have exactly one address'),
+    (json.dumps({'cluster': {'chief': 'c:1'}, 'task': {'type': 'chief'}}),
+     'cluster.chief must be a non-empty list of "host:port" strings'),
+    (json.dumps({'cluster': {'ps': ['p:1']}, 'task': {'type': 'ps'}}),
+     'cluster needs a "chief", "master" or "worker" task'),
+    (json.dumps({'cluster': {'chief': ['c:1']}, 'task': {'type': 'ps'}}),
+     "task.type 'ps' has no entry in \"cluster\""),
+])
+def test_malformed_tf_config_is_one_clear_error(text, message):
+    with pytest.raises(UserInputError) as raised:
+        cluster_lib.load_cluster({'TF_CONFIG': text})
+    text = str(raised.value)
+    assert message in text and '\n' not in text
+
+
+def test_unknown_vertex_pool_is_an_error():
+    spec = {'cluster': {'workerpool7': ['x:1']}, 'task': {'type': 'workerpool7'}}
+    with pytest.raises(UserInputError, match="unknown worker pool 'workerpool7'"):
+        cluster_lib.load_cluster({'CLUSTER_SPEC': json.dumps(spec)})

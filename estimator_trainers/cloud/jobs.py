@@ -1,0 +1,433 @@
+"""Vertex AI job bodies and calls, plus the legacy AI Platform body.
+
+Bodies: a `CustomJob` (pool 0 chief, 1 workers, 2 parameter servers,
+3 evaluators), a `HyperparameterTuningJob` when the config has
+`hyperparameters`, and the legacy `ml v1` `jobs.create` body for archives.
+Every body is checked against the bundled discovery schema before use.
+
+Calls go through google-api-python-client's `aiplatform v1` service on the
+regional endpoint `https://<region>-aiplatform.googleapis.com`; HTTP errors
+become one-line messages that say what to do.
+"""
+import datetime
+import re
+import sys
+import time
+
+from estimator_trainers.cloud import configs
+from estimator_trainers.cloud import schema
+from estimator_trainers.errors import UserInputError
+
+# Prebuilt Vertex AI training images for TF 2.15 (end of availability
+# announced for 2025-11-14; --image-uri takes a container built from Dockerfile).
+EXECUTOR_IMAGES = {
+    'cpu': 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest',
+    'gpu': 'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest',
+}
+# The last AI Platform runtime (TF 2.11, Python 3.7), for legacy bodies whose
+# config does not name one.
+LEGACY_RUNTIME = ('2.11', '3.7')
+
+CUSTOM_JOBS = 'customJobs'
+TUNING_JOBS = 'hyperparameterTuningJobs'
+COLLECTIONS = (CUSTOM_JOBS, TUNING_JOBS)
+_SCHEMAS = {CUSTOM_JOBS: 'GoogleCloudAiplatformV1CustomJob',
+            TUNING_JOBS: 'GoogleCloudAiplatformV1HyperparameterTuningJob'}
+
+SUCCEEDED = 'JOB_STATE_SUCCEEDED'
+FINAL_STATES = (SUCCEEDED, 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
+                'JOB_STATE_EXPIRED', 'JOB_STATE_PARTIALLY_SUCCEEDED')
+
+_JOB_NAME_RE = re.compile(
+    r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
+    r'(?P<collection>customJobs|hyperparameterTuningJobs)/(?P<id>[^/]+)')
+_NUM_RETRIES = 3  # transient 5xx/429 answers are retried by the client
+
+
+class ApiError(UserInputError):
+    """A Vertex AI call failed; the message says which call and what to do.
+
+    `status` is the HTTP status, or None when no answer came back.
+    """
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+def endpoint(region):
+    """Regional Vertex AI endpoint (the scheme is required by client_options)."""
+    return 'https://%s-aiplatform.googleapis.com' % region
+
+
+def parse_job_name(name):
+    """`projects/P/locations/R/<collection>/ID` -> match dict, or None."""
+    match = _JOB_NAME_RE.fullmatch(name)
+    return match.groupdict() if match else None
+
+
+def collection_for(submission):
+    return TUNING_JOBS if submission.config.is_tuning else CUSTOM_JOBS
+
+
+# ---------------------------------------------------------------- bodies
+
+
+def job_body(submission):
+    """The create body for `submission`: CustomJob or HyperparameterTuningJob."""
+    if submission.config.is_tuning:
+        body = tuning_job_body(submission)
+    else:
+        body = custom_job_body(submission)
+    schema.check('aiplatform', 'v1', _SCHEMAS[collection_for(submission)], body)
+    return body
+
+
+def custom_job_body(submission):
+    body = {'displayName': submission.job_name,
+            'jobSpec': _job_spec(submission, job_dir_flag=True)}
+    if submission.config.labels:
+        body['labels'] = dict(submission.config.labels)
+    return body
+
+
+def tuning_job_body(submission):
+    """A HyperparameterTuningJob; each trial writes under its own job-dir.
+
+    Trials get no `--job-dir` flag: Vertex AI sets `$AIP_MODEL_DIR` to
+    `<job-dir>/<trial id>/model` per trial and the trainers default to it.
+    """
+    hp = submission.config.hyperparameters
+    body = {
+        'displayName': submission.job_name,
+        'studySpec': study_spec(hp),
+        'maxTrialCount': hp['maxTrials'],
+        'parallelTrialCount': hp['maxParallelTrials'],
+        'trialJobSpec': _job_spec(submission, job_dir_flag=False),
+    }
+    if 'maxFailedTrials' in hp:
+        body['maxFailedTrialCount'] = hp['maxFailedTrials']
+    if submission.config.labels:
+        body['labels'] = dict(submission.config.labels)
+    return body
+
+
+def study_spec(hp):
+    """Legacy `hyperparameters` -> Vertex `StudySpec`."""
+    spec = {'metrics': [{'metricId': hp['hyperparameterMetricTag'], 'goal': hp['goal']}],
+            'parameters': [_parameter_spec(p) for p in hp['params']]}
+    if hp['algorithm'] != 'ALGORITHM_UNSPECIFIED':
+        spec['algorithm'] = hp['algorithm']
+    return spec
+
+
+def _parameter_spec(param):
+    spec = {'parameterId': param['parameterName']}
+    kind = param['type']
+    if kind == 'DOUBLE':
+        spec['doubleValueSpec'] = {'minValue': float(param['minValue']),
+                                   'maxValue': float(param['maxValue'])}
+    elif kind == 'INTEGER':
+        spec['integerValueSpec'] = {'minValue': str(int(param['minValue'])),
+                                    'maxValue': str(int(param['maxValue']))}
+    elif kind == 'CATEGORICAL':
+        spec['categoricalValueSpec'] = {'values': list(param['categoricalValues'])}
+    else:
+        spec['discreteValueSpec'] = {'values': [float(v) for v in param['discreteValues']]}
+    if param.get('scaleType', 'NONE') != 'NONE':
+        spec['scaleType'] = param['scaleType']
+    return spec
+
+
+def _job_spec(submission, job_dir_flag):
+    config = submission.config
+    spec = {'workerPoolSpecs': worker_pool_specs(submission, job_dir_flag),
+            'baseOutputDirectory': {'outputUriPrefix': submission.job_dir}}
+    if config.scheduling:
+        spec['scheduling'] = dict(config.scheduling)
+    if config.service_account:
+        spec['serviceAccount'] = config.service_account
+    if config.network:
+        spec['network'] = config.network
+    return spec
+
+
+def worker_pool_specs(submission, job_dir_flag):
+    """Pools in Vertex order; a missing role below a present one is `{}`."""
+    args = submission.trainer_args(job_dir_flag)
+    module = submission.trainer.module
+    present = {pool.role: pool for pool in submission.config.pools}
+    last = max(configs.ROLES.index(role) for role in present)
+    specs = []
+    for role in configs.ROLES[:last + 1]:
+        pool = present.get(role)
+        if pool is None:
+            specs.append({})
+            continue
+        machine = {'machineType': pool.machine_type}
+        if pool.accelerator_type:
+            machine['acceleratorType'] = pool.accelerator_type
+            machine['acceleratorCount'] = pool.accelerator_count
+        spec = {'machineSpec': machine, 'replicaCount': str(pool.replica_count)}
+        if pool.boot_disk:
+            spec['diskSpec'] = dict(pool.boot_disk)
+        if submission.image_uri:
+            spec['containerSpec'] = {'imageUri': submission.image_uri,
+                                     'command': ['python', '-m', module],
+                                     'args': list(args)}
+        else:
+            spec['pythonPackageSpec'] = {'executorImageUri': submission.executor_image,
+                                         'packageUris': [submission.package_uri],
+                                         'pythonModule': module,
+                                         'args': list(args)}
+        specs.append(spec)
+    return specs
+
+
+def legacy_job_body(submission):
+    """The legacy AI Platform `ml v1` `projects.jobs.create` body.
+
+    The config's `trainingInput` as written (int64 counts as strings, as the
+    API's JSON wants them), plus the package, module, trainer flags, region
+    and job-dir; the service passed `--job-dir` to the trainer itself.
+    """
+    if submission.image_uri:
+        raise UserInputError('--target ai-platform describes package jobs; drop '
+                             '--image-uri')
+    written = submission.config.training_input
+    ti = {key: value for key, value in written.items() if key != 'args'}
+    ti.setdefault('scaleTier', 'BASIC')
+    for role in configs.ROLES:
+        _, count_field, config_field = configs.ROLE_FIELDS[role]
+        if count_field in ti:
+            ti[count_field] = str(ti[count_field])
+        accelerator = ti.get(config_field, {}).get('acceleratorConfig')
+        if accelerator:
+            ti[config_field] = dict(ti[config_field], acceleratorConfig=dict(
+                accelerator, count=str(accelerator['count'])))
+    ti.update(
+        packageUris=[submission.package_uri],
+        pythonModule=submission.trainer.module,
+        args=submission.trainer_args(job_dir_flag=False),
+        region=submission.region,
+        jobDir=submission.job_dir)
+    ti.setdefault('runtimeVersion', LEGACY_RUNTIME[0])
+    ti.setdefault('pythonVersion', LEGACY_RUNTIME[1])
+    body = {'jobId': submission.job_name, 'trainingInput': ti}
+    if submission.config.labels:
+        body['labels'] = dict(submission.config.labels)
+    schema.check('ml', 'v1', schema.request_schema('ml', 'v1', 'projects.jobs.create'),
+                 body)
+    return body
+
+
+def legacy_create_request(project, body):
+    """The `ml v1` `projects.jobs.create` request (built offline, never sent)."""
+    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
+    from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
+    service = discovery.build('ml', 'v1', credentials=AnonymousCredentials(),
+                              static_discovery=True, cache_discovery=False)
+    return service.projects().jobs().create(parent='projects/%s' % project, body=body)
+
+
+# ----------------------------------------------------------------- calls
+
+
+class VertexJobs:
+    """Create, get, list and cancel Vertex AI training jobs in one region."""
+
+    def __init__(self, project, region, credentials=None, http=None):
+        """Builds the `aiplatform v1` service from the bundled discovery document.
+
+        Args:
+          project, region: where the jobs live.
+          credentials: google-auth credentials (Application Default Credentials).
+          http: an httplib2-compatible object instead (tests pass mocks).
+        """
+        from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
+        self.project = project
+        self.region = region
+        self.parent = 'projects/%s/locations/%s' % (project, region)
+        self._service = discovery.build(
+            'aiplatform', 'v1', credentials=credentials, http=http,
+            client_options={'api_endpoint': endpoint(region)},
+            static_discovery=True, cache_discovery=False)
+
+    def _collection(self, collection):
+        return getattr(self._service.projects().locations(), collection)()
+
+    def create_request(self, collection, body):
+        """The unsent `create` request (its method, uri and body are exact)."""
+        return self._collection(collection).create(parent=self.parent, body=body)
+
+    def create(self, collection, body):
+        """Creates the job; returns the job resource (with its `name`)."""
+        return self._execute(self.create_request(collection, body),
+                             '%s.create in %s' % (collection, self.parent), retry=False)
+
+    def get(self, name):
+        return self._execute(self._collection(_collection_of(name)).get(name=name),
+                             'get %s' % name)
+
+    def cancel(self, name):
+        self._execute(self._collection(_collection_of(name)).cancel(name=name),
+                      'cancel %s' % name, retry=False)
+
+    def list(self, limit=50, filter_expr=None):
+        """Jobs of both kinds, newest first, at most `limit`."""
+        jobs = []
+        for collection in COLLECTIONS:
+            api = self._collection(collection)
+            kwargs = {'parent': self.parent, 'pageSize': min(limit, 100)}
+            if filter_expr:
+                kwargs['filter'] = filter_expr
+            request = api.list(**kwargs)
+            found = 0
+            while request is not None and found < limit:
+                response = self._execute(request, '%s.list in %s' % (collection, self.parent))
+                page = response.get(collection, [])
+                jobs.extend(page)
+                found += len(page)
+                request = api.list_next(request, response)
+        jobs.sort(key=lambda job: job.get('createTime', ''), reverse=True)
+        return jobs[:limit]
+
+    def resolve(self, ref):
+        """A job resource name from a resource name, a numeric id or a display name.
+
+        Raises:
+          ApiError: no such job, or a display name shared by several jobs.
+        """
+        if parse_job_name(ref):
+            return ref
+        if ref.isdigit():
+            for collection in COLLECTIONS:
+                name = '%s/%s/%s' % (self.parent, collection, ref)
+                try:
+                    return self.get(name)['name']
+                except ApiError as e:
+                    if e.status != 404:
+                        raise
+            raise ApiError('no custom or hyperparameter tuning job with id %s in %s'
+                           % (ref, self.parent))
+        matches = [job['name'] for job in
+                   self.list(limit=100, filter_expr='display_name="%s"' % ref)]
+        if not matches:
+            raise ApiError('no job named %r in %s (`list` shows the jobs there; '
+                           'pass --region if it ran elsewhere)' % (ref, self.parent))
+        if len(matches) > 1:
+            raise ApiError('%d jobs are named %r: %s; pass one of these names'
+                           % (len(matches), ref, ', '.join(matches)))
+        return matches[0]
+
+    def _execute(self, request, action, retry=True):
+        from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
+        from googleapiclient import errors  # pylint: disable=g-import-not-at-top
+        try:
+            return request.execute(num_retries=_NUM_RETRIES if retry else 0)
+        except errors.HttpError as e:
+            raise api_error(e, action, self.project) from None
+        except auth_exceptions.RefreshError as e:
+            raise ApiError('%s: Application Default Credentials could not be refreshed '
+                           '(%s); run `gcloud auth application-default login`'
+                           % (action, e.args[0] if e.args else e)) from None
+        except (OSError, auth_exceptions.TransportError) as e:
+            raise ApiError('%s: cannot reach %s (%s)'
+                           % (action, endpoint(self.region), e)) from None
+
+
+def _collection_of(name):
+    parsed = parse_job_name(name)
+    if not parsed:
+        raise UserInputError('%r is not a job resource name '
+                             '(projects/P/locations/R/customJobs/ID)' % name)
+    return parsed['collection']
+
+
+def api_error(error, action, project):
+    """An `HttpError` -> `ApiError` whose message says what to check."""
+    status = error.resp.status
+    reason = error.reason or 'no details'
+    if status == 401:
+        message = ('%s: the credentials were rejected (%s); run `gcloud auth '
+                   'application-default login`' % (action, reason))
+    elif status == 403:
+        message = ('%s: permission denied (%s); check that the Vertex AI API '
+                   '(aiplatform.googleapis.com) is enabled in project %s and that '
+                   'your Application Default Credentials hold roles/aiplatform.user'
+                   % (action, reason, project))
+    elif status == 404:
+        message = '%s: not found (%s)' % (action, reason)
+    elif status == 409:
+        message = '%s: conflict with the job\'s current state (%s)' % (action, reason)
+    elif status == 400:
+        message = '%s: the request was rejected (%s)' % (action, reason)
+    elif status == 429:
+        message = '%s: quota exceeded (%s)' % (action, reason)
+    else:
+        message = '%s: HTTP %d (%s)' % (action, status, reason)
+    return ApiError(message, status)
+
+
+# ------------------------------------------------------------- following
+
+
+def wait_for_job(jobs, name, poll_interval, out=None, sleep=time.sleep):
+    """Polls `name` until it ends, printing each state change.
+
+    Returns:
+      The final job resource.
+    """
+    out = out or sys.stderr
+    last = None
+    while True:
+        job = jobs.get(name)
+        state = job.get('state', 'JOB_STATE_UNSPECIFIED')
+        if state != last:
+            out.write('%s %s\n' % (_now(), state))
+            out.flush()
+            last = state
+        if state in FINAL_STATES:
+            if job.get('error', {}).get('message'):
+                out.write('error: %s\n' % job['error']['message'])
+            return job
+        sleep(poll_interval)
+
+
+def describe(job):
+    """Lines summarising a job resource for `status`."""
+    lines = ['name: %s' % job.get('name', '?'),
+             'displayName: %s' % job.get('displayName', ''),
+             'state: %s' % job.get('state', 'JOB_STATE_UNSPECIFIED')]
+    for key in ('createTime', 'startTime', 'endTime'):
+        if job.get(key):
+            lines.append('%s: %s' % (key, job[key]))
+    if job.get('error', {}).get('message'):
+        lines.append('error: %s' % job['error']['message'])
+    best = best_trial(job)
+    if best:
+        lines.append('bestTrial: %s' % best)
+    return lines
+
+
+def best_trial(job):
+    """`id metric=value (param=value, ...)` of a tuning job's best trial, or None."""
+    metrics = job.get('studySpec', {}).get('metrics') or []
+    if not metrics:
+        return None
+    metric_id, goal = metrics[0]['metricId'], metrics[0].get('goal', 'MAXIMIZE')
+    scored = []
+    for trial in job.get('trials', []):
+        for metric in trial.get('finalMeasurement', {}).get('metrics', []):
+            if metric.get('metricId') == metric_id and 'value' in metric:
+                scored.append((metric['value'], trial))
+    if not scored:
+        return None
+    value, trial = (max if goal == 'MAXIMIZE' else min)(scored, key=lambda s: s[0])
+    params = ', '.join('%s=%s' % (p['parameterId'], p.get('value'))
+                       for p in trial.get('parameters', []))
+    return '%s %s=%s (%s)' % (trial.get('id', '?'), metric_id, value, params)
+
+
+def _now():
+    return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')

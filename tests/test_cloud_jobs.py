@@ -1,0 +1,422 @@
+"""Vertex AI / legacy job bodies and the aiplatform v1 calls, offline.
+
+Requests go through the real googleapiclient service objects (built from
+the bundled discovery document) into `RecordingHttp`, which answers with
+canned responses and records what was sent.
+"""
+import os
+from urllib import parse
+
+import google_auth_httplib2
+import pytest
+import yaml
+from google.oauth2 import credentials as oauth2_credentials
+
+import cloud_fakes
+from conftest import REPO_ROOT
+from estimator_trainers.cloud import configs
+from estimator_trainers.cloud import jobs
+from estimator_trainers.cloud import schema
+from estimator_trainers.cloud import submission
+from estimator_trainers.errors import UserInputError
+
+PROJECT, REGION = 'my-project', 'us-central1'
+PARENT = 'projects/my-project/locations/us-central1'
+ENDPOINT = 'https://us-central1-aiplatform.googleapis.com/v1/'
+JOB = 'train_cifar10_20260101_120000'
+JOB_DIR = 'gs://b/jobs/' + JOB
+PACKAGE = 'gs://b/staging/%s/estimator-trainers-0.1.0.tar.gz' % JOB
+CPU_IMAGE = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
+SHIPPED = sorted(os.listdir(os.path.join(REPO_ROOT, 'configs')))
+CUSTOM_JOB_SCHEMA = 'GoogleCloudAiplatformV1CustomJob'
+TUNING_JOB_SCHEMA = 'GoogleCloudAiplatformV1HyperparameterTuningJob'
+
+
+def _config(name_or_text):
+    if name_or_text.endswith('.yaml'):
+        return configs.load_config(os.path.join(REPO_ROOT, 'configs', name_or_text))
+    return configs.parse_config(yaml.safe_load(name_or_text), 'cfg.yaml')
+
+
+def _submission(config, model='cifar10', image_uri=None, args=('--train-steps=100',)):
+    trainer = submission.TRAINERS[model]
+    given = list(config.args) + list(args)
+    return submission.Submission(
+        job_name=JOB, trainer=trainer, config=config, project=PROJECT, region=REGION,
+        job_dir=JOB_DIR, args=tuple(trainer.default_args('gs://b', given) + given),
+        package_uri=None if image_uri else PACKAGE,
+        executor_image=None if image_uri else CPU_IMAGE, image_uri=image_uri)
+
+
+def _vertex(responses):
+    http = cloud_fakes.RecordingHttp(responses)
+    return jobs.VertexJobs(PROJECT, REGION, http=http), http
+
+
+def _query(uri):
+    return dict(parse.parse_qsl(parse.urlsplit(uri).query))
+
+
+# ---------------------------------------------------------------- bodies
+
+
+@pytest.mark.parametrize('image_uri', [None, 'us-docker.pkg.dev/p/r/trainer:1'])
+@pytest.mark.parametrize('name', SHIPPED)
+def test_shipped_configs_make_schema_valid_bodies(name, image_uri):
+    sub = _submission(_config(name), image_uri=image_uri)
+    body = jobs.job_body(sub)
+    tuning = name == 'hptuning_config.yaml'
+    schema.check('aiplatform', 'v1', TUNING_JOB_SCHEMA if tuning else CUSTOM_JOB_SCHEMA, body)
+    spec = body['trialJobSpec'] if tuning else body['jobSpec']
+    assert spec['baseOutputDirectory'] == {'outputUriPrefix': JOB_DIR}
+    pools = [p for p in spec['workerPoolSpecs'] if p]
+    assert [int(p['replicaCount']) for p in pools] == [
+        pool.replica_count for pool in sub.config.pools]
+    for pool in pools:
+        runner = pool['containerSpec'] if image_uri else pool['pythonPackageSpec']
+        assert ('--job-dir=' + JOB_DIR in runner['args']) is not tuning
+        assert ('--hypertune-metric=accuracy' in runner['args']) is tuning
+    if not image_uri:
+        schema.check('ml', 'v1', 'GoogleCloudMlV1__Job', jobs.legacy_job_body(sub))
+
+
+def test_custom_job_body():
+    body = jobs.job_body(_submission(_config('cmle_config.yaml')))
+    args = ['--data-dir=gs://b/data/cifar10', '--train-steps=100', '--job-dir=' + JOB_DIR]
+    pool = {'executorImageUri': CPU_IMAGE, 'packageUris': [PACKAGE],
+            'pythonModule': 'cifar10_estimator.cifar10_main', 'args': args}
+    machine = {'machineType': 'n1-standard-16'}
+    assert body == {
+        'displayName': JOB,
+        'jobSpec': {
+            'workerPoolSpecs': [
+                {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool},
+                {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool},
+                {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool}],
+            'baseOutputDirectory': {'outputUriPrefix': JOB_DIR}}}
+
+
+def test_taxi_gets_the_sample_data_unless_given():
+    body = jobs.job_body(_submission(_config('config_ps.yaml'), model='taxi', args=()))
+    chief, workers, ps = body['jobSpec']['workerPoolSpecs']
+    assert chief['pythonPackageSpec']['pythonModule'] == 'taxi_estimator.task'
+    assert chief['pythonPackageSpec']['args'] == [
+        '--train-files=%s/taxi_trips_train.csv' % submission.TAXI_SAMPLE_DATA,
+        '--eval-files=%s/taxi_trips_eval.csv' % submission.TAXI_SAMPLE_DATA,
+        '--job-dir=' + JOB_DIR]
+    assert (workers['replicaCount'], ps['replicaCount']) == ('4', '1')
+    own = jobs.job_body(_submission(_config('config_ps.yaml'), model='taxi',
+                                    args=('--train-files', 'gs://x/t.csv')))
+    assert own['jobSpec']['workerPoolSpecs'][0]['pythonPackageSpec']['args'] == [
+        '--eval-files=%s/taxi_trips_eval.csv' % submission.TAXI_SAMPLE_DATA,
+        '--train-files', 'gs://x/t.csv', '--job-dir=' + JOB_DIR]
+
+
+def test_missing_pools_below_a_present_one_are_empty_and_extras_are_translated():
+    config = _config("""
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-8
+  masterConfig:
+    acceleratorConfig: {count: 2, type: NVIDIA_TESLA_V100}
+    diskConfig: {bootDiskType: pd-ssd, bootDiskSizeGb: 200}
+  evaluatorType: n1-standard-4
+  evaluatorCount: 1
+  scheduling: {maxRunningTime: 7200s}
+  serviceAccount: trainer@my-project.iam.gserviceaccount.com
+labels: {team: vision}
+""")
+    body = jobs.job_body(_submission(config, image_uri='us-docker.pkg.dev/p/r/t:1'))
+    chief, worker, ps, evaluator = body['jobSpec']['workerPoolSpecs']
+    assert (worker, ps) == ({}, {})
+    assert chief['machineSpec'] == {'machineType': 'n1-standard-8',
+                                    'acceleratorType': 'NVIDIA_TESLA_V100',
+                                    'acceleratorCount': 2}
+    assert chief['diskSpec'] == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
+    assert evaluator['containerSpec'] == {
+        'imageUri': 'us-docker.pkg.dev/p/r/t:1',
+        'command': ['python', '-m', 'cifar10_estimator.cifar10_main'],
+        'args': ['--data-dir=gs://b/data/cifar10', '--train-steps=100', '--job-dir=' + JOB_DIR]}
+    assert 'pythonPackageSpec' not in evaluator
+    assert body['jobSpec']['scheduling'] == {'timeout': '7200s'}
+    assert body['jobSpec']['serviceAccount'] == 'trainer@my-project.iam.gserviceaccount.com'
+    assert body['labels'] == {'team': 'vision'}
+
+
+def test_tuning_job_body():
+    config = _config("""
+trainingInput:
+  scaleTier: BASIC
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: loss
+    maxTrials: 6
+    maxParallelTrials: 3
+    maxFailedTrials: 2
+    algorithm: RANDOM_SEARCH
+    params:
+      - {parameterName: learning-rate, type: DOUBLE, minValue: 0.001, maxValue: 1, scaleType: UNIT_LOG_SCALE}
+      - {parameterName: num-layers, type: INTEGER, minValue: 20, maxValue: 56.0, scaleType: NONE}
+      - {parameterName: data-format, type: CATEGORICAL, categoricalValues: [channels_first, channels_last]}
+      - {parameterName: train-batch-size, type: DISCRETE, discreteValues: [64, 128, 256]}
+""")
+    body = jobs.job_body(_submission(config, args=()))
+    assert body['studySpec'] == {
+        'metrics': [{'metricId': 'loss', 'goal': 'MINIMIZE'}],
+        'parameters': [
+            {'parameterId': 'learning-rate', 'doubleValueSpec': {'minValue': 0.001, 'maxValue': 1.0},
+             'scaleType': 'UNIT_LOG_SCALE'},
+            {'parameterId': 'num-layers', 'integerValueSpec': {'minValue': '20', 'maxValue': '56'}},
+            {'parameterId': 'data-format',
+             'categoricalValueSpec': {'values': ['channels_first', 'channels_last']}},
+            {'parameterId': 'train-batch-size',
+             'discreteValueSpec': {'values': [64.0, 128.0, 256.0]}}],
+        'algorithm': 'RANDOM_SEARCH'}
+    assert (body['maxTrialCount'], body['parallelTrialCount'], body['maxFailedTrialCount']) == (6, 3, 2)
+    pool, = body['trialJobSpec']['workerPoolSpecs']
+    # No --job-dir: each trial defaults to its own $AIP_MODEL_DIR.
+    assert pool['pythonPackageSpec']['args'] == ['--data-dir=gs://b/data/cifar10',
+                                                 '--hypertune-metric=loss']
+    assert body['trialJobSpec']['baseOutputDirectory'] == {'outputUriPrefix': JOB_DIR}
+
+
+def test_legacy_body_keeps_the_config_as_written():
+    body = jobs.legacy_job_body(_submission(_config('cmle_config_gpu.yaml')))
+    assert body == {'jobId': JOB, 'trainingInput': {
+        'scaleTier': 'CUSTOM',
+        'masterType': 'n1-standard-16',
+        'masterConfig': {'acceleratorConfig': {'count': '4', 'type': 'NVIDIA_TESLA_T4'}},
+        'workerType': 'n1-standard-16',
+        'workerCount': '2',
+        'workerConfig': {'acceleratorConfig': {'count': '4', 'type': 'NVIDIA_TESLA_T4'}},
+        'parameterServerType': 'n1-highmem-8',
+        'parameterServerCount': '1',
+        'packageUris': [PACKAGE],
+        'pythonModule': 'cifar10_estimator.cifar10_main',
+        'args': ['--data-dir=gs://b/data/cifar10', '--train-steps=100'],
+        'region': REGION,
+        'jobDir': JOB_DIR,
+        'runtimeVersion': '2.11',
+        'pythonVersion': '3.7'}}
+    # The config object itself is not modified by the conversion.
+    assert _config('cmle_config_gpu.yaml').training_input['workerCount'] == 2
+
+
+def test_legacy_tuning_body():
+    config = _config('hptuning_config.yaml')
+    ti = jobs.legacy_job_body(_submission(config, args=()))['trainingInput']
+    assert ti['hyperparameters'] == config.training_input['hyperparameters']
+    assert ti['args'] == ['--data-dir=gs://b/data/cifar10', '--hypertune-metric=accuracy']
+    assert ti['scaleTier'] == 'CUSTOM'
+    with pytest.raises(UserInputError, match='--target ai-platform describes package jobs'):
+        jobs.legacy_job_body(_submission(config, image_uri='us-docker.pkg.dev/p/r/t:1'))
+
+
+@pytest.mark.parametrize('body,message', [
+    ({'displayName': 'x', 'jobspec': {}}, 'GoogleCloudAiplatformV1CustomJob.jobspec: unknown field'),
+    ({'state': 'JOB_STATE_RUNNING'}, 'GoogleCloudAiplatformV1CustomJob.state: is output only'),
+    ({'jobSpec': {'workerPoolSpecs': [{'replicaCount': 2}]}},
+     'jobSpec.workerPoolSpecs[0].replicaCount: expected a string, got 2'),
+    ({'jobSpec': {'workerPoolSpecs': [{'replicaCount': 'two'}]}},
+     "replicaCount: expected an int64 as a decimal string, got 'two'"),
+    ({'jobSpec': {'workerPoolSpecs': [{'machineSpec': {'acceleratorCount': '2'}}]}},
+     "machineSpec.acceleratorCount: expected an integer, got '2'"),
+    ({'jobSpec': {'workerPoolSpecs': [{'machineSpec': {'acceleratorType': 'K80'}}]}},
+     "machineSpec.acceleratorType: 'K80' is not one of"),
+    ({'jobSpec': {'workerPoolSpecs': {}}}, 'jobSpec.workerPoolSpecs: expected a list, got {}'),
+    ({'labels': {'a': 1}}, 'GoogleCloudAiplatformV1CustomJob.labels.a: expected a string, got 1'),
+])
+def test_schema_check_rejects(body, message):
+    with pytest.raises(schema.SchemaError) as raised:
+        schema.check('aiplatform', 'v1', CUSTOM_JOB_SCHEMA, body)
+    assert message in str(raised.value)
+
+
+def test_request_schema_names():
+    assert schema.request_schema('ml', 'v1', 'projects.jobs.create') == 'GoogleCloudMlV1__Job'
+    assert schema.request_schema(
+        'aiplatform', 'v1', 'projects.locations.customJobs.create') == CUSTOM_JOB_SCHEMA
+
+
+# ----------------------------------------------------------------- calls
+
+
+def test_create_posts_the_body_to_the_regional_endpoint():
+    body = jobs.job_body(_submission(_config('cmle_config.yaml')))
+    vertex, http = _vertex([(200, {'name': PARENT + '/customJobs/123', 'displayName': JOB})])
+    job = vertex.create(jobs.CUSTOM_JOBS, body)
+    assert job['name'] == PARENT + '/customJobs/123'
+    request, = http.requests
+    assert request.method == 'POST'
+    assert request.uri == ENDPOINT + PARENT + '/customJobs?alt=json'
+    assert request.body == body
+
+
+def test_create_tuning_job_uri():
+    body = jobs.job_body(_submission(_config('hptuning_config.yaml')))
+    vertex, http = _vertex([(200, {'name': PARENT + '/hyperparameterTuningJobs/9'})])
+    assert vertex.create(jobs.TUNING_JOBS, body)['name'].endswith('/hyperparameterTuningJobs/9')
+    assert http.requests[0].uri == ENDPOINT + PARENT + '/hyperparameterTuningJobs?alt=json'
+
+
+@pytest.mark.parametrize('status,reason,message', [
+    (401, 'Request had invalid authentication credentials.',
+     'the credentials were rejected (Request had invalid authentication credentials.); '
+     'run `gcloud auth application-default login`'),
+    (403, "Permission 'aiplatform.customJobs.create' denied on resource.",
+     "permission denied (Permission 'aiplatform.customJobs.create' denied on resource.); "
+     'check that the Vertex AI API (aiplatform.googleapis.com) is enabled in project '
+     'my-project and that your Application Default Credentials hold roles/aiplatform.user'),
+    (404, 'Location us-central2 not found.', 'not found (Location us-central2 not found.)'),
+    (409, 'already exists', "conflict with the job's current state (already exists)"),
+    (400, 'Invalid machine type', 'the request was rejected (Invalid machine type)'),
+    (429, 'Quota exceeded for custom_model_training_cpus',
+     'quota exceeded (Quota exceeded for custom_model_training_cpus)'),
+    (500, 'Internal error', 'HTTP 500 (Internal error)'),
+])
+def test_http_errors_become_clear_messages(status, reason, message):
+    vertex, http = _vertex([cloud_fakes.error(status, reason)])
+    with pytest.raises(jobs.ApiError) as raised:
+        vertex.create(jobs.CUSTOM_JOBS, {'displayName': 'x'})
+    assert str(raised.value) == 'customJobs.create in %s: %s' % (PARENT, message)
+    assert raised.value.status == status
+    assert len(http.requests) == 1  # create is never retried blindly
+
+
+def test_get_retries_transient_errors(monkeypatch):
+    monkeypatch.setattr('googleapiclient.http.time.sleep', lambda seconds: None)
+    vertex, http = _vertex([cloud_fakes.error(503, 'Unavailable'),
+                            (200, {'name': PARENT + '/customJobs/1', 'state': 'JOB_STATE_RUNNING'})])
+    assert vertex.get(PARENT + '/customJobs/1')['state'] == 'JOB_STATE_RUNNING'
+    assert [r.method for r in http.requests] == ['GET', 'GET']
+    assert http.requests[0].uri == ENDPOINT + PARENT + '/customJobs/1?alt=json'
+
+
+def test_cancel_uses_the_job_collection():
+    vertex, http = _vertex([(200, {}), (200, {})])
+    vertex.cancel(PARENT + '/customJobs/1')
+    vertex.cancel(PARENT + '/hyperparameterTuningJobs/2')
+    assert [(r.method, r.uri) for r in http.requests] == [
+        ('POST', ENDPOINT + PARENT + '/customJobs/1:cancel?alt=json'),
+        ('POST', ENDPOINT + PARENT + '/hyperparameterTuningJobs/2:cancel?alt=json')]
+
+
+def test_cancel_of_a_finished_job_says_why():
+    vertex, _ = _vertex([cloud_fakes.error(
+        400, 'Cannot cancel CustomJob 1 because it is in state JOB_STATE_SUCCEEDED.')])
+    with pytest.raises(jobs.ApiError, match=r'^cancel %s/customJobs/1: the request was rejected '
+                       r'\(Cannot cancel CustomJob 1 because it is in state '
+                       r'JOB_STATE_SUCCEEDED.\)$' % PARENT):
+        vertex.cancel(PARENT + '/customJobs/1')
+
+
+def test_list_pages_through_both_kinds_newest_first():
+    vertex, http = _vertex([
+        (200, {'customJobs': [{'name': PARENT + '/customJobs/1', 'createTime': '2026-01-01T00:00:00Z'}],
+               'nextPageToken': 'tok'}),
+        (200, {'customJobs': [{'name': PARENT + '/customJobs/2', 'createTime': '2026-01-03T00:00:00Z'}]}),
+        (200, {'hyperparameterTuningJobs': [
+            {'name': PARENT + '/hyperparameterTuningJobs/3', 'createTime': '2026-01-02T00:00:00Z'}]}),
+    ])
+    names = [job['name'].rsplit('/', 2)[-2:] for job in
+             vertex.list(limit=10, filter_expr='state="JOB_STATE_RUNNING"')]
+    assert names == [['customJobs', '2'], ['hyperparameterTuningJobs', '3'], ['customJobs', '1']]
+    assert [parse.urlsplit(r.uri).path for r in http.requests] == [
+        '/v1/%s/customJobs' % PARENT, '/v1/%s/customJobs' % PARENT,
+        '/v1/%s/hyperparameterTuningJobs' % PARENT]
+    assert _query(http.requests[0].uri) == {
+        'pageSize': '10', 'filter': 'state="JOB_STATE_RUNNING"', 'alt': 'json'}
+    assert _query(http.requests[1].uri)['pageToken'] == 'tok'
+
+
+def test_resolve_by_resource_name_id_and_display_name():
+    vertex, http = _vertex([])
+    assert vertex.resolve(PARENT + '/customJobs/5') == PARENT + '/customJobs/5'
+    assert http.requests == []
+
+    vertex, http = _vertex([cloud_fakes.error(404, 'not found'),
+                            (200, {'name': PARENT + '/hyperparameterTuningJobs/7'})])
+    assert vertex.resolve('7') == PARENT + '/hyperparameterTuningJobs/7'
+    assert [r.uri for r in http.requests] == [
+        ENDPOINT + PARENT + '/customJobs/7?alt=json',
+        ENDPOINT + PARENT + '/hyperparameterTuningJobs/7?alt=json']
+
+    vertex, http = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/8'}]}), (200, {})])
+    assert vertex.resolve(JOB) == PARENT + '/customJobs/8'
+    assert _query(http.requests[0].uri)['filter'] == 'display_name="%s"' % JOB
+
+
+def test_resolve_failures():
+    vertex, _ = _vertex([cloud_fakes.error(404, 'x'), cloud_fakes.error(404, 'x')])
+    with pytest.raises(jobs.ApiError, match=r'^no custom or hyperparameter tuning job with id 7 '
+                       r'in %s$' % PARENT):
+        vertex.resolve('7')
+    vertex, _ = _vertex([cloud_fakes.error(403, 'denied')])
+    with pytest.raises(jobs.ApiError, match='permission denied'):
+        vertex.resolve('7')
+    vertex, _ = _vertex([(200, {}), (200, {})])
+    with pytest.raises(jobs.ApiError, match=r"^no job named 'nope' in %s" % PARENT):
+        vertex.resolve('nope')
+    vertex, _ = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/1'}]}),
+                         (200, {'hyperparameterTuningJobs': [
+                             {'name': PARENT + '/hyperparameterTuningJobs/2'}]})])
+    with pytest.raises(jobs.ApiError, match=r"^2 jobs are named 'twin': "):
+        vertex.resolve('twin')
+
+
+def test_credentials_go_in_the_header_and_never_in_messages():
+    token = 'ya29.secret-access-token'
+    http = cloud_fakes.RecordingHttp([cloud_fakes.error(403, 'The caller does not have permission')])
+    authorized = google_auth_httplib2.AuthorizedHttp(
+        oauth2_credentials.Credentials(token=token), http=http)
+    vertex = jobs.VertexJobs(PROJECT, REGION, http=authorized)
+    with pytest.raises(jobs.ApiError) as raised:
+        vertex.get(PARENT + '/customJobs/1')
+    assert http.requests[0].headers['authorization'] == 'Bearer ' + token
+    assert token not in str(raised.value)
+
+
+# ------------------------------------------------------------- following
+
+
+def test_wait_for_job_prints_each_transition_once(capsys):
+    states = ['JOB_STATE_QUEUED', 'JOB_STATE_PENDING', 'JOB_STATE_PENDING',
+              'JOB_STATE_RUNNING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED']
+    name = PARENT + '/customJobs/1'
+    vertex, http = _vertex([(200, {'name': name, 'state': s}) for s in states])
+    sleeps = []
+    final = jobs.wait_for_job(vertex, name, poll_interval=7, sleep=sleeps.append)
+    assert final['state'] == jobs.SUCCEEDED
+    assert sleeps == [7] * 5
+    assert len(http.requests) == 6
+    printed = [line.split(' ', 2)[2] for line in capsys.readouterr().err.splitlines()]
+    assert printed == ['JOB_STATE_QUEUED', 'JOB_STATE_PENDING', 'JOB_STATE_RUNNING',
+                       'JOB_STATE_SUCCEEDED']
+
+
+def test_wait_for_job_reports_the_failure(capsys):
+    name = PARENT + '/customJobs/1'
+    vertex, _ = _vertex([(200, {'name': name, 'state': 'JOB_STATE_RUNNING'}),
+                         (200, {'name': name, 'state': 'JOB_STATE_FAILED',
+                                'error': {'code': 3, 'message': 'The replica workerpool0-0 '
+                                          'exited with a non-zero status of 2.'}})])
+    final = jobs.wait_for_job(vertex, name, poll_interval=0, sleep=lambda s: None)
+    assert final['state'] == 'JOB_STATE_FAILED'
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        'error: The replica workerpool0-0 exited with a non-zero status of 2.')
+
+
+def test_describe_a_tuning_job_names_the_best_trial():
+    job = {'name': PARENT + '/hyperparameterTuningJobs/4', 'displayName': JOB,
+           'state': 'JOB_STATE_SUCCEEDED', 'createTime': '2026-01-01T00:00:00Z',
+           'studySpec': {'metrics': [{'metricId': 'accuracy', 'goal': 'MAXIMIZE'}]},
+           'trials': [
+               {'id': '1', 'parameters': [{'parameterId': 'learning-rate', 'value': 0.1}],
+                'finalMeasurement': {'metrics': [{'metricId': 'accuracy', 'value': 0.61}]}},
+               {'id': '2', 'parameters': [{'parameterId': 'learning-rate', 'value': 0.05}],
+                'finalMeasurement': {'metrics': [{'metricId': 'accuracy', 'value': 0.72}]}},
+               {'id': '3', 'state': 'INFEASIBLE'}]}
+    assert jobs.describe(job) == [
+        'name: %s/hyperparameterTuningJobs/4' % PARENT, 'displayName: ' + JOB,
+        'state: JOB_STATE_SUCCEEDED', 'createTime: 2026-01-01T00:00:00Z',
+        'bestTrial: 2 accuracy=0.72 (learning-rate=0.05)']

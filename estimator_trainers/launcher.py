@@ -1,0 +1,429 @@
+"""A TensorFlow cluster on this machine: one OS process per task.
+
+    python -m estimator_trainers.launcher --job-dir DIR \\
+        [--parameter-server-count 2] [--worker-count 2] [--evaluator-count 0] \\
+        [--start-port PORT] [--max-restarts 0] \\
+        -- python -m cifar10_estimator.cifar10_main --job-dir DIR ...
+
+Like `gcloud ai-platform local train --distributed`: a `chief`, `--worker-count`
+workers, `--parameter-server-count` parameter servers and `--evaluator-count`
+evaluators (outside `cluster`, as on Vertex AI) each run the same command with
+their own `TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
+prints goes to the console prefixed with its role (`[worker-1] ...`) and to
+`<job-dir>/logs/<role>-<i>.log`.
+
+Lifecycle:
+- The chief exiting 0 ends the job: workers and evaluators get
+  `--shutdown-grace-secs` to finish on their own, then whatever still runs
+  (always the parameter servers, which never exit by themselves) is stopped,
+  and the launcher exits 0.
+- A task that fails (non-zero exit or killed by a signal) is started again
+  with the same TF_CONFIG while it has restarts left (`--max-restarts`, per
+  task; never parameter servers, whose variables would be lost), as
+  Kubernetes or Vertex AI restart a failed replica. Otherwise every other task
+  is stopped and the launcher exits 1 naming the task.
+- Ctrl-C (or SIGTERM) stops every task and exits 130 (143). Tasks run in
+  their own process groups, are stopped group by group (SIGTERM, then SIGKILL
+  after `--stop-timeout-secs`), and on Linux are also killed by the kernel if
+  the launcher itself dies, so no process is left behind.
+
+TensorFlow's gRPC servers are unauthenticated and listen on all interfaces:
+run this only on a machine whose ports are not reachable from untrusted
+networks.
+"""
+import argparse
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from estimator_trainers import flags
+
+LOOPBACK = '127.0.0.1'
+EXIT_FAILED = 1
+_POLL_SECS = 0.1
+_PR_SET_PDEATHSIG = 1
+
+
+def free_ports(count, start_port=None):
+    """`count` TCP ports that nothing listens on, on any interface.
+
+    TensorFlow's servers bind 0.0.0.0, so a port counts as free only when it
+    can be bound there. With `start_port`, the ports are the first free ones
+    from it upwards (gcloud's scheme); without, the kernel picks them.
+    """
+    ports, sockets = [], []
+    try:
+        candidate = start_port
+        while len(ports) < count:
+            if candidate is not None and candidate > 65535:
+                raise OSError('no %d free ports from --start-port %d'
+                              % (count, start_port))
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(('', candidate or 0))
+            except OSError:
+                sock.close()
+            else:
+                sockets.append(sock)
+                ports.append(sock.getsockname()[1])
+            if candidate is not None:
+                candidate += 1
+    finally:
+        for sock in sockets:
+            sock.close()
+    return ports
+
+
+def make_cluster(ports, worker_count, ps_count):
+    """The `cluster` of TF_CONFIG: chief, then workers, then ps, on loopback."""
+    addresses = ['%s:%d' % (LOOPBACK, port) for port in ports]
+    cluster = {'chief': addresses[:1]}
+    if worker_count:
+        cluster['worker'] = addresses[1:1 + worker_count]
+    if ps_count:
+        cluster['ps'] = addresses[1 + worker_count:1 + worker_count + ps_count]
+    return cluster
+
+
+@dataclasses.dataclass
+class Task:
+    """One cluster task and the process currently running it."""
+    task_type: str
+    index: int
+    tf_config: str
+    log_path: str
+    process: subprocess.Popen = None
+    pump: threading.Thread = None
+    restarts: int = 0
+    exit_code: int = None
+
+    @property
+    def label(self):
+        return '%s-%d' % (self.task_type, self.index)
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+
+def make_tasks(cluster, evaluator_count, log_dir):
+    """Tasks in start order: parameter servers first, evaluators last."""
+    roles = [('ps', i) for i in range(len(cluster.get('ps', ())))]
+    roles.append(('chief', 0))
+    roles += [('worker', i) for i in range(len(cluster.get('worker', ())))]
+    roles += [('evaluator', i) for i in range(evaluator_count)]
+    tasks = []
+    for task_type, index in roles:
+        tf_config = json.dumps({'cluster': cluster,
+                                'task': {'type': task_type, 'index': index}})
+        tasks.append(Task(task_type, index, tf_config,
+                          os.path.join(log_dir, '%s-%d.log' % (task_type, index))))
+    return tasks
+
+
+class TaskFailed(Exception):
+    """A task failed with no restarts left."""
+
+
+class Interrupted(Exception):
+    """The launcher got SIGINT or SIGTERM."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_description(code):
+    """`exit code 3` or `signal SIGKILL` for a Popen return code."""
+    if code is not None and code < 0:
+        try:
+            return 'signal %s' % signal.Signals(-code).name
+        except ValueError:
+            return 'signal %d' % -code
+    return 'exit code %s' % code
+
+
+class Launcher:
+    """Starts, watches, restarts and stops the processes of one local cluster."""
+
+    def __init__(self, command, tasks, *, max_restarts=0, shutdown_grace_secs=120,
+                 stop_timeout_secs=10, stdout=None, stderr=None):
+        self._command = list(command)
+        self._tasks = tasks
+        self._max_restarts = max_restarts
+        self._shutdown_grace_secs = shutdown_grace_secs
+        self._stop_timeout_secs = stop_timeout_secs
+        self._stdout = stdout or sys.stdout
+        self._stderr = stderr or sys.stderr
+        self._output_lock = threading.Lock()
+        self._parent_pid = os.getpid()
+        self._prctl = _find_prctl()
+        self._signal = None
+
+    def say(self, message):
+        """A launcher message on stderr, prefixed like the task lines."""
+        with self._output_lock:
+            self._stderr.write('[launcher] %s\n' % message)
+            self._stderr.flush()
+
+    def run(self):
+        """Runs the cluster to its end; returns the launcher's exit code.
+
+        Installs SIGINT/SIGTERM handlers (call from the main thread); a signal
+        is acted on at the next poll, never half-way through starting a task.
+        """
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            for task in self._tasks:
+                self._start(task)
+                self._check_signal()
+            self._wait_for_chief()
+            self._finish()
+            return 0
+        except TaskFailed as e:
+            self._stop_all()
+            with self._output_lock:
+                self._stderr.write('error: %s\n' % e)
+                self._stderr.flush()
+            return EXIT_FAILED
+        except Interrupted as e:
+            self.say('got %s; stopping every task' % e)
+            self._stop_all()
+            return 128 + e.signum
+        finally:
+            self._join_pumps()
+
+    def _on_signal(self, signum, _):
+        if self._signal is None:
+            self._signal = signum
+
+    def _check_signal(self):
+        if self._signal is not None:
+            raise Interrupted(self._signal)
+
+    def _start(self, task):
+        env = dict(os.environ, TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
+        env.pop('CLUSTER_SPEC', None)
+        log = open(task.log_path, 'ab')  # pylint: disable=consider-using-with
+        log.write(('---- %s: %s\n' % (task.label, ' '.join(self._command))).encode())
+        log.flush()
+        try:
+            task.process = subprocess.Popen(  # pylint: disable=consider-using-with
+                self._command, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=self._die_with_launcher)
+        except OSError as e:
+            log.close()
+            raise TaskFailed('cannot start %s: %s' % (self._command[0], e)) from None
+        task.exit_code = None
+        task.pump = threading.Thread(target=self._pump, args=(task, task.process, log),
+                                     name='pump-' + task.label, daemon=True)
+        task.pump.start()
+        self.say('started %s (pid %d)' % (task.label, task.process.pid))
+
+    def _die_with_launcher(self):
+        """In the child before exec: get SIGKILL when the launcher dies."""
+        if self._prctl is not None:
+            self._prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != self._parent_pid:
+                os._exit(1)  # pylint: disable=protected-access
+
+    def _pump(self, task, process, log):
+        prefix = '[%s] ' % task.label
+        with log:
+            for raw in iter(process.stdout.readline, b''):
+                log.write(raw)
+                log.flush()
+                line = raw.decode('utf-8', errors='replace').rstrip('\n')
+                with self._output_lock:
+                    self._stdout.write(prefix + line + '\n')
+                    self._stdout.flush()
+            process.stdout.close()
+
+    def _poll(self):
+        """Reaps exited tasks, restarting or failing them; returns chief done."""
+        for task in self._tasks:
+            if task.process is None or task.exit_code is not None:
+                continue
+            code = task.process.poll()
+            if code is None:
+                continue
+            task.exit_code = code
+            if task.task_type == 'ps':
+                raise TaskFailed('%s exited (%s), but parameter servers only stop when '
+                                 'the job ends; stopped the other tasks. Its log: %s'
+                                 % (task.label, exit_description(code), task.log_path))
+            if code == 0:
+                self.say('%s finished' % task.label)
+                continue
+            what = exit_description(code)
+            if task.restarts < self._max_restarts:
+                task.restarts += 1
+                self.say('%s failed (%s); restarting it with the same TF_CONFIG '
+                         '(restart %d of %d)' % (task.label, what, task.restarts,
+                                                 self._max_restarts))
+                self._start(task)
+                continue
+            raise TaskFailed('%s failed (%s); stopped the other tasks. Its log: %s'
+                             % (task.label, what, task.log_path))
+        chief = self._task('chief', 0)
+        return chief.exit_code == 0
+
+    def _wait_for_chief(self):
+        while not self._poll():
+            self._check_signal()
+            time.sleep(_POLL_SECS)
+
+    def _finish(self):
+        """After the chief: let workers/evaluators end, then stop the rest."""
+        deadline = time.monotonic() + self._shutdown_grace_secs
+        while True:
+            self._poll()
+            self._check_signal()
+            waiting = [t for t in self._tasks if t.task_type in ('worker', 'evaluator')
+                       and t.running()]
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                self.say('%s still running %ds after the chief finished; stopping %s'
+                         % (', '.join(t.label for t in waiting),
+                            self._shutdown_grace_secs,
+                            'it' if len(waiting) == 1 else 'them'))
+                break
+            time.sleep(_POLL_SECS)
+        rest = [t for t in self._tasks if t.running()]
+        if rest:
+            self.say('stopping %s' % ', '.join(t.label for t in rest))
+        self._stop(rest)
+
+    def _stop_all(self):
+        self._stop([t for t in self._tasks if t.running()])
+
+    def _stop(self, tasks):
+        """SIGTERM to each task's process group, SIGKILL after the timeout."""
+        for task in tasks:
+            _signal_group(task.process, signal.SIGTERM)
+        deadline = time.monotonic() + self._stop_timeout_secs
+        for task in tasks:
+            try:
+                task.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say('%s ignored SIGTERM; killing it' % task.label)
+        for task in tasks:
+            if task.process.poll() is None:
+                _signal_group(task.process, signal.SIGKILL)
+            task.process.wait()
+            if task.exit_code is None:
+                task.exit_code = task.process.returncode
+
+    def _join_pumps(self):
+        for task in self._tasks:
+            if task.pump is not None:
+                task.pump.join(timeout=5)
+
+    def _task(self, task_type, index):
+        return next(t for t in self._tasks
+                    if t.task_type == task_type and t.index == index)
+
+
+def _signal_group(process, signum):
+    """Signals the process group the task leads (the task and its children)."""
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _find_prctl():
+    """libc's prctl on Linux, else None (resolved before any fork)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
+    return prctl
+
+
+def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if '--' in argv:
+        split = argv.index('--')
+        argv, command = argv[:split], argv[split + 1:]
+    else:
+        command = []
+    parser = flags.make_parser(
+        'python -m estimator_trainers.launcher',
+        'Run COMMAND as every task of a TensorFlow cluster on this machine, one '
+        'process per task with its own TF_CONFIG, like gcloud ai-platform local '
+        'train --distributed. Usage: ... [options] -- COMMAND [ARGS...]')
+    parser.add_argument('--job-dir', required=True,
+                        help='The trainer\'s --job-dir; task logs go to '
+                             '<job-dir>/logs/<role>-<i>.log.')
+    parser.add_argument('--log-dir', default=None,
+                        help='Local directory for the task logs instead of '
+                             '<job-dir>/logs (needed when --job-dir is gs://).')
+    parser.add_argument('--parameter-server-count', type=flags.non_negative_int,
+                        default=2, help='Parameter server tasks (ps).')
+    parser.add_argument('--worker-count', type=flags.non_negative_int, default=2,
+                        help='Worker tasks besides the chief.')
+    parser.add_argument('--evaluator-count', type=flags.non_negative_int, default=0,
+                        help='Evaluator tasks (outside the training cluster).')
+    parser.add_argument('--start-port', type=_port, default=None,
+                        help='Use the first free ports from this one upwards '
+                             '(default: ports the kernel picks).')
+    parser.add_argument('--max-restarts', type=flags.non_negative_int, default=0,
+                        help='Times each failed chief/worker/evaluator is started '
+                             'again with the same TF_CONFIG before the job fails.')
+    parser.add_argument('--shutdown-grace-secs', type=flags.non_negative_int,
+                        default=120,
+                        help='After the chief finishes, seconds workers and '
+                             'evaluators get to end on their own before being stopped.')
+    parser.add_argument('--stop-timeout-secs', type=flags.positive_int, default=10,
+                        help='Seconds a stopped task gets after SIGTERM before SIGKILL.')
+    args = parser.parse_args(argv)
+    if not command:
+        parser.error('missing the task command after "--"')
+    log_dir = args.log_dir or os.path.join(args.job_dir, 'logs')
+    if '://' in log_dir:
+        parser.error('task logs need a local directory; --job-dir %s is remote, so '
+                     'pass --log-dir' % args.job_dir)
+    return args, command, log_dir
+
+
+def _port(text):
+    value = flags.positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError('expected a port number <= 65535, got %r' % text)
+    return value
+
+
+def main(argv=None):
+    args, command, log_dir = parse_args(argv)
+    os.makedirs(log_dir, exist_ok=True)
+    count = 1 + args.worker_count + args.parameter_server_count
+    try:
+        ports = free_ports(count, args.start_port)
+    except OSError as e:
+        sys.stderr.write('error: %s\n' % e)
+        return 2
+    cluster = make_cluster(ports, args.worker_count, args.parameter_server_count)
+    tasks = make_tasks(cluster, args.evaluator_count, log_dir)
+    launcher = Launcher(command, tasks, max_restarts=args.max_restarts,
+                        shutdown_grace_secs=args.shutdown_grace_secs,
+                        stop_timeout_secs=args.stop_timeout_secs)
+    launcher.say('cluster %s%s; logs in %s' % (
+        json.dumps(cluster),
+        ' + %d evaluator(s)' % args.evaluator_count if args.evaluator_count else '',
+        log_dir))
+    return launcher.run()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

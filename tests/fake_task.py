@@ -1,0 +1,71 @@
+"""A stand-in cluster task for launcher tests: no TensorFlow, scripted behaviour.
+
+Reads its role from TF_CONFIG and what to do from $FAKE_PLAN, a JSON object
+mapping `<type>-<index>`, `<type>` or `default` to one of:
+  serve            listen on this task's address from TF_CONFIG and block
+  run:SECS         print a few lines over SECS seconds, exit 0
+  fail:CODE:SECS   exit CODE after SECS seconds
+  fail-once:SECS   first start: SIGKILL itself after SECS; later starts: exit 0
+  hang             block forever
+  ignore-term      ignore SIGTERM, block forever
+  spawn-child      start a grandchild that blocks forever, then block
+Every start appends {pid, tf_config, child_pid?} to $FAKE_STATE/<label>.jsonl.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def main():
+    config = json.loads(os.environ['TF_CONFIG'])
+    task_type, index = config['task']['type'], config['task']['index']
+    label = '%s-%d' % (task_type, index)
+    plan = json.loads(os.environ['FAKE_PLAN'])
+    action = plan.get(label) or plan.get(task_type) or plan['default']
+    state = os.path.join(os.environ['FAKE_STATE'], label + '.jsonl')
+    starts = 0
+    if os.path.exists(state):
+        with open(state) as f:
+            starts = len(f.readlines())
+    record = {'pid': os.getpid(), 'tf_config': config}
+    name, *args = action.split(':')
+    if name == 'spawn-child':
+        child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])
+        record['child_pid'] = child.pid
+    with open(state, 'a') as f:
+        f.write(json.dumps(record) + '\n')
+    print('%s started: %s' % (label, action), flush=True)
+    if name == 'serve':
+        host, port = config['cluster'][task_type][index].rsplit(':', 1)
+        server = socket.create_server((host, int(port)))
+        print('serving on %s:%s' % (host, port), flush=True)
+        while True:
+            server.accept()[0].close()
+    elif name == 'run':
+        for i in range(3):
+            print('%s step %d' % (label, i), flush=True)
+            time.sleep(float(args[0]) / 3)
+        sys.stderr.write('%s done\n' % label)
+    elif name == 'fail':
+        time.sleep(float(args[1]))
+        sys.exit(int(args[0]))
+    elif name == 'fail-once':
+        if starts == 0:
+            time.sleep(float(args[0]))
+            os.kill(os.getpid(), signal.SIGKILL)
+        print('%s restarted' % label, flush=True)
+    elif name == 'ignore-term':
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(3600)
+    elif name in ('hang', 'spawn-child'):
+        time.sleep(3600)
+    else:
+        sys.exit('unknown action %r' % action)
+
+
+if __name__ == '__main__':
+    main()

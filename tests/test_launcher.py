@@ -1,0 +1,217 @@
+"""The local cluster launcher, driven with scripted stand-in tasks (tests/fake_task.py)."""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import cli_env, REPO_ROOT
+from estimator_trainers import launcher
+
+FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
+
+
+def _start(tmp_path, plan, *flags):
+    state = tmp_path / 'state'
+    state.mkdir(exist_ok=True)
+    env = cli_env({'FAKE_PLAN': json.dumps(plan), 'FAKE_STATE': str(state)})
+    command = [sys.executable, '-m', 'estimator_trainers.launcher',
+               '--job-dir', str(tmp_path / 'job'), *flags, '--',
+               sys.executable, FAKE_TASK]
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _run(tmp_path, plan, *flags):
+    proc = _start(tmp_path, plan, *flags)
+    stdout, stderr = proc.communicate(timeout=60)
+    return proc.returncode, stdout, stderr
+
+
+def _starts(tmp_path):
+    """label -> list of start records written by the fake tasks."""
+    starts = {}
+    for path in glob.glob(str(tmp_path / 'state' / '*.jsonl')):
+        label = os.path.basename(path)[:-len('.jsonl')]
+        with open(path) as f:
+            starts[label] = [json.loads(line) for line in f]
+    return starts
+
+
+def _pids(starts):
+    pids = []
+    for records in starts.values():
+        for record in records:
+            pids.append(record['pid'])
+            if 'child_pid' in record:
+                pids.append(record['child_pid'])
+    return pids
+
+
+def _alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+def assert_all_exited(pids, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)], 'processes left behind'
+
+
+def _wait_for_starts(tmp_path, labels, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if set(labels) <= set(_starts(tmp_path)):
+            return _starts(tmp_path)
+        time.sleep(0.1)
+    raise AssertionError('tasks did not start: %s' % sorted(_starts(tmp_path)))
+
+
+def test_cluster_runs_to_the_chief_and_stops_parameter_servers(tmp_path):
+    code, stdout, stderr = _run(
+        tmp_path, {'ps': 'serve', 'default': 'run:0.6'},
+        '--parameter-server-count', '2', '--worker-count', '2', '--evaluator-count', '1')
+    assert code == 0, stderr
+    starts = _starts(tmp_path)
+    assert sorted(starts) == ['chief-0', 'evaluator-0', 'ps-0', 'ps-1',
+                              'worker-0', 'worker-1']
+    cluster = starts['chief-0'][0]['tf_config']['cluster']
+    assert sorted(cluster) == ['chief', 'ps', 'worker']
+    addresses = [a for job in cluster.values() for a in job]
+    assert len(addresses) == 5 and len(set(addresses)) == 5
+    assert all(a.startswith('127.0.0.1:') for a in addresses)
+    for label, records in starts.items():
+        task_type, index = label.rsplit('-', 1)
+        assert records[0]['tf_config'] == {
+            'cluster': cluster, 'task': {'type': task_type, 'index': int(index)}}
+    # Every line on the console carries its role; the logs hold the raw lines.
+    assert '[worker-1] worker-1 step 2' in stdout
+    assert '[chief-0] chief-0 done' in stdout
+    assert '[ps-1] serving on 127.0.0.1:' in stdout
+    with open(tmp_path / 'job' / 'logs' / 'evaluator-0.log') as f:
+        log = f.read()
+    assert 'evaluator-0 step 0\n' in log and '[evaluator-0]' not in log
+    assert '[launcher] stopping ps-0, ps-1' in stderr
+    assert_all_exited(_pids(starts))
+
+
+def test_failed_task_stops_the_cluster_and_is_named(tmp_path):
+    code, _, stderr = _run(
+        tmp_path, {'ps': 'serve', 'worker-1': 'fail:3:0.5', 'default': 'spawn-child'},
+        '--parameter-server-count', '1', '--worker-count', '2')
+    assert code == launcher.EXIT_FAILED
+    assert ('error: worker-1 failed (exit code 3); stopped the other tasks. Its log: %s'
+            % (tmp_path / 'job' / 'logs' / 'worker-1.log')) in stderr
+    starts = _starts(tmp_path)
+    assert len(starts) == 4
+    assert_all_exited(_pids(starts))
+
+
+def test_parameter_server_exit_fails_the_job(tmp_path):
+    code, _, stderr = _run(tmp_path, {'ps': 'fail:0:0.3', 'default': 'hang'},
+                           '--parameter-server-count', '1', '--worker-count', '1')
+    assert code == launcher.EXIT_FAILED
+    assert 'error: ps-0 exited (exit code 0), but parameter servers only stop' in stderr
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
+def test_killed_task_is_restarted_with_the_same_tf_config(tmp_path):
+    code, stdout, stderr = _run(
+        tmp_path, {'ps': 'serve', 'chief': 'run:3', 'worker-0': 'fail-once:0.3',
+                   'default': 'run:0.3'},
+        '--parameter-server-count', '1', '--worker-count', '1', '--max-restarts', '1')
+    assert code == 0, stderr
+    assert ('[launcher] worker-0 failed (signal SIGKILL); restarting it with the same '
+            'TF_CONFIG (restart 1 of 1)') in stderr
+    assert '[worker-0] worker-0 restarted' in stdout
+    records = _starts(tmp_path)['worker-0']
+    assert len(records) == 2 and records[0]['pid'] != records[1]['pid']
+    assert records[0]['tf_config'] == records[1]['tf_config']
+    with open(tmp_path / 'job' / 'logs' / 'worker-0.log') as f:
+        assert f.read().count('---- worker-0: ') == 2
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
+def test_restarts_are_bounded(tmp_path):
+    code, _, stderr = _run(tmp_path, {'worker': 'fail:4:0.2', 'default': 'hang'},
+                           '--parameter-server-count', '0', '--worker-count', '1',
+                           '--max-restarts', '2')
+    assert code == launcher.EXIT_FAILED
+    assert stderr.count('[launcher] worker-0 failed (exit code 4); restarting') == 2
+    assert 'error: worker-0 failed (exit code 4); stopped the other tasks' in stderr
+    assert len(_starts(tmp_path)['worker-0']) == 3
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
+def test_workers_still_running_after_the_grace_period_are_stopped(tmp_path):
+    code, _, stderr = _run(
+        tmp_path, {'chief': 'run:0.3', 'worker': 'ignore-term', 'ps': 'serve'},
+        '--parameter-server-count', '1', '--worker-count', '1',
+        '--shutdown-grace-secs', '1', '--stop-timeout-secs', '1')
+    assert code == 0, stderr
+    assert '[launcher] worker-0 still running 1s after the chief finished' in stderr
+    assert '[launcher] worker-0 ignored SIGTERM; killing it' in stderr
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
+@pytest.mark.parametrize('signum, code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_stops_every_task_and_their_children(tmp_path, signum, code):
+    proc = _start(tmp_path, {'ps': 'serve', 'default': 'spawn-child'},
+                  '--parameter-server-count', '1', '--worker-count', '1',
+                  '--evaluator-count', '1')
+    starts = _wait_for_starts(tmp_path, ['ps-0', 'chief-0', 'worker-0', 'evaluator-0'])
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == code, stderr
+    assert '[launcher] got %s; stopping every task' % signal.Signals(signum).name in stderr
+    pids = _pids(starts)
+    assert len(pids) == 7  # four tasks, three grandchildren
+    assert_all_exited(pids)
+
+
+def test_tasks_die_with_a_killed_launcher(tmp_path):
+    proc = _start(tmp_path, {'ps': 'serve', 'default': 'hang'},
+                  '--parameter-server-count', '1', '--worker-count', '1')
+    starts = _wait_for_starts(tmp_path, ['ps-0', 'chief-0', 'worker-0'])
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert_all_exited(_pids(starts))
+
+
+def test_free_ports_from_a_start_port_skip_ports_in_use():
+    busy = socket.create_server(('', 0))
+    try:
+        start = busy.getsockname()[1]
+        ports = launcher.free_ports(2, start_port=start)
+    finally:
+        busy.close()
+    assert start not in ports and len(set(ports)) == 2
+    assert all(p > start for p in ports)
+
+
+def test_make_cluster_without_workers_or_ps():
+    assert launcher.make_cluster([5000], 0, 0) == {'chief': ['127.0.0.1:5000']}
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--job-dir', 'j'], 'missing the task command after "--"'),
+    (['--job-dir', 'gs://b/j', '--', 'true'], 'pass --log-dir'),
+    (['--job-dir', 'j', '--worker-count', '-1', '--', 'true'], '--worker-count'),
+])
+def test_usage_errors_are_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        launcher.parse_args(argv)
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count('\n') == 1

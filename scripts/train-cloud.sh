@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Trains one of the packaged models on Vertex AI, from an AI Platform config.
+#
+# Sets up .venv, then forwards to `python -m estimator_trainers.cloud`, which
+# builds and stages the package and creates the job (no gcloud needed).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+usage() {
+  cat <<USAGE
+Usage: bash scripts/train-cloud.sh MODEL [options] [-- TRAINER_FLAGS...]
+       bash scripts/train-cloud.sh status|cancel JOB [--project P] [--region R]
+       bash scripts/train-cloud.sh list [--limit N]
+
+Submits MODEL (cifar10 or taxi) to Vertex AI as a custom training job, or a
+hyperparameter tuning job when the config has 'hyperparameters'.
+
+Environment:
+  PROJECT_ID    Google Cloud project (else the credentials' project)
+  BUCKET_NAME   gs://bucket for the staged package and the job-dir
+  REGION        Vertex AI region (default: us-central1)
+Credentials: Application Default Credentials
+  (gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS).
+
+Options:
+  --config FILE          AI Platform trainingInput YAML (see configs/)
+  --job-name NAME        default train_<model>_<YYYYmmdd_HHMMSS>
+  --job-dir gs://...     default <bucket>/jobs/<job-name>
+  --image-uri URI        custom container (Dockerfile) instead of the package
+  --executor-image-uri   prebuilt image that installs the package
+  --target vertex|ai-platform|tfjob
+                         ai-platform and tfjob only print (legacy ml v1
+                         request, Kubeflow TFJob manifest)
+  --dry-run              print the staging plan and the request; send nothing
+  --stream-logs          follow the job until it ends; exit 0 only on success
+  -h, --help             show this help
+
+Everything after '--' goes to the trainer, e.g.
+  bash scripts/train-cloud.sh cifar10 --config configs/cmle_config.yaml -- --train-steps=10000
+All options: python -m estimator_trainers.cloud submit --help
+USAGE
+}
+
+main() {
+  if [[ $# -eq 0 ]]; then
+    usage >&2
+    return 2
+  fi
+  local command=(submit)
+  case "$1" in
+    -h|--help) usage; return 0 ;;
+    status|cancel|list) command=("$1"); shift ;;
+  esac
+
+  # shellcheck source=scripts/setup-venv.sh
+  source "${repo_root}/scripts/setup-venv.sh"
+  setup_venv
+  export PYTHONPATH="${repo_root}${PYTHONPATH:+:${PYTHONPATH}}"
+  exec "${repo_root}/.venv/bin/python" -m estimator_trainers.cloud "${command[@]}" "$@"
+}
+
+main "$@"

@@ -1,0 +1,344 @@
+"""`python -m estimator_trainers.cloud`: dry runs in subprocesses, full
+submissions in process against recorded Vertex AI answers and a GCS emulator.
+"""
+import dataclasses
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+import cloud_fakes
+from conftest import REPO_ROOT
+from conftest import run_module
+from estimator_trainers.cloud import cli
+from estimator_trainers.cloud import jobs
+from estimator_trainers.cloud import schema
+from estimator_trainers.cloud import staging
+from estimator_trainers.errors import UserInputError
+
+MODULE = 'estimator_trainers.cloud'
+PARENT = 'projects/my-project/locations/us-central1'
+ENDPOINT = 'https://us-central1-aiplatform.googleapis.com/v1/'
+BUCKET = 'cli-bucket'
+# An executor image whose Python version is not encoded in its name (not checked).
+EXECUTOR = 'us-docker.pkg.dev/my-project/executors/tf-2-15:latest'
+CONTAINER = 'us-central1-docker.pkg.dev/my-project/trainers/estimator-trainers:cpu'
+
+
+def _config(name):
+    return os.path.join(REPO_ROOT, 'configs', name)
+
+
+# Dry runs must need no credentials and touch no network: the key file does not
+# exist and every proxy points at a closed port.
+OFFLINE_ENV = {
+    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
+    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
+    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
+    'STORAGE_EMULATOR_HOST': '',
+}
+
+
+def _dry_run(*args, check=0):
+    proc = run_module(MODULE, 'submit', *args, env=OFFLINE_ENV, timeout=120, check=check)
+    assert 'Traceback' not in proc.stderr
+    for line in proc.stderr.splitlines():
+        assert line.startswith(('note: ', 'warning: ', 'error: ')), line
+    return proc
+
+
+def test_dry_run_prints_the_staging_plan_and_the_exact_request():
+    proc = _dry_run('cifar10', '--config', _config('cmle_config_gpu.yaml'), '--dry-run',
+                    '--job-name', 'train_cifar10_e2e', '--', '--train-steps=10000')
+    printed = json.loads(proc.stdout)
+    package = 'gs://my-bucket/staging/train_cifar10_e2e/estimator-trainers-0.1.0.tar.gz'
+    plan = printed['staging']
+    assert plan['destination'] == package
+    assert re.fullmatch('[0-9a-f]{64}', plan['sha256'])
+    assert plan['package'] == 'estimator-trainers-0.1.0.tar.gz' and plan['bytes'] > 0
+    request = printed['request']
+    assert request['method'] == 'POST'
+    assert request['uri'] == ENDPOINT + PARENT + '/customJobs?alt=json'
+    body = request['body']
+    schema.check('aiplatform', 'v1', 'GoogleCloudAiplatformV1CustomJob', body)
+    assert body['displayName'] == 'train_cifar10_e2e'
+    chief, workers, ps = body['jobSpec']['workerPoolSpecs']
+    assert chief['machineSpec'] == {'machineType': 'n1-standard-16',
+                                    'acceleratorType': 'NVIDIA_TESLA_T4', 'acceleratorCount': 4}
+    assert (workers['replicaCount'], ps['machineSpec']) == ('2', {'machineType': 'n1-highmem-8'})
+    job_dir = 'gs://my-bucket/jobs/train_cifar10_e2e'
+    assert chief['pythonPackageSpec'] == {
+        'executorImageUri': jobs.EXECUTOR_IMAGES['gpu'], 'packageUris': [package],
+        'pythonModule': 'cifar10_estimator.cifar10_main',
+        'args': ['--data-dir=gs://my-bucket/data/cifar10', '--train-steps=10000',
+                 '--job-dir=' + job_dir]}
+    assert body['jobSpec']['baseOutputDirectory'] == {'outputUriPrefix': job_dir}
+
+
+def test_dry_run_of_a_tuning_config_and_the_default_job_name():
+    proc = _dry_run('cifar10', '--config', _config('hptuning_config.yaml'), '--dry-run',
+                    '--image-uri', CONTAINER)
+    printed = json.loads(proc.stdout)
+    assert printed['staging'] == {'action': 'none: the container %s has the package' % CONTAINER}
+    assert printed['request']['uri'] == ENDPOINT + PARENT + '/hyperparameterTuningJobs?alt=json'
+    body = printed['request']['body']
+    schema.check('aiplatform', 'v1', 'GoogleCloudAiplatformV1HyperparameterTuningJob', body)
+    assert re.fullmatch(r'train_cifar10_\d{8}_\d{6}', body['displayName'])
+    assert body['studySpec']['metrics'] == [{'metricId': 'accuracy', 'goal': 'MAXIMIZE'}]
+    pool, = body['trialJobSpec']['workerPoolSpecs']
+    assert pool['containerSpec']['args'] == ['--data-dir=gs://my-bucket/data/cifar10',
+                                             '--hypertune-metric=accuracy']
+
+
+def test_target_ai_platform_prints_the_legacy_request():
+    proc = _dry_run('taxi', '--config', _config('config_ps.yaml'), '--target', 'ai-platform',
+                    '--job-name', 'train_taxi_legacy', '--region', 'europe-west1')
+    printed = json.loads(proc.stdout)
+    assert printed['staging']['action'] == 'none: --target ai-platform only prints the request'
+    assert printed['request']['method'] == 'POST'
+    assert printed['request']['uri'] == 'https://ml.googleapis.com/v1/projects/my-project/jobs?alt=json'
+    body = printed['request']['body']
+    schema.check('ml', 'v1', 'GoogleCloudMlV1__Job', body)
+    assert body['jobId'] == 'train_taxi_legacy'
+    ti = body['trainingInput']
+    assert (ti['masterType'], ti['workerCount'], ti['parameterServerCount']) == ('standard', '4', '1')
+    assert ti['region'] == 'europe-west1'
+    assert ti['packageUris'] == [
+        'gs://my-bucket/staging/train_taxi_legacy/estimator-trainers-0.1.0.tar.gz']
+
+
+def test_target_tfjob_prints_a_manifest():
+    proc = _dry_run('cifar10', '--config', _config('config_mwms.yaml'), '--target', 'tfjob',
+                    '--image-uri', CONTAINER, '--job-name', 'train_cifar10_k8s')
+    manifest = yaml.safe_load(proc.stdout)
+    assert manifest['metadata']['name'] == 'train-cifar10-k8s'
+    assert {k: v['replicas'] for k, v in manifest['spec']['tfReplicaSpecs'].items()} == {
+        'Chief': 1, 'Worker': 2}
+
+
+def test_bad_input_is_one_error_line(tmp_path):
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard\n  workerCount: 2\n')
+    proc = _dry_run('cifar10', '--config', str(bad), '--dry-run', check=2)
+    assert proc.stderr.splitlines() == [
+        'error: %s: trainingInput.workerCount: 2 replicas need trainingInput.workerType' % bad]
+    assert proc.stdout == ''
+    proc = run_module(MODULE, 'submit', 'taxi', '--dry-run', check=2,
+                      env=dict(OFFLINE_ENV, BUCKET_NAME=''))
+    assert proc.stderr.splitlines() == [
+        'error: no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket']
+
+
+def test_train_cloud_sh_usage():
+    bash = shutil.which('bash')
+    proc = subprocess.run([bash, 'scripts/train-cloud.sh', '--help'], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith('Usage: bash scripts/train-cloud.sh MODEL')
+    proc = subprocess.run([bash, 'scripts/train-cloud.sh'], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith('Usage: ')
+
+
+# ------------------------------------------------- in-process submissions
+
+
+class FakeBackend(cli.Backend):
+    """Credentials and clients for the in-process runs: recorded Vertex AI
+    answers and the emulator's storage client."""
+
+    def __init__(self, responses=(), storage_client=None, adc_project='adc-project'):
+        self.http = cloud_fakes.RecordingHttp(responses)
+        self.storage_client = storage_client
+        self.adc_project = adc_project
+        self.calls = []
+
+    def credentials(self):
+        self.calls.append('credentials')
+        return object(), self.adc_project
+
+    def vertex(self, project, region, credentials):
+        self.calls.append(('vertex', project, region))
+        return jobs.VertexJobs(project, region, http=self.http)
+
+    def storage(self, project, credentials):
+        self.calls.append('storage')
+        return self.storage_client
+
+
+@pytest.fixture(scope='module')
+def gcs():
+    with cloud_fakes.storage_emulator(BUCKET) as client:
+        yield client
+
+
+@pytest.fixture(autouse=True)
+def _no_env_settings(monkeypatch):
+    for name in ('PROJECT_ID', 'BUCKET_NAME', 'REGION'):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _main(argv, backend):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, backend=backend, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _submit_args(job_name, *extra):
+    return ['submit', 'cifar10', '--config', _config('cmle_config.yaml'), '--bucket',
+            'gs://' + BUCKET, '--project', 'my-project', '--job-name', job_name,
+            '--executor-image-uri', EXECUTOR, *extra, '--', '--train-steps=10']
+
+
+def test_submit_stages_creates_and_follows_the_job(gcs):
+    name = PARENT + '/customJobs/42'
+    backend = FakeBackend([
+        (200, {'name': name, 'displayName': 'train_cifar10_cli'}),
+        (200, {'name': name, 'state': 'JOB_STATE_PENDING'}),
+        (200, {'name': name, 'state': 'JOB_STATE_RUNNING'}),
+        (200, {'name': name, 'state': 'JOB_STATE_SUCCEEDED'})], gcs)
+    code, out, err = _main(_submit_args('train_cifar10_cli', '--stream-logs',
+                                        '--poll-interval', '0'), backend)
+    assert code == 0
+    assert out == name + '\n'
+    package = 'staging/train_cifar10_cli/estimator-trainers-0.1.0.tar.gz'
+    blob = gcs.bucket(BUCKET).get_blob(package)
+    assert blob is not None and re.fullmatch('[0-9a-f]{64}', blob.metadata['content-sha256'])
+    assert 'staged gs://%s/%s (sha256 %s)' % (BUCKET, package, blob.metadata['content-sha256']) in err
+    assert [line.split(' ', 2)[2] for line in err.splitlines() if 'JOB_STATE' in line] == [
+        'JOB_STATE_PENDING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED']
+
+    create, *polls = backend.http.requests
+    assert (create.method, create.uri) == ('POST', ENDPOINT + PARENT + '/customJobs?alt=json')
+    schema.check('aiplatform', 'v1', 'GoogleCloudAiplatformV1CustomJob', create.body)
+    spec = create.body['jobSpec']['workerPoolSpecs'][0]['pythonPackageSpec']
+    assert spec['packageUris'] == ['gs://%s/%s' % (BUCKET, package)]
+    assert spec['executorImageUri'] == EXECUTOR
+    assert [(r.method, r.uri) for r in polls] == [('GET', ENDPOINT + name + '?alt=json')] * 3
+    assert backend.calls == ['credentials', ('vertex', 'my-project', 'us-central1'), 'storage']
+
+
+def test_resubmitting_the_same_job_skips_the_upload_and_a_failed_job_exits_1(gcs):
+    name = PARENT + '/customJobs/43'
+    answers = [(200, {'name': name}), (200, {'name': name, 'state': 'JOB_STATE_FAILED',
+                                             'error': {'message': 'replica exited with 1'}})]
+    code, _, err = _main(_submit_args('train_cifar10_again'), FakeBackend(answers[:1], gcs))
+    assert code == 0 and 'staged gs://' in err
+    generation = gcs.bucket(BUCKET).get_blob(
+        'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation
+
+    code, _, err = _main(_submit_args('train_cifar10_again', '--stream-logs',
+                                      '--poll-interval', '0'), FakeBackend(answers, gcs))
+    assert code == 1
+    assert 'already holds this package' in err and 'upload skipped' in err
+    assert err.splitlines()[-1] == 'error: replica exited with 1'
+    assert gcs.bucket(BUCKET).get_blob(
+        'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation == generation
+
+
+def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypatch):
+    build = staging.build_sdist
+    monkeypatch.setattr(staging, 'build_sdist', lambda out_dir: dataclasses.replace(
+        build(out_dir), requires_python='==3.11.*'))
+    backend = FakeBackend([], gcs)
+    argv = _submit_args('train_cifar10_py')
+    argv.remove('--executor-image-uri')
+    argv.remove(EXECUTOR)
+    with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
+                       r'\(setup\.py\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
+        _main(argv, backend)
+    assert backend.http.requests == []
+    assert gcs.bucket(BUCKET).get_blob(
+        'staging/train_cifar10_py/estimator-trainers-0.1.0.tar.gz') is None
+
+
+def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
+    backend = FakeBackend([], gcs)
+    argv = _submit_args('train_cifar10_nobucket')
+    argv[argv.index('gs://' + BUCKET)] = 'gs://missing-bucket'
+    with pytest.raises(UserInputError, match=r'^bucket gs://missing-bucket does not exist'):
+        _main(argv, backend)
+    assert backend.http.requests == []
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['submit', 'taxi'], 'no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket'),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--job-name', 'train-taxi'],
+     "--job-name 'train-taxi': expected a letter followed by letters, digits or underscores"),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--job-dir', '/tmp/x'],
+     '--job-dir /tmp/x: expected a gs:// path'),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--region', 'Europe'],
+     "region 'Europe': expected a Vertex AI region like us-central1"),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--', '--job-dir=gs://b/x'],
+     '--job-dir goes before --, as a submit option'),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--target', 'tfjob'], '--target tfjob needs --image-uri'),
+    (['status', '1', '--', '--x'], 'trainer flags after -- only go with submit'),
+])
+def test_input_errors_before_credentials(argv, message):
+    backend = FakeBackend()
+    with pytest.raises(UserInputError) as raised:
+        _main(argv, backend)
+    assert str(raised.value).startswith(message)
+    assert backend.calls == []
+
+
+def test_project_comes_from_flag_env_or_credentials(monkeypatch):
+    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+        _main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--dry-run'], FakeBackend())
+    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+        _main(['list'], FakeBackend(adc_project=None))
+    backend = FakeBackend([(200, {}), (200, {})])
+    _main(['list'], backend)
+    assert backend.calls[-1] == ('vertex', 'adc-project', 'us-central1')
+    monkeypatch.setenv('PROJECT_ID', 'env-project')
+    monkeypatch.setenv('REGION', 'asia-east1')
+    backend = FakeBackend([(200, {}), (200, {})])
+    code, _, _ = _main(['list'], backend)
+    assert code == 0 and backend.calls[-1] == ('vertex', 'env-project', 'asia-east1')
+
+
+def test_missing_credentials_with_the_real_backend(monkeypatch):
+    monkeypatch.setenv('GOOGLE_APPLICATION_CREDENTIALS', '/nonexistent/key.json')
+    with pytest.raises(UserInputError, match=r'^no Application Default Credentials \(File '
+                       r'/nonexistent/key.json was not found.\): run `gcloud auth '
+                       r'application-default login`'):
+        cli.main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--project', 'my-project'])
+
+
+def test_status_cancel_and_list():
+    job = {'name': PARENT + '/customJobs/7', 'displayName': 'train_taxi_1',
+           'state': 'JOB_STATE_RUNNING', 'createTime': '2026-01-02T03:04:05Z'}
+    backend = FakeBackend([(200, job), (200, job)])
+    code, out, _ = _main(['status', '7', '--project', 'my-project'], backend)
+    assert code == 0
+    assert out.splitlines() == ['name: %s/customJobs/7' % PARENT, 'displayName: train_taxi_1',
+                                'state: JOB_STATE_RUNNING', 'createTime: 2026-01-02T03:04:05Z']
+
+    other = 'projects/other/locations/europe-west4/hyperparameterTuningJobs/9'
+    backend = FakeBackend([(200, {})])
+    code, out, _ = _main(['cancel', other], backend)
+    assert code == 0 and out.startswith('cancel requested for %s' % other)
+    assert backend.calls == ['credentials', ('vertex', 'other', 'europe-west4')]
+    assert (backend.http.requests[0].method, backend.http.requests[0].uri) == (
+        'POST', 'https://europe-west4-aiplatform.googleapis.com/v1/%s:cancel?alt=json' % other)
+
+    backend = FakeBackend([(200, {'customJobs': [job]}), (200, {'hyperparameterTuningJobs': [
+        {'name': PARENT + '/hyperparameterTuningJobs/8', 'displayName': 'train_cifar10_hp',
+         'state': 'JOB_STATE_SUCCEEDED', 'createTime': '2026-01-03T00:00:00Z'}]})])
+    code, out, _ = _main(['list', '--project', 'my-project', '--limit', '5'], backend)
+    assert [line.split() for line in out.splitlines()] == [
+        ['JOB_STATE_SUCCEEDED', '2026-01-03T00:00:00Z', 'tuning', '8', 'train_cifar10_hp'],
+        ['JOB_STATE_RUNNING', '2026-01-02T03:04:05Z', 'custom', '7', 'train_taxi_1']]
+
+
+def test_api_errors_of_status_are_one_line():
+    backend = FakeBackend([cloud_fakes.error(404, 'CustomJob does not exist.')])
+    with pytest.raises(jobs.ApiError, match=r'^get %s/customJobs/1: not found \(CustomJob does '
+                       r'not exist.\)$' % PARENT):
+        _main(['status', PARENT + '/customJobs/1'], backend)

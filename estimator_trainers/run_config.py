@@ -27,8 +27,8 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
 
 
 def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
-                    save_summary_steps, random_seed=None,
-                    session=None, train_distribute=None, eval_distribute=None):
+                    save_summary_steps, random_seed=None, session=None,
+                    distribution=None):
     """RunConfig for `job_dir`.
 
     Checkpoints are step-based only (never time-based), so
@@ -36,8 +36,13 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
     is read by RunConfig itself: call `cluster.export_tf_config` first.
     Estimator's own loss/steps-per-second logging is off: the training driver's
     progress hook logs one line with loss, learning rate and examples/sec.
+
+    Args:
+      distribution: `distribution.Distribution` of this task (None: no
+        strategy, TensorFlow's worker start-up delays).
     """
-    return tf.estimator.RunConfig(
+    train_distribute = distribution.make_train_distribute() if distribution else None
+    config = tf.estimator.RunConfig(
         model_dir=job_dir,
         tf_random_seed=random_seed,
         save_summary_steps=save_summary_steps,
@@ -47,4 +52,27 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
         log_step_count_steps=None,
         session_config=session,
         train_distribute=train_distribute,
-        eval_distribute=eval_distribute)
+        experimental_max_worker_delay_secs=(
+            distribution.max_worker_delay_secs if distribution else None))
+    return _with_device_filters(config)
+
+
+def _with_device_filters(config):
+    """Limits a between-graph task's session to the ps tasks and itself.
+
+    RunConfig sets these device filters only when it is given no session
+    config. Without them every chief/worker session spans the whole cluster:
+    session creation waits for every worker, and a worker that is killed and
+    restarted breaks the sessions of the others.
+    """
+    if (not config.cluster_spec or config.session_config is None
+            or getattr(config, '_distribute_coordinator_mode', None)
+            or config.task_type not in ('chief', 'master', 'worker')):
+        return config
+    own = '/job:' + config.task_type
+    if config.task_type == 'worker':
+        own += '/task:%d' % config.task_id
+    session = tf.compat.v1.ConfigProto()
+    session.CopyFrom(config.session_config)
+    session.device_filters[:] = ['/job:ps', own]
+    return config.replace(session_config=session)

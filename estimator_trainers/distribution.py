@@ -1,0 +1,246 @@
+"""How a task replicates training: `--distribution-strategy`, cluster and devices.
+
+`resolve` is the one place that maps the strategy name, this task's
+`ClusterInfo` and its local devices to what `tf.estimator.RunConfig` needs;
+trainers never build `tf.distribute` strategies themselves. What each name
+means with TensorFlow 2.15's Estimator:
+
+- `parameter_server` (default when the cluster has ps tasks): Estimator's
+  own between-graph replication. Variables live on the ps tasks, the chief
+  and each worker train asynchronously, or synchronously when the trainer
+  wraps its optimizer with `sync_replicas`. No `tf.distribute` strategy.
+- `mirrored`: `tf.distribute.MirroredStrategy` over this host's devices, in
+  one process. Estimator's distribute coordinator fails with it under a
+  TF_CONFIG cluster, so a cluster refuses it.
+- `multi_worker_mirrored` (default for a cluster of several workers and no
+  ps): `tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy`,
+  synchronous all-reduce across the chief and the workers, each over all its
+  GPUs (or its CPU). Estimator runs it through the distribute coordinator in
+  independent-worker mode. TF makes every worker run the checkpoint and
+  summary ops; the non-chief ones write theirs under
+  `<job-dir>/tmp_worker_<i>`, which nothing reads.
+- `none`: a single training task running the trainer's own graph (which may
+  still split batches over local devices, like the CIFAR-10 towers).
+
+Parameter servers and evaluators never get a strategy: they serve variables
+or evaluate checkpoints. Evaluation always runs on one device.
+"""
+import dataclasses
+import os
+import socket
+import sys
+import threading
+import time
+
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers.errors import EXIT_USAGE, UserInputError
+
+PARAMETER_SERVER = 'parameter_server'
+MIRRORED = 'mirrored'
+MULTI_WORKER_MIRRORED = 'multi_worker_mirrored'
+NONE = 'none'
+STRATEGIES = (PARAMETER_SERVER, MIRRORED, MULTI_WORKER_MIRRORED, NONE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Distribution:
+    """How this task takes part in training.
+
+    Attributes:
+      strategy: one of `STRATEGIES` (the default already resolved).
+      devices: local devices a `tf.distribute` strategy replicates over.
+      peers: (`ps-0`-style label, `host:port`) of the tasks this one cannot
+        train without; `watch_peers` bounds the wait for them.
+      peer_timeout_secs: how long peers may stay unreachable at start-up.
+      max_worker_delay_secs: cap on Estimator's start-up delay of worker i,
+        (i + 1) * 5 s (None keeps TensorFlow's 60 s cap).
+      builds_strategy: this task trains under a `tf.distribute` strategy.
+    """
+    strategy: str
+    devices: tuple = ()
+    peers: tuple = ()
+    peer_timeout_secs: float = 600
+    max_worker_delay_secs: int = None
+    builds_strategy: bool = False
+
+    @property
+    def local_replicas(self):
+        """Copies of the model this process trains (model_fn calls per step)."""
+        if not self.builds_strategy:
+            return 1
+        if self.strategy == MULTI_WORKER_MIRRORED:
+            return max(1, sum(1 for d in self.devices if 'gpu' in d.lower()))
+        return len(self.devices)
+
+    @property
+    def synchronous(self):
+        """All workers' batches form one global step (all-reduce strategies)."""
+        return self.strategy in (MIRRORED, MULTI_WORKER_MIRRORED)
+
+    def make_train_distribute(self):
+        """The `train_distribute` strategy for RunConfig, or None.
+
+        Built on demand because a multi-worker strategy reads TF_CONFIG and
+        configures the process's collective ops when created: call it after
+        `cluster.export_tf_config`.
+        """
+        if not self.builds_strategy:
+            return None
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        if self.strategy == MIRRORED:
+            on_gpus = all('gpu' in d.lower() for d in self.devices)
+            # Collective all-reduce between CPU devices can deadlock in a
+            # graph session on few cores; reducing on one device cannot.
+            return tf.distribute.MirroredStrategy(
+                list(self.devices),
+                cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
+        return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+
+
+def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
+            max_worker_delay_secs=None, visible_gpus=None):
+    """Maps `--distribution-strategy` to this task's `Distribution`.
+
+    Args:
+      name: one of `STRATEGIES`, or None for the default of this cluster.
+      cluster: `cluster.ClusterInfo` of this process.
+      devices: this task's local devices (`/gpu:0`, ... or `/cpu:0`, ...).
+      peer_timeout_secs, max_worker_delay_secs: see `Distribution`.
+      visible_gpus: GPUs this machine has (default: asked from TensorFlow);
+        `multi_worker_mirrored` always uses all of them.
+
+    Raises:
+      UserInputError: the strategy cannot run on this cluster or these devices.
+    """
+    trainers = cluster.num_workers
+    has_ps = cluster.num_ps > 0
+    if name is None:
+        if has_ps:
+            name = PARAMETER_SERVER
+        elif trainers > 1:
+            name = MULTI_WORKER_MIRRORED
+        else:
+            name = NONE
+    if name not in STRATEGIES:
+        raise UserInputError('--distribution-strategy=%s is not one of %s'
+                             % (name, ', '.join(STRATEGIES)))
+    where = 'this TF_CONFIG cluster (%s)' % _describe(cluster)
+    if name == PARAMETER_SERVER and not has_ps:
+        raise UserInputError('--distribution-strategy=parameter_server needs ps tasks, '
+                             'but %s has none' % where)
+    if name in (MIRRORED, MULTI_WORKER_MIRRORED, NONE) and has_ps:
+        raise UserInputError('--distribution-strategy=%s does not use parameter servers, '
+                             'but %s has ps tasks; use parameter_server' % (name, where))
+    if name == MIRRORED and cluster.is_distributed:
+        raise UserInputError('--distribution-strategy=mirrored runs in one process '
+                             'without TF_CONFIG (Estimator fails with it in a cluster); '
+                             'in %s use multi_worker_mirrored, which also replicates '
+                             'over each worker\'s GPUs' % where)
+    if name == NONE and trainers > 1:
+        raise UserInputError('--distribution-strategy=none trains a single task, but %s '
+                             'has %d training tasks; use multi_worker_mirrored'
+                             % (where, trainers))
+    if name == MULTI_WORKER_MIRRORED and cluster.chief_type == cluster_lib.MASTER:
+        raise UserInputError('--distribution-strategy=multi_worker_mirrored needs a '
+                             '"chief", not a "master", in TF_CONFIG (tf.distribute '
+                             'rejects "master")')
+    if name == MULTI_WORKER_MIRRORED:
+        gpus = [d for d in devices if 'gpu' in d.lower()]
+        if visible_gpus is None:
+            visible_gpus = _visible_gpus()
+        if gpus and len(gpus) != visible_gpus:
+            raise UserInputError('multi_worker_mirrored replicates over all %d GPUs of '
+                                 'each worker, not %d; drop --num-gpus or limit the GPUs '
+                                 'with CUDA_VISIBLE_DEVICES' % (visible_gpus, len(gpus)))
+    trains = not (cluster.is_ps or cluster.is_evaluator)
+    return Distribution(
+        strategy=name, devices=tuple(devices),
+        peers=_peers(name, cluster) if trains else (),
+        peer_timeout_secs=peer_timeout_secs,
+        max_worker_delay_secs=max_worker_delay_secs,
+        builds_strategy=trains and name in (MIRRORED, MULTI_WORKER_MIRRORED))
+
+
+def from_flags(args, cluster, devices=('/cpu:0',)):
+    """`resolve` with the values of `flags.add_distribution_flags`."""
+    return resolve(args.distribution_strategy, cluster, devices,
+                   peer_timeout_secs=args.peer_timeout_secs,
+                   max_worker_delay_secs=args.max_worker_delay_secs)
+
+
+def _describe(cluster):
+    jobs = ['%d %s' % (len(cluster.cluster[job]), job) for job in sorted(cluster.cluster)]
+    return ', '.join(jobs) if jobs else 'no cluster'
+
+
+def _peers(strategy, cluster):
+    """The tasks a training task waits for: it cannot make progress without them.
+
+    Variables live on the ps tasks and the chief initialises them, so
+    parameter-server training needs those; all-reduce needs every other
+    worker. Other workers are not needed with parameter servers: a chief
+    restarted late must not wait for workers that already finished.
+    """
+    own = (cluster.task_type, cluster.task_index)
+    jobs = {PARAMETER_SERVER: (cluster_lib.PS, cluster.chief_type),
+            MULTI_WORKER_MIRRORED: (cluster.chief_type, cluster_lib.WORKER)}.get(strategy, ())
+    peers = []
+    for job in jobs:
+        for index, address in enumerate(cluster.addresses(job)):
+            if (job, index) != own:
+                peers.append(('%s-%d' % (job, index), address))
+    return tuple(peers)
+
+
+def _visible_gpus():
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return len(tf.config.list_physical_devices('GPU'))
+
+
+def unreachable_peers(peers, timeout_secs, retry_secs=0.5):
+    """Waits until every peer accepts TCP connections; returns those that never did."""
+    deadline = time.monotonic() + timeout_secs
+    waiting = list(peers)
+    while True:
+        waiting = [(label, address) for label, address in waiting
+                   if not _accepts(address)]
+        if not waiting or time.monotonic() >= deadline:
+            return waiting
+        time.sleep(retry_secs)
+
+
+def _accepts(address):
+    host, port = address.rsplit(':', 1)
+    try:
+        with socket.create_connection((host.strip('[]'), int(port)), timeout=2):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def watch_peers(distribution, stderr=None):
+    """Bounds the start-up wait for this task's peers; returns the watcher thread.
+
+    TensorFlow waits forever for a peer that never comes up (session creation
+    retries without end), and its own server must be running for the peers
+    to come up, so the check runs beside start-up instead of before it. When
+    a peer is still unreachable after `peer_timeout_secs`, the process ends
+    with one line naming the address and exit status 2.
+    """
+    if not distribution.peers:
+        return None
+    stderr = stderr or sys.stderr
+
+    def watch():
+        missing = unreachable_peers(distribution.peers, distribution.peer_timeout_secs)
+        if missing:
+            stderr.write('error: cannot reach %s (from TF_CONFIG) after %gs; is that task '
+                         'running, and is the address right? (--peer-timeout-secs)\n'
+                         % (', '.join('%s at %s' % peer for peer in missing),
+                            distribution.peer_timeout_secs))
+            stderr.flush()
+            os._exit(EXIT_USAGE)  # pylint: disable=protected-access
+
+    thread = threading.Thread(target=watch, name='peer-watch', daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,185 @@
+"""--distribution-strategy resolved against clusters and devices; peers; device filters."""
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import cli_env, REPO_ROOT
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers import distribution
+from estimator_trainers.errors import UserInputError
+
+CHIEF, W0, W1, PS0 = '127.0.0.1:1001', '127.0.0.1:1002', '127.0.0.1:1003', '127.0.0.1:1004'
+
+
+def _cluster(task_type, index=0, ps=True, workers=2, master=False):
+    cluster = {'master' if master else 'chief': [CHIEF], 'worker': [W0, W1][:workers]}
+    if ps:
+        cluster['ps'] = [PS0]
+    if not workers:
+        del cluster['worker']
+    return cluster_lib.parse_tf_config(json.dumps(
+        {'cluster': cluster, 'task': {'type': task_type, 'index': index}}))
+
+
+LOCAL = cluster_lib.ClusterInfo(cluster={})
+
+
+def _resolve(name, cluster, devices=('/cpu:0',), visible_gpus=0):
+    return distribution.resolve(name, cluster, devices, visible_gpus=visible_gpus)
+
+
+@pytest.mark.parametrize('cluster, devices, expected', [
+    (LOCAL, ('/cpu:0',), 'none'),
+    (LOCAL, ('/gpu:0', '/gpu:1'), 'none'),
+    (_cluster('chief'), ('/cpu:0',), 'parameter_server'),
+    (_cluster('chief', ps=False), ('/cpu:0',), 'multi_worker_mirrored'),
+    (_cluster('chief', ps=False, workers=0), ('/cpu:0',), 'none'),
+])
+def test_default_strategy_follows_the_cluster(cluster, devices, expected):
+    assert _resolve(None, cluster, devices).strategy == expected
+
+
+def test_parameter_server_peers_are_the_ps_and_for_workers_the_chief():
+    chief = _resolve('parameter_server', _cluster('chief'))
+    worker = _resolve('parameter_server', _cluster('worker', 1))
+    assert chief.peers == (('ps-0', PS0),)
+    assert worker.peers == (('ps-0', PS0), ('chief-0', CHIEF))
+    assert not chief.builds_strategy and chief.make_train_distribute() is None
+    assert (chief.local_replicas, chief.synchronous) == (1, False)
+
+
+def test_master_cluster_names_its_master_as_peer():
+    worker = _resolve(None, _cluster('worker', 0, master=True))
+    assert worker.peers == (('ps-0', PS0), ('master-0', CHIEF))
+
+
+def test_multi_worker_mirrored_peers_are_all_other_workers():
+    worker = _resolve('multi_worker_mirrored', _cluster('worker', 0, ps=False))
+    assert worker.peers == (('chief-0', CHIEF), ('worker-1', W1))
+    assert worker.builds_strategy and worker.synchronous
+    assert worker.local_replicas == 1
+
+
+def test_multi_worker_mirrored_replicates_over_all_gpus():
+    dist = _resolve(None, _cluster('chief', ps=False), ('/gpu:0', '/gpu:1'), visible_gpus=2)
+    assert dist.local_replicas == 2
+    with pytest.raises(UserInputError, match='all 2 GPUs of each worker, not 1'):
+        _resolve(None, _cluster('chief', ps=False), ('/gpu:0',), visible_gpus=2)
+
+
+@pytest.mark.parametrize('task_type', ['ps', 'evaluator'])
+def test_ps_and_evaluator_never_build_a_strategy_or_wait(task_type):
+    dist = _resolve(None, _cluster(task_type, ps=task_type == 'ps'))
+    assert (dist.builds_strategy, dist.peers) == (False, ())
+
+
+def test_mirrored_in_one_process():
+    dist = _resolve('mirrored', LOCAL, ('/cpu:0', '/cpu:1'))
+    assert (dist.builds_strategy, dist.local_replicas, dist.peers) == (True, 2, ())
+
+
+@pytest.mark.parametrize('name, cluster, message', [
+    ('parameter_server', LOCAL, 'needs ps tasks, but this TF_CONFIG cluster (no cluster)'),
+    ('parameter_server', _cluster('chief', ps=False),
+     'needs ps tasks, but this TF_CONFIG cluster (1 chief, 2 worker) has none'),
+    ('multi_worker_mirrored', _cluster('chief'), 'has ps tasks; use parameter_server'),
+    ('none', _cluster('chief'), 'has ps tasks; use parameter_server'),
+    ('mirrored', _cluster('chief', ps=False, workers=0), 'runs in one process'),
+    ('none', _cluster('chief', ps=False), 'has 3 training tasks; use multi_worker_mirrored'),
+    ('multi_worker_mirrored', _cluster('master', ps=False, master=True),
+     'needs a "chief", not a "master"'),
+    ('towers', LOCAL, '--distribution-strategy=towers is not one of'),
+])
+def test_impossible_combinations_are_one_clear_error(name, cluster, message):
+    with pytest.raises(UserInputError, match=message.replace('(', r'\(').replace(')', r'\)')):
+        _resolve(name, cluster)
+
+
+def test_unreachable_peers_waits_for_late_peers_and_names_missing_ones():
+    late = socket.socket()
+    late.bind(('127.0.0.1', 0))
+    late_address = '127.0.0.1:%d' % late.getsockname()[1]
+    closed = socket.socket()
+    closed.bind(('127.0.0.1', 0))
+    closed_address = '127.0.0.1:%d' % closed.getsockname()[1]
+    try:
+        result = []
+        waiter = threading.Thread(target=lambda: result.extend(
+            distribution.unreachable_peers(
+                [('ps-0', late_address), ('worker-1', closed_address)], 2.5,
+                retry_secs=0.1)))
+        started = time.monotonic()
+        waiter.start()
+        time.sleep(0.5)
+        late.listen()  # comes up late: no longer reported
+        waiter.join()
+        assert result == [('worker-1', closed_address)]
+        assert time.monotonic() - started >= 2.5
+    finally:
+        late.close()
+        closed.close()
+
+
+def test_watch_peers_ends_the_process_naming_the_address():
+    """A task whose peer never comes up exits 2 after the bound, with one line."""
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))  # bound, never listening: connections are refused
+    address = '127.0.0.1:%d' % sock.getsockname()[1]
+    program = (
+        'import time\n'
+        'from estimator_trainers import distribution\n'
+        'dist = distribution.Distribution("parameter_server", peers=(("ps-0", %r),),\n'
+        '                                 peer_timeout_secs=1)\n'
+        'distribution.watch_peers(dist)\n'
+        'time.sleep(60)\n' % address)
+    try:
+        proc = subprocess.run([sys.executable, '-c', program], cwd=REPO_ROOT,
+                              env=cli_env(), capture_output=True, text=True, timeout=30)
+    finally:
+        sock.close()
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        'error: cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running,'
+        ' and is the address right? (--peer-timeout-secs)\n' % address)
+
+
+def test_watch_peers_without_peers_starts_nothing():
+    assert distribution.watch_peers(distribution.Distribution('none'),
+                                    stderr=io.StringIO()) is None
+
+
+@pytest.mark.parametrize('task_type, index, expected', [
+    ('chief', 0, ['/job:ps', '/job:chief']),
+    ('worker', 1, ['/job:ps', '/job:worker/task:1']),
+    ('evaluator', 0, []),
+])
+def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
+        task_type, index, expected, monkeypatch, tmp_path):
+    from estimator_trainers import run_config  # pylint: disable=import-outside-toplevel
+    cluster = _cluster(task_type, index)
+    monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
+    dist = _resolve(None, cluster)
+    config = run_config.make_run_config(
+        str(tmp_path), checkpoint_steps=10, keep_checkpoint_max=2, save_summary_steps=10,
+        session=run_config.session_config(num_intra_threads=3), distribution=dist)
+    assert list(config.session_config.device_filters) == expected
+    assert config.session_config.intra_op_parallelism_threads == 3
+    assert config.train_distribute is None
+
+
+def test_run_config_passes_the_worker_delay_cap(monkeypatch, tmp_path):
+    from estimator_trainers import run_config  # pylint: disable=import-outside-toplevel
+    cluster = _cluster('worker', 1)
+    monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
+    dist = distribution.resolve(None, cluster, max_worker_delay_secs=0)
+    config = run_config.make_run_config(
+        str(tmp_path), checkpoint_steps=10, keep_checkpoint_max=2, save_summary_steps=10,
+        distribution=dist)
+    assert config.experimental_max_worker_delay_secs == 0
+    assert (config.task_type, config.task_id, config.num_ps_replicas) == ('worker', 1, 1)

@@ -276,7 +276,7 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--region', 'Europe'],
      "region 'Europe': expected a Vertex AI region like us-central1"),
     (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--', '--job-dir=gs://b/x'],
-     '--job-dir goes before --, as a submit option'),
+     '--job-dir is a submit option (before --) or trainingInput.jobDir, not a trainer flag'),
     (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--target', 'tfjob'], '--target tfjob needs --image-uri'),
     (['status', '1', '--', '--x'], 'trainer flags after -- only go with submit'),
 ])

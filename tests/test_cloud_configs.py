@@ -145,7 +145,7 @@ trainingInput:
 """)
     assert _shape(config) == {'chief': (1, 'a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2),
                               'evaluator': (1, 'g2-standard-8', 'NVIDIA_L4', 1)}
-    assert config.pool('chief').boot_disk == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
+    assert config.pools[0].boot_disk == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
     assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
 
 

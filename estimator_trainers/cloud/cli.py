@@ -67,8 +67,7 @@ def build_parser():
         'submit', help='stage the package and create a training job',
         description='Build and stage the package, then create a Vertex AI '
                     'CustomJob (or HyperparameterTuningJob for a config with '
-                    'hyperparameters). Trainer flags go after --.',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    'hyperparameters). Trainer flags go after --.')
     submit.add_argument('model', choices=sorted(submission_lib.TRAINERS),
                         help='Trainer to run.')
     submit.add_argument('--config', help='AI Platform trainingInput YAML '
@@ -90,7 +89,7 @@ def build_parser():
     submit.add_argument('--image-uri', help='Custom container with the package '
                         'installed (see Dockerfile); nothing is staged.')
     submit.add_argument('--target', choices=TARGETS, default='vertex',
-                        help='vertex: submit. ai-platform: print the legacy ml v1 '
+                        help='vertex (default): submit. ai-platform: print the legacy ml v1 '
                              'jobs.create request. tfjob: print a Kubeflow TFJob '
                              'manifest (needs --image-uri).')
     submit.add_argument('--dry-run', action='store_true',
@@ -99,7 +98,8 @@ def build_parser():
                         help='Follow the job state until it ends; exit 0 only '
                              'if it succeeded.')
     submit.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
-                        help='Seconds between state polls with --stream-logs.')
+                        help='Seconds between state polls with --stream-logs '
+                             '(default: 30).')
 
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job')):
         command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
@@ -159,10 +159,11 @@ def submit(args, trainer_flags, backend, out, err):
     if not job_dir.startswith('gs://'):
         raise UserInputError('--job-dir %s: expected a gs:// path (every task of the '
                              'job must reach it)' % job_dir)
-    if submission_lib.has_flag(trainer_flags, '--job-dir'):
-        raise UserInputError('--job-dir goes before --, as a submit option, so that '
-                             'Vertex AI and the trainer agree on it')
     given = list(config.args) + trainer_flags
+    if submission_lib.has_flag(given, '--job-dir'):
+        raise UserInputError('--job-dir is a submit option (before --) or '
+                             'trainingInput.jobDir, not a trainer flag, so that Vertex '
+                             'AI and the trainer agree on it')
     trainer_args = tuple(trainer.default_args(bucket_uri, given) + given)
     region = _region(args.region or config.region)
 

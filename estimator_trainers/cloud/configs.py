@@ -192,10 +192,6 @@ class TrainingConfig:
     def uses_gpus(self):
         return any(pool.accelerator_count for pool in self.pools)
 
-    def pool(self, role):
-        """The `Pool` for `role`, or None when the config has none."""
-        return next((p for p in self.pools if p.role == role), None)
-
     @property
     def region(self):
         return self.training_input.get('region')
@@ -550,11 +546,12 @@ def _or(values):
 
 
 def _describe(value):
+    if value is None:
+        return 'nothing'
     if isinstance(value, str):
         return 'text %r' % value
-    return '%s %r' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean',
-                       type(None): 'nothing'}.get(type(value), type(value).__name__),
-                      value)
+    return '%s %r' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean'}.get(
+        type(value), type(value).__name__), value)
 
 
 class _Checker:

@@ -86,10 +86,10 @@ def test_legacy_machine_table_uses_gpus_vertex_knows():
     ('standard', ('n1-standard-4', None, 0)),
     ('large_model', ('n1-highmem-8', None, 0)),
     ('complex_model_m', ('n1-highcpu-16', None, 0)),
-    ('standard_gpu', ('n1-standard-8', T4, 1)),
-    ('complex_model_m_gpu', ('n1-standard-16', T4, 4)),
-    ('complex_model_l_gpu', ('n1-standard-32', 'NVIDIA_TESLA_V100', 8)),
-    ('complex_model_m_p100', ('n1-standard-16', 'NVIDIA_TESLA_P100', 4)),
+    ('standard_gpu', ('n1-standard-4', T4, 1)),
+    ('complex_model_m_gpu', ('n1-highcpu-16', T4, 4)),
+    ('complex_model_l_gpu', ('n1-highcpu-32', 'NVIDIA_TESLA_V100', 8)),
+    ('complex_model_m_p100', ('n1-highcpu-16', 'NVIDIA_TESLA_P100', 4)),
     ('large_model_v100', ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1)),
 ])
 def test_legacy_machine_translation(legacy, expected):
@@ -105,7 +105,7 @@ trainingInput:
   workerCount: 1
   workerConfig: {acceleratorConfig: {count: 2, type: NVIDIA_TESLA_K80}}
 """)
-    assert _shape(config) == {'chief': (1, 'n1-standard-16', T4, 4),
+    assert _shape(config) == {'chief': (1, 'n1-highcpu-16', T4, 4),
                               'worker': (1, 'n1-standard-8', T4, 2)}
     assert config.notes == (
         'complex_model_m_gpu: NVIDIA_TESLA_K80 is retired on Vertex AI; using 4 x NVIDIA_TESLA_T4',
@@ -114,7 +114,7 @@ trainingInput:
 
 @pytest.mark.parametrize('tier,expected', [
     ('BASIC', {'chief': (1, 'n1-standard-4', None, 0)}),
-    ('BASIC_GPU', {'chief': (1, 'n1-standard-8', T4, 1)}),
+    ('BASIC_GPU', {'chief': (1, 'n1-standard-4', T4, 1)}),
     ('STANDARD_1', {'chief': (1, 'n1-highcpu-8', None, 0),
                     'worker': (4, 'n1-highcpu-8', None, 0),
                     'ps': (3, 'n1-standard-4', None, 0)}),

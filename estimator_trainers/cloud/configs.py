@@ -9,8 +9,8 @@ pool 2 parameter servers, pool 3 evaluators.
 
 Translation table (also in docs/cloud.md):
 
-- Legacy machine names become the Compute Engine machine type and GPUs that
-  AI Platform documented as their equivalent (`LEGACY_MACHINE_TYPES`).
+- Legacy machine names become their Compute Engine equivalent plus the GPUs
+  the name includes (`LEGACY_MACHINE_TYPES`).
 - Scale tiers are presets of legacy machine names (`SCALE_TIERS`).
 - NVIDIA K80 GPUs are retired on Vertex AI: a K80 request becomes the same
   number of T4s, or V100s for 8 GPUs (an N1 machine takes at most 4 T4s).
@@ -41,21 +41,24 @@ ROLE_FIELDS = {
 K80 = 'NVIDIA_TESLA_K80'
 
 # Legacy name -> (Compute Engine machine type, GPU type or None, GPU count).
+# The ml v1 reference defines each GPU name as a CPU name plus GPUs
+# ("standard_gpu: a machine equivalent to standard that also includes a
+# single NVIDIA Tesla K80 GPU"), so they share its machine type.
 LEGACY_MACHINE_TYPES = {
     'standard': ('n1-standard-4', None, 0),
     'large_model': ('n1-highmem-8', None, 0),
     'complex_model_s': ('n1-highcpu-8', None, 0),
     'complex_model_m': ('n1-highcpu-16', None, 0),
     'complex_model_l': ('n1-highcpu-32', None, 0),
-    'standard_gpu': ('n1-standard-8', K80, 1),
-    'complex_model_m_gpu': ('n1-standard-16', K80, 4),
-    'complex_model_l_gpu': ('n1-standard-32', K80, 8),
-    'standard_p100': ('n1-standard-8', 'NVIDIA_TESLA_P100', 1),
-    'complex_model_m_p100': ('n1-standard-16', 'NVIDIA_TESLA_P100', 4),
-    'standard_v100': ('n1-standard-8', 'NVIDIA_TESLA_V100', 1),
+    'standard_gpu': ('n1-standard-4', K80, 1),
+    'complex_model_m_gpu': ('n1-highcpu-16', K80, 4),
+    'complex_model_l_gpu': ('n1-highcpu-32', K80, 8),
+    'standard_p100': ('n1-standard-4', 'NVIDIA_TESLA_P100', 1),
+    'complex_model_m_p100': ('n1-highcpu-16', 'NVIDIA_TESLA_P100', 4),
+    'standard_v100': ('n1-standard-4', 'NVIDIA_TESLA_V100', 1),
     'large_model_v100': ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1),
-    'complex_model_m_v100': ('n1-standard-16', 'NVIDIA_TESLA_V100', 4),
-    'complex_model_l_v100': ('n1-standard-32', 'NVIDIA_TESLA_V100', 8),
+    'complex_model_m_v100': ('n1-highcpu-16', 'NVIDIA_TESLA_V100', 4),
+    'complex_model_l_v100': ('n1-highcpu-32', 'NVIDIA_TESLA_V100', 8),
 }
 
 # Scale tier -> the CUSTOM fields it stands for.

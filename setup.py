@@ -9,9 +9,12 @@ import sys
 
 import setuptools
 
-if sys.version_info[:2] != (3, 11):
-    sys.exit('estimator-trainers needs Python 3.11: TensorFlow 2.15.1 (the last '
-             'release with tf.estimator) has no wheels for Python %d.%d.'
+# TensorFlow 2.15.1, the last release with tf.estimator, has wheels for Python
+# 3.9-3.11 only. Development uses 3.11 (scripts/setup-venv.sh); the prebuilt
+# Vertex AI TF 2.15 images run 3.10 and install this package as an sdist.
+if not (3, 9) <= sys.version_info[:2] <= (3, 11):
+    sys.exit('estimator-trainers needs Python 3.9-3.11: TensorFlow 2.15.1 (the '
+             'last release with tf.estimator) has no wheels for Python %d.%d.'
              % sys.version_info[:2])
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,7 +33,7 @@ setuptools.setup(
     description='TensorFlow Estimator trainers (CIFAR-10 ResNet, Chicago Taxi '
                 'wide-and-deep) that run locally, on a local cluster and on '
                 'Google Cloud.',
-    python_requires='==3.11.*',
+    python_requires='>=3.9,<3.12',
     packages=setuptools.find_packages(include=[
         'estimator_trainers', 'estimator_trainers.*',
         'cifar10_estimator', 'cifar10_estimator.*',

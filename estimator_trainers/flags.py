@@ -154,3 +154,28 @@ def add_runtime_flags(parser):
         help='Evaluation metric to report to a Vertex AI hyperparameter tuning '
              'study after the final evaluation (set by the job submission).')
     return group
+
+
+def add_distribution_flags(parser):
+    """How this task replicates training (see `estimator_trainers.distribution`)."""
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    group = parser.add_argument_group('distribution')
+    group.add_argument(
+        '--distribution-strategy', choices=distribution.STRATEGIES, default=None,
+        help='parameter_server: between-graph replication over the ps tasks of '
+             'TF_CONFIG, asynchronous (default when the cluster has ps tasks). '
+             'multi_worker_mirrored: synchronous all-reduce across the chief and '
+             'workers (default for several workers without ps). mirrored: '
+             'all-reduce over this machine\'s devices, in one process. none: a '
+             'single training task (default otherwise).')
+    group.add_argument(
+        '--peer-timeout-secs', type=positive_float, default=600,
+        help='Fail, naming the address, when a cluster task this one needs (the '
+             'ps tasks and chief, or the other workers) does not accept '
+             'connections within this many seconds of start-up.')
+    group.add_argument(
+        '--max-worker-delay-secs', type=non_negative_int, default=None,
+        help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '
+             'which helps asynchronous training converge (default: TensorFlow\'s '
+             '60 s cap; 0 starts every worker at once).')
+    return group

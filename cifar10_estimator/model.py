@@ -18,6 +18,7 @@ import dataclasses
 import tensorflow as tf
 
 from cifar10_estimator import resnet
+from estimator_trainers import sync_replicas
 from estimator_trainers import training
 
 LR_EPOCH_BOUNDARIES = (82, 123, 300)
@@ -101,7 +102,7 @@ def model_fn(features, labels, mode, params):
         optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
             optimizer, replicas_to_aggregate=hparams.num_workers,
             total_num_replicas=hparams.num_workers)
-        training_hooks.append(optimizer.make_session_run_hook(hparams.is_chief))
+        training_hooks.append(sync_replicas.SyncReplicasHook(optimizer, hparams.is_chief))
 
     # Batch-norm moving averages: from the first (or only) tower.
     update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,

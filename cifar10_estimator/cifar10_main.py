@@ -70,7 +70,7 @@ def parse_args(argv=None):
                             ' with parameter servers).')
 
     flags.add_training_loop_flags(parser, train_steps=80000, checkpoint_steps=1000)
-    flags.add_performance_flags(parser)
+    flags.add_performance_flags(parser, mixed_precision=True)
     flags.add_runtime_flags(parser)
     return parser.parse_args(argv)
 
@@ -94,6 +94,9 @@ def main(argv=None):
                 if args.num_gpus is None else args.num_gpus)
     devices = devices_lib.local_devices(num_gpus)
     data_format = args.data_format or ('channels_first' if num_gpus else 'channels_last')
+    mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision, num_gpus)
+    tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
+                              ' (auto)' if args.mixed_precision == 'auto' else '')
     hparams = model.HParams(
         num_layers=args.num_layers, weight_decay=args.weight_decay,
         momentum=args.momentum, learning_rate=args.learning_rate,
@@ -102,7 +105,7 @@ def main(argv=None):
         train_batch_size=args.train_batch_size, devices=devices,
         variable_strategy=args.variable_strategy, sync=args.sync,
         num_workers=cluster.num_workers, is_chief=cluster.is_chief,
-        cluster_has_ps=cluster.num_ps > 0)
+        cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision)
     loop = training.LoopSettings(
         job_dir=args.job_dir, train_steps=args.train_steps, eval_steps=args.eval_steps,
         checkpoint_steps=args.checkpoint_num_steps,

@@ -12,6 +12,11 @@ Loss is softmax cross-entropy plus `weight_decay * sum(l2_loss(v))` over all
 trainable variables. The optimizer is Momentum with a piecewise-constant
 learning rate dropping to x0.1, x0.01, x0.002 at epochs 82, 123 and 300,
 where an epoch is `train_examples // global_batch` global steps.
+
+`--mixed-precision bfloat16|float16` computes training and evaluation in that
+type with float32 variables and a float32 loss; float16 adds dynamic loss
+scaling (its small gradients would underflow). Exports always compute in
+float32, so they serve on any hardware.
 """
 import dataclasses
 
@@ -44,6 +49,7 @@ class HParams:
     num_workers: int = 1
     is_chief: bool = True
     cluster_has_ps: bool = False
+    mixed_precision: str = 'none'
 
 
 def steps_per_epoch(hparams):
@@ -64,11 +70,14 @@ def model_fn(features, labels, mode, params):
     hparams = params['hparams']
     images = features['images'] if isinstance(features, dict) else features
     is_training = mode == tf.estimator.ModeKeys.TRAIN
+    low_precision = (hparams.mixed_precision != 'none'
+                     and mode != tf.estimator.ModeKeys.PREDICT)
     network = resnet.ResNetCifar10(
         hparams.num_layers, is_training=is_training,
         batch_norm_decay=hparams.batch_norm_decay,
         batch_norm_epsilon=hparams.batch_norm_epsilon,
-        data_format=hparams.data_format)
+        data_format=hparams.data_format,
+        dtype=hparams.mixed_precision if low_precision else tf.float32)
 
     if mode == tf.estimator.ModeKeys.PREDICT:
         with tf.compat.v1.variable_scope('resnet'):
@@ -78,14 +87,20 @@ def model_fn(features, labels, mode, params):
             mode, predictions=predictions,
             export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
 
+    optimizer = None
+    if is_training:
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        learning_rate = learning_rate_schedule(hparams, global_step)
+        optimizer = _optimizer(hparams, learning_rate)
+
     devices = hparams.devices
     if len(devices) == 1:
         with tf.compat.v1.variable_scope('resnet'):
             logits = network(images)
         loss = _loss(logits, labels, hparams.weight_decay)
-        grads_and_vars = None
+        grads_and_vars = optimizer.compute_gradients(loss) if is_training else None
     else:
-        logits, loss, grads_and_vars = _towers(network, images, labels, hparams, is_training)
+        logits, loss, grads_and_vars = _towers(network, images, labels, hparams, optimizer)
 
     predictions = _predictions(logits)
     accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
@@ -94,21 +109,13 @@ def model_fn(features, labels, mode, params):
             mode, loss=loss, predictions=predictions,
             eval_metric_ops={'accuracy': accuracy})
 
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-    learning_rate = learning_rate_schedule(hparams, global_step)
-    optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
     training_hooks = []
-    if hparams.sync and hparams.num_workers > 1:
-        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
-            optimizer, replicas_to_aggregate=hparams.num_workers,
-            total_num_replicas=hparams.num_workers)
+    if isinstance(optimizer, tf.compat.v1.train.SyncReplicasOptimizer):
         training_hooks.append(sync_replicas.SyncReplicasHook(optimizer, hparams.is_chief))
 
     # Batch-norm moving averages: from the first (or only) tower.
     update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
                                              scope=_first_tower_scope(devices))
-    if grads_and_vars is None:
-        grads_and_vars = optimizer.compute_gradients(loss)
     with tf.control_dependencies(update_ops):
         train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
@@ -121,6 +128,19 @@ def model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(
         mode, loss=loss, train_op=train_op, training_hooks=training_hooks,
         predictions=predictions, eval_metric_ops={'accuracy': accuracy})
+
+
+def _optimizer(hparams, learning_rate):
+    """Momentum, with dynamic loss scaling for float16 and sync replicas if asked."""
+    optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
+    if hparams.mixed_precision == 'float16':
+        optimizer = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
+            optimizer, loss_scale='dynamic')
+    if hparams.sync and hparams.num_workers > 1:
+        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
+            optimizer, replicas_to_aggregate=hparams.num_workers,
+            total_num_replicas=hparams.num_workers)
+    return optimizer
 
 
 def _predictions(logits):
@@ -149,8 +169,11 @@ def _tower_device_fn(device, variable_device):
     return device_fn
 
 
-def _towers(network, images, labels, hparams, is_training):
-    """Builds one tower per device; returns (logits, mean loss, averaged grads)."""
+def _towers(network, images, labels, hparams, optimizer):
+    """Builds one tower per device; returns (logits, mean loss, averaged grads).
+
+    `optimizer` computes each tower's gradients (None outside training).
+    """
     devices = hparams.devices
     image_shards = tf.split(images, len(devices))
     label_shards = tf.split(labels, len(devices))
@@ -170,18 +193,17 @@ def _towers(network, images, labels, hparams, is_training):
                 labels=label_shards[i], logits=logits)
             tower_logits.append(logits)
             tower_losses.append(cross_entropy)
-            if is_training:
+            if optimizer is not None:
                 variables = tf.compat.v1.trainable_variables()
                 l2 = tf.add_n([tf.nn.l2_loss(v) for v in variables])
                 tower_loss = cross_entropy + hparams.weight_decay * l2
-                tower_grads.append(list(zip(tf.gradients(tower_loss, variables),
-                                            variables)))
+                tower_grads.append(optimizer.compute_gradients(tower_loss, variables))
     with tf.device(variable_device or devices[0]):
         logits = tf.concat(tower_logits, axis=0)
         l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])
         loss = tf.reduce_mean(tower_losses) + hparams.weight_decay * l2
         grads_and_vars = None
-        if is_training:
+        if optimizer is not None:
             grads_and_vars = []
             for per_var in zip(*tower_grads):
                 variable = per_var[0][1]

@@ -6,6 +6,11 @@ normalisation; projection-free shortcuts ("option A": average-pool to the new
 stride and zero-pad the new channels); global average pooling; a dense layer
 with 10 logits. Input pixels in [0, 255] are scaled to [-1, 1) as `x/128 - 1`,
 the reference tutorial's choice, so a SavedModel can take raw pixels.
+
+With a low-precision `dtype` (bfloat16, float16) the layers compute in that
+type while every variable is created and stored in float32 (a custom getter
+hands the layers a cast copy), and the logits come back as float32: the
+mixed-precision recipe of Keras' `mixed_*` policies, in TF1 layers.
 """
 import tensorflow as tf
 
@@ -23,7 +28,7 @@ class ResNetCifar10:
 
     def __init__(self, num_layers, *, is_training, batch_norm_decay=0.997,
                  batch_norm_epsilon=1e-5, data_format='channels_last',
-                 num_classes=10):
+                 num_classes=10, dtype=tf.float32):
         if not valid_num_layers(num_layers):
             raise ValueError('num_layers must be 6n+2, got %d' % num_layers)
         self._blocks_per_stage = (num_layers - 2) // 6
@@ -32,10 +37,18 @@ class ResNetCifar10:
         self._epsilon = batch_norm_epsilon
         self._data_format = data_format
         self._num_classes = num_classes
+        self._dtype = tf.as_dtype(dtype)
 
     def __call__(self, images):
-        """Maps NHWC images in [0, 255] to logits [batch, num_classes]."""
-        x = images / 128.0 - 1.0
+        """Maps NHWC images in [0, 255] to float32 logits [batch, num_classes]."""
+        # Re-enter the caller's variable scope (names unchanged) with the getter.
+        with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                         custom_getter=_float32_variables,
+                                         auxiliary_name_scope=False):
+            logits = self._network(tf.cast(images / 128.0 - 1.0, self._dtype))
+        return tf.cast(logits, tf.float32)
+
+    def _network(self, x):
         if self._data_format == 'channels_first':
             x = tf.transpose(x, [0, 3, 1, 2])
         x = self._conv(x, STAGE_FILTERS[0], 3, 1, name='initial_conv')
@@ -81,3 +94,10 @@ class ResNetCifar10:
 
     def _batch_norm_relu(self, x, name):
         return tf.nn.relu(self._batch_norm(x, name))
+
+
+def _float32_variables(getter, name, shape=None, dtype=None, *args, **kwargs):
+    """Variable-scope custom getter: float32 storage for low-precision layers."""
+    if dtype in (tf.float16, tf.bfloat16):
+        return tf.cast(getter(name, shape, tf.float32, *args, **kwargs), dtype)
+    return getter(name, shape, dtype, *args, **kwargs)

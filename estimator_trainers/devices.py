@@ -1,4 +1,4 @@
-"""The local devices a trainer replicates over."""
+"""The local devices a trainer replicates over, and what their hardware offers."""
 import tensorflow as tf
 
 from estimator_trainers.errors import UserInputError
@@ -10,6 +10,8 @@ def local_devices(num_gpus):
     One CPU device is the norm. A process that configured several logical CPU
     devices (`tf.config.set_logical_device_configuration`) gets one entry per
     device, which exercises the multi-device path on a CPU-only machine.
+    Reads the configuration without starting TensorFlow's runtime, which must
+    not run before `multi_worker_mirrored` configures its collective ops.
 
     Raises:
       UserInputError: more GPUs were asked for than this machine has.
@@ -20,5 +22,29 @@ def local_devices(num_gpus):
             raise UserInputError('--num-gpus=%d but this machine has %d GPU(s)'
                                  % (num_gpus, available))
         return tuple('/gpu:%d' % i for i in range(num_gpus))
-    cpus = len(tf.config.list_logical_devices('CPU'))
+    cpu = tf.config.list_physical_devices('CPU')[0]
+    cpus = len(tf.config.get_logical_device_configuration(cpu) or ())
     return tuple('/cpu:%d' % i for i in range(max(1, cpus)))
+
+
+def cpu_has_amx_bf16(cpuinfo_path='/proc/cpuinfo'):
+    """True when the CPU has AMX bfloat16 tiles (Intel Sapphire Rapids and later).
+
+    There oneDNN runs bfloat16 convolutions and matmuls several times faster
+    than float32. False where /proc/cpuinfo is unreadable (not Linux).
+    """
+    try:
+        with open(cpuinfo_path) as f:
+            for line in f:
+                if line.startswith('flags'):
+                    return 'amx_bf16' in line.split(':', 1)[1].split()
+    except OSError:
+        pass
+    return False
+
+
+def resolve_mixed_precision(setting, num_gpus):
+    """The compute type for a `--mixed-precision` value; `auto` picks by hardware."""
+    if setting != 'auto':
+        return setting
+    return 'bfloat16' if not num_gpus and cpu_has_amx_bf16() else 'none'

@@ -125,9 +125,21 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
     return group
 
 
-def add_performance_flags(parser):
-    """Threading and device-placement flags."""
+MIXED_PRECISION_TYPES = ('auto', 'none', 'bfloat16', 'float16')
+
+
+def add_performance_flags(parser, *, mixed_precision=False):
+    """Threading and device-placement flags; `--mixed-precision` for trainers
+    whose model_fn implements it (`mixed_precision=True`)."""
     group = parser.add_argument_group('performance')
+    if mixed_precision:
+        group.add_argument(
+            '--mixed-precision', choices=MIXED_PRECISION_TYPES, default='auto',
+            help='Compute in low precision with float32 variables and a float32 '
+                 'loss: bfloat16 for CPUs with AVX512_BF16/AMX, float16 (with '
+                 'dynamic loss scaling) for GPUs. auto: bfloat16 when training on '
+                 'a CPU with AMX-BF16 (measured 1.5-1.7x faster), else none. '
+                 'Exports always compute in float32.')
     group.add_argument(
         '--num-intra-threads', type=non_negative_int, default=0,
         help='Threads inside one op (0: the number of CPU cores).')

@@ -1,0 +1,249 @@
+"""Reading taxi trip CSVs: validation up front, tf.data input, serving inputs.
+
+`scan` reads every training/eval file once in Python before anything is
+written to the job-dir: a wrong header, a row with too few or too many
+fields, a non-numeric number or an out-of-range category stops the run with
+one line naming the flag, file, line and column (TensorFlow's CSV reader
+would fail mid-training with neither). The same pass counts the rows and
+computes the normalisation statistics of the training files.
+
+The serving input functions accept the same features in three encodings
+(`--serving-export-format`): JSON (one typed input per feature), CSV (one
+`csv_row` string in `schema.FEATURES` order) and EXAMPLE (one serialized
+`tf.train.Example` per instance, input `examples`).
+"""
+import csv
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_trainers.errors import UserInputError
+from taxi_estimator import features as features_lib
+from taxi_estimator import schema
+
+SHUFFLE_BUFFER = 10000
+SERVING_FORMATS = ('JSON', 'CSV', 'EXAMPLE')
+CSV_INPUT = 'csv_row'
+EXAMPLE_INPUT = 'examples'
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSummary:
+    """What `scan` learned about a set of CSV files.
+
+    Attributes:
+      files: the matched paths, in reading order.
+      rows: number of data rows (header lines excluded).
+      stats: {float feature: {'mean', 'std'}} over the non-missing values.
+    """
+    files: tuple
+    rows: int
+    stats: dict
+
+
+def resolve_files(patterns, flag):
+    """Expands local or gs:// paths and globs, keeping their order.
+
+    Raises:
+      UserInputError: a pattern matches nothing, or matches a directory.
+    """
+    files = []
+    for pattern in patterns:
+        try:
+            matches = sorted(tf.io.gfile.glob(pattern))
+        except tf.errors.OpError as e:
+            raise UserInputError('%s %s: %s' % (flag, pattern, _first_line(e))) from None
+        if not matches:
+            raise UserInputError('%s %s: no file matches this path' % (flag, pattern))
+        for path in matches:
+            if tf.io.gfile.isdir(path):
+                raise UserInputError('%s %s: %s is a directory; expected CSV files '
+                                     '(use a glob like DIR/*.csv)' % (flag, pattern, path))
+            if path not in files:
+                files.append(path)
+    return tuple(files)
+
+
+def scan(patterns, flag):
+    """Validates every row of the files `patterns` match.
+
+    Args:
+      patterns: --train-files or --eval-files values.
+      flag: the flag name, for error messages.
+
+    Returns:
+      `DataSummary`.
+
+    Raises:
+      UserInputError: naming flag, file, line and column of the first problem.
+    """
+    files = resolve_files(patterns, flag)
+    accumulator = features_lib.StatsAccumulator()
+    rows = 0
+    for path in files:
+        where = '%s %s' % (flag, path)
+        try:
+            rows += _scan_file(path, where, accumulator)
+        except UnicodeDecodeError:
+            raise UserInputError('%s: not UTF-8 text; expected a CSV file' % where) from None
+        except tf.errors.OpError as e:
+            raise UserInputError('%s: %s' % (where, _first_line(e))) from None
+    return DataSummary(files=files, rows=rows, stats=accumulator.stats())
+
+
+def _scan_file(path, where, accumulator):
+    with tf.io.gfile.GFile(path, 'r') as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise UserInputError('%s is empty; expected the header line %s and data '
+                                     'rows' % (where, schema.HEADER_LINE))
+            _check_header(header, where)
+            rows = 0
+            for fields in reader:
+                line = reader.line_num
+                if len(fields) != len(schema.COLUMNS):
+                    raise UserInputError(
+                        '%s line %d: %s; expected %d (%s)' % (
+                            where, line, '%d fields' % len(fields) if fields
+                            else 'empty line', len(schema.COLUMNS), schema.HEADER_LINE))
+                for column, text in zip(schema.COLUMNS, fields):
+                    try:
+                        value = schema.parse_value(column, text)
+                    except ValueError as e:
+                        raise UserInputError('%s line %d, column %s: %s'
+                                             % (where, line, column, e)) from None
+                    if column in schema.FLOAT_FEATURES and value == value:
+                        accumulator.add(column, value)
+                rows += 1
+        except csv.Error as e:
+            raise UserInputError('%s line %d: %s' % (where, reader.line_num, e)) from None
+    if not rows:
+        raise UserInputError('%s has a header but no data rows' % where)
+    return rows
+
+
+def _check_header(header, where):
+    if tuple(header) == schema.COLUMNS:
+        return
+    expected = 'expected the header %s' % schema.HEADER_LINE
+    if len(header) == len(schema.COLUMNS) and header[0] in ('0', '1'):
+        raise UserInputError('%s line 1: no header line; %s' % (where, expected))
+    problems = []
+    missing = [c for c in schema.COLUMNS if c not in header]
+    extra = [c for c in header if c not in schema.COLUMNS]
+    duplicate = sorted({c for c in header if header.count(c) > 1})
+    if missing:
+        problems.append('missing column%s %s' % (_plural(missing), ', '.join(missing)))
+    if extra:
+        problems.append('unexpected column%s %s' % (_plural(extra), ', '.join(map(repr, extra))))
+    if duplicate:
+        problems.append('repeated column%s %s' % (_plural(duplicate), ', '.join(duplicate)))
+    if not problems:
+        problems.append('columns in a different order')
+    raise UserInputError('%s line 1: %s; %s' % (where, '; '.join(problems), expected))
+
+
+def _plural(items):
+    return 's' if len(items) > 1 else ''
+
+
+def make_input_fn(files, batch_size, *, training, seed=None):
+    """Estimator input_fn over validated CSV files.
+
+    Args:
+      files: paths from `scan` (each with a header line).
+      batch_size: examples per batch.
+      training: shuffle and repeat forever (the step target ends training);
+        else read every row once, in order.
+      seed: shuffle seed (None: nondeterministic).
+    """
+    files = list(files)
+
+    def input_fn():
+        defaults = [_csv_default(c) for c in schema.COLUMNS]
+        dataset = tf.data.Dataset.from_tensor_slices(files)
+        if training:
+            dataset = dataset.shuffle(len(files), seed=seed).repeat()
+        dataset = dataset.interleave(
+            lambda f: tf.data.experimental.CsvDataset(f, defaults, header=True),
+            cycle_length=min(len(files), 4), deterministic=not training,
+            num_parallel_calls=tf.data.AUTOTUNE)
+        if training:
+            dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed)
+        dataset = dataset.batch(batch_size).map(
+            _features_and_label, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+def _csv_default(column):
+    """CsvDataset/decode_csv default. The label is required. Labels and integer
+    categories are read as floats (so '8' and '8.0' both parse, as `scan`
+    accepts) and converted to integers afterwards."""
+    what = schema.kind(column)
+    if what == 'label':
+        return tf.constant([], tf.float32)
+    if what == 'string':
+        return tf.constant([schema.MISSING_STRING])
+    return tf.constant([schema.MISSING_FLOAT], tf.float32)
+
+
+def _features_and_label(*columns):
+    values = dict(zip(schema.COLUMNS, columns))
+    label = tf.cast(values.pop(schema.LABEL), tf.int32)
+    return _model_features(values), label
+
+
+def _model_features(values):
+    """Converts decoded CSV columns to the model's dtypes (int categories to
+    int64, NaN to the -1 that feature columns ignore)."""
+    result = dict(values)
+    for column in schema.INT_FEATURES:
+        x = values[column]
+        result[column] = tf.where(tf.math.is_nan(x),
+                                  tf.constant(schema.MISSING_INT, tf.int64),
+                                  tf.cast(x, tf.int64))
+    return result
+
+
+def _serving_dtype(column):
+    return {'float': tf.float32, 'int': tf.int64, 'string': tf.string}[schema.kind(column)]
+
+
+def json_serving_input_fn():
+    """One input per feature, shape [batch]: float32, int64 or string."""
+    inputs = {c: tf.compat.v1.placeholder(_serving_dtype(c), [None], name=c)
+              for c in schema.FEATURES}
+    return tf.estimator.export.ServingInputReceiver(dict(inputs), inputs)
+
+
+def csv_serving_input_fn():
+    """One string input `csv_row`: the features in `schema.FEATURES` order."""
+    rows = tf.compat.v1.placeholder(tf.string, [None], name=CSV_INPUT)
+    columns = tf.io.decode_csv(rows, [_csv_default(c) for c in schema.FEATURES])
+    return tf.estimator.export.ServingInputReceiver(
+        _model_features(dict(zip(schema.FEATURES, columns))), {CSV_INPUT: rows})
+
+
+def example_serving_input_fn():
+    """One string input `examples`: serialized tf.train.Example protos."""
+    serialized = tf.compat.v1.placeholder(tf.string, [None], name=EXAMPLE_INPUT)
+    spec = {c: tf.io.FixedLenFeature([], _serving_dtype(c), schema.missing_value(c))
+            for c in schema.FEATURES}
+    return tf.estimator.export.ServingInputReceiver(
+        tf.io.parse_example(serialized, spec), {EXAMPLE_INPUT: serialized})
+
+
+SERVING_INPUT_FNS = {
+    'JSON': json_serving_input_fn,
+    'CSV': csv_serving_input_fn,
+    'EXAMPLE': example_serving_input_fn,
+}
+
+
+def _first_line(error):
+    text = getattr(error, 'message', None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

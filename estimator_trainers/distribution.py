@@ -73,6 +73,11 @@ class Distribution:
         return len(self.devices)
 
     @property
+    def every_worker_saves(self):
+        """Every worker runs the checkpoint ops (they all-reduce under multi_worker_mirrored)."""
+        return self.builds_strategy and self.strategy == MULTI_WORKER_MIRRORED
+
+    @property
     def synchronous(self):
         """All workers' batches form one global step (all-reduce strategies)."""
         return self.strategy in (MIRRORED, MULTI_WORKER_MIRRORED)
@@ -82,7 +87,8 @@ class Distribution:
 
         Built on demand because a multi-worker strategy reads TF_CONFIG and
         configures the process's collective ops when created: call it after
-        `cluster.export_tf_config`.
+        `cluster.export_tf_config` and before anything starts TensorFlow's
+        runtime (running an op, listing logical devices).
         """
         if not self.builds_strategy:
             return None
@@ -94,7 +100,13 @@ class Distribution:
             return tf.distribute.MirroredStrategy(
                 list(self.devices),
                 cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
-        return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+        try:
+            return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+        except RuntimeError as e:
+            raise RuntimeError(
+                'multi_worker_mirrored must be set up before TensorFlow starts its '
+                'runtime: build the RunConfig before running any TensorFlow op or '
+                'listing logical devices (%s)' % e) from e
 
 
 def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,

@@ -39,14 +39,17 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
 
     Args:
       distribution: `distribution.Distribution` of this task (None: no
-        strategy, TensorFlow's worker start-up delays).
+        strategy, TensorFlow's worker start-up delays). Under
+        multi_worker_mirrored the training driver's hook saves on every worker,
+        so RunConfig must not add its own saver.
     """
     train_distribute = distribution.make_train_distribute() if distribution else None
     config = tf.estimator.RunConfig(
         model_dir=job_dir,
         tf_random_seed=random_seed,
         save_summary_steps=save_summary_steps,
-        save_checkpoints_steps=checkpoint_steps,
+        save_checkpoints_steps=(
+            None if distribution and distribution.every_worker_saves else checkpoint_steps),
         save_checkpoints_secs=None,
         keep_checkpoint_max=keep_checkpoint_max,
         log_step_count_steps=None,

@@ -7,9 +7,11 @@ a reached target only evaluates), checkpoints land at exact multiples of
 always finishes with an evaluation, a SavedModel export and one summary line.
 """
 import dataclasses
+import os
 
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
@@ -80,9 +82,10 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
             batch_size=loop.examples_per_step, every_n_steps=loop.log_step_count_steps,
             summary_dir=loop.job_dir if is_chief else None,
             collection=PROGRESS_COLLECTION)]
-        if is_chief:
+        checkpoint_dir = _checkpoint_dir(loop.job_dir, cluster, estimator.config)
+        if checkpoint_dir:
             train_hooks.append(hooks.AlignedCheckpointSaverHook(
-                loop.job_dir, save_steps=loop.checkpoint_steps))
+                checkpoint_dir, save_steps=loop.checkpoint_steps))
         train_spec = tf.estimator.TrainSpec(
             train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
         eval_spec = tf.estimator.EvalSpec(
@@ -112,6 +115,24 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
     return metrics
+
+
+def _checkpoint_dir(job_dir, cluster, config):
+    """Where this task's checkpoint hook saves; None: it saves nothing.
+
+    The chief saves the job's checkpoints. Under multi_worker_mirrored every
+    worker must run the same save ops, which all-reduce the batch-norm
+    statistics (a chief saving alone hangs the job), so the other workers save
+    too, into `tmp_worker_<i>` as TensorFlow's own hook would, and RunConfig
+    adds no saver of its own (`run_config.make_run_config`).
+    """
+    if cluster.is_chief:
+        return job_dir
+    if cluster.task_type == cluster_lib.WORKER and isinstance(
+            config.train_distribute,
+            tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
+        return os.path.join(job_dir, 'tmp_worker_%d' % cluster.task_index)
+    return None
 
 
 def _with_loss_logging(estimator):

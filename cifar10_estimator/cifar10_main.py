@@ -72,6 +72,7 @@ def parse_args(argv=None):
     flags.add_training_loop_flags(parser, train_steps=80000, checkpoint_steps=1000)
     flags.add_performance_flags(parser, mixed_precision=True)
     flags.add_runtime_flags(parser)
+    flags.add_distribution_flags(parser)
     return parser.parse_args(argv)
 
 
@@ -85,6 +86,7 @@ def main(argv=None):
     from cifar10_estimator import trainer  # pylint: disable=g-import-not-at-top
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
 
@@ -93,6 +95,15 @@ def main(argv=None):
     num_gpus = (len(tf.config.list_physical_devices('GPU'))
                 if args.num_gpus is None else args.num_gpus)
     devices = devices_lib.local_devices(num_gpus)
+    dist = distribution.from_flags(args, cluster, devices)
+    if args.sync and dist.synchronous:
+        raise errors.UserInputError(
+            '--sync wraps the optimizer for parameter servers; '
+            '--distribution-strategy=%s is synchronous already' % dist.strategy)
+    if args.train_batch_size % dist.local_replicas:
+        raise errors.UserInputError(
+            '--train-batch-size=%d must be divisible by the %d replicas of %s'
+            % (args.train_batch_size, dist.local_replicas, dist.strategy))
     data_format = args.data_format or ('channels_first' if num_gpus else 'channels_last')
     mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision, num_gpus)
     tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
@@ -102,7 +113,10 @@ def main(argv=None):
         momentum=args.momentum, learning_rate=args.learning_rate,
         batch_norm_decay=args.batch_norm_decay,
         batch_norm_epsilon=args.batch_norm_epsilon, data_format=data_format,
-        train_batch_size=args.train_batch_size, devices=devices,
+        # A tf.distribute strategy replicates the model itself: one tower each.
+        train_batch_size=args.train_batch_size // dist.local_replicas,
+        devices=devices[:1] if dist.builds_strategy else devices,
+        replicas_in_sync=dist.replicas_in_sync,
         variable_strategy=args.variable_strategy, sync=args.sync,
         num_workers=cluster.num_workers, is_chief=cluster.is_chief,
         cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision)
@@ -120,7 +134,9 @@ def main(argv=None):
         random_seed=args.random_seed,
         session=run_config.session_config(
             args.num_intra_threads, args.num_inter_threads, args.log_device_placement,
-            num_cpu_devices=len(devices) if not num_gpus else None))
+            num_cpu_devices=len(devices) if not num_gpus else None),
+        distribution=dist)
+    distribution.watch_peers(dist)
     trainer.train(args.data_dir, hparams, loop, config, cluster,
                   eval_batch_size=args.eval_batch_size,
                   use_distortion=args.use_distortion_for_training)

@@ -50,11 +50,17 @@ class HParams:
     is_chief: bool = True
     cluster_has_ps: bool = False
     mixed_precision: str = 'none'
+    replicas_in_sync: int = 1
 
 
 def steps_per_epoch(hparams):
-    """Global steps per epoch: synchronous updates consume every worker's batch."""
-    global_batch = hparams.train_batch_size * (hparams.num_workers if hparams.sync else 1)
+    """Global steps per epoch: synchronous updates consume every worker's batch.
+
+    `train_batch_size` is per model replica; under a tf.distribute strategy
+    `replicas_in_sync` replicas (all workers' devices) make one global step.
+    """
+    global_batch = (hparams.train_batch_size * hparams.replicas_in_sync
+                    * (hparams.num_workers if hparams.sync else 1))
     return max(1, hparams.train_examples // global_batch)
 
 

@@ -55,6 +55,7 @@ class Distribution:
       max_worker_delay_secs: cap on Estimator's start-up delay of worker i,
         (i + 1) * 5 s (None keeps TensorFlow's 60 s cap).
       builds_strategy: this task trains under a `tf.distribute` strategy.
+      num_workers: training tasks in the cluster (chief/master and workers).
     """
     strategy: str
     devices: tuple = ()
@@ -62,6 +63,7 @@ class Distribution:
     peer_timeout_secs: float = 600
     max_worker_delay_secs: int = None
     builds_strategy: bool = False
+    num_workers: int = 1
 
     @property
     def local_replicas(self):
@@ -71,6 +73,14 @@ class Distribution:
         if self.strategy == MULTI_WORKER_MIRRORED:
             return max(1, sum(1 for d in self.devices if 'gpu' in d.lower()))
         return len(self.devices)
+
+    @property
+    def replicas_in_sync(self):
+        """Model copies whose batches make up one global step under the strategy."""
+        if not self.builds_strategy:
+            return 1
+        workers = self.num_workers if self.strategy == MULTI_WORKER_MIRRORED else 1
+        return self.local_replicas * workers
 
     @property
     def every_worker_saves(self):
@@ -170,7 +180,8 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
         peers=_peers(name, cluster) if trains else (),
         peer_timeout_secs=peer_timeout_secs,
         max_worker_delay_secs=max_worker_delay_secs,
-        builds_strategy=trains and name in (MIRRORED, MULTI_WORKER_MIRRORED))
+        builds_strategy=trains and name in (MIRRORED, MULTI_WORKER_MIRRORED),
+        num_workers=trainers)
 
 
 def from_flags(args, cluster, devices=('/cpu:0',)):

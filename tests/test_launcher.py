@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from cluster_helpers import assert_all_exited
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import launcher
 
@@ -52,21 +53,6 @@ def _pids(starts):
             if 'child_pid' in record:
                 pids.append(record['child_pid'])
     return pids
-
-
-def _alive(pid):
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except FileNotFoundError:
-        return False
-
-
-def assert_all_exited(pids, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.1)
-    assert not [p for p in pids if _alive(p)], 'processes left behind'
 
 
 def _wait_for_starts(tmp_path, labels, timeout=30):

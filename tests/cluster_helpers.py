@@ -1,0 +1,143 @@
+"""Running real clusters through the launcher in tests, and checking what they left.
+
+`Cluster` starts `python -m estimator_trainers.launcher` (or any command that
+ends in it), collects its merged output while it runs, knows every task pid
+the launcher started, and can SIGKILL a task mid-run. The checks read the
+job-dir without TensorFlow where they can.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import cli_env, REPO_ROOT
+
+_STARTED = re.compile(r'\[launcher\] started (\S+) \(pid (\d+)\)')
+
+
+class Cluster:
+    """A running launcher process; `lines` fills as it prints."""
+
+    def __init__(self, command, env=None):
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+            command, cwd=REPO_ROOT, env=cli_env(env), text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.lines = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self):
+        return ''.join(self.lines)
+
+    def pids(self, label=None):
+        """Pids of every process the launcher started (for `label` only, if given)."""
+        return [int(pid) for name, pid in _STARTED.findall(self.output)
+                if label is None or name == label]
+
+    def kill(self, label):
+        """SIGKILLs the current process of task `label` (e.g. `worker-0`)."""
+        os.kill(self.pids(label)[-1], signal.SIGKILL)
+
+    def wait_for(self, predicate, what, timeout=240):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert self.process.poll() is None, (
+                'launcher exited while waiting for %s\n%s' % (what, self.output[-6000:]))
+            assert time.monotonic() < deadline, 'timed out waiting for %s' % what
+            time.sleep(0.1)
+
+    def finish(self, timeout=400):
+        """Waits for the launcher; returns its exit code."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # its tasks die with it (PR_SET_PDEATHSIG)
+            self.process.wait()
+            raise AssertionError('cluster still running after %ds\n%s'
+                                 % (timeout, self.output[-6000:])) from None
+        finally:
+            self._reader.join(timeout=10)
+        return self.process.returncode
+
+    @property
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+
+def launch(job_dir, cluster_flags, trainer_command, env=None):
+    """Starts the launcher for `trainer_command` (a list after `--`)."""
+    command = [sys.executable, '-m', 'estimator_trainers.launcher',
+               '--job-dir', str(job_dir), *cluster_flags, '--', *trainer_command]
+    return Cluster(command, env)
+
+
+def alive(pid):
+    """True while `pid` runs (a zombie counts as gone)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+def assert_all_exited(pids, timeout=10):
+    assert pids, 'no processes recorded'
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    assert not left, 'processes left behind: %s' % left
+
+
+def latest_checkpoint_step(job_dir):
+    """Step of `model_checkpoint_path` in `<job_dir>/checkpoint`, or -1 (no TF needed)."""
+    try:
+        with open(os.path.join(str(job_dir), 'checkpoint')) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return -1
+    match = re.search(r'^model_checkpoint_path: "model\.ckpt-(\d+)"', text, re.M)
+    return int(match.group(1)) if match else -1
+
+
+def final_step(output, label='chief-0'):
+    """Global step of the chief's `Final evaluation at global step N` line."""
+    steps = re.findall(r'^\[%s\] .*Final evaluation at global step (\d+):' % label,
+                       output, re.M)
+    assert steps, 'no final evaluation by %s\n%s' % (label, output[-6000:])
+    return int(steps[-1])
+
+
+def task_log(job_dir, label):
+    with open(os.path.join(str(job_dir), 'logs', label + '.log')) as f:
+        return f.read()
+
+
+def assert_checkpoints_intact(job_dir, final, required_variables, step_drift=0):
+    """Every checkpoint the state file lists restores; the newest is at `final`.
+
+    A checkpoint written while its task was SIGKILLed must never be listed
+    half-written; `required_variables` must all be in each one. The saved
+    `global_step` is the step in the file name, or up to `step_drift` more when
+    asynchronous workers keep updating it while the chief saves.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    state = tf.train.get_checkpoint_state(str(job_dir))
+    assert state is not None, 'no checkpoint state in %s' % job_dir
+    assert state.model_checkpoint_path.endswith('model.ckpt-%d' % final)
+    for path in state.all_model_checkpoint_paths:
+        reader = tf.train.load_checkpoint(path)
+        names = set(reader.get_variable_to_shape_map())
+        missing = [v for v in required_variables if v not in names]
+        assert not missing, '%s lacks %s' % (path, missing)
+        step = int(path.rsplit('-', 1)[1])
+        assert step <= reader.get_tensor('global_step') <= step + step_drift, path

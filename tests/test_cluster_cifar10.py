@@ -1,0 +1,199 @@
+"""Real CIFAR-10 clusters on loopback, started through the launcher.
+
+Each test runs ResNet-8 on the small generated data set and checks the final
+global step, the checkpoints and that no process is left behind. With
+asynchronous parameter servers the global step can overshoot the target by up
+to one step per other training task (each checks the step after its own
+update), so those tests accept [target, target + tasks - 1].
+"""
+import glob
+import json
+import os
+import re
+import socket
+import sys
+
+import pytest
+
+from cluster_helpers import (assert_all_exited, assert_checkpoints_intact, Cluster,
+                             final_step, latest_checkpoint_step, launch, task_log)
+from conftest import REPO_ROOT, run_module
+from estimator_trainers import launcher
+
+pytestmark = pytest.mark.slow
+
+MAIN = 'cifar10_estimator.cifar10_main'
+VARIABLES = ['global_step', 'resnet/initial_conv/kernel']
+
+
+def _model_flags(train_steps, checkpoint_steps):
+    """ResNet-8, small batches, a fixed seed, no start-up delays."""
+    return ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '50',
+            '--log-step-count-steps', '20', '--random-seed', '7',
+            '--train-steps', str(train_steps), '--checkpoint-num-steps', str(checkpoint_steps),
+            '--max-worker-delay-secs', '0', '--peer-timeout-secs', '120']
+
+
+def _trainer(data_dir, job_dir, train_steps, checkpoint_steps, *extra):
+    return [sys.executable, '-m', MAIN, '--data-dir', str(data_dir), '--job-dir', str(job_dir),
+            *_model_flags(train_steps, checkpoint_steps), *extra]
+
+
+def _tf_config(job_dir, label):
+    match = re.search(r'TF_CONFIG environment variable: (\{.*\})', task_log(job_dir, label))
+    return eval(match.group(1))  # pylint: disable=eval-used  (a logged Python dict)
+
+
+def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir, tmp_path):
+    """train-local.sh --distributed: 1 ps, chief + 2 workers, 1 evaluator."""
+    job_dir = tmp_path / 'job'
+    cluster = Cluster(
+        ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'cifar10',
+         '--job-dir', str(job_dir), '--data-dir', cifar10_data_dir, '--distributed',
+         '--parameter-server-count', '1', '--worker-count', '2', '--evaluator-count', '1',
+         '--', *_model_flags(200, 50), '--eval-frequency-secs', '1'])
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+
+    # One process per task, each with its own TF_CONFIG on loopback.
+    labels = ['ps-0', 'chief-0', 'worker-0', 'worker-1', 'evaluator-0']
+    for label in labels:
+        task_type, index = label.rsplit('-', 1)
+        config = _tf_config(job_dir, label)
+        assert config['task'] == {'type': task_type, 'index': int(index)}
+        assert sorted(config['cluster']) == ['chief', 'ps', 'worker']
+        assert all(a.startswith('127.0.0.1:') for job in config['cluster'].values()
+                   for a in job)
+    assert '[launcher] stopping ps-0' in output
+
+    # Workers trained beside the chief, asynchronously, to the target.
+    final = final_step(output)
+    assert 200 <= final <= 202
+    for label in ('chief-0', 'worker-0', 'worker-1'):
+        assert 'Loss for final step' in task_log(job_dir, label), label
+    assert_checkpoints_intact(job_dir, final, VARIABLES, step_drift=50)
+
+    # The evaluator evaluated the final checkpoint, then left on its own.
+    evaluator = task_log(job_dir, 'evaluator-0')
+    last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=200',
+                      evaluator)
+    assert last and 200 <= int(last[0]) <= final
+    assert 'Saving dict for global step %s:' % last[0] in evaluator
+    assert '[launcher] evaluator-0 finished' in output
+    assert glob.glob(str(job_dir / 'eval' / 'events.out.tfevents.*'))
+
+    # Only the chief wrote the unique files: one export, one training event file.
+    assert len(os.listdir(job_dir / 'export')) == 1
+    assert len(glob.glob(str(job_dir / 'events.out.tfevents.*'))) == 1
+    assert_all_exited(cluster.pids())
+    assert len(cluster.pids()) == 5
+
+
+def test_sync_replicas_with_parameter_servers(cifar10_data_dir, tmp_path):
+    """--sync: SyncReplicasOptimizer over chief + 1 worker, ending without a stall."""
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '1'],
+                     _trainer(cifar10_data_dir, job_dir, 60, 20, '--sync'))
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    final = final_step(cluster.output)
+    assert final in (60, 61)  # a last round may be applied as the chief stops
+    for label in ('chief-0', 'worker-0'):
+        log = task_log(job_dir, label)
+        assert 'SyncReplicasV2: replicas_to_aggregate=2; total_num_replicas=2' in log
+        assert 'Loss for final step' in log
+        assert 'CancelledError' not in log
+    # TF's own hook held the chief's session close for 120 s here.
+    assert cluster.elapsed < 100
+    assert_checkpoints_intact(job_dir, final, VARIABLES)
+    assert_all_exited(cluster.pids())
+
+
+def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
+    """All-reduce across chief + 1 worker, no parameter servers."""
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
+                     _trainer(cifar10_data_dir, job_dir, 60, 20,
+                              '--distribution-strategy', 'multi_worker_mirrored'))
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+    assert final_step(output) == 60  # synchronous: no overshoot
+    for label in ('chief-0', 'worker-0'):
+        log = task_log(job_dir, label)
+        assert "MultiWorkerMirroredStrategy with cluster_spec" in log
+        assert re.search(r'INFO step 60: .*loss = ', log), label
+    assert latest_checkpoint_step(job_dir) == 60
+    assert_checkpoints_intact(job_dir, 60, VARIABLES)
+    # The worker ran the same save ops into TF's throw-away directory.
+    assert latest_checkpoint_step(job_dir / 'tmp_worker_0') == 60
+    assert len(os.listdir(job_dir / 'export')) == 1
+    assert_all_exited(cluster.pids())
+
+
+def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(
+        cifar10_data_dir, tmp_path):
+    """SIGKILL worker-0, later the chief; each restarts with its TF_CONFIG."""
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
+                               '--max-restarts', '1'],
+                     _trainer(cifar10_data_dir, job_dir, 400, 40))
+    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= 40, 'checkpoint 40')
+    cluster.kill('worker-0')
+    cluster.wait_for(lambda: len(cluster.pids('worker-0')) == 2, 'worker-0 restart')
+    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= 120, 'checkpoint 120')
+    cluster.kill('chief-0')
+    # Nothing saves while the chief is down: this is what it must resume from.
+    resume_step = latest_checkpoint_step(job_dir)
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+
+    for label in ('worker-0', 'chief-0'):
+        assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '
+                'TF_CONFIG (restart 1 of 1)' % label) in output
+        configs = re.findall(r'TF_CONFIG environment variable: (\{.*\})',
+                             task_log(job_dir, label))
+        assert len(configs) == 2 and configs[0] == configs[1]
+    chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
+    assert resume_step >= 120
+    assert 'Resuming from global step %d in %s (target 400)' % (resume_step, job_dir) in chief
+    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
+
+    final = final_step(output)
+    assert 400 <= final <= 402
+    assert_checkpoints_intact(job_dir, final, VARIABLES, step_drift=40)
+    assert len(cluster.pids()) == 6  # 4 tasks + 2 restarts
+    assert_all_exited(cluster.pids())
+
+
+def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tmp_path):
+    """A chief whose ps never comes up exits 2 naming the address, instead of hanging."""
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))  # reserved and never listening
+    ps = '127.0.0.1:%d' % sock.getsockname()[1]
+    chief = '127.0.0.1:%d' % launcher.free_ports(1)[0]
+    tf_config = {'cluster': {'chief': [chief], 'ps': [ps]},
+                 'task': {'type': 'chief', 'index': 0}}
+    try:
+        proc = run_module(MAIN, '--data-dir', cifar10_data_dir, '--job-dir', tmp_path / 'job',
+                          *_model_flags(20, 10), '--peer-timeout-secs', '3',
+                          env={'TF_CONFIG': json.dumps(tf_config)}, timeout=120)
+    finally:
+        sock.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: cannot reach ps-0 at %s (from TF_CONFIG) after 3s; is that task running,'
+        ' and is the address right? (--peer-timeout-secs)' % ps)
+
+
+@pytest.mark.parametrize('tf_config, message', [
+    ('{"cluster": {"chief": ["127.0.0.1:1"]', 'error: TF_CONFIG is not valid JSON'),
+    (json.dumps({'cluster': {'chief': ['127.0.0.1:1'], 'master': ['127.0.0.1:2']},
+                 'task': {'type': 'chief', 'index': 0}}),
+     'error: TF_CONFIG: cluster has both "chief" and "master"; use one'),
+], ids=['bad-json', 'chief-and-master'])
+def test_malformed_tf_config_is_one_error_line(cifar10_data_dir, tmp_path, tf_config,
+                                               message):
+    proc = run_module(MAIN, '--data-dir', cifar10_data_dir, '--job-dir', tmp_path / 'job',
+                      env={'TF_CONFIG': tf_config})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(message)
+    assert not (tmp_path / 'job').exists()

@@ -215,6 +215,32 @@ def _peers(strategy, cluster):
     return tuple(peers)
 
 
+def dense_gradient_aggregator(run_config):
+    """A Keras optimizer `gradient_aggregator` for `run_config`'s strategy, or None.
+
+    Under TF 2.15's multi_worker_mirrored in an Estimator graph, all-reducing
+    sparse gradients (IndexedSlices from embeddings and sparse linear columns)
+    fails with "Shape mismatch in the collective instance" as soon as workers'
+    slices differ in length. This aggregator makes them dense first and sums
+    them like any other gradient. None elsewhere, keeping Keras' default
+    (sparse gradients stay sparse, which matters with parameter servers).
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    if not isinstance(run_config.train_distribute,
+                      tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
+        return None
+
+    def all_reduce_dense(grads_and_vars):
+        pairs = [(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g, v)
+                 for g, v in grads_and_vars]
+        present = [g for g, _ in pairs if g is not None]
+        reduced = iter(tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, present) if present else ())
+        return [(None if g is None else next(reduced), v) for g, v in pairs]
+
+    return all_reduce_dense
+
+
 def _visible_gpus():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return len(tf.config.list_physical_devices('GPU'))

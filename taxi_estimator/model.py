@@ -11,6 +11,7 @@ import math
 
 import tensorflow as tf
 
+from estimator_trainers import distribution
 from estimator_trainers import training
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
@@ -77,16 +78,18 @@ def build_estimator(config, stats, hparams):
       hparams: `HParams`.
     """
     wide, deep = features.wide_and_deep_columns(stats)
+    aggregator = distribution.dense_gradient_aggregator(config)
     return tf.estimator.DNNLinearCombinedClassifier(
         config=config,
         n_classes=2,
         linear_feature_columns=wide,
         linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
             _learning_rate(hparams.linear_learning_rate, hparams),
-            l2_regularization_strength=LINEAR_L2),
+            l2_regularization_strength=LINEAR_L2, gradient_aggregator=aggregator),
         dnn_feature_columns=deep,
         dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adam(
-            _learning_rate(hparams.learning_rate, hparams, report=True)),
+            _learning_rate(hparams.learning_rate, hparams, report=True),
+            gradient_aggregator=aggregator),
         dnn_hidden_units=list(hparams.hidden_units),
         dnn_dropout=hparams.dropout or None)
 

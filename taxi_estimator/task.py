@@ -83,6 +83,7 @@ def parse_args(argv=None):
                                   eval_frequency_secs=60)
     flags.add_performance_flags(parser)
     flags.add_runtime_flags(parser)
+    flags.add_distribution_flags(parser)
     return parser.parse_args(argv)
 
 
@@ -93,6 +94,8 @@ def main(argv=None):
     # TensorFlow-heavy imports after parsing, so --help and flag errors are fast.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
@@ -103,6 +106,15 @@ def main(argv=None):
     log = tf.compat.v1.logging
     cluster = cluster_lib.load_cluster()
     cluster_lib.export_tf_config(cluster)
+    dist = distribution.from_flags(args, cluster, devices_lib.local_devices(
+        len(tf.config.list_physical_devices('GPU'))))
+    if args.batch_size % dist.local_replicas:
+        raise errors.UserInputError('--batch-size=%d must be divisible by the %d replicas '
+                                    'of %s' % (args.batch_size, dist.local_replicas,
+                                               dist.strategy))
+    replica_batch = args.batch_size // dist.local_replicas
+    # Examples one global step consumes: synchronous replicas each take a batch.
+    global_batch = replica_batch * dist.replicas_in_sync
     hidden_units = model.layer_sizes(args.hidden_units, args.layer_sizes_scale_factor,
                                      args.num_layers)
 
@@ -115,11 +127,11 @@ def main(argv=None):
     stats, recorded = features.resolve_stats(args.job_dir, train_data.stats,
                                              args.feature_stats)
     train_steps = args.train_steps or model.steps_for_epochs(
-        args.num_epochs, args.train_size or train_data.rows, args.batch_size)
+        args.num_epochs, args.train_size or train_data.rows, global_batch)
     log.info('Step target %d (%s); DNN layers %s', train_steps,
              'from --train-steps' if args.train_steps else
-             '%d epochs of %d rows, batch size %d' % (
-                 args.num_epochs, args.train_size or train_data.rows, args.batch_size),
+             '%d epochs of %d rows, %d examples per global step' % (
+                 args.num_epochs, args.train_size or train_data.rows, global_batch),
              ','.join(map(str, hidden_units)))
     job_dir_lib.check_model_params(args.job_dir, {'hidden-units': list(hidden_units)},
                                    write=cluster.is_chief)
@@ -139,7 +151,8 @@ def main(argv=None):
         keep_checkpoint_max=args.keep_checkpoint_max,
         save_summary_steps=args.save_summary_steps, random_seed=args.random_seed,
         session=run_config.session_config(
-            args.num_intra_threads, args.num_inter_threads, args.log_device_placement))
+            args.num_intra_threads, args.num_inter_threads, args.log_device_placement),
+        distribution=dist)
     loop = training.LoopSettings(
         job_dir=args.job_dir, train_steps=train_steps, eval_steps=args.eval_steps,
         checkpoint_steps=args.checkpoint_num_steps,
@@ -149,10 +162,11 @@ def main(argv=None):
     seed = args.random_seed
     if seed is not None and not cluster.is_chief:
         seed += cluster.task_index + 1  # workers must not all read the same order
+    distribution.watch_peers(dist)
     training.train_and_evaluate(
         model.build_estimator(config, stats, hparams), loop, cluster,
         train_input_fn=input_lib.make_input_fn(
-            train_data.files, args.batch_size, training=True, seed=seed),
+            train_data.files, replica_batch, training=True, seed=seed),
         eval_input_fn=input_lib.make_input_fn(
             eval_data.files, args.batch_size, training=False),
         serving_input_receiver_fn=input_lib.SERVING_INPUT_FNS[args.serving_export_format])

@@ -1,0 +1,246 @@
+"""Command line: predict tips with an exported model.
+
+    python -m taxi_estimator.predict --model-dir JOB_DIR/export/TIMESTAMP \
+        --json-instances instances.ndjson
+    python -m taxi_estimator.predict --model-dir JOB_DIR/export \
+        --csv-instances trips.csv
+
+The local equivalent of `gcloud ai-platform local predict`: loads a SavedModel
+written by `taxi_estimator.task` (any `--serving-export-format`), checks every
+instance, and prints one JSON line per instance to stdout:
+`{"class": 1, "probabilities": [p_no_tip, p_tip]}` (class 1: tip >= 20%).
+
+Instances carry every feature of `schema.FEATURES`; a missing value is
+written as null (JSON) or an empty field (CSV). JSON instances are one object
+per line; CSV instances need a header line naming the columns (so the eval
+CSV works as is: its `tip` column is ignored).
+"""
+import csv
+import io
+import json
+import math
+import os
+
+from estimator_trainers import errors
+from estimator_trainers import flags
+from estimator_trainers import logs
+from estimator_trainers.errors import UserInputError
+from taxi_estimator import schema
+
+
+def parse_args(argv=None):
+    parser = flags.make_parser(
+        'python -m taxi_estimator.predict',
+        'Predict with a SavedModel exported by taxi_estimator.task; prints one JSON '
+        'line per instance with the class and the class probabilities.')
+    parser.add_argument('--model-dir', required=True,
+                        help='An export, <job-dir>/export/<timestamp>, or '
+                             '<job-dir>/export to use its newest export.')
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument('--json-instances',
+                        help='Newline-delimited JSON: one object per line with every '
+                             'feature (null for a missing value).')
+    source.add_argument('--csv-instances',
+                        help='CSV with a header line naming every feature (a tip '
+                             'column is ignored; empty fields are missing values).')
+    parser.add_argument('--batch-size', type=flags.positive_int, default=256,
+                        help='Instances per prediction call.')
+    parser.add_argument('--verbosity', choices=flags.VERBOSITY_LEVELS, default='WARN',
+                        type=str.upper, help='Log level.')
+    return parser.parse_args(argv)
+
+
+def check_instance(raw, where):
+    """The parsed feature values of one instance (dict of JSON/CSV values).
+
+    Raises:
+      UserInputError: a feature is absent, unknown or has a bad value.
+    """
+    unknown = [k for k in raw if k not in schema.COLUMNS]
+    if unknown:
+        raise UserInputError('%s: unknown feature %r (expected %s)'
+                             % (where, unknown[0], ', '.join(schema.FEATURES)))
+    missing = [c for c in schema.FEATURES if c not in raw]
+    if missing:
+        raise UserInputError('%s: instance lacks feature%s %s (give every feature; '
+                             'null or an empty field marks a missing value)'
+                             % (where, 's' if len(missing) > 1 else '', ', '.join(missing)))
+    values = {}
+    for column in schema.FEATURES:
+        try:
+            values[column] = schema.parse_value(column, raw[column])
+        except ValueError as e:
+            raise UserInputError('%s, feature %s: %s' % (where, column, e)) from None
+    return values
+
+
+def read_json_instances(path, text):
+    """Parsed instances from newline-delimited JSON (blank lines skipped)."""
+    instances = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = '--json-instances %s line %d' % (path, number)
+        try:
+            raw = json.loads(line)
+        except ValueError as e:
+            raise UserInputError('%s: not valid JSON (%s)' % (where, e)) from None
+        if not isinstance(raw, dict):
+            raise UserInputError('%s: expected a JSON object of features, got %s'
+                                 % (where, type(raw).__name__))
+        instances.append(check_instance(raw, where))
+    return instances
+
+
+def read_csv_instances(path, text):
+    """Parsed instances from CSV text with a header line."""
+    reader = csv.reader(io.StringIO(text))
+    where = '--csv-instances %s' % path
+    header = next(reader, None)
+    if header is None:
+        return []
+    problems = []
+    missing = [c for c in schema.FEATURES if c not in header]
+    unknown = [c for c in header if c not in schema.COLUMNS]
+    if missing:
+        problems.append('missing column%s %s' % ('s' if len(missing) > 1 else '',
+                                                 ', '.join(missing)))
+    if unknown:
+        problems.append('unknown column%s %s' % ('s' if len(unknown) > 1 else '',
+                                                 ', '.join(map(repr, unknown))))
+    if problems:
+        raise UserInputError('%s line 1: %s; expected a header line naming the '
+                             'features %s' % (where, '; '.join(problems),
+                                              ','.join(schema.FEATURES)))
+    instances = []
+    for fields in reader:
+        line = '%s line %d' % (where, reader.line_num)
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            raise UserInputError('%s: %d fields, expected %d as in the header'
+                                 % (line, len(fields), len(header)))
+        instances.append(check_instance(dict(zip(header, fields)), line))
+    return instances
+
+
+def find_export(model_dir):
+    """`model_dir` itself, or its newest timestamped export.
+
+    Raises:
+      UserInputError: no SavedModel there.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    if tf.saved_model.contains_saved_model(model_dir):
+        return model_dir
+    exports = []
+    if tf.io.gfile.isdir(model_dir):
+        exports = sorted(
+            name.rstrip('/') for name in tf.io.gfile.listdir(model_dir)
+            if name.rstrip('/').isdigit()
+            and tf.saved_model.contains_saved_model(os.path.join(model_dir, name)))
+    if not exports:
+        raise UserInputError('--model-dir %s: no SavedModel there (expected '
+                             '<job-dir>/export/<timestamp> or <job-dir>/export)'
+                             % model_dir)
+    return os.path.join(model_dir, exports[-1])
+
+
+def make_predictor(export_dir):
+    """A function list-of-instances -> (class_ids, probabilities) arrays.
+
+    Encodes the instances the way the export's serving signature expects:
+    typed feature inputs (JSON), `csv_row` strings (CSV) or serialized
+    tf.Example `examples` (EXAMPLE).
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
+    loaded = tf.saved_model.load(export_dir)
+    signature = loaded.signatures['predict']
+    inputs = set(signature.structured_input_signature[1])
+    if inputs == {input_lib.CSV_INPUT}:
+        encode = lambda batch: {input_lib.CSV_INPUT: tf.constant([_csv_row(i) for i in batch])}
+    elif inputs == {input_lib.EXAMPLE_INPUT}:
+        encode = lambda batch: {input_lib.EXAMPLE_INPUT: tf.constant(
+            [_example(i).SerializeToString() for i in batch])}
+    elif inputs == set(schema.FEATURES):
+        encode = _feature_tensors
+    else:
+        raise UserInputError('%s: the serving signature takes %s, not a taxi model '
+                             'export' % (export_dir, ', '.join(sorted(inputs))))
+
+    def predict(batch):
+        outputs = signature(**encode(batch))
+        return outputs['class_ids'].numpy()[:, 0], outputs['probabilities'].numpy()
+    return predict
+
+
+def _feature_tensors(batch):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    dtypes = {'float': tf.float32, 'int': tf.int64, 'string': tf.string}
+    return {c: tf.constant([i[c] for i in batch], dtypes[schema.kind(c)])
+            for c in schema.FEATURES}
+
+
+def _csv_row(instance):
+    out = io.StringIO()
+    csv.writer(out, lineterminator='').writerow(
+        [_csv_field(instance[c]) for c in schema.FEATURES])
+    return out.getvalue()
+
+
+def _csv_field(value):
+    if isinstance(value, float):
+        return '' if math.isnan(value) else repr(value)
+    if isinstance(value, int):
+        return '' if value == schema.MISSING_INT else str(value)
+    return value
+
+
+def _example(instance):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    feature = {}
+    for column in schema.FEATURES:
+        value = instance[column]
+        if value == schema.missing_value(column) or value != value:
+            continue  # absent: the parser fills in the missing stand-in
+        what = schema.kind(column)
+        if what == 'float':
+            feature[column] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+        elif what == 'int':
+            feature[column] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        else:
+            feature[column] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[value.encode('utf-8')]))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def main(argv=None):
+    logs.quiet_tensorflow_native_logs()
+    args = parse_args(argv)
+    logs.configure(args.verbosity)
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    path = args.json_instances or args.csv_instances
+    flag = '--json-instances' if args.json_instances else '--csv-instances'
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            text = f.read()
+    except tf.errors.NotFoundError:
+        raise UserInputError('%s %s: no such file' % (flag, path)) from None
+    except UnicodeDecodeError:
+        raise UserInputError('%s %s: not UTF-8 text' % (flag, path)) from None
+    reader = read_json_instances if args.json_instances else read_csv_instances
+    instances = reader(path, text)
+    if not instances:
+        raise UserInputError('%s %s: no instances' % (flag, path))
+    predict = make_predictor(find_export(args.model_dir))
+    for start in range(0, len(instances), args.batch_size):
+        class_ids, probabilities = predict(instances[start:start + args.batch_size])
+        for class_id, probs in zip(class_ids, probabilities):
+            print(json.dumps({'class': int(class_id),
+                              'probabilities': [round(float(p), 6) for p in probs]}))
+    return 0
+
+
+if __name__ == '__main__':
+    errors.run_cli(main)

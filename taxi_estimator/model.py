@@ -19,7 +19,7 @@ from taxi_estimator import features
 DEFAULT_NUM_LAYERS = 4
 # FTRL's L2 strength: keeps the many sparse wide weights (tracts, crosses)
 # from fitting noise in small data sets.
-LINEAR_L2 = 1.0
+LINEAR_L2 = 0.3
 
 
 @dataclasses.dataclass(frozen=True)

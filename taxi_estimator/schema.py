@@ -100,16 +100,16 @@ def parse_value(column, value):
         if isinstance(value, (dict, list)):
             raise ValueError('%s is not text' % _show(value))
         return str(value)
+    if what == 'label':
+        if isinstance(value, bool) or value not in (0, 1, '0', '1', '0.0', '1.0'):
+            raise ValueError('%s is not a label (expected 0 or 1)' % _show(value))
+        return int(float(value))
     number = parse_number(value)
     if what == 'float':
         return number
     if not number.is_integer() or (isinstance(value, str) and not _INT_TEXT.match(value)):
         raise ValueError('%s is not an integer' % _show(value))
     number = int(number)
-    if what == 'label':
-        if number not in (0, 1):
-            raise ValueError('%s is not a label (expected 0 or 1)' % _show(value))
-        return number
     low, high = INT_FEATURES[column]
     if not low <= number <= high:
         raise ValueError('%s is out of range [%d, %d]' % (_show(value), low, high))

@@ -52,7 +52,7 @@ def parse_args(argv=None):
     group.add_argument('--train-size', type=flags.positive_int, default=None,
                        help='Training rows per epoch (default: the rows counted in '
                             '--train-files).')
-    group.add_argument('--learning-rate', type=flags.positive_float, default=0.001,
+    group.add_argument('--learning-rate', type=flags.positive_float, default=0.003,
                        help='Initial learning rate of the deep side (Adam).')
     group.add_argument('--linear-learning-rate', type=flags.positive_float,
                        default=0.1,
@@ -68,8 +68,9 @@ def parse_args(argv=None):
                             'units, for --num-layers layers.')
     group.add_argument('--num-layers', type=flags.positive_int, default=None,
                        help='DNN depth with --layer-sizes-scale-factor (default 4).')
-    group.add_argument('--dropout-prob', type=flags.unit_interval, default=0.0,
-                       help='Probability of dropping a DNN unit while training.')
+    group.add_argument('--dropout-prob', type=flags.unit_interval, default=0.5,
+                       help='Probability of dropping a DNN unit while training (0: no '
+                            'dropout).')
     group.add_argument('--feature-stats', default=None,
                        help='JSON file {feature: {"mean": m, "std": s}} with the '
                             'normalisation statistics of trip_miles, trip_seconds, '

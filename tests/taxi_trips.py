@@ -1,10 +1,13 @@
-"""Small generated Chicago Taxi trip files for the taxi_estimator tests.
+"""Generated Chicago Taxi trip files and log helpers for the taxi_estimator tests.
 
 Trips follow a learnable rule (card payers of short trips tip at least 20%)
 with label noise, and have the empty fields the real trips have.
 """
 import csv
+import glob
+import os
 import random
+import re
 import zipfile
 
 from taxi_estimator import data
@@ -90,3 +93,16 @@ def write_tfx_wheel(path, raw_rows):
         wheel.write(csv_path, data.TFX_CSV_PATH)
         wheel.writestr('tfx-1.21.0.dist-info/METADATA', 'Name: tfx\nVersion: 1.21.0\n')
     return str(path)
+
+
+def final_metrics(stderr):
+    """(global step, {metric: value}) from the trainer's final log line."""
+    match = re.search(r'Final evaluation at global step (\d+): (.*)', stderr)
+    assert match, stderr[-3000:]
+    metrics = dict(pair.split(' = ') for pair in match.group(2).split(', '))
+    return int(match.group(1)), {k: float(v) for k, v in metrics.items()}
+
+
+def exports(job_dir):
+    """Timestamped export directories under `job_dir`, oldest first."""
+    return sorted(glob.glob(os.path.join(job_dir, 'export', '[0-9]*')))

@@ -1,0 +1,155 @@
+"""Bad input to the taxi CLIs: one `error:` line naming file/line/column, exit 2,
+and the job-dir left as it was."""
+import json
+import os
+import re
+
+import pytest
+
+import taxi_trips
+from conftest import run_module
+from taxi_estimator import schema
+
+HEADER = schema.HEADER_LINE
+
+
+def _lines(path):
+    with open(path) as f:
+        return f.read().splitlines()
+
+
+def _write(path, lines):
+    with open(path, 'w') as f:
+        f.write(''.join(line + '\n' for line in lines))
+    return str(path)
+
+
+def _set_field(line, column, value):
+    fields = line.split(',')
+    fields[schema.COLUMNS.index(column)] = value
+    return ','.join(fields)
+
+
+def _error_line(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert [l for l in lines if l.startswith('error:')] == lines[-1:], proc.stderr[-3000:]
+    return lines[-1]
+
+
+@pytest.fixture(scope='module')
+def good_lines(tmp_path_factory):
+    """A valid CSV's lines, without quoted fields (so they split on commas)."""
+    rows = [r for r in taxi_trips.layout_rows(40, seed=4) if ',' not in r[-1]]
+    return [HEADER] + [','.join(r) for r in rows[:20]]
+
+
+# (name, which flag gets the bad file, bad file lines from good ones, expected message
+# after "error: --<flag> <path>").
+CASES = [
+    ('missing column', 'train', lambda g: [l.rsplit(',', 1)[0] for l in g],
+     ' line 1: missing column company; expected the header ' + HEADER),
+    ('extra column', 'train', lambda g: [g[0] + ',driver'] + [l + ',x' for l in g[1:]],
+     " line 1: unexpected column 'driver'; expected the header " + HEADER),
+    ('renamed column', 'eval', lambda g: [g[0].replace(',fare,', ',fare_usd,')] + g[1:],
+     " line 1: missing column fare; unexpected column 'fare_usd'; expected the header "
+     + HEADER),
+    ('no header', 'train', lambda g: g[1:],
+     ' line 1: no header line; expected the header ' + HEADER),
+    ('non-numeric number', 'train',
+     lambda g: g[:3] + [_set_field(g[3], 'fare', 'twelve')] + g[4:],
+     " line 4, column fare: 'twelve' is not a number"),
+    ('too few fields', 'eval', lambda g: g[:2] + [g[2].rsplit(',', 1)[0]] + g[3:],
+     ' line 3: 16 fields; expected 17 (%s)' % HEADER),
+    ('hour out of range', 'train', lambda g: g[:1] + [_set_field(g[1], 'trip_start_hour', '24')] + g[2:],
+     " line 2, column trip_start_hour: '24' is out of range [0, 23]"),
+    ('bad label', 'eval', lambda g: g[:5] + [_set_field(g[5], 'tip', 'yes')] + g[6:],
+     " line 6, column tip: 'yes' is not a label (expected 0 or 1)"),
+    ('empty file', 'eval', lambda g: [],
+     ' is empty; expected the header line %s and data rows' % HEADER),
+    ('header only', 'train', lambda g: g[:1], ' has a header but no data rows'),
+]
+
+
+@pytest.mark.parametrize('name, flag, mutate, expected', CASES, ids=[c[0] for c in CASES])
+def test_bad_csv_is_one_error_line_and_leaves_the_job_dir(tmp_path, good_lines, name,
+                                                          flag, mutate, expected):
+    del name
+    good = _write(tmp_path / 'good.csv', good_lines)
+    bad = _write(tmp_path / 'bad.csv', mutate(good_lines))
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    (job_dir / 'notes.txt').write_text('kept')
+    paths = {'train': good, 'eval': good, flag: bad}
+    proc = run_module('taxi_estimator.task', '--train-files', paths['train'],
+                      '--eval-files', paths['eval'], '--job-dir', job_dir,
+                      '--train-steps', '10', check=2)
+    assert _error_line(proc) == 'error: --%s-files %s%s' % (flag, bad, expected)
+    assert os.listdir(job_dir) == ['notes.txt']
+
+
+def test_eval_files_matching_nothing(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    pattern = str(tmp_path / 'eval-*.csv')
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      pattern, '--job-dir', tmp_path / 'job', check=2)
+    assert _error_line(proc) == 'error: --eval-files %s: no file matches this path' % pattern
+    assert not (tmp_path / 'job').exists()
+
+
+@pytest.mark.parametrize('flags, expected', [
+    (['--dropout-prob', '1.5'],
+     "error: argument --dropout-prob: expected a number in [0, 1), got '1.5' (see --help)"),
+    (['--serving-export-format', 'xml'], 'error: argument --serving-export-format: '
+     "invalid choice: 'XML' (choose from 'JSON', 'CSV', 'EXAMPLE') (see --help)"),
+    (['--num-layers', '3'], 'error: --num-layers=3 needs --layer-sizes-scale-factor > 0; '
+     'without it --hidden-units gives every layer size'),
+])
+def test_bad_flags(tmp_path, good_lines, flags, expected):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', tmp_path / 'job', *flags, check=2)
+    assert _error_line(proc) == expected
+    assert not (tmp_path / 'job').exists()
+
+
+def _instances(good_lines):
+    header = good_lines[0].split(',')
+    return [{c: v for c, v in zip(header, line.split(',')) if c != schema.LABEL}
+            for line in good_lines[1:4]]
+
+
+@pytest.mark.parametrize('name, edit, expected', [
+    ('lacks a feature', lambda i: i.pop('company'),
+     'line 2: instance lacks feature company (give every feature; null or an empty '
+     'field marks a missing value)'),
+    ('bad number', lambda i: i.update(fare='twelve'), "line 2, feature fare: 'twelve' is "
+     'not a number'),
+    ('unknown feature', lambda i: i.update(fare_usd=3), "line 2: unknown feature 'fare_usd'"),
+])
+def test_bad_json_instance(tmp_path, good_lines, name, edit, expected):
+    del name
+    instances = _instances(good_lines)
+    edit(instances[1])
+    path = _write(tmp_path / 'instances.ndjson', [json.dumps(i) for i in instances])
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path,
+                      '--json-instances', path, check=2)
+    line = _error_line(proc)
+    assert line.startswith('error: --json-instances %s %s' % (path, expected)), line
+
+
+def test_bad_csv_instances_and_model_dir(tmp_path, good_lines):
+    path = _write(tmp_path / 'instances.csv',
+                  [re.sub(',company$', '', good_lines[0])] + good_lines[1:3])
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path,
+                      '--csv-instances', path, check=2)
+    assert _error_line(proc).startswith(
+        'error: --csv-instances %s line 1: missing column company; expected a header line '
+        'naming the features' % path)
+
+    path = _write(tmp_path / 'instances.csv', good_lines[:3])
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path / 'nothing',
+                      '--csv-instances', path, check=2)
+    assert _error_line(proc) == (
+        'error: --model-dir %s: no SavedModel there (expected <job-dir>/export/<timestamp> '
+        'or <job-dir>/export)' % (tmp_path / 'nothing'))

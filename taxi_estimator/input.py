@@ -24,7 +24,6 @@ from taxi_estimator import schema
 SHUFFLE_BUFFER = 10000
 CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory
 _ALL_ROWS = 1 << 62
-SERVING_FORMATS = ('JSON', 'CSV', 'EXAMPLE')
 CSV_INPUT = 'csv_row'
 EXAMPLE_INPUT = 'examples'
 

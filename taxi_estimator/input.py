@@ -14,6 +14,7 @@ The serving input functions accept the same features in three encodings
 """
 import csv
 import dataclasses
+import re
 
 import tensorflow as tf
 
@@ -93,36 +94,49 @@ def scan(patterns, flag):
 
 
 def _scan_file(path, where, accumulator):
+    """Checks one file line by line, as TensorFlow reads it; returns its row count."""
+    rows = number = 0
     with tf.io.gfile.GFile(path, 'r') as f:
-        reader = csv.reader(f)
-        try:
-            header = next(reader, None)
-            if header is None:
-                raise UserInputError('%s is empty; expected the header line %s and data '
-                                     'rows' % (where, schema.HEADER_LINE))
-            _check_header(header, where)
-            rows = 0
-            for fields in reader:
-                line = reader.line_num
-                if len(fields) != len(schema.COLUMNS):
-                    raise UserInputError(
-                        '%s line %d: %s; expected %d (%s)' % (
-                            where, line, '%d fields' % len(fields) if fields
-                            else 'empty line', len(schema.COLUMNS), schema.HEADER_LINE))
-                for column, text in zip(schema.COLUMNS, fields):
-                    try:
-                        value = schema.parse_value(column, text)
-                    except ValueError as e:
-                        raise UserInputError('%s line %d, column %s: %s'
-                                             % (where, line, column, e)) from None
-                    if column in schema.FLOAT_FEATURES and value == value:
-                        accumulator.add(column, value)
-                rows += 1
-        except csv.Error as e:
-            raise UserInputError('%s line %d: %s' % (where, reader.line_num, e)) from None
+        for number, line in enumerate(f, 1):
+            fields = _split_line(line.rstrip('\n').rstrip('\r'), where, number)
+            if number == 1:
+                _check_header(fields, where)
+                continue
+            if len(fields) != len(schema.COLUMNS):
+                raise UserInputError('%s line %d: %s; expected %d (%s)' % (
+                    where, number, '%d fields' % len(fields) if fields else 'empty line',
+                    len(schema.COLUMNS), schema.HEADER_LINE))
+            for column, text in zip(schema.COLUMNS, fields):
+                try:
+                    value = schema.parse_value(column, text)
+                except ValueError as e:
+                    raise UserInputError('%s line %d, column %s: %s'
+                                         % (where, number, column, e)) from None
+                if column in schema.FLOAT_FEATURES and value == value:
+                    accumulator.add(column, value)
+            rows += 1
+    if number == 0:
+        raise UserInputError('%s is empty; expected the header line %s and data rows'
+                             % (where, schema.HEADER_LINE))
     if not rows:
         raise UserInputError('%s has a header but no data rows' % where)
     return rows
+
+
+# A CSV line as TensorFlow's decode_csv accepts it: fields are bare (no quotes,
+# no line breaks) or enclosed in double quotes with inner quotes doubled.
+_FIELD = r'(?:"(?:[^"]|"")*"|[^",\r\n]*)'
+_CSV_LINE = re.compile(r'%s(?:,%s)*\Z' % (_FIELD, _FIELD))
+
+
+def _split_line(text, where, number):
+    """The fields of one line (rows never span lines: TensorFlow reads by line)."""
+    if not _CSV_LINE.match(text):
+        raise UserInputError(
+            '%s line %d: malformed CSV quoting; a field with a comma or a double quote '
+            'must be enclosed in double quotes, with inner quotes doubled, and rows '
+            'cannot span lines' % (where, number))
+    return next(csv.reader([text]), [])
 
 
 def _check_header(header, where):
@@ -160,8 +174,7 @@ def make_input_fn(files, batch_size, *, training, seed=None):
     held in memory as one tensor of lines that every epoch is permuted whole
     and sliced into batches (the last one partial), which costs per batch, not
     per row; larger ones stream through a `SHUFFLE_BUFFER`-row shuffle. Rows
-    never contain line breaks (`scan` reads them with the csv module and the
-    data step writes none inside fields).
+    never span lines: `scan` checks every line as `decode_csv` will read it.
 
     Args:
       files: paths from `scan` (each with a header line).

@@ -40,7 +40,7 @@ def _error_line(proc):
 @pytest.fixture(scope='module')
 def good_lines(tmp_path_factory):
     """A valid CSV's lines, without quoted fields (so they split on commas)."""
-    rows = [r for r in taxi_trips.layout_rows(40, seed=4) if ',' not in r[-1]]
+    rows = [r for r in taxi_trips.layout_rows(40, seed=4) if not set(',"') & set(r[-1])]
     return [HEADER] + [','.join(r) for r in rows[:20]]
 
 
@@ -65,6 +65,9 @@ CASES = [
      " line 2, column trip_start_hour: '24' is out of range [0, 23]"),
     ('bad label', 'eval', lambda g: g[:5] + [_set_field(g[5], 'tip', 'yes')] + g[6:],
      " line 6, column tip: 'yes' is not a label (expected 0 or 1)"),
+    ('unquoted quote', 'train', lambda g: g[:2] + [g[2] + ' "Cab"'] + g[3:],
+     ' line 3: malformed CSV quoting; a field with a comma or a double quote must be '
+     'enclosed in double quotes, with inner quotes doubled, and rows cannot span lines'),
     ('empty file', 'eval', lambda g: [],
      ' is empty; expected the header line %s and data rows' % HEADER),
     ('header only', 'train', lambda g: g[:1], ' has a header but no data rows'),
@@ -153,3 +156,38 @@ def test_bad_csv_instances_and_model_dir(tmp_path, good_lines):
     assert _error_line(proc) == (
         'error: --model-dir %s: no SavedModel there (expected <job-dir>/export/<timestamp> '
         'or <job-dir>/export)' % (tmp_path / 'nothing'))
+
+
+def _stats(**overrides):
+    stats = {c: {'mean': 1.0, 'std': 2.0} for c in schema.FLOAT_FEATURES}
+    stats.update(overrides)
+    return stats
+
+
+def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    common = ['--train-files', good, '--eval-files', good, '--train-steps', '1']
+    bad = tmp_path / 'bad_stats.json'
+    bad.write_text(json.dumps(_stats(fare={'mean': 1.0, 'std': 0})))
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
+                      '--feature-stats', bad, check=2)
+    assert _error_line(proc) == ('error: --feature-stats %s: feature \'fare\' needs '
+                                 '{"mean": number, "std": number > 0}' % bad)
+    assert not (tmp_path / 'job').exists()
+
+    supplied = tmp_path / 'stats.json'
+    supplied.write_text(json.dumps(_stats(fare={'mean': 12.5, 'std': 9.5})))
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
+                      '--feature-stats', supplied, check=0)
+    assert 'Using the normalisation statistics from %s' % supplied in proc.stderr
+    assert 'Normalisation of fare: mean 12.5, std 9.5' in proc.stderr
+    recorded = tmp_path / 'job' / 'feature_stats.json'
+    assert json.loads(recorded.read_text()) == json.loads(supplied.read_text())
+
+    other = tmp_path / 'other.json'
+    other.write_text(json.dumps(_stats()))
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
+                      '--feature-stats', other, check=2)
+    assert _error_line(proc) == (
+        'error: --feature-stats %s differs from %s, which the checkpoints in --job-dir '
+        'were trained with; use a new --job-dir or drop --feature-stats' % (other, recorded))

@@ -8,6 +8,7 @@ always finishes with an evaluation, a SavedModel export and one summary line.
 """
 import dataclasses
 import os
+import re
 
 import tensorflow as tf
 
@@ -91,14 +92,7 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
         eval_spec = tf.estimator.EvalSpec(
             eval_input_fn, steps=loop.eval_steps, start_delay_secs=0,
             throttle_secs=loop.eval_frequency_secs)
-        try:
-            result = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
-        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
-            if 'checkpoint' in str(e).lower():
-                raise UserInputError(
-                    '--job-dir %s: its checkpoint does not match this model (%s); use '
-                    'a new --job-dir' % (loop.job_dir, _first_line(e))) from None
-            raise
+        result = _train_and_evaluate(estimator, train_spec, eval_spec, loop, cluster)
         metrics = result[0] if isinstance(result, tuple) else None
 
     if not is_chief:
@@ -115,6 +109,45 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
     return metrics
+
+
+def _train_and_evaluate(estimator, train_spec, eval_spec, loop, cluster):
+    """`tf.estimator.train_and_evaluate` with its errors made actionable.
+
+    An evaluator can pick a checkpoint that the chief deletes before it is
+    read (`--keep-checkpoint-max` rotation outpacing an evaluation); it then
+    starts over with the newest checkpoint instead of failing the job.
+    """
+    while True:
+        try:
+            return tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+        except (ValueError, tf.errors.NotFoundError) as e:
+            path = _missing_checkpoint(e)
+            if not (cluster.is_evaluator and path):
+                if isinstance(e, ValueError):
+                    raise
+                _raise_mismatch(e, loop)
+            tf.compat.v1.logging.warning(
+                'Checkpoint %s was deleted before this evaluator read it; evaluating '
+                'the newest one instead', path)
+        except tf.errors.InvalidArgumentError as e:
+            _raise_mismatch(e, loop)
+
+
+def _missing_checkpoint(error):
+    """The checkpoint path `error` names, if that checkpoint no longer exists."""
+    match = re.search(r'(\S*model\.ckpt-\d+)', str(error))
+    if match and not tf.io.gfile.exists(match.group(1) + '.index'):
+        return match.group(1)
+    return None
+
+
+def _raise_mismatch(error, loop):
+    if 'checkpoint' in str(error).lower():
+        raise UserInputError(
+            '--job-dir %s: its checkpoint does not match this model (%s); use '
+            'a new --job-dir' % (loop.job_dir, _first_line(error))) from None
+    raise error
 
 
 def _checkpoint_dir(job_dir, cluster, config):

@@ -2,9 +2,8 @@
 
 Each test runs ResNet-8 on the small generated data set and checks the final
 global step, the checkpoints and that no process is left behind. With
-asynchronous parameter servers the global step can overshoot the target by up
-to one step per other training task (each checks the step after its own
-update), so those tests accept [target, target + tasks - 1].
+asynchronous parameter servers the global step can pass the target by a few
+steps (`cluster_helpers.ASYNC_OVERSHOOT`).
 """
 import glob
 import json
@@ -15,8 +14,8 @@ import sys
 
 import pytest
 
-from cluster_helpers import (assert_all_exited, assert_checkpoints_intact, Cluster,
-                             final_step, latest_checkpoint_step, launch, task_log)
+from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
+                             Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
 from estimator_trainers import launcher
 
@@ -27,11 +26,16 @@ VARIABLES = ['global_step', 'resnet/initial_conv/kernel']
 
 
 def _model_flags(train_steps, checkpoint_steps):
-    """ResNet-8, small batches, a fixed seed, no start-up delays."""
+    """ResNet-8, small batches, a fixed seed.
+
+    Workers start at most 5 s late (Estimator's delay lets the chief initialise
+    the variables first; a worker that finds them uninitialised re-checks only
+    30 s later).
+    """
     return ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '50',
             '--log-step-count-steps', '20', '--random-seed', '7',
             '--train-steps', str(train_steps), '--checkpoint-num-steps', str(checkpoint_steps),
-            '--max-worker-delay-secs', '0', '--peer-timeout-secs', '120']
+            '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120']
 
 
 def _trainer(data_dir, job_dir, train_steps, checkpoint_steps, *extra):
@@ -51,7 +55,7 @@ def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir,
         ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'cifar10',
          '--job-dir', str(job_dir), '--data-dir', cifar10_data_dir, '--distributed',
          '--parameter-server-count', '1', '--worker-count', '2', '--evaluator-count', '1',
-         '--', *_model_flags(200, 50), '--eval-frequency-secs', '1'])
+         '--', *_model_flags(300, 50), '--eval-frequency-secs', '1'])
     assert cluster.finish() == 0, cluster.output[-6000:]
     output = cluster.output
 
@@ -68,16 +72,16 @@ def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir,
 
     # Workers trained beside the chief, asynchronously, to the target.
     final = final_step(output)
-    assert 200 <= final <= 202
+    assert 300 <= final <= 300 + ASYNC_OVERSHOOT
     for label in ('chief-0', 'worker-0', 'worker-1'):
-        assert 'Loss for final step' in task_log(job_dir, label), label
-    assert_checkpoints_intact(job_dir, final, VARIABLES, step_drift=50)
+        assert re.search(r'Loss for final step: \d', task_log(job_dir, label)), label
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
 
     # The evaluator evaluated the final checkpoint, then left on its own.
     evaluator = task_log(job_dir, 'evaluator-0')
-    last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=200',
+    last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=300',
                       evaluator)
-    assert last and 200 <= int(last[0]) <= final
+    assert last and 300 <= int(last[0]) <= final
     assert 'Saving dict for global step %s:' % last[0] in evaluator
     assert '[launcher] evaluator-0 finished' in output
     assert glob.glob(str(job_dir / 'eval' / 'events.out.tfevents.*'))
@@ -100,11 +104,11 @@ def test_sync_replicas_with_parameter_servers(cifar10_data_dir, tmp_path):
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
         assert 'SyncReplicasV2: replicas_to_aggregate=2; total_num_replicas=2' in log
-        assert 'Loss for final step' in log
+        assert re.search(r'Loss for final step: \d', log), label
         assert 'CancelledError' not in log
     # TF's own hook held the chief's session close for 120 s here.
     assert cluster.elapsed < 100
-    assert_checkpoints_intact(job_dir, final, VARIABLES)
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
     assert_all_exited(cluster.pids())
 
 
@@ -131,15 +135,18 @@ def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
 
 def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(
         cifar10_data_dir, tmp_path):
-    """SIGKILL worker-0, later the chief; each restarts with its TF_CONFIG."""
+    """SIGKILL worker-0 while it trains, later the chief; each restarts with its TF_CONFIG."""
     job_dir = tmp_path / 'job'
     cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
                                '--max-restarts', '1'],
                      _trainer(cifar10_data_dir, job_dir, 400, 40))
-    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= 40, 'checkpoint 40')
+    cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
+                     'Done running local_init_op' in task_log(job_dir, 'worker-0'),
+                     'worker-0 training')
+    killed_at = latest_checkpoint_step(job_dir)
     cluster.kill('worker-0')
-    cluster.wait_for(lambda: len(cluster.pids('worker-0')) == 2, 'worker-0 restart')
-    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= 120, 'checkpoint 120')
+    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= killed_at + 80,
+                     'two more checkpoints')
     cluster.kill('chief-0')
     # Nothing saves while the chief is down: this is what it must resume from.
     resume_step = latest_checkpoint_step(job_dir)
@@ -153,13 +160,13 @@ def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(
                              task_log(job_dir, label))
         assert len(configs) == 2 and configs[0] == configs[1]
     chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
-    assert resume_step >= 120
+    assert resume_step >= killed_at + 80
     assert 'Resuming from global step %d in %s (target 400)' % (resume_step, job_dir) in chief
     assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
 
     final = final_step(output)
-    assert 400 <= final <= 402
-    assert_checkpoints_intact(job_dir, final, VARIABLES, step_drift=40)
+    assert 400 <= final <= 400 + ASYNC_OVERSHOOT
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
     assert len(cluster.pids()) == 6  # 4 tasks + 2 restarts
     assert_all_exited(cluster.pids())
 

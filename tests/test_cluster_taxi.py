@@ -1,0 +1,129 @@
+"""Real Chicago Taxi clusters on loopback, started through the launcher.
+
+The wide-and-deep model's linear side has sparse (FTRL) gradients, which
+exercise what dense models do not: sparse updates on parameter servers, and
+under multi_worker_mirrored the dense all-reduce that replaces TF 2.15's
+failing sparse gather. Each test checks the final global step, the checkpoints
+and that no process is left behind. The canned estimator cannot use
+SyncReplicasOptimizer (TF refuses it with two optimizers), so its synchronous
+mode is multi_worker_mirrored.
+"""
+import os
+import re
+import sys
+
+import pytest
+
+import taxi_trips
+from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
+                             Cluster, final_step, latest_checkpoint_step, launch, task_log)
+from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+TASK = 'taxi_estimator.task'
+VARIABLES = ['global_step', 'dnn/hiddenlayer_0/kernel',
+             'linear/linear_model/fare_bucketized_X_payment_type/weights']
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+    """Train/eval CSVs named as train-local.sh expects them in --data-dir."""
+    folder = tmp_path_factory.mktemp('taxi_cluster_data')
+    taxi_trips.write_csv(folder / 'taxi_trips_train.csv', taxi_trips.layout_rows(800, 1))
+    taxi_trips.write_csv(folder / 'taxi_trips_eval.csv', taxi_trips.layout_rows(200, 1001))
+    return folder
+
+
+def _model_flags(train_steps, checkpoint_steps):
+    """Small batches, a fixed seed, workers at most 5 s late (see test_cluster_cifar10)."""
+    return ['--batch-size', '64', '--random-seed', '3', '--log-step-count-steps', '50',
+            '--train-steps', str(train_steps), '--checkpoint-num-steps', str(checkpoint_steps),
+            '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120']
+
+
+def _trainer(data_dir, job_dir, train_steps, checkpoint_steps, *extra):
+    return [sys.executable, '-m', TASK,
+            '--train-files', str(data_dir / 'taxi_trips_train.csv'),
+            '--eval-files', str(data_dir / 'taxi_trips_eval.csv'), '--job-dir', str(job_dir),
+            *_model_flags(train_steps, checkpoint_steps), *extra]
+
+
+def test_async_parameter_servers_and_evaluator_via_train_local(data_dir, tmp_path):
+    """The issue's command: train-local.sh taxi --distributed, 1 ps + 2 workers (+ evaluator)."""
+    job_dir = tmp_path / 'job'
+    cluster = Cluster(
+        ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'taxi',
+         '--job-dir', str(job_dir), '--data-dir', str(data_dir), '--distributed',
+         '--parameter-server-count', '1', '--worker-count', '2', '--evaluator-count', '1',
+         '--', *_model_flags(1500, 250), '--eval-frequency-secs', '1'])
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+    final = final_step(output)
+    assert 1500 <= final <= 1500 + ASYNC_OVERSHOOT
+    for label in ('chief-0', 'worker-0', 'worker-1'):
+        log = task_log(job_dir, label)
+        assert "'task': {'type': '%s', 'index': %s}" % tuple(label.split('-')) in log
+        assert re.search(r'Loss for final step: \d', log), label
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
+    evaluator = task_log(job_dir, 'evaluator-0')
+    last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=1500',
+                      evaluator)
+    assert last and 1500 <= int(last[0]) <= final
+    assert '[launcher] stopping ps-0' in output
+    # Only the chief exported, and wrote the recorded statistics and training events.
+    assert len(os.listdir(job_dir / 'export')) == 1
+    assert len([f for f in os.listdir(job_dir) if f.startswith('events.out.')]) == 1
+    assert len(cluster.pids()) == 5
+    assert_all_exited(cluster.pids())
+
+
+def test_multi_worker_mirrored(data_dir, tmp_path):
+    """Synchronous all-reduce across chief + 1 worker, sparse gradients included."""
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
+                     _trainer(data_dir, job_dir, 200, 50))
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    assert final_step(cluster.output) == 200
+    for label in ('chief-0', 'worker-0'):
+        log = task_log(job_dir, label)
+        assert 'MultiWorkerMirroredStrategy with cluster_spec' in log
+        assert re.search(r'INFO step 200: .*loss = ', log), label
+        assert 'Shape mismatch' not in log
+    assert_checkpoints_intact(job_dir, 200, VARIABLES)
+    assert latest_checkpoint_step(job_dir / 'tmp_worker_0') == 200
+    assert_all_exited(cluster.pids())
+
+
+def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(data_dir, tmp_path):
+    """SIGKILL worker-0 while it trains, later the chief; each restarts with its TF_CONFIG."""
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
+                               '--max-restarts', '1'],
+                     _trainer(data_dir, job_dir, 3000, 250))
+    cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
+                     'Done running local_init_op' in task_log(job_dir, 'worker-0'),
+                     'worker-0 training')
+    killed_at = latest_checkpoint_step(job_dir)
+    cluster.kill('worker-0')
+    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= killed_at + 250,
+                     'another checkpoint')
+    cluster.kill('chief-0')
+    resume_step = latest_checkpoint_step(job_dir)
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+
+    for label in ('worker-0', 'chief-0'):
+        assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '
+                'TF_CONFIG (restart 1 of 1)' % label) in output
+        configs = re.findall(r'TF_CONFIG environment variable: (\{.*\})',
+                             task_log(job_dir, label))
+        assert len(configs) == 2 and configs[0] == configs[1]
+    chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
+    assert resume_step >= killed_at + 250
+    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
+    final = final_step(output)
+    assert 3000 <= final <= 3000 + ASYNC_OVERSHOOT
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
+    assert len(cluster.pids()) == 6
+    assert_all_exited(cluster.pids())

@@ -65,8 +65,9 @@ def _with_device_filters(config):
 
     RunConfig sets these device filters only when it is given no session
     config. Without them every chief/worker session spans the whole cluster:
-    session creation waits for every worker, and a worker that is killed and
-    restarted breaks the sessions of the others.
+    creating one waits until every other worker is up (a restarted chief
+    waits for workers that may have finished), and closing one calls workers
+    that may be gone.
     """
     if (not config.cluster_spec or config.session_config is None
             or getattr(config, '_distribute_coordinator_mode', None)

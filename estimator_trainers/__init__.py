@@ -4,10 +4,15 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 
 - `flags`: common command-line flag groups and value validators.
 - `cluster`: `TF_CONFIG` (and Vertex `CLUSTER_SPEC`) parsed into cluster facts.
+- `distribution`: `--distribution-strategy` resolved against the cluster and
+  devices; bounded wait for the peers a task needs.
+- `sync_replicas`: SyncReplicasOptimizer's session hook, without its stalls.
 - `run_config`: `tf.estimator.RunConfig` and session settings from flags.
 - `hooks`: progress logging and step-aligned checkpointing.
 - `training`: the `train_and_evaluate` driver (resume, final eval, export).
 - `export`: chief-only SavedModel export.
 - `job_dir`: job-dir bookkeeping (checkpoint step, model compatibility).
 - `errors`: user-facing errors printed as one line.
+- `launcher`: a local multi-process cluster, one process per task
+  (`python -m estimator_trainers.launcher`, behind `train-local.sh --distributed`).
 """

@@ -5,6 +5,7 @@ global step, the checkpoints and that no process is left behind. With
 asynchronous parameter servers the global step can pass the target by a few
 steps (`cluster_helpers.ASYNC_OVERSHOOT`).
 """
+import ast
 import glob
 import json
 import os
@@ -45,7 +46,7 @@ def _trainer(data_dir, job_dir, train_steps, checkpoint_steps, *extra):
 
 def _tf_config(job_dir, label):
     match = re.search(r'TF_CONFIG environment variable: (\{.*\})', task_log(job_dir, label))
-    return eval(match.group(1))  # pylint: disable=eval-used  (a logged Python dict)
+    return ast.literal_eval(match.group(1))  # a logged Python dict
 
 
 def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir, tmp_path):

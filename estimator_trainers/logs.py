@@ -1,8 +1,15 @@
 """Log setup shared by the trainers' command-line entry points."""
 import logging
 import os
+import re
 import sys
+import tempfile
 import warnings
+
+# What importing the CUDA-capable TensorFlow wheel prints on every machine,
+# GPU or not: duplicate plugin registrations and a missing TensorRT.
+_IMPORT_NOISE = re.compile(
+    r'Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning: Could not find TensorRT')
 
 _LEVELS = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARN': logging.WARNING,
            'ERROR': logging.ERROR, 'FATAL': logging.FATAL}
@@ -20,9 +27,38 @@ def quiet_tensorflow_native_logs():
     warnings.filterwarnings('ignore', message=r'`tf\.layers\.', category=UserWarning)
 
 
+def import_tensorflow():
+    """Imports TensorFlow, passing on what it prints to stderr except known noise.
+
+    The native library writes straight to file descriptor 2, so the import runs
+    with it pointed at a temporary file, which is then replayed without the
+    lines matching `_IMPORT_NOISE`. A failing import is replayed in full.
+    """
+    if 'tensorflow' in sys.modules:
+        return sys.modules['tensorflow']
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode='w+b') as captured:
+        os.dup2(captured.fileno(), 2)
+        failed = True
+        try:
+            import tensorflow as tf  # pylint: disable=g-import-not-at-top
+            failed = False
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors='replace').splitlines(True):
+                if failed or not _IMPORT_NOISE.search(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+    return tf
+
+
 def configure(verbosity='INFO'):
     """Routes TensorFlow's Python logger to stderr with timestamps at `verbosity`."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = import_tensorflow()
     logger = tf.get_logger()
     logger.setLevel(_LEVELS[verbosity])
     logger.propagate = False

@@ -12,7 +12,11 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 - `training`: the `train_and_evaluate` driver (resume, final eval, export).
 - `export`: chief-only SavedModel export.
 - `job_dir`: job-dir bookkeeping (checkpoint step, model compatibility).
-- `errors`: user-facing errors printed as one line.
+- `devices`: the local devices a trainer replicates over.
+- `hypertune`: reports the tuning metric in hyperparameter tuning trials.
+- `errors`, `logs`: user-facing errors printed as one line; log setup.
 - `launcher`: a local multi-process cluster, one process per task
   (`python -m estimator_trainers.launcher`, behind `train-local.sh --distributed`).
+- `cloud`: job submission to Vertex AI from AI Platform-style configs
+  (`python -m estimator_trainers.cloud`, behind `train-cloud.sh`).
 """

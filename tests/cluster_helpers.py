@@ -149,3 +149,51 @@ def assert_checkpoints_intact(job_dir, final, required_variables, exact_steps=Tr
         named, saved = int(path.rsplit('-', 1)[1]), int(reader.get_tensor('global_step'))
         assert saved == named if exact_steps else saved >= named, (path, saved)
     assert saved == final, (path, saved)
+
+
+def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
+                                   checkpoint_steps, required_variables):
+    """SIGKILLs worker-0 mid-run, later the chief; checks the job still finishes.
+
+    Runs 1 ps + chief + 2 workers with one restart each. The chief is killed
+    once a checkpoint `checkpoint_steps` after the worker's death exists; the
+    restarted chief must resume from the newest checkpoint (at most
+    `checkpoint_steps` lost), every task reaches `train_steps`, every listed
+    checkpoint restores, and no process is left.
+
+    Returns:
+      The restarted chief's log, for trainer-specific checks.
+    """
+    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
+                               '--max-restarts', '1'], trainer_command)
+    cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
+                     'Done running local_init_op' in task_log(job_dir, 'worker-0'),
+                     'worker-0 training')
+    killed_at = latest_checkpoint_step(job_dir)
+    cluster.kill('worker-0')
+    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= killed_at + checkpoint_steps,
+                     'another checkpoint')
+    cluster.kill('chief-0')
+    # Nothing saves while the chief is down: this is what it must resume from.
+    resume_step = latest_checkpoint_step(job_dir)
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    output = cluster.output
+
+    for label in ('worker-0', 'chief-0'):
+        assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '
+                'TF_CONFIG (restart 1 of 1)' % label) in output
+        configs = re.findall(r'TF_CONFIG environment variable: (\{.*\})',
+                             task_log(job_dir, label))
+        assert len(configs) == 2 and configs[0] == configs[1]
+    chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
+    assert resume_step >= killed_at + checkpoint_steps
+    assert 'Resuming from global step %d in %s (target %d)' % (
+        resume_step, job_dir, train_steps) in chief
+    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
+
+    final = final_step(output)
+    assert train_steps <= final <= train_steps + ASYNC_OVERSHOOT
+    assert_checkpoints_intact(job_dir, final, required_variables, exact_steps=False)
+    assert len(cluster.pids()) == 6  # 4 tasks + 2 restarts
+    assert_all_exited(cluster.pids())
+    return chief

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
+                             check_worker_and_chief_restart,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
 from estimator_trainers import launcher
@@ -134,42 +135,12 @@ def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
     assert_all_exited(cluster.pids())
 
 
-def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(
-        cifar10_data_dir, tmp_path):
+def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(cifar10_data_dir, tmp_path):
     """SIGKILL worker-0 while it trains, later the chief; each restarts with its TF_CONFIG."""
     job_dir = tmp_path / 'job'
-    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
-                               '--max-restarts', '1'],
-                     _trainer(cifar10_data_dir, job_dir, 400, 40))
-    cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
-                     'Done running local_init_op' in task_log(job_dir, 'worker-0'),
-                     'worker-0 training')
-    killed_at = latest_checkpoint_step(job_dir)
-    cluster.kill('worker-0')
-    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= killed_at + 80,
-                     'two more checkpoints')
-    cluster.kill('chief-0')
-    # Nothing saves while the chief is down: this is what it must resume from.
-    resume_step = latest_checkpoint_step(job_dir)
-    assert cluster.finish() == 0, cluster.output[-6000:]
-    output = cluster.output
-
-    for label in ('worker-0', 'chief-0'):
-        assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '
-                'TF_CONFIG (restart 1 of 1)' % label) in output
-        configs = re.findall(r'TF_CONFIG environment variable: (\{.*\})',
-                             task_log(job_dir, label))
-        assert len(configs) == 2 and configs[0] == configs[1]
-    chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
-    assert resume_step >= killed_at + 80
-    assert 'Resuming from global step %d in %s (target 400)' % (resume_step, job_dir) in chief
-    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
-
-    final = final_step(output)
-    assert 400 <= final <= 400 + ASYNC_OVERSHOOT
-    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
-    assert len(cluster.pids()) == 6  # 4 tasks + 2 restarts
-    assert_all_exited(cluster.pids())
+    check_worker_and_chief_restart(job_dir, _trainer(cifar10_data_dir, job_dir, 400, 40),
+                                   train_steps=400, checkpoint_steps=40,
+                                   required_variables=VARIABLES)
 
 
 def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tmp_path):

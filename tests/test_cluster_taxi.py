@@ -16,6 +16,7 @@ import pytest
 
 import taxi_trips
 from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
+                             check_worker_and_chief_restart,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT
 
@@ -98,32 +99,6 @@ def test_multi_worker_mirrored(data_dir, tmp_path):
 def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(data_dir, tmp_path):
     """SIGKILL worker-0 while it trains, later the chief; each restarts with its TF_CONFIG."""
     job_dir = tmp_path / 'job'
-    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
-                               '--max-restarts', '1'],
-                     _trainer(data_dir, job_dir, 3000, 250))
-    cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
-                     'Done running local_init_op' in task_log(job_dir, 'worker-0'),
-                     'worker-0 training')
-    killed_at = latest_checkpoint_step(job_dir)
-    cluster.kill('worker-0')
-    cluster.wait_for(lambda: latest_checkpoint_step(job_dir) >= killed_at + 250,
-                     'another checkpoint')
-    cluster.kill('chief-0')
-    resume_step = latest_checkpoint_step(job_dir)
-    assert cluster.finish() == 0, cluster.output[-6000:]
-    output = cluster.output
-
-    for label in ('worker-0', 'chief-0'):
-        assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '
-                'TF_CONFIG (restart 1 of 1)' % label) in output
-        configs = re.findall(r'TF_CONFIG environment variable: (\{.*\})',
-                             task_log(job_dir, label))
-        assert len(configs) == 2 and configs[0] == configs[1]
-    chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
-    assert resume_step >= killed_at + 250
-    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
-    final = final_step(output)
-    assert 3000 <= final <= 3000 + ASYNC_OVERSHOOT
-    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
-    assert len(cluster.pids()) == 6
-    assert_all_exited(cluster.pids())
+    check_worker_and_chief_restart(job_dir, _trainer(data_dir, job_dir, 3000, 250),
+                                   train_steps=3000, checkpoint_steps=250,
+                                   required_variables=VARIABLES)

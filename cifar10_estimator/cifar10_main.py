@@ -100,10 +100,7 @@ def main(argv=None):
         raise errors.UserInputError(
             '--sync wraps the optimizer for parameter servers; '
             '--distribution-strategy=%s is synchronous already' % dist.strategy)
-    if args.train_batch_size % dist.local_replicas:
-        raise errors.UserInputError(
-            '--train-batch-size=%d must be divisible by the %d replicas of %s'
-            % (args.train_batch_size, dist.local_replicas, dist.strategy))
+    replica_batch = dist.replica_batch(args.train_batch_size, '--train-batch-size')
     data_format = args.data_format or ('channels_first' if num_gpus else 'channels_last')
     mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision, num_gpus)
     tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
@@ -114,28 +111,16 @@ def main(argv=None):
         batch_norm_decay=args.batch_norm_decay,
         batch_norm_epsilon=args.batch_norm_epsilon, data_format=data_format,
         # A tf.distribute strategy replicates the model itself: one tower each.
-        train_batch_size=args.train_batch_size // dist.local_replicas,
+        train_batch_size=replica_batch,
         devices=devices[:1] if dist.builds_strategy else devices,
         replicas_in_sync=dist.replicas_in_sync,
         variable_strategy=args.variable_strategy, sync=args.sync,
         num_workers=cluster.num_workers, is_chief=cluster.is_chief,
         cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision)
-    loop = training.LoopSettings(
-        job_dir=args.job_dir, train_steps=args.train_steps, eval_steps=args.eval_steps,
-        checkpoint_steps=args.checkpoint_num_steps,
-        eval_frequency_secs=args.eval_frequency_secs,
-        log_step_count_steps=args.log_step_count_steps,
-        examples_per_step=args.train_batch_size,
-        hypertune_metric=args.hypertune_metric)
-    config = run_config.make_run_config(
-        args.job_dir, checkpoint_steps=args.checkpoint_num_steps,
-        keep_checkpoint_max=args.keep_checkpoint_max,
-        save_summary_steps=args.save_summary_steps,
-        random_seed=args.random_seed,
-        session=run_config.session_config(
-            args.num_intra_threads, args.num_inter_threads, args.log_device_placement,
-            num_cpu_devices=len(devices) if not num_gpus else None),
-        distribution=dist)
+    loop = training.LoopSettings.from_flags(
+        args, train_steps=args.train_steps, examples_per_step=args.train_batch_size)
+    config = run_config.from_flags(
+        args, dist, num_cpu_devices=len(devices) if not num_gpus else None)
     distribution.watch_peers(dist)
     trainer.train(args.data_dir, hparams, loop, config, cluster,
                   eval_batch_size=args.eval_batch_size,

@@ -69,9 +69,7 @@ def train(data_dir, hparams, loop, run_config, cluster, *, eval_batch_size=100,
     hparams = dataclasses.replace(hparams, train_examples=counts['train'])
     estimator = tf.estimator.Estimator(
         model_fn=model.model_fn, config=run_config, params={'hparams': hparams})
-    seed = run_config.tf_random_seed
-    if seed is not None and not cluster.is_chief:
-        seed += cluster.task_index + 1  # workers must not all read the same order
+    seed = cluster.input_seed(run_config.tf_random_seed)
     return training.train_and_evaluate(
         estimator, loop, cluster,
         train_input_fn=data.input_fn(data_dir, 'train', hparams.train_batch_size,

@@ -97,6 +97,12 @@ class ClusterInfo:
         """`host:port` strings of `job` (empty for an unknown job)."""
         return tuple(self.cluster.get(job, ()))
 
+    def input_seed(self, seed):
+        """This task's shuffle seed: workers must not all read the same order."""
+        if seed is None or self.is_chief:
+            return seed
+        return seed + self.task_index + 1
+
     @property
     def task_label(self):
         """`worker-1` style name for logs; `local` for a single process."""

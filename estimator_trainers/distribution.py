@@ -74,6 +74,17 @@ class Distribution:
             return max(1, sum(1 for d in self.devices if 'gpu' in d.lower()))
         return len(self.devices)
 
+    def replica_batch(self, batch_size, flag):
+        """`batch_size` split over the local replicas.
+
+        Raises:
+          UserInputError: `flag` (e.g. `--batch-size`) does not split evenly.
+        """
+        if batch_size % self.local_replicas:
+            raise UserInputError('%s=%d must be divisible by the %d replicas of %s'
+                                 % (flag, batch_size, self.local_replicas, self.strategy))
+        return batch_size // self.local_replicas
+
     @property
     def replicas_in_sync(self):
         """Model copies whose batches make up one global step under the strategy."""

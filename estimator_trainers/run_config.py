@@ -60,6 +60,18 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
     return _with_device_filters(config)
 
 
+def from_flags(args, distribution=None, num_cpu_devices=None):
+    """`make_run_config` with the values of the shared flag groups."""
+    return make_run_config(
+        args.job_dir, checkpoint_steps=args.checkpoint_num_steps,
+        keep_checkpoint_max=args.keep_checkpoint_max,
+        save_summary_steps=args.save_summary_steps, random_seed=args.random_seed,
+        session=session_config(args.num_intra_threads, args.num_inter_threads,
+                               args.log_device_placement,
+                               num_cpu_devices=num_cpu_devices),
+        distribution=distribution)
+
+
 def _with_device_filters(config):
     """Limits a between-graph task's session to the ps tasks and itself.
 

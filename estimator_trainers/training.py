@@ -51,6 +51,16 @@ class LoopSettings:
     examples_per_step: int = 1
     hypertune_metric: str = None
 
+    @classmethod
+    def from_flags(cls, args, *, train_steps, examples_per_step):
+        """Settings from the shared flag groups; the step target is the trainer's."""
+        return cls(job_dir=args.job_dir, train_steps=train_steps,
+                   eval_steps=args.eval_steps, checkpoint_steps=args.checkpoint_num_steps,
+                   eval_frequency_secs=args.eval_frequency_secs,
+                   log_step_count_steps=args.log_step_count_steps,
+                   examples_per_step=examples_per_step,
+                   hypertune_metric=args.hypertune_metric)
+
 
 def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_fn,
                        serving_input_receiver_fn=None):

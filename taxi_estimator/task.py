@@ -109,11 +109,7 @@ def main(argv=None):
     cluster_lib.export_tf_config(cluster)
     dist = distribution.from_flags(args, cluster, devices_lib.local_devices(
         len(tf.config.list_physical_devices('GPU'))))
-    if args.batch_size % dist.local_replicas:
-        raise errors.UserInputError('--batch-size=%d must be divisible by the %d replicas '
-                                    'of %s' % (args.batch_size, dist.local_replicas,
-                                               dist.strategy))
-    replica_batch = args.batch_size // dist.local_replicas
+    replica_batch = dist.replica_batch(args.batch_size, '--batch-size')
     # Examples one global step consumes: synchronous replicas each take a batch.
     global_batch = replica_batch * dist.replicas_in_sync
     hidden_units = model.layer_sizes(args.hidden_units, args.layer_sizes_scale_factor,
@@ -147,27 +143,15 @@ def main(argv=None):
         linear_learning_rate=args.linear_learning_rate,
         learning_rate_decay_factor=args.learning_rate_decay_factor,
         decay_steps=train_steps, dropout=args.dropout_prob)
-    config = run_config.make_run_config(
-        args.job_dir, checkpoint_steps=args.checkpoint_num_steps,
-        keep_checkpoint_max=args.keep_checkpoint_max,
-        save_summary_steps=args.save_summary_steps, random_seed=args.random_seed,
-        session=run_config.session_config(
-            args.num_intra_threads, args.num_inter_threads, args.log_device_placement),
-        distribution=dist)
-    loop = training.LoopSettings(
-        job_dir=args.job_dir, train_steps=train_steps, eval_steps=args.eval_steps,
-        checkpoint_steps=args.checkpoint_num_steps,
-        eval_frequency_secs=args.eval_frequency_secs,
-        log_step_count_steps=args.log_step_count_steps,
-        examples_per_step=args.batch_size, hypertune_metric=args.hypertune_metric)
-    seed = args.random_seed
-    if seed is not None and not cluster.is_chief:
-        seed += cluster.task_index + 1  # workers must not all read the same order
+    config = run_config.from_flags(args, dist)
+    loop = training.LoopSettings.from_flags(
+        args, train_steps=train_steps, examples_per_step=args.batch_size)
     distribution.watch_peers(dist)
     training.train_and_evaluate(
         model.build_estimator(config, stats, hparams), loop, cluster,
         train_input_fn=input_lib.make_input_fn(
-            train_data.files, replica_batch, training=True, seed=seed),
+            train_data.files, replica_batch, training=True,
+            seed=cluster.input_seed(args.random_seed)),
         eval_input_fn=input_lib.make_input_fn(
             eval_data.files, args.batch_size, training=False),
         serving_input_receiver_fn=input_lib.SERVING_INPUT_FNS[args.serving_export_format])

@@ -187,3 +187,13 @@ def test_unknown_vertex_pool_is_an_error():
     spec = {'cluster': {'workerpool7': ['x:1']}, 'task': {'type': 'workerpool7'}}
     with pytest.raises(UserInputError, match="unknown worker pool 'workerpool7'"):
         cluster_lib.load_cluster({'CLUSTER_SPEC': json.dumps(spec)})
+
+
+def test_input_seed_differs_per_training_task():
+    config = {'cluster': {'chief': ['h:1'], 'worker': ['h:2', 'h:3'], 'ps': ['h:4']}}
+    seeds = [cluster_lib.parse_tf_config(json.dumps(dict(config, task=task))).input_seed(7)
+             for task in ({'type': 'chief', 'index': 0}, {'type': 'worker', 'index': 0},
+                          {'type': 'worker', 'index': 1})]
+    assert seeds == [7, 8, 9]
+    assert cluster_lib.ClusterInfo(cluster={}).input_seed(7) == 7
+    assert cluster_lib.ClusterInfo(cluster={}).input_seed(None) is None

@@ -84,6 +84,15 @@ def test_mirrored_in_one_process():
     assert (dist.builds_strategy, dist.local_replicas, dist.peers) == (True, 2, ())
 
 
+def test_batch_splits_over_local_replicas():
+    dist = _resolve('mirrored', LOCAL, ('/cpu:0', '/cpu:1'))
+    assert dist.replica_batch(128, '--batch-size') == 64
+    with pytest.raises(UserInputError, match=r'^--batch-size=33 must be divisible by the '
+                                             r'2 replicas of mirrored$'):
+        dist.replica_batch(33, '--batch-size')
+    assert _resolve('none', LOCAL).replica_batch(33, '--batch-size') == 33
+
+
 @pytest.mark.parametrize('name, cluster, message', [
     ('parameter_server', LOCAL, 'needs ps tasks, but this TF_CONFIG cluster (no cluster)'),
     ('parameter_server', _cluster('chief', ps=False),

@@ -25,6 +25,7 @@ from taxi_estimator import schema
 SHUFFLE_BUFFER = 10000
 CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory
 _ALL_ROWS = 1 << 62
+_CHUNK_LINES = 1024
 CSV_INPUT = 'csv_row'
 EXAMPLE_INPUT = 'examples'
 
@@ -191,10 +192,12 @@ def make_input_fn(files, batch_size, *, training, seed=None):
         dataset = tf.data.Dataset.from_tensor_slices(files)
         if training:
             dataset = dataset.shuffle(len(files), seed=seed)
+        # Files are read in parallel in chunks of lines: a parallel interleave
+        # of single lines costs more per line than parsing it (~40k lines/s).
         dataset = dataset.interleave(
-            lambda f: tf.data.TextLineDataset(f).skip(1),
+            lambda f: tf.data.TextLineDataset(f).skip(1).batch(_CHUNK_LINES),
             cycle_length=min(len(files), 4), deterministic=not training,
-            num_parallel_calls=tf.data.AUTOTUNE)
+            num_parallel_calls=tf.data.AUTOTUNE).unbatch()
         if training and cache:
             dataset = dataset.batch(_ALL_ROWS).cache().repeat().flat_map(
                 lambda lines: _shuffled_batches(lines, batch_size, seed))

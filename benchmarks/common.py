@@ -1,0 +1,229 @@
+"""Helpers the benchmarks share: subprocess runs, statistics, results files.
+
+Every training run is a fresh process (a trainer's real command line, or a
+Keras reference), so no run inherits another's warm caches or threads.
+"""
+import json
+import os
+import platform
+import re
+import selectors
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# run.sh --quick points this elsewhere, so a smoke run never replaces the figures.
+RESULTS_JSON = os.environ.get('BENCHMARK_RESULTS') or os.path.join(
+    REPO_ROOT, 'benchmarks', 'results.json')
+_PROGRESS = re.compile(r'INFO step (\d+): .*examples/sec')
+
+
+def env(extra=None):
+    """Environment for a measured subprocess: repo importable, no cluster."""
+    result = dict(os.environ)
+    for name in ('TF_CONFIG', 'CLUSTER_SPEC', 'AIP_MODEL_DIR'):
+        result.pop(name, None)
+    result['PYTHONPATH'] = REPO_ROOT + os.pathsep + result.get('PYTHONPATH', '')
+    result.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    result.update(extra or {})
+    return result
+
+
+def quiet_tensorflow():
+    """Keeps TensorFlow's start-up and deprecation noise out of the tables."""
+    from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
+    logs.quiet_tensorflow_native_logs()
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.get_logger().setLevel('ERROR')
+
+
+def python_module(module, *args):
+    return [sys.executable, '-m', module] + [str(a) for a in args]
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds a live process has used (all its threads)."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def stream_lines(cmd, on_line, *, extra_env=None, timeout=600):
+    """Runs `cmd`, calling `on_line(seconds_since_start, line, pid)` per line.
+
+    Stops the process as soon as `on_line` returns True (the measurement is
+    complete: no need to wait for evaluation and export). Returns the output.
+
+    Raises:
+      RuntimeError: the process failed or timed out before `on_line` was done.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env(extra_env), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    lines = []
+    done = False
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        while not done:
+            if time.perf_counter() - start > timeout:
+                raise RuntimeError('timed out after %ds: %s' % (timeout, ' '.join(cmd)))
+            if not selector.select(timeout=1.0):
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            done = bool(on_line(time.perf_counter() - start, line.rstrip('\n'),
+                                proc.pid))
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    output = ''.join(lines)
+    if not done and proc.returncode:
+        raise RuntimeError('exit %d: %s\n%s' % (proc.returncode, ' '.join(cmd),
+                                                output[-4000:]))
+    return output
+
+
+def progress_throughput(cmd, *, batch_size, intervals, extra_env=None):
+    """Steady-state throughput of a trainer command, timed on its progress log.
+
+    The command logs a progress line every N global steps. Timing covers the
+    steps between the first line (after graph build and warm-up) and the
+    `intervals`-th line after it, as the lines arrive; the process is then
+    stopped. Returns examples/sec of wall time and examples per CPU-second of
+    the process (all its threads): the second is robust to other load on the
+    machine and shows cost rather than speed.
+    """
+    marks = []
+
+    def on_line(elapsed, line, pid):
+        match = _PROGRESS.search(line)
+        if match:
+            marks.append((int(match.group(1)), elapsed, cpu_seconds(pid)))
+        return len(marks) > intervals
+
+    output = stream_lines(cmd, on_line, extra_env=extra_env)
+    if len(marks) <= intervals:
+        raise RuntimeError('no steady-state progress lines:\n' + output[-4000:])
+    (first_step, first_time, first_cpu), (step, now, cpu) = marks[0], marks[-1]
+    examples = (step - first_step) * batch_size
+    return {'examples_per_sec': examples / (now - first_time),
+            'examples_per_cpu_sec': examples / (cpu - first_cpu)}
+
+
+def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,
+                         intervals=2, flags=(), extra_env=None, levers=()):
+    """`progress_throughput` of `cifar10_main` (ResNet-`num_layers`).
+
+    `levers` are code-level switches of `benchmarks.estimator_variant`.
+    """
+    entry = ['cifar10_estimator.cifar10_main']
+    if levers:
+        entry = ['benchmarks.estimator_variant'] + [
+            '--lever=' + lever for lever in levers] + ['--']
+    with tempfile.TemporaryDirectory() as job_dir:
+        cmd = python_module(
+            *entry, '--data-dir', data_dir, '--job-dir', job_dir,
+            '--num-layers', num_layers, '--train-batch-size', batch_size,
+            '--train-steps', interval * (intervals + 3),
+            '--log-step-count-steps', interval, '--eval-steps', 1, *flags)
+        return progress_throughput(cmd, batch_size=batch_size, intervals=intervals,
+                                   extra_env=extra_env)
+
+
+def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=10,
+                     intervals=2, dtype_policy=None, extra_env=None):
+    """Steady-state throughput of the Keras reference, measured like the Estimator's."""
+    args = ['--data-dir', data_dir, '--num-layers', num_layers, '--batch-size',
+            batch_size, '--source', source, '--warmup-steps', interval,
+            '--steps', interval * intervals]
+    if dtype_policy:
+        args += ['--dtype-policy', dtype_policy]
+    result = {}
+
+    def on_line(_, line, __):
+        if line.startswith('{'):
+            result.update(json.loads(line))
+            return True
+        return False
+
+    stream_lines(python_module('benchmarks.keras_resnet', *args), on_line,
+                 extra_env=extra_env)
+    return result
+
+
+def summarize(values):
+    """Median and spread of repeated measurements."""
+    return {'median': statistics.median(values), 'min': min(values),
+            'max': max(values), 'runs': [round(v, 2) for v in values]}
+
+
+def machine_info():
+    """Facts that make figures comparable: CPU, cores, load, TF, thread settings."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    cpu = platform.processor()
+    flags = set()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                elif line.startswith('flags'):
+                    flags = set(line.split(':', 1)[1].split())
+    except OSError:
+        pass
+    return {
+        'cpu': cpu,
+        'cores': os.cpu_count(),
+        'cpu_features': sorted(flags & {'avx2', 'avx512f', 'avx512_bf16', 'amx_bf16',
+                                        'amx_tile', 'avx512_fp16'}),
+        'load_average': [round(x, 2) for x in os.getloadavg()],
+        'python': platform.python_version(),
+        'tensorflow': tf.__version__,
+        'onednn': os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default (on)'),
+        'threads': 'intra-op = %d (cores), inter-op = TensorFlow default'
+                   % os.cpu_count(),
+    }
+
+
+def load_average():
+    return round(os.getloadavg()[0], 2)
+
+
+def update_results(section, value):
+    """Stores `value` and the command that measured it under `section` in
+    results.json (other sections kept)."""
+    results = {}
+    if os.path.exists(RESULTS_JSON):
+        with open(RESULTS_JSON) as f:
+            results = json.load(f)
+    module = 'benchmarks.' + os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    value = dict(value, command=' '.join(['python -m', module] + sys.argv[1:]),
+                 finished=time.strftime('%Y-%m-%d %H:%M:%S'))
+    results[section] = value
+    with open(RESULTS_JSON, 'w') as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+        f.write('\n')
+
+
+def print_table(title, header, rows):
+    """Prints an aligned text table."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    print('\n' + title)
+    for i, row in enumerate(cells):
+        print('  '.join(c.ljust(w) for c, w in zip(row, widths)))
+        if i == 0:
+            print('  '.join('-' * w for w in widths))
+    sys.stdout.flush()

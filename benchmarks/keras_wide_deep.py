@@ -1,0 +1,124 @@
+"""The Keras reference for benchmark 3: the taxi wide-and-deep model under `fit`.
+
+Equivalent to the trainer's `DNNLinearCombinedClassifier`: the same feature
+columns (`taxi_estimator.features.wide_and_deep_columns`), a linear wide side
+(each wide column as a zero-initialised 1-d sum embedding, which is what a
+linear model over sparse columns computes) trained with FTRL(0.1, L2 1.0), a
+ReLU DNN of the same hidden units on the deep columns trained with
+Adam(0.001), logits added, sigmoid cross-entropy. Keras'
+`WideDeepModel` applies the two optimizers. It reads the same CSVs through the
+trainer's own input_fn.
+
+    python -m benchmarks.keras_wide_deep --mode throughput --train-files T \
+        --eval-files E --warmup-steps 200 --steps 600
+    python -m benchmarks.keras_wide_deep --mode auc --train-files T \
+        --eval-files E --target 0.94 --eval-every 50 --max-steps 3000
+
+print JSON lines (one per evaluation in `auc` mode).
+"""
+import argparse
+import json
+import time
+
+import tensorflow as tf
+
+from taxi_estimator import features
+from taxi_estimator import input as input_lib
+
+
+class _Linear(tf.keras.Model):
+    """Sum of per-bucket weights of the wide columns, plus a bias."""
+
+    def __init__(self, columns):
+        super().__init__()
+        self._weights = tf.keras.layers.DenseFeatures([
+            tf.feature_column.embedding_column(
+                c, 1, combiner='sum', initializer=tf.zeros_initializer())
+            for c in columns])
+        self._bias = self.add_weight('bias', [1], initializer='zeros')
+
+    def call(self, inputs):
+        return tf.reduce_sum(self._weights(inputs), axis=1, keepdims=True) + self._bias
+
+
+def build_model(stats, hidden_units=(32, 16)):
+    wide, deep = features.wide_and_deep_columns(stats)
+    dnn = tf.keras.Sequential(
+        [tf.keras.layers.DenseFeatures(deep)]
+        + [tf.keras.layers.Dense(units, activation='relu') for units in hidden_units]
+        + [tf.keras.layers.Dense(1)])
+    model = tf.keras.experimental.WideDeepModel(_Linear(wide), dnn)
+    model.compile(
+        optimizer=[tf.keras.optimizers.Ftrl(0.1, l2_regularization_strength=1.0),
+                   tf.keras.optimizers.Adam(0.001)],
+        loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+        metrics=[tf.keras.metrics.AUC(name='auc', from_logits=True)])
+    return model
+
+
+class _Timer(tf.keras.callbacks.Callback):
+    """Records wall and process CPU time at the end of every training batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.times = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append((time.perf_counter(), time.process_time()))
+
+
+class _EvaluateEvery(tf.keras.callbacks.Callback):
+    """Evaluates AUC every N steps, prints it, stops at the target AUC."""
+
+    def __init__(self, eval_data, every, target):
+        super().__init__()
+        self._eval_data = eval_data
+        self._every = every
+        self._target = target
+        self._step = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self._step % self._every:
+            return
+        auc = self.model.evaluate(self._eval_data, verbose=0, return_dict=True)['auc']
+        print(json.dumps({'step': self._step, 'auc': auc}), flush=True)
+        if auc >= self._target:
+            self.model.stop_training = True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--train-files', nargs='+', required=True)
+    parser.add_argument('--eval-files', nargs='+', required=True)
+    parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--mode', choices=('throughput', 'auc'), required=True)
+    parser.add_argument('--warmup-steps', type=int, default=200, help='throughput')
+    parser.add_argument('--steps', type=int, default=600, help='throughput')
+    parser.add_argument('--target', type=float, default=0.94, help='auc')
+    parser.add_argument('--eval-every', type=int, default=50, help='auc')
+    parser.add_argument('--max-steps', type=int, default=3000, help='auc')
+    args = parser.parse_args(argv)
+
+    train = input_lib.scan(args.train_files, '--train-files')
+    model = build_model(train.stats)
+    train_data = input_lib.make_input_fn(train.files, args.batch_size, training=True)()
+    if args.mode == 'throughput':
+        timer = _Timer()
+        model.fit(train_data, epochs=1, steps_per_epoch=args.warmup_steps + args.steps,
+                  verbose=0, callbacks=[timer])
+        (start, start_cpu), (end, end_cpu) = (timer.times[args.warmup_steps - 1],
+                                              timer.times[-1])
+        examples = args.steps * args.batch_size
+        print(json.dumps({'examples_per_sec': examples / (end - start),
+                          'examples_per_cpu_sec': examples / (end_cpu - start_cpu)}))
+    else:
+        eval_files = input_lib.resolve_files(args.eval_files, '--eval-files')
+        eval_data = input_lib.make_input_fn(eval_files, args.batch_size,
+                                            training=False)()
+        model.fit(train_data, epochs=1, steps_per_epoch=args.max_steps, verbose=0,
+                  callbacks=[_EvaluateEvery(eval_data, args.eval_every, args.target)])
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,244 @@
+"""Renders RESULTS.md from results.json: targets, one table per benchmark.
+
+    python -m benchmarks.report [--results R.json] [--out RESULTS.md]
+
+The hand-written analysis between the `notes` markers of an existing output
+file is kept, so regenerating the tables never loses it.
+"""
+import argparse
+import json
+import os
+
+from benchmarks import cold_start as cold_start_lib
+from benchmarks import common
+from benchmarks import levers as levers_lib
+
+NOTES_BEGIN = '<!-- notes: kept when the tables are regenerated -->'
+NOTES_END = '<!-- end of notes -->'
+
+
+def _table(header, rows):
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    lines += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
+    return '\n'.join(lines)
+
+
+def _spread(summary, fmt='%.0f'):
+    return (fmt + ' (' + fmt + '–' + fmt + ')') % (summary['median'], summary['min'],
+                                                   summary['max'])
+
+
+def _section(title, result, body):
+    if not result:
+        return '## %s\n\nNot measured in this run.\n' % title
+    return '## %s\n\n%s\n\nCommand: `%s` (finished %s; load average %s)\n' % (
+        title, body, result['command'], result['finished'], _load(result))
+
+
+def _load(result):
+    low, high = result.get('load_average_range') or [result['machine']['load_average'][0]] * 2
+    return '%.1f–%.1f' % (low, high) if low != high else '%.1f' % low
+
+
+def targets(results):
+    rows = []
+    resnet = results.get('resnet_throughput', {}).get('depths', {}).get('44')
+    if resnet:
+        ratios = resnet['ratios']
+        main = ratios.get('estimator/keras_tfrecord')
+        fp32 = ratios.get('estimator_fp32/keras_tfrecord')
+        bf16 = ratios.get('estimator/keras_tfrecord_bf16')
+        measured = []
+        for what, ratio in (('defaults vs Keras defaults', main),
+                            ('both float32', fp32), ('both bfloat16', bf16)):
+            if ratio:
+                measured.append('%s %.2f× (per CPU-second %.2f×)' % (
+                    what, ratio['median'], ratio['per_cpu_second']))
+        rows.append(['ResNet-44 cifar10_main ≥ 1.2× Keras fit (same run)',
+                     ', '.join(measured),
+                     _verdict(main and main['median'] >= 1.2)])
+    pipeline = results.get('input_pipeline', {}).get('pipelines', {})
+    for model in ('cifar10', 'taxi'):
+        default = pipeline.get(model + '/default', {})
+        if 'times_training' in default:
+            rows.append(['%s input pipeline ≥ 10× what training consumes' % model,
+                         '%.2f×' % default['times_training'],
+                         _verdict(default['times_training'] >= 10)])
+    taxi = results.get('taxi')
+    if taxi:
+        rows.append(['Taxi trainer ≥ Keras wide-and-deep examples/sec',
+                     '%.2f× (per CPU-second %.2f×)' % (
+                         taxi['estimator_over_keras'],
+                         taxi['estimator_over_keras_per_cpu_second']),
+                     _verdict(taxi['estimator_over_keras'] >= 1)])
+    cold = results.get('cold_start', {}).get('trainers', {})
+    for name, summary in cold.items():
+        rows.append(['%s: cold start to first step ≤ 15 s' % name,
+                     '%.1f s' % summary['first_step']['median'],
+                     _verdict(summary['first_step']['median'] <= 15)])
+    return _table(['target', 'measured (median)', 'met'], rows)
+
+
+def _verdict(ok):
+    return 'yes' if ok else '**no**'
+
+
+def resnet(result):
+    peaks = result['peak_flops']
+    parts = ['Batch %d, steady state over %d steps after %d warm-up steps; the '
+             'trainer\'s default compute type here is **%s**. Peak: best 4096×4096 '
+             'matmul, %.0f GFLOP/s float32 and %.0f GFLOP/s bfloat16 (AMX). '
+             '"%% of peak" = median examples/sec × training FLOPs per example '
+             '(TF profiler: convolutions and dense layer, forward + backward) / '
+             'the peak of the variant\'s compute type. Per CPU-second: examples '
+             'per second of CPU time the process used (robust to other load).'
+             % (result['batch_size'], result['interval'] * result['intervals'],
+                result['interval'], result['estimator_default_type'],
+                peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9)]
+    for depth, values in sorted(result['depths'].items(), key=lambda kv: int(kv[0])):
+        parts.append('### ResNet-%s (%.0f MFLOP forward, %.0f MFLOP training per '
+                     'example; load %.1f–%.1f)' % (
+                         depth, values['forward_flops'] / 1e6,
+                         values['training_flops'] / 1e6,
+                         *values['load_average_range']))
+        parts.append(_table(
+            ['variant', 'compute', 'examples/sec median (min–max)', 'runs',
+             '% of peak', 'per CPU-second'],
+            [[name, s['compute_type'], _spread(s, '%.1f'), len(s['runs']),
+              '%.0f%%' % (100 * s['fraction_of_peak']),
+              '%.1f' % s['per_cpu_second']['median']]
+             for name, s in values['variants'].items()]))
+        parts.append(_table(
+            ['ratio', 'meaning', 'examples/sec, same repeat: median (min–max)',
+             'per CPU-second (medians)'],
+            [[name, r['meaning'], _spread(r, '%.2f'), '%.2f' % r['per_cpu_second']]
+             for name, r in values['ratios'].items()]))
+    return '\n\n'.join(parts)
+
+
+def input_pipeline(result):
+    consumed = result['consumed_by_training']
+    pipelines = sorted(result['pipelines'].items(),
+                       key=lambda kv: (kv[0].split('/')[0], '/default' not in kv[0]))
+    rows = [[name, _spread(s), '%.0f' % s['per_cpu_second']['median'],
+             '%.2f×' % s['times_training'] if 'times_training' in s else 'n/a']
+            for name, s in pipelines]
+    text = _table(['pipeline', 'examples/sec median (min–max)', 'per CPU-second',
+                   '× training'], rows)
+    for model, what in consumed.items():
+        text += '\n\n%s training consumes %.0f examples/sec (%s).' % (
+            model, what['examples_per_sec'], what['what'])
+    return text
+
+
+def taxi(result):
+    rows = []
+    for name, s in result['variants'].items():
+        row = [name, _spread(s), '%.0f' % s['per_cpu_second']['median']]
+        auc = s.get('time_to_auc')
+        if not auc:
+            rows.append(row + ['–', '–', '–'])
+            continue
+        rows.append(row + [_spread(auc['seconds'], '%.1f')
+                           if 'seconds' in auc else 'not reached',
+                           _spread(auc['steps']) if 'steps' in auc else '–',
+                           auc['reached']])
+    return (_table(['variant', 'examples/sec median (min–max)', 'per CPU-second',
+                    's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
+                    'reached'], rows)
+            + '\n\nEvaluation of the whole eval file every %d steps on both sides; '
+              'estimator / Keras examples/sec = %.2f (per CPU-second %.2f).'
+            % (result['eval_every_steps'], result['estimator_over_keras'],
+               result['estimator_over_keras_per_cpu_second']))
+
+
+def cluster(result):
+    rows = [[name, _spread(t['single_process']), _spread(t['cluster_total']),
+             '%.0f' % t['cluster_per_worker'], '%.2f' % t['cluster_over_single']]
+            for name, t in result['trainers'].items()]
+    return (result['cluster'] + '.\n\n'
+            + _table(['trainer', 'one process', 'cluster total', 'per worker',
+                      'cluster / one process'], rows))
+
+
+def cold_start(result):
+    milestones = [name for name, _, _ in cold_start_lib.MILESTONES]
+    rows = [[name] + [_spread(summary[m], '%.1f') for m in milestones]
+            for name, summary in result['trainers'].items()]
+    return ('Seconds from spawning the process to each milestone, median (min–max): '
+            + '; '.join('`%s`: %s' % (name, what)
+                        for name, _, what in cold_start_lib.MILESTONES)
+            + '.\n\n' + _table(['trainer'] + milestones, rows))
+
+
+def levers(result):
+    rows = []
+    for name in [n for n in levers_lib.VARIANTS if n in result['variants']]:
+        s = result['variants'][name]
+        rows.append([name, s['what'], _spread(s, '%.1f'), s['baseline'] or '',
+                     '%.2f' % s['vs_baseline'] if 'vs_baseline' in s else '',
+                     '%.2f' % s['vs_baseline_per_cpu_second'] if 'vs_baseline' in s
+                     else '',
+                     {True: 'yes', False: '**no**'}.get(s.get('default_is_fastest'), '')])
+    return ('ResNet-%d, batch %d; each variant changes one setting against its '
+            'baseline (the trainer\'s default for that setting).\n\n'
+            % (result['num_layers'], result['batch_size'])
+            + _table(['variant', 'change', 'examples/sec median (min–max)', 'baseline',
+                      '× baseline', '× baseline per CPU-s', 'default is fastest'],
+                     rows))
+
+
+def render(results, notes):
+    machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
+    sections = [
+        ('1. ResNet training throughput: cifar10_main vs Keras fit',
+         'resnet_throughput', resnet),
+        ('2. Input pipelines alone', 'input_pipeline', input_pipeline),
+        ('3. Taxi trainer vs Keras wide-and-deep', 'taxi', taxi),
+        ('4. Cluster overhead', 'cluster', cluster),
+        ('5. Cold start', 'cold_start', cold_start),
+        ('Lever study', 'levers', levers),
+    ]
+    parts = [
+        '# Benchmark results',
+        'Generated by `bash benchmarks/run.sh` (`python -m benchmarks.report` renders '
+        'this file from `benchmarks/results.json`). Machine: %s, %s cores (%s), '
+        'Python %s, TensorFlow %s, oneDNN %s, threads: %s. Training figures come '
+        'from fresh processes of the real command lines, in alternating order, with '
+        'median and range over the repeats; the load average during each benchmark is '
+        'given with it (others were using this machine too: a run of ours alone '
+        'keeps the load near 2, and figures taken above that vary ±10–20%%; the '
+        'per-CPU-second columns vary much less).'
+        % (machine.get('cpu'), machine.get('cores'),
+           ', '.join(machine.get('cpu_features', [])), machine.get('python'),
+           machine.get('tensorflow'), machine.get('onednn'), machine.get('threads')),
+        '## Targets', targets(results),
+        NOTES_BEGIN + '\n' + notes.strip() + '\n' + NOTES_END,
+    ]
+    for title, key, body in sections:
+        result = results.get(key)
+        parts.append(_section(title, result, body(result) if result else ''))
+    return '\n\n'.join(parts).rstrip() + '\n'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--results', default=common.RESULTS_JSON)
+    parser.add_argument('--out', default=os.path.join(common.REPO_ROOT, 'benchmarks',
+                                                      'RESULTS.md'))
+    args = parser.parse_args(argv)
+    with open(args.results) as f:
+        results = json.load(f)
+    notes = ''
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            text = f.read()
+        if NOTES_BEGIN in text and NOTES_END in text:
+            notes = text.split(NOTES_BEGIN, 1)[1].split(NOTES_END, 1)[0]
+    with open(args.out, 'w') as f:
+        f.write(render(results, notes))
+    print('Wrote %s' % args.out)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,184 @@
+"""Benchmark 1: ResNet training throughput, cifar10_main vs Keras `model.fit`.
+
+For each depth, in one run, alternating the order every repeat:
+- `estimator`: `python -m cifar10_estimator.cifar10_main` with its defaults
+  (on a CPU with AMX-BF16 that is `--mixed-precision auto` = bfloat16);
+- `estimator_fp32`: the same with `--mixed-precision none`;
+- `keras_memory` / `keras_tfrecord`: the identical ResNet (`keras_resnet`)
+  under `model.fit`, float32 (Keras' default), fed from numpy arrays in memory
+  or from the same TFRecords through the same input pipeline;
+- `keras_tfrecord_bf16`: the Keras run with the `mixed_bfloat16` policy,
+  the like-for-like reference for the bfloat16 default.
+Steady state leaves out graph building and the first interval of steps.
+
+Also measured: the model's FLOPs per training example (TF profiler,
+forward + backward convolutions and dense layer) and the CPU's peak FLOP/s
+(best of repeated 4096x4096 matmuls, float32 and bfloat16), giving the
+fraction of peak each variant reaches.
+"""
+import argparse
+import time
+
+from benchmarks import common
+
+VARIANTS = {
+    'estimator': ('estimator', {}),
+    'estimator_fp32': ('estimator', {'flags': ['--mixed-precision', 'none']}),
+    'keras_memory': ('keras', {'source': 'memory'}),
+    'keras_tfrecord': ('keras', {'source': 'tfrecord'}),
+    'keras_tfrecord_bf16': ('keras', {'source': 'tfrecord',
+                                      'dtype_policy': 'mixed_bfloat16'}),
+}
+# The variant each ratio compares, and what the comparison means.
+RATIOS = (
+    ('estimator', 'keras_tfrecord', 'defaults vs Keras defaults (float32)'),
+    ('estimator', 'keras_memory', 'defaults vs Keras from memory (float32)'),
+    ('estimator_fp32', 'keras_tfrecord', 'both float32'),
+    ('estimator', 'keras_tfrecord_bf16', 'both bfloat16'),
+)
+
+
+def training_flops(num_layers, batch_size=128):
+    """(forward, training) FLOPs per example, from the TF profiler's float ops."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from cifar10_estimator import model  # pylint: disable=g-import-not-at-top
+    result = []
+    for mode in (tf.estimator.ModeKeys.EVAL, tf.estimator.ModeKeys.TRAIN):
+        graph = tf.Graph()
+        with graph.as_default():
+            images = tf.compat.v1.placeholder(tf.float32, [batch_size, 32, 32, 3])
+            labels = tf.compat.v1.placeholder(tf.int32, [batch_size])
+            hparams = model.HParams(num_layers=num_layers, train_batch_size=batch_size)
+            model.model_fn({'images': images}, labels, mode, {'hparams': hparams})
+            options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+            options['output'] = 'none'
+            profile = tf.compat.v1.profiler.profile(graph, options=options)
+        result.append(profile.total_float_ops / batch_size)
+    return tuple(result)
+
+
+def peak_flops(size=4096, repeats=5, chain=3):
+    """Best FLOP/s of `size`^2 matmuls in float32 and bfloat16 (oneDNN, all cores)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    matmul = tf.function(tf.linalg.matmul)
+    peaks = {}
+    for dtype in (tf.float32, tf.bfloat16):
+        a = tf.cast(tf.random.normal([size, size]), dtype)
+        b = tf.cast(tf.random.normal([size, size]), dtype)
+        matmul(a, b).numpy()
+        best = 0.0
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(chain):
+                c = matmul(a, b)
+            c.numpy()
+            best = max(best, chain * 2 * size ** 3 / (time.perf_counter() - start))
+        peaks[dtype.name] = best
+    return peaks
+
+
+def run_variant(name, data_dir, num_layers, interval, intervals):
+    kind, options = VARIANTS[name]
+    if kind == 'estimator':
+        return common.estimator_throughput(
+            data_dir, num_layers=num_layers, interval=interval, intervals=intervals,
+            flags=options.get('flags', ()))
+    return common.keras_throughput(
+        data_dir, num_layers=num_layers, interval=interval, intervals=intervals,
+        source=options['source'], dtype_policy=options.get('dtype_policy'))
+
+
+def compute_type(name, estimator_default):
+    if name == 'estimator':
+        return estimator_default
+    return 'bfloat16' if 'bf16' in name else 'float32'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--data-dir', required=True)
+    parser.add_argument('--depths', default='20,44,56')
+    parser.add_argument('--repeats', type=int, default=3,
+                        help='Repeats for ResNet-44 (the target); other depths get '
+                             'one fewer, at least 1.')
+    parser.add_argument('--variants', default=','.join(VARIANTS),
+                        help='Variants for ResNet-44; other depths skip keras_*_bf16.')
+    parser.add_argument('--interval', type=int, default=8,
+                        help='Steps per progress interval.')
+    parser.add_argument('--intervals', type=int, default=2,
+                        help='Steady-state intervals measured after the first.')
+    args = parser.parse_args(argv)
+    common.quiet_tensorflow()
+    from estimator_trainers import devices  # pylint: disable=g-import-not-at-top
+    default_type = devices.resolve_mixed_precision('auto', 0)
+    default_type = 'float32' if default_type == 'none' else default_type
+    info = common.machine_info()
+    peaks = peak_flops()
+    print('Peak (4096^2 matmul): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s'
+          % (peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9))
+    results = {'machine': info, 'peak_flops': peaks, 'batch_size': 128,
+               'estimator_default_type': default_type,
+               'interval': args.interval, 'intervals': args.intervals, 'depths': {}}
+    started = time.time()
+    for num_layers in [int(d) for d in args.depths.split(',')]:
+        variants = args.variants.split(',')
+        repeats = args.repeats
+        if num_layers != 44:
+            variants = [v for v in variants if not v.endswith('_bf16')]
+            repeats = max(1, repeats - 1)
+        forward, train = training_flops(num_layers)
+        runs = {name: [] for name in variants}
+        loads = []
+        for repeat in range(repeats):
+            for name in (variants if repeat % 2 == 0 else variants[::-1]):
+                loads.append(common.load_average())
+                value = run_variant(name, args.data_dir, num_layers, args.interval,
+                                    args.intervals)
+                runs[name].append(value)
+                print('ResNet-%d %-20s %7.1f examples/sec, %7.1f per CPU-second '
+                      '(load %.2f)' % (num_layers, name, value['examples_per_sec'],
+                                       value['examples_per_cpu_sec'], loads[-1]),
+                      flush=True)
+        depth = {'forward_flops': forward, 'training_flops': train,
+                 'load_average_range': [min(loads), max(loads)], 'variants': {},
+                 'ratios': {}}
+        for name, values in runs.items():
+            summary = common.summarize([v['examples_per_sec'] for v in values])
+            kind = compute_type(name, default_type)
+            summary['compute_type'] = kind
+            summary['fraction_of_peak'] = summary['median'] * train / peaks[kind]
+            summary['per_cpu_second'] = common.summarize(
+                [v['examples_per_cpu_sec'] for v in values])
+            depth['variants'][name] = summary
+        for numerator, denominator, meaning in RATIOS:
+            if numerator in runs and denominator in runs:
+                ratios = [a['examples_per_sec'] / b['examples_per_sec']
+                          for a, b in zip(runs[numerator], runs[denominator])]
+                depth['ratios']['%s/%s' % (numerator, denominator)] = {
+                    'meaning': meaning, **common.summarize(ratios),
+                    'of_medians': (depth['variants'][numerator]['median']
+                                   / depth['variants'][denominator]['median']),
+                    'per_cpu_second': (
+                        depth['variants'][numerator]['per_cpu_second']['median']
+                        / depth['variants'][denominator]['per_cpu_second']['median'])}
+        results['depths'][str(num_layers)] = depth
+        common.print_table(
+            'ResNet-%d, batch 128: steady-state examples/sec (%.0f training MFLOP/example)'
+            % (num_layers, train / 1e6),
+            ['variant', 'type', 'median', 'min', 'max', '% of peak', 'per CPU-s'],
+            [[name, s['compute_type'], '%.1f' % s['median'], '%.1f' % s['min'],
+              '%.1f' % s['max'], '%.0f%%' % (100 * s['fraction_of_peak']),
+              '%.1f' % s['per_cpu_second']['median']]
+             for name, s in depth['variants'].items()])
+        common.print_table('ResNet-%d ratios (per repeat; per CPU-second of medians)'
+                           % num_layers,
+                           ['ratio', 'meaning', 'median', 'min', 'max', 'per CPU-s'],
+                           [[k, r['meaning'], '%.2f' % r['median'], '%.2f' % r['min'],
+                             '%.2f' % r['max'], '%.2f' % r['per_cpu_second']]
+                            for k, r in depth['ratios'].items()])
+    results['seconds'] = round(time.time() - started)
+    common.update_results('resnet_throughput', results)
+
+
+if __name__ == '__main__':
+    main()

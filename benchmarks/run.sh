@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs the benchmarks; writes benchmarks/results.json and benchmarks/RESULTS.md.
+#
+# Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
+#   BENCHMARK: resnet taxi input cluster cold_start levers (default: all, in
+#   this order; input reads what training consumes from resnet and taxi).
+#   --quick   tiny settings (a smoke test of a few minutes); its results go to
+#             $BENCH_WORK_DIR/results-quick.json and RESULTS-quick.md, never
+#             over the real figures.
+# Environment: BENCH_WORK_DIR (default /tmp/estimator-trainers-bench) holds the
+# generated data: 4,000 CIFAR-format training images (tests/cifar10_archive.py,
+# through the real data step) and the taxi data step's CSVs.
+# The full run takes about 20 minutes on 2 cores; run it on an idle machine.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=0
+benchmarks=()
+for arg in "$@"; do
+  case "${arg}" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    resnet|taxi|input|cluster|cold_start|levers) benchmarks+=("${arg}") ;;
+    *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start levers)
+
+# shellcheck source=scripts/setup-venv.sh
+source "${repo_root}/scripts/setup-venv.sh"
+setup_venv
+python="${repo_root}/.venv/bin/python"
+export PYTHONPATH="${repo_root}${PYTHONPATH:+:${PYTHONPATH}}"
+export TF_CPP_MIN_LOG_LEVEL=2
+cd "${repo_root}"
+
+work="${BENCH_WORK_DIR:-/tmp/estimator-trainers-bench}"
+cifar="${work}/cifar10"
+taxi_dir="${work}/taxi"
+mkdir -p "${work}"
+if [[ ! -f "${cifar}/metadata.json" ]]; then
+  "${python}" -c "import sys; sys.path.insert(0, 'tests'); import cifar10_archive; \
+cifar10_archive.write_archive('${work}/cifar10-src', per_batch=1000, test_size=500)"
+  "${python}" -m cifar10_estimator.generate_cifar10_tfrecords --data-dir "${cifar}" \
+    --source "${work}/cifar10-src/cifar-10-python.tar.gz"
+fi
+if [[ ! -f "${taxi_dir}/taxi_trips_train.csv" ]]; then
+  "${python}" -m taxi_estimator.data --out-dir "${taxi_dir}"
+fi
+taxi_train="${taxi_dir}/taxi_trips_train.csv"
+taxi_eval="${taxi_dir}/taxi_trips_eval.csv"
+
+results_md="${repo_root}/benchmarks/RESULTS.md"
+if [[ ${quick} -eq 1 ]]; then
+  export BENCHMARK_RESULTS="${work}/results-quick.json"
+  rm -f "${BENCHMARK_RESULTS}"
+  results_md="${work}/RESULTS-quick.md"
+fi
+
+run() {
+  echo "+ python -m benchmarks.$*" >&2
+  "${python}" -m "benchmarks.$@"
+}
+
+for benchmark in "${benchmarks[@]}"; do
+  echo "== ${benchmark} ($(date +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  case "${benchmark}:${quick}" in
+    resnet:0) run resnet_throughput --data-dir "${cifar}" ;;
+    resnet:1) run resnet_throughput --data-dir "${cifar}" --depths 20 --repeats 1 \
+                --variants estimator,estimator_fp32,keras_memory,keras_tfrecord \
+                --interval 4 --intervals 2 ;;
+    taxi:0) run taxi --train-files "${taxi_train}" --eval-files "${taxi_eval}" ;;
+    taxi:1) run taxi --train-files "${taxi_train}" --eval-files "${taxi_eval}" \
+              --repeats 1 --interval 100 --intervals 2 --target-auc 0.93 ;;
+    input:0) run input_pipeline --cifar-data-dir "${cifar}" \
+               --taxi-train-files "${taxi_train}" ;;
+    input:1) run input_pipeline --cifar-data-dir "${cifar}" \
+               --taxi-train-files "${taxi_train}" --repeats 1 --seconds 0.5 ;;
+    cluster:0) run cluster --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
+                 --taxi-eval-files "${taxi_eval}" ;;
+    cluster:1) run cluster --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
+                 --taxi-eval-files "${taxi_eval}" --repeats 1 --intervals 2 ;;
+    cold_start:0) run cold_start --cifar-data-dir "${cifar}" \
+                    --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" ;;
+    cold_start:1) run cold_start --cifar-data-dir "${cifar}" \
+                    --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
+                    --repeats 1 ;;
+    levers:0) run levers --data-dir "${cifar}" ;;
+    levers:1) run levers --data-dir "${cifar}" --num-layers 8 --repeats 1 \
+                --variants defaults,float32,unfused_batch_norm,inter_threads_1 \
+                --interval 3 --intervals 2 ;;
+  esac
+done
+run report --out "${results_md}"

@@ -1,0 +1,69 @@
+"""The benchmark tooling: entry point help, and RESULTS.md rendering.
+
+Nothing here measures or asserts a time; the benchmarks themselves run with
+`bash benchmarks/run.sh [--quick]`.
+"""
+import json
+import subprocess
+
+from benchmarks import report
+from conftest import REPO_ROOT
+
+
+def _summary(median, **extra):
+    return dict(median=median, min=median * 0.9, max=median * 1.1, runs=[median],
+                **extra)
+
+
+def _results():
+    machine = {'cpu': 'Test CPU', 'cores': 2, 'cpu_features': ['amx_bf16'],
+               'load_average': [0.5, 0.5, 0.5], 'python': '3.11', 'tensorflow': '2.15.1',
+               'onednn': 'default (on)', 'threads': 'intra-op = 2'}
+    stamp = {'machine': machine, 'command': 'python -m benchmarks.x', 'finished': 'now'}
+    per_cpu = {'per_cpu_second': _summary(100.0)}
+    ratio = dict(_summary(1.5), meaning='m', of_medians=1.5, per_cpu_second=1.4)
+    return {
+        'resnet_throughput': dict(stamp, peak_flops={'float32': 2e11, 'bfloat16': 6e11},
+                                  batch_size=128, estimator_default_type='bfloat16',
+                                  interval=8, intervals=2, depths={'44': {
+                                      'forward_flops': 1.9e8, 'training_flops': 5.8e8,
+                                      'load_average_range': [0.5, 1.0],
+                                      'variants': {'estimator': _summary(
+                                          360.0, compute_type='bfloat16',
+                                          fraction_of_peak=0.35, **per_cpu)},
+                                      'ratios': {'estimator/keras_tfrecord': ratio}}}),
+        'input_pipeline': dict(stamp, consumed_by_training={}, pipelines={
+            'taxi/default': _summary(5e5, times_training=9.0, **per_cpu)}),
+        'taxi': dict(stamp, target_auc=0.943, eval_every_steps=50,
+                     estimator_over_keras=1.1, estimator_over_keras_per_cpu_second=1.2,
+                     variants={'estimator': _summary(5e4, time_to_auc={
+                         'reached': '1 of 1 runs', 'seconds': _summary(9.0),
+                         'steps': _summary(150)}, **per_cpu)}),
+        'cold_start': dict(stamp, trainers={'taxi': {
+            'configured': _summary(2.0), 'graph_built': _summary(3.0),
+            'first_checkpoint': _summary(5.0), 'first_step': _summary(6.0)}}),
+    }
+
+
+def test_report_shows_targets_and_keeps_notes(tmp_path):
+    results, out = tmp_path / 'results.json', tmp_path / 'RESULTS.md'
+    results.write_text(json.dumps(_results()))
+    out.write_text('STALE TABLE\n%s\nMeasured by hand.\n%s\nSTALE TABLE\n'
+                   % (report.NOTES_BEGIN, report.NOTES_END))
+    report.main(['--results', str(results), '--out', str(out)])
+    text = out.read_text()
+    assert 'Measured by hand.' in text and 'STALE TABLE' not in text
+    assert '| ResNet-44 cifar10_main ≥ 1.2× Keras fit (same run) | defaults vs Keras ' \
+           'defaults 1.50× (per CPU-second 1.40×) | yes |' in text
+    assert '| taxi input pipeline ≥ 10× what training consumes | 9.00× | **no** |' in text
+    assert '| taxi: cold start to first step ≤ 15 s | 6.0 s | yes |' in text
+    assert '## 4. Cluster overhead\n\nNot measured in this run.' in text
+
+
+def test_run_sh_help_and_bad_argument():
+    shown = subprocess.run(['bash', 'benchmarks/run.sh', '--help'], cwd=REPO_ROOT,
+                           capture_output=True, text=True, check=True)
+    assert '--quick' in shown.stdout
+    bad = subprocess.run(['bash', 'benchmarks/run.sh', 'nonsense'], cwd=REPO_ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown argument 'nonsense'" in bad.stderr

@@ -150,6 +150,12 @@ def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=1
             '--steps', interval * intervals]
     if dtype_policy:
         args += ['--dtype-policy', dtype_policy]
+    return json_result(python_module('benchmarks.keras_resnet', *args),
+                       extra_env=extra_env)
+
+
+def json_result(cmd, *, extra_env=None):
+    """Runs a Keras reference `cmd` until it prints its JSON result line; returns it."""
     result = {}
 
     def on_line(_, line, __):
@@ -158,8 +164,7 @@ def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=1
             return True
         return False
 
-    stream_lines(python_module('benchmarks.keras_resnet', *args), on_line,
-                 extra_env=extra_env)
+    stream_lines(cmd, on_line, extra_env=extra_env)
     return result
 
 

@@ -48,18 +48,10 @@ def free_input_throughput(train_files, eval_files, interval, intervals):
 
 
 def keras_throughput(train_files, eval_files, interval, intervals):
-    result = {}
-
-    def on_line(_, line, __):
-        if line.startswith('{'):
-            result.update(json.loads(line))
-            return True
-        return False
-    common.stream_lines(common.python_module(
+    return common.json_result(common.python_module(
         'benchmarks.keras_wide_deep', '--mode', 'throughput',
         '--train-files', *train_files, '--eval-files', *eval_files,
-        '--warmup-steps', interval, '--steps', interval * intervals), on_line)
-    return result
+        '--warmup-steps', interval, '--steps', interval * intervals))
 
 
 def _time_to_auc(cmd, parse, target):

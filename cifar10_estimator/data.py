@@ -12,6 +12,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 METADATA_FILE = 'metadata.json'
@@ -66,7 +67,7 @@ def validate_subset(data_dir, subset, expected_count):
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as e:
         raise UserInputError('%s: not a readable TFRecord file (%s)'
-                             % (path, e.message.splitlines()[0])) from None
+                             % (path, first_line(e))) from None
     if first is None:
         raise UserInputError('%s is empty; regenerate --data-dir' % path)
     record = first.numpy()

@@ -11,6 +11,12 @@ class UserInputError(Exception):
     """
 
 
+def first_line(error):
+    """The first line of an exception's message (TF errors: without the op trace)."""
+    text = (getattr(error, 'message', None) or str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def run_cli(main, argv=None):
     """Runs `main(argv)`, turning `UserInputError` into `error: ...` + exit 2."""
     try:

@@ -10,6 +10,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 MODEL_PARAMS_FILE = 'model_params.json'
@@ -24,7 +25,7 @@ def latest_checkpoint_step(job_dir):
         return int(tf.train.load_variable(path, 'global_step'))
     except (tf.errors.OpError, ValueError) as e:
         raise UserInputError('--job-dir %s: cannot read checkpoint %s (%s)'
-                             % (job_dir, path, _first_line(e))) from None
+                             % (job_dir, path, first_line(e))) from None
 
 
 def check_model_params(job_dir, params, write=True):
@@ -67,8 +68,3 @@ def _flag_text(value):
     if isinstance(value, (list, tuple)):
         return ','.join(str(v) for v in value)
     return str(value)
-
-
-def _first_line(error):
-    text = getattr(error, 'message', None) or str(error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

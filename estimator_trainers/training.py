@@ -17,6 +17,7 @@ from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 PROGRESS_COLLECTION = 'estimator_trainers_progress'
@@ -156,7 +157,7 @@ def _raise_mismatch(error, loop):
     if 'checkpoint' in str(error).lower():
         raise UserInputError(
             '--job-dir %s: its checkpoint does not match this model (%s); use '
-            'a new --job-dir' % (loop.job_dir, _first_line(error))) from None
+            'a new --job-dir' % (loop.job_dir, first_line(error))) from None
     raise error
 
 
@@ -190,8 +191,3 @@ def _with_loss_logging(estimator):
             log_progress('loss', spec.loss)
         return spec
     return tf.estimator.Estimator(model_fn, config=estimator.config)
-
-
-def _first_line(error):
-    text = getattr(error, 'message', None) or str(error)
-    return text.strip().splitlines()[0]

@@ -18,6 +18,7 @@ import re
 
 import tensorflow as tf
 
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
 from taxi_estimator import schema
@@ -55,7 +56,7 @@ def resolve_files(patterns, flag):
         try:
             matches = sorted(tf.io.gfile.glob(pattern))
         except tf.errors.OpError as e:
-            raise UserInputError('%s %s: %s' % (flag, pattern, _first_line(e))) from None
+            raise UserInputError('%s %s: %s' % (flag, pattern, first_line(e))) from None
         if not matches:
             raise UserInputError('%s %s: no file matches this path' % (flag, pattern))
         for path in matches:
@@ -90,7 +91,7 @@ def scan(patterns, flag):
         except UnicodeDecodeError:
             raise UserInputError('%s: not UTF-8 text; expected a CSV file' % where) from None
         except tf.errors.OpError as e:
-            raise UserInputError('%s: %s' % (where, _first_line(e))) from None
+            raise UserInputError('%s: %s' % (where, first_line(e))) from None
     return DataSummary(files=files, rows=rows, stats=accumulator.stats())
 
 
@@ -284,8 +285,3 @@ SERVING_INPUT_FNS = {
     'CSV': csv_serving_input_fn,
     'EXAMPLE': example_serving_input_fn,
 }
-
-
-def _first_line(error):
-    text = getattr(error, 'message', None) or str(error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from estimator_trainers import flags
+from estimator_trainers.errors import first_line
 from estimator_trainers.cloud import configs
 from estimator_trainers.cloud import jobs
 from estimator_trainers.cloud import staging
@@ -46,7 +47,7 @@ class Backend:
             raise UserInputError(
                 'no Application Default Credentials (%s): run `gcloud auth '
                 'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
-                'to a service account key file' % _first_line(e)) from None
+                'to a service account key file' % first_line(e)) from None
 
     def vertex(self, project, region, credentials):
         return jobs.VertexJobs(project, region, credentials=credentials)
@@ -288,7 +289,3 @@ def _region(region):
         raise UserInputError('region %r: expected a Vertex AI region like %s'
                              % (region, DEFAULT_REGION))
     return region
-
-
-def _first_line(error):
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -1,7 +1,7 @@
 """Benchmark 4: overhead of a local 1-ps/2-worker cluster vs one process.
 
 The cluster is started by the package's own launcher
-(`python -m estimator_trainers.launcher --parameter-server-count 1
+(`python -m estimator_trainers.tools.launcher --parameter-server-count 1
 --worker-count 1`: a chief and a worker that both train, one parameter
 server), asynchronous (between-graph replication), each worker with half the
 single process's batch, so the global batch per round of updates is the same.
@@ -37,7 +37,7 @@ def cluster_throughput(trainer_cmd, job_dir, worker_batch, window):
         return len(marks) > 1 and marks[-1][0] - marks[0][0] >= window
 
     cmd = common.python_module(
-        'estimator_trainers.launcher', '--job-dir', job_dir,
+        'estimator_trainers.tools.launcher', '--job-dir', job_dir,
         '--parameter-server-count', 1, '--worker-count', 1, '--', *trainer_cmd)
     output = common.stream_lines(cmd, on_line)
     if len(marks) < 2:

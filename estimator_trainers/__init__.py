@@ -1,4 +1,4 @@
-"""Shared runtime for the estimator-trainers packages.
+"""The runtime every training task imports.
 
 Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 
@@ -15,8 +15,6 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 - `devices`: the local devices a trainer replicates over.
 - `hypertune`: reports the tuning metric in hyperparameter tuning trials.
 - `errors`, `logs`: user-facing errors printed as one line; log setup.
-- `launcher`: a local multi-process cluster, one process per task
-  (`python -m estimator_trainers.launcher`, behind `train-local.sh --distributed`).
-- `cloud`: job submission to Vertex AI from AI Platform-style configs
-  (`python -m estimator_trainers.cloud`, behind `train-cloud.sh`).
+- `tools`: what runs around training tasks and is never imported by one:
+  the local cluster launcher and the cloud client.
 """

@@ -34,8 +34,11 @@ PS = 'ps'
 EVALUATOR = 'evaluator'
 
 TASK_TYPES = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
-_VERTEX_POOLS = {'workerpool0': CHIEF, 'workerpool1': WORKER,
-                 'workerpool2': PS, 'workerpool3': EVALUATOR}
+# Vertex AI worker pools 0..3, in order; `CLUSTER_SPEC` names them workerpool<i>.
+POOL_ORDER = (CHIEF, WORKER, PS, EVALUATOR)
+# The order a local cluster starts its tasks: servers the others connect to first.
+START_ORDER = (PS, CHIEF, WORKER, EVALUATOR)
+_VERTEX_POOLS = {'workerpool%d' % i: role for i, role in enumerate(POOL_ORDER)}
 
 
 @dataclasses.dataclass(frozen=True)

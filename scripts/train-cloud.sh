@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains one of the packaged models on Vertex AI, from an AI Platform config.
 #
-# Sets up .venv, then forwards to `python -m estimator_trainers.cloud`, which
+# Sets up .venv, then forwards to `python -m estimator_trainers.tools.cloud`, which
 # builds and stages the package and creates the job (no gcloud needed).
 set -euo pipefail
 
@@ -38,7 +38,7 @@ Options:
 
 Everything after '--' goes to the trainer, e.g.
   bash scripts/train-cloud.sh cifar10 --config configs/cmle_config.yaml -- --train-steps=10000
-All options: python -m estimator_trainers.cloud submit --help
+All options: python -m estimator_trainers.tools.cloud submit --help
 USAGE
 }
 
@@ -57,7 +57,7 @@ main() {
   source "${repo_root}/scripts/setup-venv.sh"
   setup_venv
   export PYTHONPATH="${repo_root}${PYTHONPATH:+:${PYTHONPATH}}"
-  exec "${repo_root}/.venv/bin/python" -m estimator_trainers.cloud "${command[@]}" "$@"
+  exec "${repo_root}/.venv/bin/python" -m estimator_trainers.tools.cloud "${command[@]}" "$@"
 }
 
 main "$@"

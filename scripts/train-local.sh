@@ -4,7 +4,7 @@
 # Sets up .venv, prepares the data when it is missing, then runs the trainer
 # module with --data-dir/--job-dir and any trainer flags given after `--`.
 # With --distributed it forwards to the local cluster launcher
-# (python -m estimator_trainers.launcher), which runs the trainer once per task.
+# (python -m estimator_trainers.tools.launcher), which runs the trainer once per task.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +51,7 @@ USAGE
 # (uses main's distributed, launcher_args, python and job_dir).
 run_trainer() {
   if [[ ${distributed} -eq 1 ]]; then
-    exec "${python}" -m estimator_trainers.launcher --job-dir "${job_dir}" \
+    exec "${python}" -m estimator_trainers.tools.launcher --job-dir "${job_dir}" \
       "${launcher_args[@]}" -- "$@"
   fi
   exec "$@"

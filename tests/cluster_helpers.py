@@ -1,6 +1,6 @@
 """Running real clusters through the launcher in tests, and checking what they left.
 
-`Cluster` starts `python -m estimator_trainers.launcher` (or any command that
+`Cluster` starts `python -m estimator_trainers.tools.launcher` (or any command that
 ends in it), collects its merged output while it runs, knows every task pid
 the launcher started, and can SIGKILL a task mid-run. The checks read the
 job-dir without TensorFlow where they can.
@@ -80,7 +80,7 @@ class Cluster:
 
 def launch(job_dir, cluster_flags, trainer_command, env=None):
     """Starts the launcher for `trainer_command` (a list after `--`)."""
-    command = [sys.executable, '-m', 'estimator_trainers.launcher',
+    command = [sys.executable, '-m', 'estimator_trainers.tools.launcher',
                '--job-dir', str(job_dir), *cluster_flags, '--', *trainer_command]
     return Cluster(command, env)
 

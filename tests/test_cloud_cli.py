@@ -1,4 +1,4 @@
-"""`python -m estimator_trainers.cloud`: dry runs in subprocesses, full
+"""`python -m estimator_trainers.tools.cloud`: dry runs in subprocesses, full
 submissions in process against recorded Vertex AI answers and a GCS emulator.
 """
 import dataclasses
@@ -15,13 +15,13 @@ import yaml
 import cloud_fakes
 from conftest import REPO_ROOT
 from conftest import run_module
-from estimator_trainers.cloud import cli
-from estimator_trainers.cloud import jobs
-from estimator_trainers.cloud import schema
-from estimator_trainers.cloud import staging
+from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud import staging
 from estimator_trainers.errors import UserInputError
 
-MODULE = 'estimator_trainers.cloud'
+MODULE = 'estimator_trainers.tools.cloud'
 PARENT = 'projects/my-project/locations/us-central1'
 ENDPOINT = 'https://us-central1-aiplatform.googleapis.com/v1/'
 BUCKET = 'cli-bucket'

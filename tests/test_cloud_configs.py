@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT
-from estimator_trainers.cloud import configs
-from estimator_trainers.cloud import schema
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import schema
 from estimator_trainers.errors import UserInputError
 
 T4 = 'NVIDIA_TESLA_T4'

@@ -14,10 +14,10 @@ from google.oauth2 import credentials as oauth2_credentials
 
 import cloud_fakes
 from conftest import REPO_ROOT
-from estimator_trainers.cloud import configs
-from estimator_trainers.cloud import jobs
-from estimator_trainers.cloud import schema
-from estimator_trainers.cloud import submission
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud import submission
 from estimator_trainers.errors import UserInputError
 
 PROJECT, REGION = 'my-project', 'us-central1'

@@ -7,7 +7,7 @@ import pytest
 
 import cloud_fakes
 from conftest import REPO_ROOT
-from estimator_trainers.cloud import staging
+from estimator_trainers.tools.cloud import staging
 from estimator_trainers.errors import UserInputError
 
 BUCKET = 'test-bucket'

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT
-from estimator_trainers.cloud import configs
-from estimator_trainers.cloud import submission
-from estimator_trainers.cloud import tfjob
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import submission
+from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
 
 IMAGE = 'us-central1-docker.pkg.dev/my-project/trainers/estimator-trainers:gpu'

@@ -19,7 +19,7 @@ from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoi
                              check_worker_and_chief_restart,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
-from estimator_trainers import launcher
+from estimator_trainers.tools import launcher
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from cluster_helpers import assert_all_exited
 from conftest import cli_env, REPO_ROOT
-from estimator_trainers import launcher
+from estimator_trainers.tools import launcher
 
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
 
@@ -21,7 +21,7 @@ def _start(tmp_path, plan, *flags):
     state = tmp_path / 'state'
     state.mkdir(exist_ok=True)
     env = cli_env({'FAKE_PLAN': json.dumps(plan), 'FAKE_STATE': str(state)})
-    command = [sys.executable, '-m', 'estimator_trainers.launcher',
+    command = [sys.executable, '-m', 'estimator_trainers.tools.launcher',
                '--job-dir', str(tmp_path / 'job'), *flags, '--',
                sys.executable, FAKE_TASK]
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, text=True,

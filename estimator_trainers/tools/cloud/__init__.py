@@ -8,5 +8,5 @@
   legacy `ml v1` body, state polling.
 - `tfjob`: Kubeflow TFJob manifest.
 - `schema`: request bodies checked against the bundled discovery documents.
-- `cli`: `python -m estimator_trainers.cloud submit|status|cancel|list`.
+- `cli`: `python -m estimator_trainers.tools.cloud submit|status|cancel|list`.
 """

@@ -10,7 +10,7 @@ node selectors.
 """
 import yaml
 
-from estimator_trainers.cloud import configs
+from estimator_trainers.tools.cloud import configs
 from estimator_trainers.errors import UserInputError
 
 PORT = 2222

@@ -1,8 +1,8 @@
 """Command line: submit a trainer to Vertex AI, follow, cancel and list jobs.
 
-    python -m estimator_trainers.cloud submit MODEL [--config FILE] [options] [-- TRAINER_FLAGS]
-    python -m estimator_trainers.cloud status|cancel JOB
-    python -m estimator_trainers.cloud list
+    python -m estimator_trainers.tools.cloud submit MODEL [--config FILE] [options] [-- TRAINER_FLAGS]
+    python -m estimator_trainers.tools.cloud status|cancel JOB
+    python -m estimator_trainers.tools.cloud list
 
 Settings come from flags, then the environment (PROJECT_ID, BUCKET_NAME,
 REGION), then the config (`trainingInput.region`, `jobDir`), then
@@ -19,11 +19,11 @@ import tempfile
 
 from estimator_trainers import flags
 from estimator_trainers.errors import first_line
-from estimator_trainers.cloud import configs
-from estimator_trainers.cloud import jobs
-from estimator_trainers.cloud import staging
-from estimator_trainers.cloud import submission as submission_lib
-from estimator_trainers.cloud import tfjob
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud import submission as submission_lib
+from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
 
 DEFAULT_REGION = 'us-central1'
@@ -59,7 +59,7 @@ class Backend:
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog='python -m estimator_trainers.cloud',
+        prog='python -m estimator_trainers.tools.cloud',
         description='Train the packaged models on Vertex AI from AI Platform '
                     'trainingInput configs, and follow, cancel or list the jobs.')
     commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
@@ -227,7 +227,7 @@ def submit(args, trainer_flags, backend, out, err):
     job = vertex.create(collection, body)
     out.write('%s\n' % job['name'])
     out.flush()
-    err.write('created %s %s; follow it with: python -m estimator_trainers.cloud '
+    err.write('created %s %s; follow it with: python -m estimator_trainers.tools.cloud '
               'status %s\n' % (collection, job_name, job['name']))
     if not args.stream_logs:
         return 0

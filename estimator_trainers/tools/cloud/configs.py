@@ -22,13 +22,9 @@ import re
 
 import yaml
 
+from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
+from estimator_trainers.cluster import POOL_ORDER as ROLES
 from estimator_trainers.errors import UserInputError
-
-CHIEF = 'chief'
-WORKER = 'worker'
-PS = 'ps'
-EVALUATOR = 'evaluator'
-ROLES = (CHIEF, WORKER, PS, EVALUATOR)  # Vertex AI worker pool order 0..3
 
 # role -> (machine type field, count field, replica config field)
 ROLE_FIELDS = {

@@ -1,6 +1,6 @@
 """A TensorFlow cluster on this machine: one OS process per task.
 
-    python -m estimator_trainers.launcher --job-dir DIR \\
+    python -m estimator_trainers.tools.launcher --job-dir DIR \\
         [--parameter-server-count 2] [--worker-count 2] [--evaluator-count 0] \\
         [--start-port PORT] [--max-restarts 0] \\
         -- python -m cifar10_estimator.cifar10_main --job-dir DIR ...
@@ -44,6 +44,7 @@ import threading
 import time
 
 from estimator_trainers import flags
+from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, WORKER
 
 LOOPBACK = '127.0.0.1'
 EXIT_FAILED = 1
@@ -84,11 +85,11 @@ def free_ports(count, start_port=None):
 def make_cluster(ports, worker_count, ps_count):
     """The `cluster` of TF_CONFIG: chief, then workers, then ps, on loopback."""
     addresses = ['%s:%d' % (LOOPBACK, port) for port in ports]
-    cluster = {'chief': addresses[:1]}
+    cluster = {CHIEF: addresses[:1]}
     if worker_count:
-        cluster['worker'] = addresses[1:1 + worker_count]
+        cluster[WORKER] = addresses[1:1 + worker_count]
     if ps_count:
-        cluster['ps'] = addresses[1 + worker_count:1 + worker_count + ps_count]
+        cluster[PS] = addresses[1 + worker_count:1 + worker_count + ps_count]
     return cluster
 
 
@@ -113,11 +114,10 @@ class Task:
 
 
 def make_tasks(cluster, evaluator_count, log_dir):
-    """Tasks in start order: parameter servers first, evaluators last."""
-    roles = [('ps', i) for i in range(len(cluster.get('ps', ())))]
-    roles.append(('chief', 0))
-    roles += [('worker', i) for i in range(len(cluster.get('worker', ())))]
-    roles += [('evaluator', i) for i in range(evaluator_count)]
+    """Tasks in `cluster.START_ORDER`: parameter servers first, evaluators last."""
+    counts = {role: len(cluster.get(role, ())) for role in START_ORDER}
+    counts[EVALUATOR] = evaluator_count
+    roles = [(role, i) for role in START_ORDER for i in range(counts[role])]
     tasks = []
     for task_type, index in roles:
         tf_config = json.dumps({'cluster': cluster,
@@ -256,7 +256,7 @@ class Launcher:
             if code is None:
                 continue
             task.exit_code = code
-            if task.task_type == 'ps':
+            if task.task_type == PS:
                 raise TaskFailed('%s exited (%s), but parameter servers only stop when '
                                  'the job ends; stopped the other tasks. Its log: %s'
                                  % (task.label, exit_description(code), task.log_path))
@@ -273,7 +273,7 @@ class Launcher:
                 continue
             raise TaskFailed('%s failed (%s); stopped the other tasks. Its log: %s'
                              % (task.label, what, task.log_path))
-        chief = self._task('chief', 0)
+        chief = self._task(CHIEF, 0)
         return chief.exit_code == 0
 
     def _wait_for_chief(self):
@@ -287,7 +287,7 @@ class Launcher:
         while True:
             self._poll()
             self._check_signal()
-            waiting = [t for t in self._tasks if t.task_type in ('worker', 'evaluator')
+            waiting = [t for t in self._tasks if t.task_type in (WORKER, EVALUATOR)
                        and t.running()]
             if not waiting:
                 break
@@ -359,7 +359,7 @@ def parse_args(argv=None):
     else:
         command = []
     parser = flags.make_parser(
-        'python -m estimator_trainers.launcher',
+        'python -m estimator_trainers.tools.launcher',
         'Run COMMAND as every task of a TensorFlow cluster on this machine, one '
         'process per task with its own TF_CONFIG, like gcloud ai-platform local '
         'train --distributed. Usage: ... [options] -- COMMAND [ARGS...]')

@@ -14,8 +14,8 @@ import re
 import sys
 import time
 
-from estimator_trainers.cloud import configs
-from estimator_trainers.cloud import schema
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import schema
 from estimator_trainers.errors import UserInputError
 
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability

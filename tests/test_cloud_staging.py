@@ -43,7 +43,7 @@ def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
     assert built.requires_python == '>=3.9,<3.12'
     with tarfile.open(built.path) as tar:
         names = set(tar.getnames())
-    for member in ('setup.py', 'requirements.txt', 'estimator_trainers/cloud/cli.py',
+    for member in ('setup.py', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
                    'estimator_trainers/training.py', 'cifar10_estimator/cifar10_main.py'):
         assert 'estimator-trainers-0.1.0/' + member in names
 

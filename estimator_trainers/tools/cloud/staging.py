@@ -19,7 +19,8 @@ import tarfile
 from estimator_trainers.errors import UserInputError
 
 HASH_METADATA_KEY = 'content-sha256'
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 _BUCKET_RE = re.compile(r'[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]')
 

@@ -14,10 +14,11 @@ import sys
 
 import tensorflow as tf
 
-from cifar10_estimator import cifar10_main
+from estimator_trainers import registry
+from estimator_trainers import runner
+
 from cifar10_estimator import resnet
 from taxi_estimator import input as taxi_input
-from taxi_estimator import task as taxi_task
 
 
 def _unfused_batch_norm():
@@ -55,19 +56,18 @@ LEVERS = {
     'ungated_gradients': _ungated_gradients,
     'free_input': _free_input,
 }
-TRAINERS = {'cifar10': cifar10_main.main, 'taxi': taxi_task.main}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--trainer', choices=sorted(TRAINERS), default='cifar10')
+    parser.add_argument('--trainer', default='cifar10', help='A declared trainer.')
     parser.add_argument('--lever', choices=sorted(LEVERS), action='append', default=[])
     argv = sys.argv[1:]
     split = argv.index('--') if '--' in argv else len(argv)
     args = parser.parse_args(argv[:split])
     for lever in args.lever:
         LEVERS[lever]()
-    return TRAINERS[args.trainer](argv[split + 1:])
+    return runner.main(registry.get(args.trainer), argv[split + 1:])
 
 
 if __name__ == '__main__':

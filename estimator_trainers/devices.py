@@ -4,6 +4,11 @@ import tensorflow as tf
 from estimator_trainers.errors import UserInputError
 
 
+def gpu_count():
+    """GPUs this machine has (the default of `--num-gpus`)."""
+    return len(tf.config.list_physical_devices('GPU'))
+
+
 def local_devices(num_gpus):
     """Device names for `num_gpus` GPUs, or the logical CPU devices when 0.
 
@@ -17,7 +22,7 @@ def local_devices(num_gpus):
       UserInputError: more GPUs were asked for than this machine has.
     """
     if num_gpus:
-        available = len(tf.config.list_physical_devices('GPU'))
+        available = gpu_count()
         if num_gpus > available:
             raise UserInputError('--num-gpus=%d but this machine has %d GPU(s)'
                                  % (num_gpus, available))

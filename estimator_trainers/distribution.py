@@ -180,7 +180,8 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
     if name == MULTI_WORKER_MIRRORED:
         gpus = [d for d in devices if 'gpu' in d.lower()]
         if visible_gpus is None:
-            visible_gpus = _visible_gpus()
+            from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
+            visible_gpus = devices_lib.gpu_count()
         if gpus and len(gpus) != visible_gpus:
             raise UserInputError('multi_worker_mirrored replicates over all %d GPUs of '
                                  'each worker, not %d; drop --num-gpus or limit the GPUs '
@@ -250,11 +251,6 @@ def dense_gradient_aggregator(run_config):
         return [(None if g is None else next(reduced), v) for g, v in pairs]
 
     return all_reduce_dense
-
-
-def _visible_gpus():
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    return len(tf.config.list_physical_devices('GPU'))
 
 
 def unreachable_peers(peers, timeout_secs, retry_secs=0.5):

@@ -26,30 +26,28 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
     return config
 
 
-def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
-                    save_summary_steps, random_seed=None, session=None,
-                    distribution=None):
-    """RunConfig for `job_dir`.
+def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
+                    random_seed=None, session=None, distribution=None):
+    """RunConfig for `job_dir`, which never saves checkpoints by itself.
 
-    Checkpoints are step-based only (never time-based), so
-    `--checkpoint-num-steps` is what decides when they are written. TF_CONFIG
-    is read by RunConfig itself: call `cluster.export_tf_config` first.
-    Estimator's own loss/steps-per-second logging is off: the training driver's
-    progress hook logs one line with loss, learning rate and examples/sec.
+    Checkpoints are the `checkpoints.CheckpointPlan`'s saver hook's alone (step
+    aligned, on the tasks the plan names), so RunConfig's own savers are off.
+    TF_CONFIG is read by RunConfig itself: call `cluster.export_tf_config`
+    first. Estimator's own loss/steps-per-second logging is off: the training
+    driver's progress hook logs one line with loss, learning rate and
+    examples/sec.
 
     Args:
+      keep_checkpoint_max: recent checkpoints to keep (the plan's `keep_max`).
       distribution: `distribution.Distribution` of this task (None: no
-        strategy, TensorFlow's worker start-up delays). Under
-        multi_worker_mirrored the training driver's hook saves on every worker,
-        so RunConfig must not add its own saver.
+        strategy, TensorFlow's worker start-up delays).
     """
     train_distribute = distribution.make_train_distribute() if distribution else None
     config = tf.estimator.RunConfig(
         model_dir=job_dir,
         tf_random_seed=random_seed,
         save_summary_steps=save_summary_steps,
-        save_checkpoints_steps=(
-            None if distribution and distribution.every_worker_saves else checkpoint_steps),
+        save_checkpoints_steps=None,
         save_checkpoints_secs=None,
         keep_checkpoint_max=keep_checkpoint_max,
         log_step_count_steps=None,
@@ -60,12 +58,12 @@ def make_run_config(job_dir, *, checkpoint_steps, keep_checkpoint_max,
     return _with_device_filters(config)
 
 
-def from_flags(args, distribution=None, num_cpu_devices=None):
+def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None):
     """`make_run_config` with the values of the shared flag groups."""
     return make_run_config(
-        args.job_dir, checkpoint_steps=args.checkpoint_num_steps,
-        keep_checkpoint_max=args.keep_checkpoint_max,
-        save_summary_steps=args.save_summary_steps, random_seed=args.random_seed,
+        args.job_dir, save_summary_steps=args.save_summary_steps,
+        keep_checkpoint_max=checkpoint_plan.keep_max if checkpoint_plan else 5,
+        random_seed=args.random_seed,
         session=session_config(args.num_intra_threads, args.num_inter_threads,
                                args.log_device_placement,
                                num_cpu_devices=num_cpu_devices),

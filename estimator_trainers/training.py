@@ -1,4 +1,4 @@
-"""The training driver both trainers share.
+"""The training driver the runner hands every task to.
 
 `train_and_evaluate` wraps `tf.estimator.train_and_evaluate` with what users
 of a job-dir expect: `--train-steps` is a global-step target (a rerun resumes,
@@ -7,12 +7,10 @@ a reached target only evaluates), checkpoints land at exact multiples of
 always finishes with an evaluation, a SavedModel export and one summary line.
 """
 import dataclasses
-import os
 import re
 
 import tensorflow as tf
 
-from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
@@ -34,19 +32,15 @@ class LoopSettings:
     """Training-loop flag values, as plain data.
 
     Attributes:
-      job_dir: --job-dir.
       train_steps: global step target.
       eval_steps: batches per evaluation (None: whole eval set).
-      checkpoint_steps: checkpoint every N global steps.
       eval_frequency_secs: minimum seconds between evaluations while training.
       log_step_count_steps: progress log interval.
       examples_per_step: examples one task consumes per step (for examples/sec).
       hypertune_metric: metric to report to a tuning study, or None.
     """
-    job_dir: str
     train_steps: int
     eval_steps: int = None
-    checkpoint_steps: int = 1000
     eval_frequency_secs: int = 600
     log_step_count_steps: int = 100
     examples_per_step: int = 1
@@ -55,22 +49,40 @@ class LoopSettings:
     @classmethod
     def from_flags(cls, args, *, train_steps, examples_per_step):
         """Settings from the shared flag groups; the step target is the trainer's."""
-        return cls(job_dir=args.job_dir, train_steps=train_steps,
-                   eval_steps=args.eval_steps, checkpoint_steps=args.checkpoint_num_steps,
+        return cls(train_steps=train_steps,
+                   eval_steps=args.eval_steps,
                    eval_frequency_secs=args.eval_frequency_secs,
                    log_step_count_steps=args.log_step_count_steps,
                    examples_per_step=examples_per_step,
                    hypertune_metric=args.hypertune_metric)
 
 
-def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_fn,
-                       serving_input_receiver_fn=None):
+def serve_parameters(config):
+    """A parameter server's whole job: serve variables until the process ends.
+
+    It reads no data and builds no model, so it needs none of the trainer's
+    inputs (the reference tutorial's ps tasks needed --data-dir for nothing).
+    """
+    session = tf.compat.v1.ConfigProto(log_device_placement=False)
+    if config.session_config is not None:
+        session.gpu_options.CopyFrom(config.session_config.gpu_options)
+    server = tf.distribute.Server(config.cluster_spec, job_name=config.task_type,
+                                  task_index=config.task_id, config=session,
+                                  protocol=config.protocol)
+    tf.compat.v1.logging.info('Parameter server %s-%d serving at %s', config.task_type,
+                              config.task_id, server.target)
+    server.join()
+
+
+def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
+                       eval_input_fn, serving_input_receiver_fn=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
-      estimator: a `tf.estimator.Estimator` whose model_dir is `loop.job_dir`.
+      estimator: a `tf.estimator.Estimator`; its model_dir is the job-dir.
       loop: `LoopSettings`.
       cluster: `cluster.ClusterInfo` of this process.
+      checkpoint_plan: `checkpoints.CheckpointPlan` of this task.
       train_input_fn, eval_input_fn: Estimator input functions.
       serving_input_receiver_fn: export signature; None skips the export.
 
@@ -78,32 +90,29 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
       The final evaluation metrics on the chief, else None.
     """
     estimator = _with_loss_logging(estimator)
+    job_dir = estimator.model_dir
     is_chief = cluster.is_chief
-    step = job_dir_lib.latest_checkpoint_step(loop.job_dir)
+    step = job_dir_lib.latest_checkpoint_step(job_dir)
     if is_chief and step is not None and step >= loop.train_steps:
         tf.compat.v1.logging.info(
             'Checkpoint at global step %d in %s already reaches --train-steps=%d; '
             'evaluating only. Raise --train-steps to train further.',
-            step, loop.job_dir, loop.train_steps)
+            step, job_dir, loop.train_steps)
         metrics = None
     else:
         if step is not None and not cluster.is_ps:
             tf.compat.v1.logging.info('Resuming from global step %d in %s (target %d)',
-                                      step, loop.job_dir, loop.train_steps)
+                                      step, job_dir, loop.train_steps)
         train_hooks = [hooks.TrainingProgressHook(
             batch_size=loop.examples_per_step, every_n_steps=loop.log_step_count_steps,
-            summary_dir=loop.job_dir if is_chief else None,
-            collection=PROGRESS_COLLECTION)]
-        checkpoint_dir = _checkpoint_dir(loop.job_dir, cluster, estimator.config)
-        if checkpoint_dir:
-            train_hooks.append(hooks.AlignedCheckpointSaverHook(
-                checkpoint_dir, save_steps=loop.checkpoint_steps))
+            summary_dir=job_dir if is_chief else None,
+            collection=PROGRESS_COLLECTION)] + checkpoint_plan.saver_hooks()
         train_spec = tf.estimator.TrainSpec(
             train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
         eval_spec = tf.estimator.EvalSpec(
             eval_input_fn, steps=loop.eval_steps, start_delay_secs=0,
             throttle_secs=loop.eval_frequency_secs)
-        result = _train_and_evaluate(estimator, train_spec, eval_spec, loop, cluster)
+        result = _train_and_evaluate(estimator, train_spec, eval_spec, cluster)
         metrics = result[0] if isinstance(result, tuple) else None
 
     if not is_chief:
@@ -111,7 +120,7 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
     if metrics is None:
         metrics = estimator.evaluate(eval_input_fn, steps=loop.eval_steps)
     if serving_input_receiver_fn is not None:
-        export.export_saved_model(estimator, loop.job_dir, serving_input_receiver_fn)
+        export.export_saved_model(estimator, job_dir, serving_input_receiver_fn)
     global_step = int(metrics.get('global_step', 0))
     if loop.hypertune_metric:
         hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
@@ -122,7 +131,7 @@ def train_and_evaluate(estimator, loop, cluster, *, train_input_fn, eval_input_f
     return metrics
 
 
-def _train_and_evaluate(estimator, train_spec, eval_spec, loop, cluster):
+def _train_and_evaluate(estimator, train_spec, eval_spec, cluster):
     """`tf.estimator.train_and_evaluate` with its errors made actionable.
 
     An evaluator can pick a checkpoint that the chief deletes before it is
@@ -137,12 +146,12 @@ def _train_and_evaluate(estimator, train_spec, eval_spec, loop, cluster):
             if not (cluster.is_evaluator and path):
                 if isinstance(e, ValueError):
                     raise
-                _raise_mismatch(e, loop)
+                _raise_mismatch(e, estimator.model_dir)
             tf.compat.v1.logging.warning(
                 'Checkpoint %s was deleted before this evaluator read it; evaluating '
                 'the newest one instead', path)
         except tf.errors.InvalidArgumentError as e:
-            _raise_mismatch(e, loop)
+            _raise_mismatch(e, estimator.model_dir)
 
 
 def _missing_checkpoint(error):
@@ -153,30 +162,12 @@ def _missing_checkpoint(error):
     return None
 
 
-def _raise_mismatch(error, loop):
+def _raise_mismatch(error, job_dir):
     if 'checkpoint' in str(error).lower():
         raise UserInputError(
             '--job-dir %s: its checkpoint does not match this model (%s); use '
-            'a new --job-dir' % (loop.job_dir, first_line(error))) from None
+            'a new --job-dir' % (job_dir, first_line(error))) from None
     raise error
-
-
-def _checkpoint_dir(job_dir, cluster, config):
-    """Where this task's checkpoint hook saves; None: it saves nothing.
-
-    The chief saves the job's checkpoints. Under multi_worker_mirrored every
-    worker must run the same save ops, which all-reduce the batch-norm
-    statistics (a chief saving alone hangs the job), so the other workers save
-    too, into `tmp_worker_<i>` as TensorFlow's own hook would, and RunConfig
-    adds no saver of its own (`run_config.make_run_config`).
-    """
-    if cluster.is_chief:
-        return job_dir
-    if cluster.task_type == cluster_lib.WORKER and isinstance(
-            config.train_distribute,
-            tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
-        return os.path.join(job_dir, 'tmp_worker_%d' % cluster.task_index)
-    return None
 
 
 def _with_loss_logging(estimator):

@@ -13,7 +13,7 @@ Usage: bash scripts/train-cloud.sh MODEL [options] [-- TRAINER_FLAGS...]
        bash scripts/train-cloud.sh status|cancel JOB [--project P] [--region R]
        bash scripts/train-cloud.sh list [--limit N]
 
-Submits MODEL (cifar10 or taxi) to Vertex AI as a custom training job, or a
+Submits MODEL (a declared trainer: cifar10, taxi, ...) to Vertex AI as a custom training job, or a
 hyperparameter tuning job when the config has 'hyperparameters'.
 
 Environment:

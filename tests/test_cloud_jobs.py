@@ -17,8 +17,10 @@ from conftest import REPO_ROOT
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers import registry
 from estimator_trainers.tools.cloud import submission
 from estimator_trainers.errors import UserInputError
+from taxi_estimator import trainer as taxi_trainer
 
 PROJECT, REGION = 'my-project', 'us-central1'
 PARENT = 'projects/my-project/locations/us-central1'
@@ -39,11 +41,11 @@ def _config(name_or_text):
 
 
 def _submission(config, model='cifar10', image_uri=None, args=('--train-steps=100',)):
-    trainer = submission.TRAINERS[model]
+    trainer = registry.get(model)
     given = list(config.args) + list(args)
     return submission.Submission(
         job_name=JOB, trainer=trainer, config=config, project=PROJECT, region=REGION,
-        job_dir=JOB_DIR, args=tuple(trainer.default_args('gs://b', given) + given),
+        job_dir=JOB_DIR, args=tuple(submission.default_args(trainer, 'gs://b', given) + given),
         package_uri=None if image_uri else PACKAGE,
         executor_image=None if image_uri else CPU_IMAGE, image_uri=image_uri)
 
@@ -101,14 +103,14 @@ def test_taxi_gets_the_sample_data_unless_given():
     chief, workers, ps = body['jobSpec']['workerPoolSpecs']
     assert chief['pythonPackageSpec']['pythonModule'] == 'taxi_estimator.task'
     assert chief['pythonPackageSpec']['args'] == [
-        '--train-files=%s/taxi_trips_train.csv' % submission.TAXI_SAMPLE_DATA,
-        '--eval-files=%s/taxi_trips_eval.csv' % submission.TAXI_SAMPLE_DATA,
+        '--train-files=%s/taxi_trips_train.csv' % taxi_trainer.SAMPLE_DATA,
+        '--eval-files=%s/taxi_trips_eval.csv' % taxi_trainer.SAMPLE_DATA,
         '--job-dir=' + JOB_DIR]
     assert (workers['replicaCount'], ps['replicaCount']) == ('4', '1')
     own = jobs.job_body(_submission(_config('config_ps.yaml'), model='taxi',
                                     args=('--train-files', 'gs://x/t.csv')))
     assert own['jobSpec']['workerPoolSpecs'][0]['pythonPackageSpec']['args'] == [
-        '--eval-files=%s/taxi_trips_eval.csv' % submission.TAXI_SAMPLE_DATA,
+        '--eval-files=%s/taxi_trips_eval.csv' % taxi_trainer.SAMPLE_DATA,
         '--train-files', 'gs://x/t.csv', '--job-dir=' + JOB_DIR]
 
 

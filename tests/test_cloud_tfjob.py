@@ -7,6 +7,7 @@ import yaml
 
 from conftest import REPO_ROOT
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers import registry
 from estimator_trainers.tools.cloud import submission
 from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
@@ -17,11 +18,11 @@ JOB_DIR = 'gs://b/jobs/train_taxi_20260101_120000'
 
 def _submission(config_name, model='taxi', image_uri=IMAGE):
     config = configs.load_config(os.path.join(REPO_ROOT, 'configs', config_name))
-    trainer = submission.TRAINERS[model]
+    trainer = registry.get(model)
     return submission.Submission(
         job_name='train_%s_20260101_120000' % model, trainer=trainer, config=config,
         project=None, region='us-central1', job_dir=JOB_DIR,
-        args=tuple(trainer.default_args('gs://b', []) + list(config.args)),
+        args=tuple(submission.default_args(trainer, 'gs://b', []) + list(config.args)),
         image_uri=image_uri)
 
 

@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from estimator_trainers import flags
+from estimator_trainers import registry
 from estimator_trainers.errors import first_line
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
@@ -69,7 +70,7 @@ def build_parser():
         description='Build and stage the package, then create a Vertex AI '
                     'CustomJob (or HyperparameterTuningJob for a config with '
                     'hyperparameters). Trainer flags go after --.')
-    submit.add_argument('model', choices=sorted(submission_lib.TRAINERS),
+    submit.add_argument('model', choices=sorted(registry.discover()),
                         help='Trainer to run.')
     submit.add_argument('--config', help='AI Platform trainingInput YAML '
                         '(default: scaleTier BASIC, one CPU machine).')
@@ -146,7 +147,7 @@ def main(argv=None, backend=None, out=None, err=None):
 
 def submit(args, trainer_flags, backend, out, err):
     """Validates everything, then prints (dry run) or stages and creates the job."""
-    trainer = submission_lib.TRAINERS[args.model]
+    trainer = registry.get(args.model)
     config = configs.load_config(args.config) if args.config else configs.default_config()
     for note in config.notes:
         err.write('note: %s\n' % note)
@@ -165,7 +166,7 @@ def submit(args, trainer_flags, backend, out, err):
         raise UserInputError('--job-dir is a submit option (before --) or '
                              'trainingInput.jobDir, not a trainer flag, so that Vertex '
                              'AI and the trainer agree on it')
-    trainer_args = tuple(trainer.default_args(bucket_uri, given) + given)
+    trainer_args = tuple(submission_lib.default_args(trainer, bucket_uri, given) + given)
     region = _region(args.region or config.region)
 
     def make(project, **kwargs):

@@ -10,40 +10,13 @@ import re
 
 from estimator_trainers.errors import UserInputError
 
-# Public copy of the AI Platform taxi sample data (readable without credentials).
-TAXI_SAMPLE_DATA = 'gs://cloud-samples-data/ml-engine/chicago_taxi/training/small'
-
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 
 
-@dataclasses.dataclass(frozen=True)
-class Trainer:
-    """A trainer module and the data flags it gets unless the user sets them.
-
-    Attributes:
-      name: model name on the command line (`cifar10`, `taxi`).
-      module: Python module Vertex AI runs (`python -m <module>`).
-      data_flags: function of the bucket URI -> `(flag, value)` pairs.
-    """
-    name: str
-    module: str
-    data_flags: object
-
-    def default_args(self, bucket_uri, user_args):
-        """`--flag=value` for each data flag that `user_args` does not set."""
-        return ['%s=%s' % (flag, value) for flag, value in self.data_flags(bucket_uri)
-                if not has_flag(user_args, flag)]
-
-
-TRAINERS = {
-    'cifar10': Trainer(
-        'cifar10', 'cifar10_estimator.cifar10_main',
-        lambda bucket: [('--data-dir', bucket + '/data/cifar10')]),
-    'taxi': Trainer(
-        'taxi', 'taxi_estimator.task',
-        lambda bucket: [('--train-files', TAXI_SAMPLE_DATA + '/taxi_trips_train.csv'),
-                        ('--eval-files', TAXI_SAMPLE_DATA + '/taxi_trips_eval.csv')]),
-}
+def default_args(trainer, bucket_uri, user_args):
+    """`--flag=value` for each of `trainer`'s cloud data flags that `user_args` does not set."""
+    return ['%s=%s' % (flag, value) for flag, value in trainer.cloud_data_args(bucket_uri)
+            if not has_flag(user_args, flag)]
 
 
 def has_flag(args, flag):
@@ -72,7 +45,7 @@ class Submission:
 
     Attributes:
       job_name: display name / legacy job id.
-      trainer: the `Trainer` to run.
+      trainer: the `runner.Trainer` to run (from `registry.get`).
       config: the validated `TrainingConfig`.
       project, region: where the job runs.
       job_dir: gs:// directory for checkpoints and exports (Vertex
@@ -85,7 +58,7 @@ class Submission:
         two above).
     """
     job_name: str
-    trainer: Trainer
+    trainer: object
     config: object
     project: str
     region: str

@@ -1,0 +1,226 @@
+"""The one runner every trainer runs on.
+
+A trainer package declares what is its own in `<package>/trainer.py` as
+`TRAINER = SomeTrainer()`, a subclass of `Trainer`: its flags, its input
+checks, its estimator, input functions and serving signature, and optionally
+its data step. `run` owns the order of everything else, and each step is
+where it is for a reason:
+
+1. Native log noise is silenced and flags are parsed before TensorFlow is
+   imported, so `--help` and flag errors are instant.
+2. The cluster is read from `TF_CONFIG` / `CLUSTER_SPEC` and written back in
+   normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself.
+3. Devices and the distribution strategy are resolved before any TensorFlow
+   op runs: `multi_worker_mirrored` must configure collectives first.
+4. A parameter server stops here and serves variables; it needs no data.
+5. `Trainer.check` validates every input; nothing has been written yet.
+6. The job-dir: a model that cannot restore its checkpoints is refused, then
+   the chief records what the job-dir must remember (`prepare_job_dir`).
+7. The checkpoint plan and the `RunConfig` are made once, from the flags.
+8. `training.train_and_evaluate` trains, evaluates, exports and summarises.
+"""
+import dataclasses
+
+from estimator_trainers import errors
+from estimator_trainers import flags
+from estimator_trainers import logs
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a trainer's input check found, for the rest of the run.
+
+    Attributes:
+      train_steps: the global step to train to.
+      examples_per_step: examples this task consumes per step (examples/sec).
+      facts: anything else the trainer's later methods need (counts, stats).
+    """
+    train_steps: int
+    examples_per_step: int
+    facts: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """This process's place in the job, handed to every trainer method.
+
+    Attributes:
+      cluster: `cluster.ClusterInfo` from TF_CONFIG.
+      distribution: `distribution.Distribution` of this task.
+      devices: the local devices this task trains on.
+      num_gpus: GPUs among them.
+    """
+    cluster: object
+    distribution: object
+    devices: tuple
+    num_gpus: int
+
+    def replica_batch(self, batch_size, flag):
+        """`batch_size` split over the local replicas of the strategy."""
+        return self.distribution.replica_batch(batch_size, flag)
+
+
+class Trainer:
+    """A trainer declaration: subclass it and set the class attributes.
+
+    Class attributes:
+      name: the model name users type (`train-local.sh NAME`).
+      module: the module `python -m` runs (default `<package>.trainer`).
+      description: one sentence for `--help`.
+      train_steps, checkpoint_steps, eval_frequency_secs: flag defaults.
+      mixed_precision: offer `--mixed-precision`.
+      local_args: trainer flags `train-local.sh` adds before the user's.
+    """
+    name = None
+    module = None
+    description = ''
+    train_steps = None
+    checkpoint_steps = 1000
+    eval_frequency_secs = 600
+    mixed_precision = False
+    local_args = ()
+
+    def __init__(self):
+        if self.module is None:
+            self.module = type(self).__module__
+
+    # Flags and data: no TensorFlow here (help, cloud checks, launchers).
+
+    def add_flags(self, parser):
+        """Adds the trainer's own flags (data, model) to `parser`."""
+
+    def data_args(self, data_dir):
+        """Trainer flags that point it at the data in local `data_dir`."""
+        return []
+
+    def data_ready(self, data_dir):
+        """True when `data_dir` holds what `data_args` points at."""
+        return True
+
+    def data_step(self, data_dir, environ):
+        """argv of the command that fills `data_dir` (`python -m ...`), or None."""
+        return None
+
+    def cloud_data_args(self, bucket_uri):
+        """(flag, value) pairs of the data a cloud job reads by default."""
+        return []
+
+    # One run, in the order `run` calls them.
+
+    def check(self, args, task):
+        """Validates the inputs; returns a `Plan`. Writes nothing.
+
+        Raises:
+          UserInputError: naming the flag or file at fault.
+        """
+        raise NotImplementedError
+
+    def model_params(self, args, plan):
+        """Flags that shape the variables, recorded in the job-dir ({} : none)."""
+        return {}
+
+    def prepare_job_dir(self, args, task, plan):
+        """What the chief writes to the job-dir before training (default: nothing)."""
+
+    def estimator(self, args, task, plan, run_config):
+        """The `tf.estimator.Estimator` to train, with `run_config`."""
+        raise NotImplementedError
+
+    def input_fns(self, args, task, plan):
+        """(train_input_fn, eval_input_fn)."""
+        raise NotImplementedError
+
+    def serving_input_receiver_fn(self, args, plan):
+        """The export's serving input function, or None for no export."""
+        return None
+
+    # Derived, never overridden.
+
+    def make_parser(self):
+        """The complete flag parser: the trainer's flags plus the shared groups."""
+        parser = flags.make_parser('python -m %s' % self.module, self.description)
+        self.add_flags(parser)
+        flags.add_job_flags(parser)
+        flags.add_training_loop_flags(parser, train_steps=self.train_steps,
+                                      checkpoint_steps=self.checkpoint_steps,
+                                      eval_frequency_secs=self.eval_frequency_secs)
+        flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
+        flags.add_runtime_flags(parser)
+        flags.add_distribution_flags(parser)
+        return parser
+
+    def parse_args(self, argv=None):
+        return self.make_parser().parse_args(argv)
+
+
+def main(trainer, argv=None):
+    """The command line of `trainer`: parse, then `run`. Returns the exit code."""
+    logs.quiet_tensorflow_native_logs()
+    args = trainer.parse_args(argv)
+    logs.configure(args.verbosity)
+    run(trainer, args)
+    return 0
+
+
+def run_cli(trainer):
+    """`python -m <trainer module>`: `main` with user errors as one line."""
+    errors.run_cli(lambda argv: main(trainer, argv))
+
+
+def run(trainer, args):
+    """Runs one task of `trainer`'s job with parsed `args`, in the documented order.
+
+    Returns:
+      The final evaluation metrics on the chief, else None.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import training  # pylint: disable=g-import-not-at-top
+
+    cluster = cluster_lib.load_cluster()
+    cluster_lib.export_tf_config(cluster)
+    task = _task(args, cluster)
+    if cluster.is_ps:
+        config = run_config.from_flags(args, task.distribution)
+        return training.serve_parameters(config)
+
+    plan = trainer.check(args, task)
+    job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args, plan),
+                                   write=cluster.is_chief)
+    if cluster.is_chief:
+        trainer.prepare_job_dir(args, task, plan)
+
+    checkpoint_plan = checkpoints.plan(
+        args.job_dir, cluster, task.distribution,
+        every_steps=args.checkpoint_num_steps, keep_max=args.keep_checkpoint_max)
+    config = run_config.from_flags(
+        args, task.distribution, checkpoint_plan,
+        num_cpu_devices=len(task.devices) if not task.num_gpus else None)
+    distribution.watch_peers(task.distribution)
+    tf.compat.v1.logging.info('Step target %d; %d examples per step on this task',
+                              plan.train_steps, plan.examples_per_step)
+    train_input_fn, eval_input_fn = trainer.input_fns(args, task, plan)
+    loop = training.LoopSettings.from_flags(
+        args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step)
+    return training.train_and_evaluate(
+        trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
+        train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
+        serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan))
+
+
+def _task(args, cluster):
+    """Devices and distribution of this task, before any TensorFlow op runs."""
+    from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    num_gpus = getattr(args, 'num_gpus', None)
+    if num_gpus is None or cluster.is_ps:
+        # A parameter server computes nothing: it never claims GPUs.
+        num_gpus = 0 if cluster.is_ps else devices_lib.gpu_count()
+    devices = devices_lib.local_devices(num_gpus)
+    return Task(cluster=cluster, distribution=distribution.from_flags(args, cluster, devices),
+                devices=devices, num_gpus=num_gpus)
+

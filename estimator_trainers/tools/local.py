@@ -1,0 +1,139 @@
+"""Train a discovered trainer on this machine (behind `scripts/train-local.sh`).
+
+    python -m estimator_trainers.tools.local [MODEL] [options] [-- TRAINER_FLAGS...]
+
+Finds MODEL among the declared trainers (`estimator_trainers.registry`),
+prepares its data when the data directory lacks it (the trainer's data
+step), then runs `python -m <trainer module>` with the data flags, the
+job-dir, the trainer's local defaults and the user's flags, in that order
+(later flags win). With `--distributed` the same command runs once per task
+of a local cluster (`estimator_trainers.tools.launcher`).
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+from estimator_trainers import errors
+from estimator_trainers import registry
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import launcher
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_MODEL = 'cifar10'
+LAUNCHER_OPTIONS = ('--parameter-server-count', '--worker-count', '--evaluator-count',
+                    '--start-port', '--max-restarts')
+
+USAGE = """\
+Usage: bash scripts/train-local.sh [MODEL] [options] [-- TRAINER_FLAGS...]
+
+Trains a model locally, resuming from --job-dir when it holds checkpoints.
+
+Models (every package that declares a trainer; default %(default)s):
+%(models)s
+
+Options:
+  --job-dir DIR    checkpoints, TensorBoard summaries, exports
+                   (default: /tmp/<model>; env JOB_DIR)
+  --data-dir DIR   data directory, prepared by the model's data step when
+                   empty (default: ./data/<model>; env DATA_DIR)
+  -h, --help       show this help
+
+Distributed (a TensorFlow cluster on this machine, one process per task, like
+gcloud ai-platform local train --distributed; see docs/distributed.md):
+  --distributed                 run a chief plus the tasks below
+  --parameter-server-count N    parameter servers (default 2)
+  --worker-count N              workers besides the chief (default 2)
+  --evaluator-count N           evaluators (default 0)
+  --start-port PORT             first port to try (default: free ports)
+  --max-restarts N              restarts of each failed task (default 0)
+  Each task's output is prefixed with its role ([worker-1] ...) and saved to
+  <job-dir>/logs/<role>-<i>.log.
+
+Everything after '--' goes to the trainer, e.g.
+  bash scripts/train-local.sh -- --train-steps=2000
+  bash scripts/train-local.sh taxi -- --train-steps=5000 --hidden-units=128,64,32
+  bash scripts/train-local.sh cifar10 --distributed --worker-count 2 -- --sync
+Trainer flags: python -m <trainer module> --help
+"""
+
+
+def usage(trainers):
+    models = '\n'.join('  %-9s %s\n            (python -m %s)' % (
+        name, trainer.description, trainer.module)
+        for name, trainer in sorted(trainers.items()))
+    return USAGE % {'default': DEFAULT_MODEL, 'models': models}
+
+
+def parse_args(argv):
+    """(options, trainer flags). Unknown options are one error line."""
+    argv = list(argv)
+    trainer_flags = []
+    if '--' in argv:
+        split = argv.index('--')
+        argv, trainer_flags = argv[:split], argv[split + 1:]
+    model = DEFAULT_MODEL
+    if argv and not argv[0].startswith('-'):
+        model = argv.pop(0)
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument('-h', '--help', action='store_true')
+    parser.add_argument('--job-dir', default=os.environ.get('JOB_DIR') or None)
+    parser.add_argument('--data-dir', default=os.environ.get('DATA_DIR') or None)
+    parser.add_argument('--distributed', action='store_true')
+    for option in LAUNCHER_OPTIONS:
+        parser.add_argument(option, default=None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        raise UserInputError("unknown option '%s' (see --help)" % unknown[0])
+    args.model = model
+    return args, trainer_flags
+
+
+def launcher_args(args):
+    """The launcher options given, as flags; they need --distributed."""
+    given = []
+    for option in LAUNCHER_OPTIONS:
+        value = getattr(args, option[2:].replace('-', '_'))
+        if value is not None:
+            given += [option, value]
+    if given and not args.distributed:
+        raise UserInputError('%s needs --distributed' % given[0])
+    return given
+
+
+def trainer_command(trainer, data_dir, job_dir, trainer_flags):
+    """argv of one training task: data flags, job-dir, local defaults, user flags."""
+    return ([sys.executable, '-m', trainer.module] + trainer.data_args(data_dir)
+            + ['--job-dir', job_dir] + list(trainer.local_args) + list(trainer_flags))
+
+
+def prepare_data(trainer, data_dir, environ=None):
+    """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code."""
+    if trainer.data_ready(data_dir):
+        return 0
+    step = trainer.data_step(data_dir, os.environ if environ is None else environ)
+    if not step:
+        return 0
+    return subprocess.call([sys.executable, '-m'] + list(step))
+
+
+def main(argv=None):
+    args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.help:
+        sys.stdout.write(usage(registry.discover()))
+        return 0
+    trainer = registry.get(args.model)
+    extra = launcher_args(args)
+    job_dir = args.job_dir or '/tmp/%s' % trainer.name
+    data_dir = args.data_dir or os.path.join(REPO_ROOT, 'data', trainer.name)
+    code = prepare_data(trainer, data_dir)
+    if code:
+        return code
+    command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
+    if args.distributed:
+        return launcher.main(['--job-dir', job_dir] + extra + ['--'] + command)
+    os.execv(command[0], command)
+
+
+if __name__ == '__main__':
+    errors.run_cli(main)

@@ -22,11 +22,9 @@ RUN pip install -r requirements.txt -c constraints.txt \
          pip install -c constraints.txt 'tensorflow[and-cuda]==2.15.1'; \
        fi
 
-COPY setup.py MANIFEST.in ./
-COPY configs ./configs
-COPY estimator_trainers ./estimator_trainers
-COPY cifar10_estimator ./cifar10_estimator
-COPY taxi_estimator ./taxi_estimator
+# The rest of the repository: setup.py, configs, the runtime and every trainer
+# package (discovered, not listed); .dockerignore leaves out tests and tooling.
+COPY . ./
 RUN pip install --no-deps . \
     && useradd --create-home --uid 1000 trainer
 

@@ -2,7 +2,7 @@
 
 `python setup.py sdist` makes the archive that `gcloud ... --package-path` or a
 Vertex AI `pythonPackageSpec.packageUris` installs on every task of a job. It
-carries the shared runtime (`estimator_trainers`) and both trainer packages.
+carries the runtime (`estimator_trainers`), its tools and every trainer package.
 """
 import os
 import sys
@@ -34,11 +34,10 @@ setuptools.setup(
                 'wide-and-deep) that run locally, on a local cluster and on '
                 'Google Cloud.',
     python_requires='>=3.9,<3.12',
-    packages=setuptools.find_packages(include=[
-        'estimator_trainers', 'estimator_trainers.*',
-        'cifar10_estimator', 'cifar10_estimator.*',
-        'taxi_estimator', 'taxi_estimator.*',
-    ]),
+    # Every package of the repository: the runtime, its tools and each trainer
+    # package (trainers are discovered, so a new one ships without an edit here).
+    packages=setuptools.find_packages(exclude=['tests', 'tests.*', 'benchmarks',
+                                               'benchmarks.*']),
     install_requires=_requirements(),
     extras_require={'gpu': ['tensorflow[and-cuda]==2.15.1']},
     include_package_data=True,

@@ -27,7 +27,8 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
 
 
 def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
-                    random_seed=None, session=None, distribution=None):
+                    random_seed=None, session=None, distribution=None,
+                    train_distribute=None):
     """RunConfig for `job_dir`, which never saves checkpoints by itself.
 
     Checkpoints are the `checkpoints.CheckpointPlan`'s saver hook's alone (step
@@ -39,10 +40,11 @@ def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
 
     Args:
       keep_checkpoint_max: recent checkpoints to keep (the plan's `keep_max`).
-      distribution: `distribution.Distribution` of this task (None: no
-        strategy, TensorFlow's worker start-up delays).
+      distribution: `distribution.Distribution` of this task (None:
+        TensorFlow's worker start-up delays).
+      train_distribute: the strategy `distribution.make_train_distribute()`
+        built, which the runner does before any TensorFlow op runs.
     """
-    train_distribute = distribution.make_train_distribute() if distribution else None
     config = tf.estimator.RunConfig(
         model_dir=job_dir,
         tf_random_seed=random_seed,
@@ -58,7 +60,8 @@ def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
     return _with_device_filters(config)
 
 
-def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None):
+def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None,
+               train_distribute=None):
     """`make_run_config` with the values of the shared flag groups."""
     return make_run_config(
         args.job_dir, save_summary_steps=args.save_summary_steps,
@@ -67,7 +70,7 @@ def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=No
         session=session_config(args.num_intra_threads, args.num_inter_threads,
                                args.log_device_placement,
                                num_cpu_devices=num_cpu_devices),
-        distribution=distribution)
+        distribution=distribution, train_distribute=train_distribute)
 
 
 def _with_device_filters(config):

@@ -10,8 +10,9 @@ where it is for a reason:
    imported, so `--help` and flag errors are instant.
 2. The cluster is read from `TF_CONFIG` / `CLUSTER_SPEC` and written back in
    normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself.
-3. Devices and the distribution strategy are resolved before any TensorFlow
-   op runs: `multi_worker_mirrored` must configure collectives first.
+3. Devices and the distribution strategy are resolved, and the strategy is
+   built, before any TensorFlow op runs (reading data included):
+   `multi_worker_mirrored` must configure collectives first.
 4. A parameter server stops here and serves variables; it needs no data.
 5. `Trainer.check` validates every input; nothing has been written yet.
 6. The job-dir: a model that cannot restore its checkpoints is refused, then
@@ -49,11 +50,13 @@ class Task:
       distribution: `distribution.Distribution` of this task.
       devices: the local devices this task trains on.
       num_gpus: GPUs among them.
+      train_distribute: the `tf.distribute` strategy RunConfig gets, or None.
     """
     cluster: object
     distribution: object
     devices: tuple
     num_gpus: int
+    train_distribute: object = None
 
     def replica_batch(self, batch_size, flag):
         """`batch_size` split over the local replicas of the strategy."""
@@ -199,7 +202,8 @@ def run(trainer, args):
         every_steps=args.checkpoint_num_steps, keep_max=args.keep_checkpoint_max)
     config = run_config.from_flags(
         args, task.distribution, checkpoint_plan,
-        num_cpu_devices=len(task.devices) if not task.num_gpus else None)
+        num_cpu_devices=len(task.devices) if not task.num_gpus else None,
+        train_distribute=task.train_distribute)
     distribution.watch_peers(task.distribution)
     tf.compat.v1.logging.info('Step target %d; %d examples per step on this task',
                               plan.train_steps, plan.examples_per_step)
@@ -213,7 +217,7 @@ def run(trainer, args):
 
 
 def _task(args, cluster):
-    """Devices and distribution of this task, before any TensorFlow op runs."""
+    """Devices, distribution and strategy of this task, before any TensorFlow op runs."""
     from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     num_gpus = getattr(args, 'num_gpus', None)
@@ -221,6 +225,7 @@ def _task(args, cluster):
         # A parameter server computes nothing: it never claims GPUs.
         num_gpus = 0 if cluster.is_ps else devices_lib.gpu_count()
     devices = devices_lib.local_devices(num_gpus)
-    return Task(cluster=cluster, distribution=distribution.from_flags(args, cluster, devices),
-                devices=devices, num_gpus=num_gpus)
+    dist = distribution.from_flags(args, cluster, devices)
+    return Task(cluster=cluster, distribution=dist, devices=devices, num_gpus=num_gpus,
+                train_distribute=dist.make_train_distribute())
 

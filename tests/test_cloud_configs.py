@@ -7,6 +7,7 @@ import yaml
 
 from conftest import REPO_ROOT
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.errors import UserInputError
 
@@ -52,7 +53,7 @@ def test_every_shipped_config_is_covered():
 def test_shipped_config_validates_and_translates(name):
     config = configs.load_config(os.path.join(REPO_ROOT, 'configs', name))
     assert _shape(config) == SHIPPED[name]
-    assert config.notes == ()
+    assert config.notes == () and config.warnings == ()
     assert config.is_tuning == (name == 'hptuning_config.yaml')
 
 
@@ -115,8 +116,8 @@ trainingInput:
 @pytest.mark.parametrize('tier,expected', [
     ('BASIC', {'chief': (1, 'n1-standard-4', None, 0)}),
     ('BASIC_GPU', {'chief': (1, 'n1-standard-4', T4, 1)}),
-    ('STANDARD_1', {'chief': (1, 'n1-highcpu-8', None, 0),
-                    'worker': (4, 'n1-highcpu-8', None, 0),
+    ('STANDARD_1', {'chief': (1, 'n1-highcpu-16', None, 0),
+                    'worker': (4, 'n1-highcpu-16', None, 0),
                     'ps': (3, 'n1-standard-4', None, 0)}),
     ('PREMIUM_1', {'chief': (1, 'n1-highcpu-16', None, 0),
                    'worker': (19, 'n1-highcpu-16', None, 0),
@@ -149,6 +150,44 @@ trainingInput:
     assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
 
 
+# The AI Platform config a course hands out: a parameter-server type, no count.
+COURSE_CONFIG = """
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-16
+  workerType: n1-standard-16
+  parameterServerType: n1-standard-16
+  workerCount: 1
+"""
+
+
+def test_a_machine_type_without_count_runs_nothing_with_one_warning():
+    config = _parse(COURSE_CONFIG)
+    assert _shape(config) == {'chief': (1, 'n1-standard-16', None, 0),
+                              'worker': (1, 'n1-standard-16', None, 0)}
+    assert config.warnings == (
+        'cfg.yaml: trainingInput.parameterServerType set but parameterServerCount is '
+        'unset: no ps replica runs (as on AI Platform); set parameterServerCount to run one',)
+    config = _parse(CUSTOM + '  evaluatorType: n1-standard-4\n  evaluatorCount: 0\n'
+                    '  evaluatorConfig: {diskConfig: {bootDiskSizeGb: 100}}\n')
+    assert _shape(config) == {'chief': (1, 'n1-standard-8', None, 0)}
+    assert config.warnings == (
+        'cfg.yaml: trainingInput.evaluatorType and trainingInput.evaluatorConfig set but '
+        'evaluatorCount is 0: no evaluator replica runs (as on AI Platform); set '
+        'evaluatorCount to run one',)
+    assert _parse(CUSTOM).warnings == ()
+
+
+def test_every_machine_type_in_use_is_in_the_vertex_table():
+    used = {machine for machine, _, _ in configs.LEGACY_MACHINE_TYPES.values()}
+    for name in SHIPPED:
+        config = configs.load_config(os.path.join(REPO_ROOT, 'configs', name))
+        used.update(pool.machine_type for pool in config.pools)
+    assert used <= set(machines.MACHINE_TYPES)
+    for prefix, _ in configs.GPU_FAMILIES:
+        assert any(m.startswith(prefix) for m in machines.MACHINE_TYPES), prefix
+
+
 CUSTOM = 'trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-8\n'
 HP = CUSTOM + """  hyperparameters:
     goal: MAXIMIZE
@@ -174,9 +213,17 @@ HP = CUSTOM + """  hyperparameters:
     (CUSTOM + '  workerCont: 2\n', 'trainingInput.workerCont: unknown field (expected one of '),
     (CUSTOM + '  workerCount: 2\n',
      'trainingInput.workerCount: 2 replicas need trainingInput.workerType'),
-    (CUSTOM + '  parameterServerType: standard\n',
-     'trainingInput.parameterServerType: set but parameterServerCount is 0'),
-    (CUSTOM + '  workerConfig: {}\n', 'trainingInput.workerConfig: set but workerCount is 0'),
+    (CUSTOM + '  workerType: standard\n  workerCount: 99999999999999999999\n',
+     'trainingInput.workerCount: expected at most 1000, got 99999999999999999999'),
+    ('trainingInput:\n  scaleTier: CUSTOM\n  masterType: n9-superduper-1024\n',
+     "trainingInput.masterType: unknown machine type 'n9-superduper-1024' (closest: "),
+    ('trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-5\n',
+     "trainingInput.masterType: unknown machine type 'n1-standard-5': Vertex AI offers "
+     'n1-standard in sizes 4, 8, 16, 32, 64, 96'),
+    ('trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standad-8\n',
+     "trainingInput.masterType: unknown machine type 'n1-standad-8' (closest: n1-standard-8;"),
+    (CUSTOM + '  masterConfig: {acceleratorConfig: {count: 99999999999, type: NVIDIA_TESLA_T4}}\n',
+     'trainingInput.masterConfig.acceleratorConfig.count: expected at most 2147483647'),
     (CUSTOM + '  workerType: standard\n  workerCount: two\n',
      "trainingInput.workerCount: expected an integer >= 0, got text 'two'"),
     (CUSTOM + '  workerType: standard\n  workerCount: true\n',

@@ -151,6 +151,8 @@ def submit(args, trainer_flags, backend, out, err):
     config = configs.load_config(args.config) if args.config else configs.default_config()
     for note in config.notes:
         err.write('note: %s\n' % note)
+    for warning in config.warnings:
+        err.write('warning: %s\n' % warning)
     if not args.bucket:
         raise UserInputError('no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket')
     bucket_uri = staging.parse_bucket(args.bucket)

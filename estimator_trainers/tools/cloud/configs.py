@@ -14,8 +14,11 @@ Translation table (also in docs/cloud.md):
 - Scale tiers are presets of legacy machine names (`SCALE_TIERS`).
 - NVIDIA K80 GPUs are retired on Vertex AI: a K80 request becomes the same
   number of T4s, or V100s for 8 GPUs (an N1 machine takes at most 4 T4s).
-- Compute Engine machine types pass through; the GPU type and count are
-  checked against what that machine family accepts (`GPU_FAMILIES`).
+- Compute Engine machine types must be ones Vertex AI offers
+  (`machines.MACHINE_TYPES`); the GPU type and count are checked against
+  what that machine family accepts (`GPU_FAMILIES`).
+- A machine type whose count is 0 or unset (`parameterServerType` without
+  `parameterServerCount`) runs no replica, as on AI Platform, with a warning.
 """
 import dataclasses
 import re
@@ -25,6 +28,7 @@ import yaml
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
 from estimator_trainers.cluster import POOL_ORDER as ROLES
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import machines
 
 # role -> (machine type field, count field, replica config field)
 ROLE_FIELDS = {
@@ -43,7 +47,8 @@ K80 = 'NVIDIA_TESLA_K80'
 LEGACY_MACHINE_TYPES = {
     'standard': ('n1-standard-4', None, 0),
     'large_model': ('n1-highmem-8', None, 0),
-    'complex_model_s': ('n1-highcpu-8', None, 0),
+    # AI Platform ran n1-highcpu-8; Vertex AI training offers n1-highcpu from 16.
+    'complex_model_s': ('n1-highcpu-16', None, 0),
     'complex_model_m': ('n1-highcpu-16', None, 0),
     'complex_model_l': ('n1-highcpu-32', None, 0),
     'standard_gpu': ('n1-standard-4', K80, 1),
@@ -130,7 +135,10 @@ _FIELD_HINTS = {
                                 'report the metric once, at the end)',
 }
 
-_MACHINE_TYPE_RE = re.compile(r'[a-z][a-z0-9]*(-[a-z0-9]+)+')
+# Replicas per pool: far above any quota, far below what an int64 holds.
+MAX_REPLICAS = 1000
+# Vertex AI sends trial and disk counts as int32.
+MAX_INT32 = 2**31 - 1
 _DURATION_RE = re.compile(r'\d+(\.\d{1,9})?s')
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
 
@@ -173,6 +181,8 @@ class TrainingConfig:
       labels: job labels.
       scheduling: Vertex `scheduling` (timeout, maxWaitDuration), maybe empty.
       notes: translation remarks to show the user (e.g. a K80 substitution).
+      warnings: accepted settings that do something surprising (a machine
+        type whose count is 0 runs nothing).
     """
     source: str
     training_input: dict
@@ -182,6 +192,7 @@ class TrainingConfig:
     labels: dict = dataclasses.field(default_factory=dict)
     scheduling: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()
+    warnings: tuple = ()
 
     @property
     def is_tuning(self):
@@ -268,9 +279,10 @@ def parse_config(data, source):
         shape = SCALE_TIERS[tier]
 
     notes = []
+    warnings = []
     pools = []
     for role in ROLES:
-        pool = _pool(check, role, shape, notes)
+        pool = _pool(check, role, shape, notes, warnings)
         if pool:
             pools.append(pool)
 
@@ -292,7 +304,8 @@ def parse_config(data, source):
     return TrainingConfig(
         source=source, training_input=ti, pools=tuple(pools),
         hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
-        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes))
+        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
+        warnings=tuple(warnings))
 
 
 def translate_machine(machine, accelerator_type=None, accelerator_count=0):
@@ -318,12 +331,11 @@ def translate_machine(machine, accelerator_type=None, accelerator_count=0):
         machine_type, accelerator_type, accelerator_count = LEGACY_MACHINE_TYPES[machine]
     elif machine == 'cloud_tpu':
         raise MachineError('cloud_tpu: %s' % _TPU_REASON, on_accelerator=False)
-    elif _MACHINE_TYPE_RE.fullmatch(machine):
-        machine_type = machine
     else:
-        raise MachineError('unknown machine type %r (expected a Compute Engine type '
-                           'like n1-standard-8 or a legacy name: %s)'
-                           % (machine, ', '.join(LEGACY_MACHINE_TYPES)), on_accelerator=False)
+        reason = machines.unknown_reason(machine, LEGACY_MACHINE_TYPES)
+        if reason:
+            raise MachineError(reason, on_accelerator=False)
+        machine_type = machine
 
     family = next(((prefix, gpus) for prefix, gpus in GPU_FAMILIES
                    if machine_type.startswith(prefix)), None)
@@ -356,24 +368,28 @@ def translate_machine(machine, accelerator_type=None, accelerator_count=0):
     return machine_type, accelerator_type, accelerator_count, note
 
 
-def _pool(check, role, shape, notes):
+def _pool(check, role, shape, notes, warnings):
     type_field, count_field, config_field = ROLE_FIELDS[role]
     prefix = 'trainingInput.'
     if count_field is None:
         count = 1
     else:
         count = shape.get(count_field, 0)
-        check.count(count, prefix + count_field)
+        check.count(count, prefix + count_field, maximum=MAX_REPLICAS)
     machine = shape.get(type_field)
     replica_config = shape.get(config_field)
     if count and machine is None:
         check.fail(prefix + count_field, '%d replicas need %s%s'
                    % (count, prefix, type_field))
     if not count:
-        if machine is not None:
-            check.fail(prefix + type_field, 'set but %s is 0' % count_field)
-        if replica_config is not None:
-            check.fail(prefix + config_field, 'set but %s is 0' % count_field)
+        # AI Platform defaulted the count to 0 and ran no such replica.
+        unused = [f for f in (type_field, config_field) if shape.get(f) is not None]
+        if unused:
+            warnings.append('%s: %s set but %s is %s: no %s replica runs (as on AI '
+                            'Platform); set %s to run one'
+                            % (check.source, ' and '.join(prefix + f for f in unused),
+                               count_field, 'unset' if count_field not in shape else 0,
+                               role, count_field))
         return None
     check.string(machine, prefix + type_field)
 
@@ -403,7 +419,7 @@ def _accelerator(check, config, path):
         if field not in config:
             check.fail('%s.%s' % (path, field), 'required')
     count, gpu = config['count'], config['type']
-    check.count(count, path + '.count', minimum=1)
+    check.count(count, path + '.count', minimum=1, maximum=MAX_INT32)
     check.string(gpu, path + '.type')
     if gpu in _UNSUPPORTED_GPUS:
         check.fail(path + '.type', '%s is not supported: %s' % (gpu, _UNSUPPORTED_GPUS[gpu]))
@@ -421,9 +437,7 @@ def _disk(check, config, path):
         disk['bootDiskType'] = config['bootDiskType']
     if 'bootDiskSizeGb' in config:
         size = config['bootDiskSizeGb']
-        check.count(size, path + '.bootDiskSizeGb', minimum=100)
-        if size > 64000:
-            check.fail(path + '.bootDiskSizeGb', 'at most 64000, got %d' % size)
+        check.count(size, path + '.bootDiskSizeGb', minimum=100, maximum=64000)
         disk['bootDiskSizeGb'] = size
     return disk or None
 
@@ -461,12 +475,14 @@ def _hyperparameters(check, spec):
     result.setdefault('maxParallelTrials', 1)
     result.setdefault('algorithm', 'ALGORITHM_UNSPECIFIED')
     for field in ('maxTrials', 'maxParallelTrials'):
-        check.count(result[field], '%s.%s' % (path, field), minimum=1)
+        check.count(result[field], '%s.%s' % (path, field), minimum=1,
+                    maximum=MAX_INT32)
     if result['maxParallelTrials'] > result['maxTrials']:
         check.fail(path + '.maxParallelTrials', '%d is more than maxTrials (%d)'
                    % (result['maxParallelTrials'], result['maxTrials']))
     if 'maxFailedTrials' in result:
-        check.count(result['maxFailedTrials'], path + '.maxFailedTrials')
+        check.count(result['maxFailedTrials'], path + '.maxFailedTrials',
+                    maximum=MAX_INT32)
     check.choice(result['algorithm'], path + '.algorithm', _ALGORITHMS)
 
     params = spec['params']
@@ -592,9 +608,11 @@ class _Checker:
             self.fail(path, 'expected one of %s, got %s'
                       % (', '.join(choices), _describe(value)))
 
-    def count(self, value, path, minimum=0):
+    def count(self, value, path, minimum=0, maximum=None):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(path, 'expected an integer >= %d, got %s' % (minimum, _describe(value)))
+        if maximum is not None and value > maximum:
+            self.fail(path, 'expected at most %d, got %d' % (maximum, value))
 
     def number(self, value, path, integral=False):
         if isinstance(value, str) and _is_number(value):

@@ -270,7 +270,7 @@ def test_create_tuning_job_uri():
      'check that the Vertex AI API (aiplatform.googleapis.com) is enabled in project '
      'my-project and that your Application Default Credentials hold roles/aiplatform.user'),
     (404, 'Location us-central2 not found.', 'not found (Location us-central2 not found.)'),
-    (409, 'already exists', "conflict with the job's current state (already exists)"),
+    (409, 'already exists', "conflict with the resource's current state (already exists)"),
     (400, 'Invalid machine type', 'the request was rejected (Invalid machine type)'),
     (429, 'Quota exceeded for custom_model_training_cpus',
      'quota exceeded (Quota exceeded for custom_model_training_cpus)'),

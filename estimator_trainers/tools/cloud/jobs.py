@@ -6,17 +6,19 @@ Bodies: a `CustomJob` (pool 0 chief, 1 workers, 2 parameter servers,
 Every body is checked against the bundled discovery schema before use.
 
 Calls go through google-api-python-client's `aiplatform v1` service on the
-regional endpoint `https://<region>-aiplatform.googleapis.com`; HTTP errors
-become one-line messages that say what to do.
+regional endpoint `https://<region>-aiplatform.googleapis.com` (`api`: bounded
+waits, one-line errors).
 """
 import datetime
 import re
 import sys
 import time
 
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import schema
-from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud.api import ApiError
 
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability
 # announced for 2025-11-14; --image-uri takes a container built from Dockerfile).
@@ -41,19 +43,6 @@ FINAL_STATES = (SUCCEEDED, 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
 _JOB_NAME_RE = re.compile(
     r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
     r'(?P<collection>customJobs|hyperparameterTuningJobs)/(?P<id>[^/]+)')
-_NUM_RETRIES = 3  # transient 5xx/429 answers are retried by the client
-
-
-class ApiError(UserInputError):
-    """A Vertex AI call failed; the message says which call and what to do.
-
-    `status` is the HTTP status, or None when no answer came back.
-    """
-
-    def __init__(self, message, status=None):
-        super().__init__(message)
-        self.status = status
-
 
 def endpoint(region):
     """Regional Vertex AI endpoint (the scheme is required by client_options)."""
@@ -154,7 +143,6 @@ def _job_spec(submission, job_dir_flag):
 
 def worker_pool_specs(submission, job_dir_flag):
     """Pools in Vertex order; a missing role below a present one is `{}`."""
-    args = submission.trainer_args(job_dir_flag)
     module = submission.trainer.module
     present = {pool.role: pool for pool in submission.config.pools}
     last = max(configs.ROLES.index(role) for role in present)
@@ -168,6 +156,7 @@ def worker_pool_specs(submission, job_dir_flag):
         if pool.accelerator_type:
             machine['acceleratorType'] = pool.accelerator_type
             machine['acceleratorCount'] = pool.accelerator_count
+        args = submission.trainer_args(job_dir_flag, role=role)
         spec = {'machineSpec': machine, 'replicaCount': str(pool.replica_count)}
         if pool.boot_disk:
             spec['diskSpec'] = dict(pool.boot_disk)
@@ -244,14 +233,12 @@ class VertexJobs:
           credentials: google-auth credentials (Application Default Credentials).
           http: an httplib2-compatible object instead (tests pass mocks).
         """
-        from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
         self.project = project
         self.region = region
         self.parent = 'projects/%s/locations/%s' % (project, region)
-        self._service = discovery.build(
-            'aiplatform', 'v1', credentials=credentials, http=http,
-            client_options={'api_endpoint': endpoint(region)},
-            static_discovery=True, cache_discovery=False)
+        self._service = api.build('aiplatform', 'v1',
+                                  http or api.authorized_http(credentials),
+                                  endpoint=endpoint(region))
 
     def _collection(self, collection):
         return getattr(self._service.projects().locations(), collection)()
@@ -321,19 +308,7 @@ class VertexJobs:
         return matches[0]
 
     def _execute(self, request, action, retry=True):
-        from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
-        from googleapiclient import errors  # pylint: disable=g-import-not-at-top
-        try:
-            return request.execute(num_retries=_NUM_RETRIES if retry else 0)
-        except errors.HttpError as e:
-            raise api_error(e, action, self.project) from None
-        except auth_exceptions.RefreshError as e:
-            raise ApiError('%s: Application Default Credentials could not be refreshed '
-                           '(%s); run `gcloud auth application-default login`'
-                           % (action, e.args[0] if e.args else e)) from None
-        except (OSError, auth_exceptions.TransportError) as e:
-            raise ApiError('%s: cannot reach %s (%s)'
-                           % (action, endpoint(self.region), e)) from None
+        return api.execute(request, action, 'aiplatform', self.project, retry=retry)
 
 
 def _collection_of(name):
@@ -342,31 +317,6 @@ def _collection_of(name):
         raise UserInputError('%r is not a job resource name '
                              '(projects/P/locations/R/customJobs/ID)' % name)
     return parsed['collection']
-
-
-def api_error(error, action, project):
-    """An `HttpError` -> `ApiError` whose message says what to check."""
-    status = error.resp.status
-    reason = error.reason or 'no details'
-    if status == 401:
-        message = ('%s: the credentials were rejected (%s); run `gcloud auth '
-                   'application-default login`' % (action, reason))
-    elif status == 403:
-        message = ('%s: permission denied (%s); check that the Vertex AI API '
-                   '(aiplatform.googleapis.com) is enabled in project %s and that '
-                   'your Application Default Credentials hold roles/aiplatform.user'
-                   % (action, reason, project))
-    elif status == 404:
-        message = '%s: not found (%s)' % (action, reason)
-    elif status == 409:
-        message = '%s: conflict with the job\'s current state (%s)' % (action, reason)
-    elif status == 400:
-        message = '%s: the request was rejected (%s)' % (action, reason)
-    elif status == 429:
-        message = '%s: quota exceeded (%s)' % (action, reason)
-    else:
-        message = '%s: HTTP %d (%s)' % (action, status, reason)
-    return ApiError(message, status)
 
 
 # ------------------------------------------------------------- following

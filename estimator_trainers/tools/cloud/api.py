@@ -1,0 +1,132 @@
+"""Google API calls with bounded waits and one-line errors.
+
+Every service (Vertex AI, Cloud Storage, Cloud Logging, Cloud Build,
+Artifact Registry) is a google-api-python-client object built from the
+discovery document bundled with the library, so nothing is fetched to build
+it. A request waits at most `TIMEOUT_SECS` per try and is retried at most
+`NUM_RETRIES` times (only when safe), so no network, a refused connection or
+a failed DNS lookup ends in one line naming the endpoint within seconds.
+HTTP errors become one line naming the call, the resource and what to check.
+"""
+import httplib2
+
+from estimator_trainers.errors import first_line
+from estimator_trainers.errors import UserInputError
+
+TIMEOUT_SECS = 10
+NUM_RETRIES = 1
+
+# api -> (what to enable, the role the credentials need), for 403 answers.
+_ACCESS = {
+    'aiplatform': ('the Vertex AI API (aiplatform.googleapis.com)', 'roles/aiplatform.user'),
+    'storage': ('the Cloud Storage API (storage.googleapis.com)',
+                'roles/storage.objectAdmin on the bucket'),
+    'logging': ('the Cloud Logging API (logging.googleapis.com)', 'roles/logging.viewer'),
+    'cloudbuild': ('the Cloud Build API (cloudbuild.googleapis.com)',
+                   'roles/cloudbuild.builds.editor'),
+    'artifactregistry': ('the Artifact Registry API (artifactregistry.googleapis.com)',
+                         'roles/artifactregistry.admin'),
+}
+
+
+class ApiError(UserInputError):
+    """A Google API call failed; the message says which call and what to do.
+
+    `status` is the HTTP status, or None when no answer came back.
+    """
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+def authorized_http(credentials):
+    """An httplib2 transport with `credentials` and a `TIMEOUT_SECS` socket timeout."""
+    import google_auth_httplib2  # pylint: disable=g-import-not-at-top
+    return google_auth_httplib2.AuthorizedHttp(
+        credentials, http=httplib2.Http(timeout=TIMEOUT_SECS))
+
+
+def build(api, version, http, endpoint=None):
+    """The `api` `version` service from the bundled discovery document.
+
+    Args:
+      http: the transport (`authorized_http`, or a test's `HttpMockSequence`).
+      endpoint: a root URL other than the document's (regional endpoints,
+        emulators), with its scheme.
+    """
+    from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
+    options = {'api_endpoint': endpoint} if endpoint else None
+    return discovery.build(api, version, http=http, client_options=options,
+                           static_discovery=True, cache_discovery=False)
+
+
+def root_url(service):
+    """Where a built service sends its requests (for messages)."""
+    return service._baseUrl  # pylint: disable=protected-access
+
+
+def execute(request, action, api, project, retry=True):
+    """Runs `request`; any failure becomes an `ApiError` naming `action`.
+
+    Args:
+      request: an unsent googleapiclient `HttpRequest`.
+      action: the call and its resource, e.g. `customJobs.create in projects/p/...`.
+      api: the API name, for what to check on a 403.
+      project: the project, for messages.
+      retry: retry transient failures (5xx, 429, connection errors); off for
+        calls that must not run twice (job creation).
+    """
+    from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
+    from googleapiclient import errors  # pylint: disable=g-import-not-at-top
+    try:
+        return request.execute(num_retries=NUM_RETRIES if retry else 0)
+    except errors.HttpError as e:
+        raise api_error(e, action, api, project) from None
+    except auth_exceptions.RefreshError as e:
+        raise ApiError('%s: the Application Default Credentials could not be refreshed '
+                       '(%s); run `gcloud auth application-default login` or point '
+                       'GOOGLE_APPLICATION_CREDENTIALS at a valid key file'
+                       % (action, _refresh_reason(e))) from None
+    except auth_exceptions.TransportError as e:
+        raise ApiError('%s: cannot reach the Google token endpoint to refresh the '
+                       'Application Default Credentials (%s)' % (action, first_line(e))) from None
+    except (OSError, httplib2.HttpLib2Error) as e:
+        raise ApiError('%s: cannot reach %s (%s)'
+                       % (action, _host(request.uri), first_line(e))) from None
+
+
+def api_error(error, action, api, project):
+    """An `HttpError` -> `ApiError` whose message says what to check."""
+    status = error.resp.status
+    reason = error.reason or 'no details'
+    if status == 401:
+        message = ('%s: the credentials were rejected (%s); run `gcloud auth '
+                   'application-default login`' % (action, reason))
+    elif status == 403:
+        service, role = _ACCESS[api]
+        message = ('%s: permission denied (%s); check that %s is enabled in project %s '
+                   'and that your Application Default Credentials hold %s'
+                   % (action, reason, service, project, role))
+    elif status == 404:
+        message = '%s: not found (%s)' % (action, reason)
+    elif status == 409:
+        message = '%s: conflict with the resource\'s current state (%s)' % (action, reason)
+    elif status == 400:
+        message = '%s: the request was rejected (%s)' % (action, reason)
+    elif status == 429:
+        message = '%s: quota exceeded (%s)' % (action, reason)
+    else:
+        message = '%s: HTTP %d (%s)' % (action, status, reason)
+    return ApiError(message, status)
+
+
+def _host(uri):
+    scheme, _, rest = uri.partition('://')
+    return '%s://%s' % (scheme, rest.split('/', 1)[0])
+
+
+def _refresh_reason(error):
+    """The refresh error's text; google-auth puts the server's answer in args[0]."""
+    return first_line(error.args[0]) if error.args and isinstance(error.args[0], str) \
+        else type(error).__name__

@@ -48,13 +48,7 @@ def check_model_params(job_dir, params, write=True):
             except ValueError:
                 raise UserInputError('%s is not valid JSON; restore it or use a new '
                                      '--job-dir' % path) from None
-        for name, value in sorted(params.items()):
-            if name in recorded and recorded[name] != value:
-                raise UserInputError(
-                    '--%s=%s does not match the checkpoints in --job-dir %s, which '
-                    'were trained with --%s=%s; use a new --job-dir or the same value'
-                    % (name, _flag_text(value), job_dir, name,
-                       _flag_text(recorded[name])))
+        compare_model_params(recorded, params, job_dir)
         return
     if write:
         tf.io.gfile.makedirs(job_dir)
@@ -62,6 +56,19 @@ def check_model_params(job_dir, params, write=True):
         with tf.io.gfile.GFile(tmp, 'w') as f:
             json.dump(params, f, indent=2, sort_keys=True)
         tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def compare_model_params(recorded, params, job_dir):
+    """Raises `UserInputError` naming the first flag in `params` that differs
+    from the `recorded` model_params.json of `job_dir` (the cloud submission
+    runs this before provisioning)."""
+    for name, value in sorted(params.items()):
+        if name in recorded and recorded[name] != value:
+            raise UserInputError(
+                '--%s=%s does not match the checkpoints in --job-dir %s, which '
+                'were trained with --%s=%s; use a new --job-dir or the same value'
+                % (name, _flag_text(value), job_dir, name,
+                   _flag_text(recorded[name])))
 
 
 def _flag_text(value):

@@ -54,7 +54,8 @@ def _dry_run(*args, check=0):
 
 def test_dry_run_prints_the_staging_plan_and_the_exact_request():
     proc = _dry_run('cifar10', '--config', _config('cmle_config_gpu.yaml'), '--dry-run',
-                    '--job-name', 'train_cifar10_e2e', '--', '--train-steps=10000')
+                    '--job-name', 'train_cifar10_e2e', '--executor-image-uri',
+                    jobs.EXECUTOR_IMAGES['gpu'], '--', '--train-steps=10000')
     printed = json.loads(proc.stdout)
     package = 'gs://my-bucket/staging/train_cifar10_e2e/estimator-trainers-0.1.0.tar.gz'
     plan = printed['staging']
@@ -163,6 +164,9 @@ class FakeBackend(cli.Backend):
         self.calls.append('credentials')
         return object(), self.adc_project
 
+    def transport(self, credentials):
+        return self.http
+
     def vertex(self, project, region, credentials):
         self.calls.append(('vertex', project, region))
         return jobs.VertexJobs(project, region, http=self.http)
@@ -175,6 +179,8 @@ class FakeBackend(cli.Backend):
 @pytest.fixture(scope='module')
 def gcs():
     with cloud_fakes.storage_emulator(BUCKET) as client:
+        # The data the cifar10 trainer reads by default (<bucket>/data/cifar10).
+        client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client
 
 
@@ -196,23 +202,45 @@ def _submit_args(job_name, *extra):
             '--executor-image-uri', EXECUTOR, *extra, '--', '--train-steps=10']
 
 
+def _entry(task, second, text, insert_id=None):
+    return {'logName': 'projects/my-project/logs/workerpool0-0',
+            'insertId': insert_id or '%s-%d' % (task, second),
+            'timestamp': '2026-01-01T00:00:%02dZ' % second, 'textPayload': text,
+            'resource': {'type': 'ml_job', 'labels': {'job_id': '42', 'task_name': task}}}
+
+
 def test_submit_stages_creates_and_follows_the_job(gcs):
     name = PARENT + '/customJobs/42'
     backend = FakeBackend([
         (200, {'name': name, 'displayName': 'train_cifar10_cli'}),
         (200, {'name': name, 'state': 'JOB_STATE_PENDING'}),
+        (200, {}),
         (200, {'name': name, 'state': 'JOB_STATE_RUNNING'}),
-        (200, {'name': name, 'state': 'JOB_STATE_SUCCEEDED'})], gcs)
+        (200, {'entries': [_entry('workerpool0-0', 1, 'step 1'),
+                           _entry('workerpool2-0', 2, 'ps started')]}),
+        (200, {'name': name, 'state': 'JOB_STATE_SUCCEEDED'}),
+        (200, {'entries': [_entry('workerpool2-0', 2, 'ps started'),
+                           _entry('workerpool1-0', 3, 'worker done')]}),
+        (200, {})], gcs)
     code, out, err = _main(_submit_args('train_cifar10_cli', '--stream-logs',
                                         '--poll-interval', '0'), backend)
     assert code == 0
-    assert out == name + '\n'
+    assert out.splitlines() == [
+        name, '[job] JOB_STATE_PENDING', '[job] JOB_STATE_RUNNING', '[chief-0] step 1',
+        '[ps-0] ps started', '[job] JOB_STATE_SUCCEEDED', '[worker-0] worker done']
     package = 'staging/train_cifar10_cli/estimator-trainers-0.1.0.tar.gz'
     blob = gcs.bucket(BUCKET).get_blob(package)
     assert blob is not None and re.fullmatch('[0-9a-f]{64}', blob.metadata['content-sha256'])
     assert 'staged gs://%s/%s (sha256 %s)' % (BUCKET, package, blob.metadata['content-sha256']) in err
-    assert [line.split(' ', 2)[2] for line in err.splitlines() if 'JOB_STATE' in line] == [
-        'JOB_STATE_PENDING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED']
+    job_dir = 'gs://%s/jobs/train_cifar10_cli' % BUCKET
+    assert err.splitlines()[-6:] == [
+        'created customJobs train_cifar10_cli: ' + name,
+        'console:     https://console.cloud.google.com/vertex-ai/locations/us-central1/'
+        'training/42?project=my-project',
+        'job-dir:     ' + job_dir,
+        'tensorboard: tensorboard --logdir %s --load_fast=false' % job_dir,
+        'follow:      python -m estimator_trainers.tools.cloud logs ' + name,
+        'cancel:      python -m estimator_trainers.tools.cloud cancel ' + name]
 
     create, *polls = backend.http.requests
     assert (create.method, create.uri) == ('POST', ENDPOINT + PARENT + '/customJobs?alt=json')
@@ -220,7 +248,11 @@ def test_submit_stages_creates_and_follows_the_job(gcs):
     spec = create.body['jobSpec']['workerPoolSpecs'][0]['pythonPackageSpec']
     assert spec['packageUris'] == ['gs://%s/%s' % (BUCKET, package)]
     assert spec['executorImageUri'] == EXECUTOR
-    assert [(r.method, r.uri) for r in polls] == [('GET', ENDPOINT + name + '?alt=json')] * 3
+    logging = 'https://logging.googleapis.com/v2/entries:list?alt=json'
+    assert [(r.method, r.uri) for r in polls] == [
+        ('GET', ENDPOINT + name + '?alt=json'), ('POST', logging)] * 3 + [('POST', logging)]
+    assert polls[1].body['filter'] == 'resource.type="ml_job" AND resource.labels.job_id="42"'
+    assert polls[5].body['filter'].endswith(' AND timestamp>="2026-01-01T00:00:02Z"')
     assert backend.calls == ['credentials', ('vertex', 'my-project', 'us-central1'), 'storage']
 
 
@@ -233,11 +265,12 @@ def test_resubmitting_the_same_job_skips_the_upload_and_a_failed_job_exits_1(gcs
     generation = gcs.bucket(BUCKET).get_blob(
         'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation
 
-    code, _, err = _main(_submit_args('train_cifar10_again', '--stream-logs',
-                                      '--poll-interval', '0'), FakeBackend(answers, gcs))
+    code, out, err = _main(_submit_args('train_cifar10_again', '--stream-logs',
+                                        '--poll-interval', '0'),
+                           FakeBackend(answers + [(200, {}), (200, {})], gcs))
     assert code == 1
     assert 'already holds this package' in err and 'upload skipped' in err
-    assert err.splitlines()[-1] == 'error: replica exited with 1'
+    assert out.splitlines()[-1] == 'error: replica exited with 1'
     assert gcs.bucket(BUCKET).get_blob(
         'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation == generation
 
@@ -248,8 +281,7 @@ def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypa
         build(out_dir), requires_python='==3.11.*'))
     backend = FakeBackend([], gcs)
     argv = _submit_args('train_cifar10_py')
-    argv.remove('--executor-image-uri')
-    argv.remove(EXECUTOR)
+    argv[argv.index(EXECUTOR)] = jobs.EXECUTOR_IMAGES['cpu']
     with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
                        r'\(setup\.py\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
         _main(argv, backend)
@@ -262,7 +294,8 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     backend = FakeBackend([], gcs)
     argv = _submit_args('train_cifar10_nobucket')
     argv[argv.index('gs://' + BUCKET)] = 'gs://missing-bucket'
-    with pytest.raises(UserInputError, match=r'^bucket gs://missing-bucket does not exist'):
+    with pytest.raises(UserInputError, match=r'^--data-dir gs://missing-bucket/data/cifar10: '
+                       r'bucket gs://missing-bucket does not exist$'):
         _main(argv, backend)
     assert backend.http.requests == []
 
@@ -305,7 +338,8 @@ def test_project_comes_from_flag_env_or_credentials(monkeypatch):
 
 def test_missing_credentials_with_the_real_backend(monkeypatch):
     monkeypatch.setenv('GOOGLE_APPLICATION_CREDENTIALS', '/nonexistent/key.json')
-    with pytest.raises(UserInputError, match=r'^no Application Default Credentials \(File '
+    with pytest.raises(UserInputError, match=r'^no usable Application Default Credentials '
+                       r'\(GOOGLE_APPLICATION_CREDENTIALS=/nonexistent/key.json: File '
                        r'/nonexistent/key.json was not found.\): run `gcloud auth '
                        r'application-default login`'):
         cli.main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--project', 'my-project'])

@@ -4,6 +4,7 @@ Requests go through the real googleapiclient service objects (built from
 the bundled discovery document) into `RecordingHttp`, which answers with
 canned responses and records what was sent.
 """
+import dataclasses
 import os
 from urllib import parse
 
@@ -19,6 +20,7 @@ from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import submission
+from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import trainer as taxi_trainer
 
@@ -96,6 +98,20 @@ def test_custom_job_body():
                 {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool},
                 {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool}],
             'baseOutputDirectory': {'outputUriPrefix': JOB_DIR}}}
+
+
+def test_parameter_servers_get_no_gpu_flag():
+    sub = _submission(_config('cmle_config_gpu.yaml'),
+                      args=('--num-gpus', '4', '--train-steps=100', '--num-gpus=4'))
+    chief, workers, ps = jobs.job_body(sub)['jobSpec']['workerPoolSpecs']
+    for pool in (chief, workers):
+        assert pool['pythonPackageSpec']['args'][1:] == [
+            '--num-gpus', '4', '--train-steps=100', '--num-gpus=4', '--job-dir=' + JOB_DIR]
+    assert ps['pythonPackageSpec']['args'][1:] == ['--train-steps=100', '--job-dir=' + JOB_DIR]
+    replicas = tfjob.manifest(dataclasses.replace(sub, image_uri='img'))['spec']['tfReplicaSpecs']
+    assert '--num-gpus=4' in replicas['Worker']['template']['spec']['containers'][0]['args']
+    assert not any(arg.startswith('--num-gpus')
+                   for arg in replicas['PS']['template']['spec']['containers'][0]['args'])
 
 
 def test_taxi_gets_the_sample_data_unless_given():
@@ -378,34 +394,7 @@ def test_credentials_go_in_the_header_and_never_in_messages():
     assert token not in str(raised.value)
 
 
-# ------------------------------------------------------------- following
-
-
-def test_wait_for_job_prints_each_transition_once(capsys):
-    states = ['JOB_STATE_QUEUED', 'JOB_STATE_PENDING', 'JOB_STATE_PENDING',
-              'JOB_STATE_RUNNING', 'JOB_STATE_RUNNING', 'JOB_STATE_SUCCEEDED']
-    name = PARENT + '/customJobs/1'
-    vertex, http = _vertex([(200, {'name': name, 'state': s}) for s in states])
-    sleeps = []
-    final = jobs.wait_for_job(vertex, name, poll_interval=7, sleep=sleeps.append)
-    assert final['state'] == jobs.SUCCEEDED
-    assert sleeps == [7] * 5
-    assert len(http.requests) == 6
-    printed = [line.split(' ', 2)[2] for line in capsys.readouterr().err.splitlines()]
-    assert printed == ['JOB_STATE_QUEUED', 'JOB_STATE_PENDING', 'JOB_STATE_RUNNING',
-                       'JOB_STATE_SUCCEEDED']
-
-
-def test_wait_for_job_reports_the_failure(capsys):
-    name = PARENT + '/customJobs/1'
-    vertex, _ = _vertex([(200, {'name': name, 'state': 'JOB_STATE_RUNNING'}),
-                         (200, {'name': name, 'state': 'JOB_STATE_FAILED',
-                                'error': {'code': 3, 'message': 'The replica workerpool0-0 '
-                                          'exited with a non-zero status of 2.'}})])
-    final = jobs.wait_for_job(vertex, name, poll_interval=0, sleep=lambda s: None)
-    assert final['state'] == 'JOB_STATE_FAILED'
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        'error: The replica workerpool0-0 exited with a non-zero status of 2.')
+# ------------------------------------------------------------- describing
 
 
 def test_describe_a_tuning_job_names_the_best_trial():

@@ -91,13 +91,6 @@ def test_stage_replaces_different_contents(gcs, sdist, tmp_path):
     assert blob.size == other.size
 
 
-def test_check_bucket(gcs):
-    staging.check_bucket(gcs, 'gs://%s/some/prefix' % BUCKET)
-    with pytest.raises(UserInputError, match=r'^bucket gs://no-such-bucket does not exist '
-                       r'\(set BUCKET_NAME or --bucket to an existing bucket\)$'):
-        staging.check_bucket(gcs, 'gs://no-such-bucket')
-
-
 @pytest.mark.parametrize('text,expected', [
     ('gs://my-bucket', 'gs://my-bucket'),
     ('gs://my-bucket/', 'gs://my-bucket'),

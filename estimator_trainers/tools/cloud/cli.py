@@ -1,14 +1,15 @@
 """Command line: submit a trainer to Vertex AI, follow, cancel and list jobs.
 
     python -m estimator_trainers.tools.cloud submit MODEL [--config FILE] [options] [-- TRAINER_FLAGS]
-    python -m estimator_trainers.tools.cloud status|cancel JOB
+    python -m estimator_trainers.tools.cloud status|cancel|logs JOB
     python -m estimator_trainers.tools.cloud list
 
 Settings come from flags, then the environment (PROJECT_ID, BUCKET_NAME,
 REGION), then the config (`trainingInput.region`, `jobDir`), then
 Application Default Credentials (project only). Every check that can fail
-(config, project, bucket, credentials, package) runs before anything is
-uploaded; `--dry-run` and the print-only targets send nothing at all.
+(config, trainer flags per pool, project, credentials, data paths, buckets,
+job-dir) runs before anything is uploaded (`preflight`); `--dry-run` and the
+print-only targets send nothing at all.
 """
 import argparse
 import json
@@ -20,12 +21,16 @@ import tempfile
 from estimator_trainers import flags
 from estimator_trainers import registry
 from estimator_trainers.errors import first_line
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import logs
+from estimator_trainers.tools.cloud import preflight
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import submission as submission_lib
 from estimator_trainers.tools.cloud import tfjob
-from estimator_trainers.errors import UserInputError
 
 DEFAULT_REGION = 'us-central1'
 TARGETS = ('vertex', 'ai-platform', 'tfjob')
@@ -46,16 +51,53 @@ class Backend:
             return google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except exceptions.DefaultCredentialsError as e:
             raise UserInputError(
-                'no Application Default Credentials (%s): run `gcloud auth '
+                'no usable Application Default Credentials (%s): run `gcloud auth '
                 'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
-                'to a service account key file' % first_line(e)) from None
+                'to a service account key file' % _credentials_reason(e)) from None
+        except Exception as e:  # pylint: disable=broad-except
+            # A malformed key fails in whichever parser reads it (ValueError,
+            # PyAsn1Error, ...), whose message may quote the key: name the
+            # file and the error type only.
+            raise UserInputError(
+                '%s: not a usable service account key (%s while reading it); '
+                'download a new key or unset GOOGLE_APPLICATION_CREDENTIALS to use '
+                '`gcloud auth application-default login`'
+                % (_credentials_source(), type(e).__name__)) from None
+
+    def transport(self, credentials):
+        """The transport every API call goes through (tests record it)."""
+        return api.authorized_http(credentials)
+
+    def service(self, api_name, version, credentials):
+        """A discovery service; storage honours STORAGE_EMULATOR_HOST, as
+        google-cloud-storage does (no credentials there)."""
+        emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
+        if emulator:
+            import httplib2  # pylint: disable=g-import-not-at-top
+            return api.build(api_name, version, httplib2.Http(timeout=api.TIMEOUT_SECS),
+                             endpoint=emulator)
+        return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
-        return jobs.VertexJobs(project, region, credentials=credentials)
+        return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
         from google.cloud import storage  # pylint: disable=g-import-not-at-top
         return storage.Client(project=project, credentials=credentials)
+
+
+def _credentials_source():
+    path = os.environ.get('GOOGLE_APPLICATION_CREDENTIALS')
+    return ('GOOGLE_APPLICATION_CREDENTIALS=%s' % path if path else
+            'the Application Default Credentials file')
+
+
+def _credentials_reason(error):
+    """A DefaultCredentialsError's own sentence, without the wrapped cause
+    (whose text may quote the key)."""
+    text = error.args[0] if error.args and isinstance(error.args[0], str) else ''
+    return '%s: %s' % (_credentials_source(), first_line(text)) if text else \
+        _credentials_source()
 
 
 def build_parser():
@@ -84,12 +126,21 @@ def build_parser():
                         'exports (default: trainingInput.jobDir, else '
                         '<bucket>/jobs/<job-name>). Tuning trials write to '
                         '<job-dir>/<trial>/model.')
-    submit.add_argument('--executor-image-uri', help='Prebuilt Vertex AI image '
-                        'that installs the package (default: %s, or %s when the '
-                        'config has GPUs).' % (jobs.EXECUTOR_IMAGES['cpu'],
-                                               jobs.EXECUTOR_IMAGES['gpu']))
-    submit.add_argument('--image-uri', help='Custom container with the package '
-                        'installed (see Dockerfile); nothing is staged.')
+    images = submit.add_mutually_exclusive_group()
+    images.add_argument('--build-image', action='store_true',
+                        help='Build the Dockerfile with Cloud Build into Artifact '
+                             'Registry, tagged with the sources\' content hash (an '
+                             'unchanged tree reuses its image), and run it. The '
+                             'default unless --image-uri or --executor-image-uri.')
+    images.add_argument('--executor-image-uri', help='Stage the package for this '
+                        'prebuilt Vertex AI image instead of building one (e.g. %s '
+                        'or %s, whose availability ended on 2025-11-14).'
+                        % (jobs.EXECUTOR_IMAGES['cpu'], jobs.EXECUTOR_IMAGES['gpu']))
+    images.add_argument('--image-uri', help='Run this container (the Dockerfile, '
+                        'built and pushed by you); nothing is built or staged.')
+    submit.add_argument('--repository', default=build_lib.DEFAULT_REPOSITORY,
+                        help='Artifact Registry Docker repository in --region for '
+                             '--build-image (created if missing).')
     submit.add_argument('--target', choices=TARGETS, default='vertex',
                         help='vertex (default): submit. ai-platform: print the legacy ml v1 '
                              'jobs.create request. tfjob: print a Kubeflow TFJob '
@@ -97,16 +148,17 @@ def build_parser():
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
     submit.add_argument('--stream-logs', action='store_true',
-                        help='Follow the job state until it ends; exit 0 only '
-                             'if it succeeded.')
-    submit.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
-                        help='Seconds between state polls with --stream-logs '
-                             '(default: 30).')
+                        help='Print the replicas\' log lines ([chief-0] ...) until the '
+                             'job ends; exit 0 only if it succeeded.')
+    _add_poll_flag(submit)
 
-    for name, text in (('status', 'show a job'), ('cancel', 'cancel a job')):
+    for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
+                       ('logs', 'print a job\'s log lines until it ends')):
         command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
         command.add_argument('job', help='Resource name, numeric id or display name.')
         _add_location_flags(command)
+        if name == 'logs':
+            _add_poll_flag(command)
 
     listing = commands.add_parser('list', help='list recent jobs',
                                   description='List custom and tuning jobs, newest first.')
@@ -125,6 +177,12 @@ def _add_location_flags(parser):
     parser.add_argument('--region', default=os.environ.get('REGION'),
                         help='Vertex AI region (env REGION, else '
                              'trainingInput.region, else %s).' % DEFAULT_REGION)
+
+
+def _add_poll_flag(parser):
+    parser.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
+                        help='Seconds between polls of the job, its logs and image '
+                             'builds (default: 30).')
 
 
 def main(argv=None, backend=None, out=None, err=None):
@@ -176,6 +234,8 @@ def submit(args, trainer_flags, backend, out, err):
             job_name=job_name, trainer=trainer, config=config, project=project,
             region=region, job_dir=job_dir, args=trainer_args, **kwargs)
 
+    parsed = preflight.check_trainer_flags(make(None, image_uri=args.image_uri))
+    params = preflight.model_params(trainer, parsed)
     if args.target == 'tfjob':
         out.write(tfjob.render(make(None, image_uri=args.image_uri)))
         return 0
@@ -184,16 +244,27 @@ def submit(args, trainer_flags, backend, out, err):
     if args.target == 'vertex' and not args.dry_run:
         credentials, adc_project = backend.credentials()
     project = _project(args.project or adc_project)
+    builds = (args.target == 'vertex' and not args.image_uri and
+              not args.executor_image_uri)
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-sdist-') as tmp:
-        sdist = package_uri = executor = None
-        if not args.image_uri:
+        sdist = package_uri = executor = context = build_body = None
+        image_uri = args.image_uri
+        if builds:
+            context = build_lib.pack_context(tmp)
+            image_uri = build_lib.image_uri(project, region, args.repository,
+                                            build_lib.image_tag(
+                                                context.sha256,
+                                                build_lib.variant(config.uses_gpus)))
+            build_body = build_lib.build_body(build_lib.context_uri(bucket_uri, context),
+                                              image_uri, build_lib.variant(config.uses_gpus))
+        elif not image_uri:
             sdist = staging.build_sdist(tmp)
             package_uri = staging.staging_uri(bucket_uri, job_name, sdist.filename)
             executor = args.executor_image_uri or jobs.EXECUTOR_IMAGES[
                 'gpu' if config.uses_gpus else 'cpu']
         sub = make(project, package_uri=package_uri, executor_image=executor,
-                   image_uri=args.image_uri)
+                   image_uri=image_uri)
 
         if args.target == 'ai-platform':
             body = jobs.legacy_job_body(sub)
@@ -208,41 +279,131 @@ def submit(args, trainer_flags, backend, out, err):
         if args.dry_run:
             if problem:
                 err.write('warning: %s\n' % problem)
-            from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
-            offline = jobs.VertexJobs(project, region, credentials=AnonymousCredentials())
-            plan = (staging.plan(sdist, package_uri) if sdist else
-                    {'action': 'none: the container %s has the package' % args.image_uri})
-            _print_request(out, plan, offline.create_request(collection, body))
+            _dry_run(out, sub, collection, body, sdist, context, build_body, bucket_uri,
+                     args.repository)
             return 0
         if problem:
             raise UserInputError(problem)
 
         vertex = backend.vertex(project, region, credentials)
+        checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
+                                        project)
+        preflight.check_storage(checks, sub, parsed, params, bucket_uri)
         storage_client = backend.storage(project, credentials)
-        staging.check_bucket(storage_client, bucket_uri)
         if sdist:
-            if staging.stage(storage_client, sdist, package_uri):
-                err.write('staged %s (sha256 %s)\n' % (package_uri, sdist.sha256))
-            else:
-                err.write('%s already holds this package (sha256 %s); upload skipped\n'
-                          % (package_uri, sdist.sha256))
+            _stage(storage_client, sdist, package_uri, 'this package', err)
+        if context:
+            _build_image(backend, credentials, sub, args, storage_client, context,
+                         build_body, bucket_uri, err)
 
-    job = vertex.create(collection, body)
+    job = _create(vertex, collection, body, sub)
     out.write('%s\n' % job['name'])
     out.flush()
-    err.write('created %s %s; follow it with: python -m estimator_trainers.tools.cloud '
-              'status %s\n' % (collection, job_name, job['name']))
+    _print_submitted(err, collection, job, sub)
     if not args.stream_logs:
         return 0
-    final = jobs.wait_for_job(vertex, job['name'], args.poll_interval, out=err)
-    best = jobs.best_trial(final)
-    if best:
-        err.write('best trial: %s\n' % best)
+    return _follow(backend, credentials, vertex, job['name'], args.poll_interval, out)
+
+
+def _stage(storage_client, archive, destination, what, err):
+    if staging.stage(storage_client, archive, destination):
+        err.write('staged %s (sha256 %s)\n' % (destination, archive.sha256))
+    else:
+        err.write('%s already holds %s (sha256 %s); upload skipped\n'
+                  % (destination, what, archive.sha256))
+
+
+def _image_builder(backend, credentials, project, region, repository):
+    return build_lib.ImageBuilder(
+        backend.service('artifactregistry', 'v1', credentials),
+        backend.service('cloudbuild', 'v1', credentials), project, region, repository)
+
+
+def _build_image(backend, credentials, sub, args, storage_client, context, build_body,
+                 bucket_uri, err):
+    """Reuses the image of the same sources, else stages the context and builds it."""
+    builder = _image_builder(backend, credentials, sub.project, sub.region, args.repository)
+    if builder.ensure_repository():
+        err.write('created Artifact Registry repository %s\n' % builder.repository_name)
+    tag = sub.image_uri.rsplit(':', 1)[1]
+    if builder.image_exists(tag):
+        err.write('%s exists (built from these sources); build skipped\n' % sub.image_uri)
+        return
+    _stage(storage_client, context, build_lib.context_uri(bucket_uri, context),
+           'this build context', err)
+    builder.build(build_body, args.poll_interval, err)
+
+
+def _create(vertex, collection, body, sub):
+    """Creates the job; an executor image Vertex AI refuses gets the way out."""
+    try:
+        return vertex.create(collection, body)
+    except api.ApiError as e:
+        if sub.executor_image and e.status in (400, 403, 404) and \
+                'image' in str(e).lower():
+            raise api.ApiError('%s; Vertex AI refuses the executor image %s: drop '
+                               '--executor-image-uri to build the image (--build-image), '
+                               'or pass --image-uri' % (e, sub.executor_image),
+                               e.status) from None
+        raise
+
+
+def _print_submitted(err, collection, job, sub):
+    """Where the job is and how to follow, watch and cancel it."""
+    info = jobs.parse_job_name(job['name']) or {}
+    command = 'python -m estimator_trainers.tools.cloud'
+    err.write(
+        'created %s %s: %s\n'
+        'console:     https://console.cloud.google.com/vertex-ai/locations/%s/training/%s'
+        '?project=%s\n'
+        'job-dir:     %s\n'
+        'tensorboard: tensorboard --logdir %s --load_fast=false\n'
+        'follow:      %s logs %s\n'
+        'cancel:      %s cancel %s\n'
+        % (collection, sub.job_name, job['name'], sub.region, info.get('id', '?'),
+           sub.project, sub.job_dir, sub.job_dir, command, job['name'], command,
+           job['name']))
+
+
+def _follow(backend, credentials, vertex, name, poll_interval, out):
+    """Prints the job's log lines until it ends; 0 only if it succeeded."""
+    info = jobs.parse_job_name(name)
+    reader = logs.LogReader(backend.service('logging', 'v2', credentials),
+                            info['project'], info['id'])
+    final = logs.follow(vertex, reader, name, poll_interval, out=out)
     return 0 if final.get('state') == jobs.SUCCEEDED else 1
 
 
+def _dry_run(out, sub, collection, body, sdist, context, build_body, bucket_uri,
+             repository):
+    """Prints the staging plan, the image build (if any) and the exact request."""
+    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
+    anonymous = AnonymousCredentials()
+    offline = jobs.VertexJobs(sub.project, sub.region, credentials=anonymous)
+    if sdist:
+        plan = staging.plan(sdist, sub.package_uri)
+    elif context:
+        plan = dict(staging.plan(context, build_lib.context_uri(bucket_uri, context)),
+                    files=len(context.files),
+                    action='reuse %s if Artifact Registry has it, else upload the build '
+                           'context and build it with Cloud Build' % sub.image_uri)
+        builder = build_lib.ImageBuilder(
+            None, api.build('cloudbuild', 'v1', api.authorized_http(anonymous)),
+            sub.project, sub.region, repository)
+        plan['build'] = _request_json(builder.build_request(build_body))
+    else:
+        plan = {'action': 'none: the container %s has the package' % sub.image_uri}
+    out.write(json.dumps({'staging': plan,
+                          'request': _request_json(offline.create_request(collection, body))},
+                         indent=2) + '\n')
+
+
+def _request_json(request):
+    return {'method': request.method, 'uri': request.uri, 'body': json.loads(request.body)}
+
+
 def manage(args, backend, out):
-    """status, cancel, list."""
+    """status, cancel, logs, list."""
     parsed = jobs.parse_job_name(getattr(args, 'job', ''))
     credentials, adc_project = backend.credentials()
     if parsed:
@@ -260,6 +421,8 @@ def manage(args, backend, out):
                 kind, info.get('id', job.get('name', '')), job.get('displayName', '')))
         return 0
     name = vertex.resolve(args.job)
+    if args.command == 'logs':
+        return _follow(backend, credentials, vertex, name, args.poll_interval, out)
     if args.command == 'cancel':
         vertex.cancel(name)
         out.write('cancel requested for %s; `status` shows when it has stopped\n' % name)
@@ -270,11 +433,8 @@ def manage(args, backend, out):
 
 
 def _print_request(out, plan, request):
-    out.write(json.dumps({
-        'staging': plan,
-        'request': {'method': request.method, 'uri': request.uri,
-                    'body': json.loads(request.body)},
-    }, indent=2) + '\n')
+    out.write(json.dumps({'staging': plan, 'request': _request_json(request)},
+                         indent=2) + '\n')
 
 
 def _project(project):

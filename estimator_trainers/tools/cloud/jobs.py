@@ -9,10 +9,7 @@ Calls go through google-api-python-client's `aiplatform v1` service on the
 regional endpoint `https://<region>-aiplatform.googleapis.com` (`api`: bounded
 waits, one-line errors).
 """
-import datetime
 import re
-import sys
-import time
 
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
@@ -322,28 +319,6 @@ def _collection_of(name):
 # ------------------------------------------------------------- following
 
 
-def wait_for_job(jobs, name, poll_interval, out=None, sleep=time.sleep):
-    """Polls `name` until it ends, printing each state change.
-
-    Returns:
-      The final job resource.
-    """
-    out = out or sys.stderr
-    last = None
-    while True:
-        job = jobs.get(name)
-        state = job.get('state', 'JOB_STATE_UNSPECIFIED')
-        if state != last:
-            out.write('%s %s\n' % (_now(), state))
-            out.flush()
-            last = state
-        if state in FINAL_STATES:
-            if job.get('error', {}).get('message'):
-                out.write('error: %s\n' % job['error']['message'])
-            return job
-        sleep(poll_interval)
-
-
 def describe(job):
     """Lines summarising a job resource for `status`."""
     lines = ['name: %s' % job.get('name', '?'),
@@ -377,7 +352,3 @@ def best_trial(job):
     params = ', '.join('%s=%s' % (p['parameterId'], p.get('value'))
                        for p in trial.get('parameters', []))
     return '%s %s=%s (%s)' % (trial.get('id', '?'), metric_id, value, params)
-
-
-def _now():
-    return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')

@@ -147,20 +147,6 @@ def plan(sdist, destination):
     }
 
 
-def check_bucket(client, bucket_uri):
-    """Fails with a clear message when the bucket is missing or not readable."""
-    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
-    name, _ = split_gs_uri(bucket_uri)
-    try:
-        client.get_bucket(name)
-    except exceptions.NotFound:
-        raise UserInputError('bucket gs://%s does not exist (set BUCKET_NAME or '
-                             '--bucket to an existing bucket)' % name) from None
-    except exceptions.Forbidden as e:
-        raise UserInputError('no access to bucket gs://%s with these credentials: %s'
-                             % (name, e.message)) from None
-
-
 def stage(client, sdist, destination):
     """Uploads `sdist` to `destination` unless the same contents are there.
 

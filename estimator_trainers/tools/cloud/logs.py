@@ -1,0 +1,162 @@
+"""Follow a Vertex AI job: its replicas' log lines, then how it ended.
+
+Vertex AI sends each replica's output to Cloud Logging as entries of resource
+type `ml_job`, labelled with the job's numeric id (`resource.labels.job_id`)
+and the replica (`resource.labels.task_name`: `workerpool<N>-<index>`, pool N
+in Vertex order; AI Platform wrote `master-replica-0`, `ps-replica-0`, ...).
+`LogReader` pages through `logging v2 entries.list` for them and returns each
+entry once, in timestamp order; `follow` prints them as `[chief-0] ...`,
+`[worker-1] ...`, `[ps-0] ...` while polling the job until it ends, then the
+job's error message last when it failed.
+"""
+import re
+import sys
+import time
+
+from estimator_trainers.cluster import CHIEF
+from estimator_trainers.cluster import POOL_ORDER
+from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import schema
+
+PAGE_SIZE = 1000
+# Entries reach Cloud Logging a few seconds after they are written: after the
+# job ends, wait this long (at most) and read once more.
+FINAL_GRACE_SECS = 10
+
+_VERTEX_TASK = re.compile(r'workerpool(\d+)-(\d+)')
+_LEGACY_TASK = re.compile(r'(master|chief|worker|ps|evaluator)-replica-(\d+)')
+
+
+def log_filter(job_id, since=None):
+    """The Cloud Logging filter for a job's replica entries (from `since` on)."""
+    text = 'resource.type="ml_job" AND resource.labels.job_id="%s"' % job_id
+    if since:
+        text += ' AND timestamp>="%s"' % since
+    return text
+
+
+def replica(entry):
+    """`chief-0`, `worker-1`, `ps-0`, ... for a log entry (`trial-3/chief-0` in
+    a tuning job); the raw task name when it has another form."""
+    labels = dict(entry.get('labels') or {})
+    labels.update((entry.get('resource') or {}).get('labels') or {})
+    task = labels.get('task_name') or labels.get('ml.googleapis.com/task_name') or 'job'
+    match = _VERTEX_TASK.fullmatch(task)
+    if match and int(match.group(1)) < len(POOL_ORDER):
+        task = '%s-%s' % (POOL_ORDER[int(match.group(1))], match.group(2))
+    else:
+        match = _LEGACY_TASK.fullmatch(task)
+        if match:
+            role = CHIEF if match.group(1) == 'master' else match.group(1)
+            task = '%s-%s' % (role, match.group(2))
+    trial = labels.get('trial_id') or labels.get('ml.googleapis.com/trial_id')
+    return 'trial-%s/%s' % (trial, task) if trial else task
+
+
+def message(entry):
+    """The text of a log entry (text payload, or a JSON payload's `message`)."""
+    if 'textPayload' in entry:
+        return entry['textPayload']
+    payload = entry.get('jsonPayload') or {}
+    return str(payload.get('message', payload))
+
+
+def lines(entry):
+    """The printed lines of one entry, each prefixed with its replica."""
+    prefix = '[%s] ' % replica(entry)
+    return [prefix + line for line in message(entry).rstrip('\n').splitlines() or ['']]
+
+
+def time_key(timestamp):
+    """An RFC 3339 UTC timestamp -> a key that sorts by time (the fraction has
+    0 to 9 digits, so the strings themselves do not sort)."""
+    seconds, _, fraction = timestamp.rstrip('Z').partition('.')
+    return seconds, fraction.ljust(9, '0')
+
+
+class LogReader:
+    """Reads a job's new log entries, each once, oldest first."""
+
+    def __init__(self, service, project, job_id):
+        """
+        Args:
+          service: the `logging v2` service (`api.build`).
+          project, job_id: the job's project and numeric id.
+        """
+        self.service = service
+        self.project = project
+        self.job_id = job_id
+        self._seen = set()
+        self._since = None
+
+    def request_body(self, page_token=None):
+        """The `entries.list` body (checked against the discovery schema)."""
+        body = {'resourceNames': ['projects/%s' % self.project],
+                'filter': log_filter(self.job_id, self._since),
+                'orderBy': 'timestamp asc', 'pageSize': PAGE_SIZE}
+        if page_token:
+            body['pageToken'] = page_token
+        schema.check('logging', 'v2', schema.request_schema('logging', 'v2', 'entries.list'),
+                     body)
+        return body
+
+    def read(self):
+        """The entries not returned before, in timestamp order (all pages)."""
+        found = []
+        token = None
+        while True:
+            response = api.execute(
+                self.service.entries().list(body=self.request_body(token)),
+                'entries.list for job %s in projects/%s' % (self.job_id, self.project),
+                'logging', self.project)
+            found.extend(response.get('entries', []))
+            token = response.get('nextPageToken')
+            if not token:
+                break
+        new = []
+        for entry in found:
+            key = (entry.get('logName'), entry.get('insertId'), entry.get('timestamp'))
+            if key not in self._seen:
+                self._seen.add(key)
+                new.append(entry)
+        new.sort(key=lambda e: time_key(e.get('timestamp', '')))
+        if new:
+            # Later reads start at the newest second seen; `_seen` drops repeats.
+            self._since = new[-1].get('timestamp') or self._since
+        return new
+
+
+def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
+    """Prints the job's log lines and state changes until it ends.
+
+    Returns:
+      The final job resource.
+    """
+    out = out or sys.stdout
+    last = None
+    while True:
+        job = vertex.get(name)
+        state = job.get('state', 'JOB_STATE_UNSPECIFIED')
+        if state != last:
+            out.write('[job] %s\n' % state)
+            last = state
+        _print(reader.read(), out)
+        if state in jobs.FINAL_STATES:
+            sleep(min(poll_interval, FINAL_GRACE_SECS))
+            _print(reader.read(), out)
+            best = jobs.best_trial(job)
+            if best:
+                out.write('[job] best trial: %s\n' % best)
+            if job.get('error', {}).get('message'):
+                out.write('error: %s\n' % job['error']['message'])
+            out.flush()
+            return job
+        out.flush()
+        sleep(poll_interval)
+
+
+def _print(entries, out):
+    for entry in entries:
+        for line in lines(entry):
+            out.write(line + '\n')

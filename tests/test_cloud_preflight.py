@@ -1,0 +1,355 @@
+"""Checks before anything is uploaded: trainer flags, pools, bucket contents,
+credentials and a dead network, each refusing with one line.
+
+The storage checks read a gcp-storage-emulator through the real `storage v1`
+service, or a `RecordingHttp` where the emulator cannot say no (permissions).
+Refusals happen before staging: the emulator bucket then holds nothing under
+`staging/` and Vertex AI got no request.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import httplib2
+import pytest
+import yaml
+
+import cloud_fakes
+from conftest import REPO_ROOT
+from conftest import cli_env
+from conftest import run_module
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import preflight
+from estimator_trainers.tools.cloud import submission
+
+MODULE = 'estimator_trainers.tools.cloud'
+BUCKET = 'preflight-bucket'
+EXECUTOR = 'us-docker.pkg.dev/my-project/executors/tf-2-15:latest'
+OFFLINE_ENV = {
+    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
+    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
+    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
+    'STORAGE_EMULATOR_HOST': '',
+}
+# The AI Platform config a course hands out (docs/cloud.md): no parameterServerCount.
+COURSE_CONFIG = """\
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-16
+  workerType: n1-standard-16
+  parameterServerType: n1-standard-16
+  workerCount: 1
+"""
+
+
+def _config(name):
+    return os.path.join(REPO_ROOT, 'configs', name)
+
+
+def _one_error_line(proc, expected):
+    assert proc.returncode == 2, proc.stderr
+    assert 'Traceback' not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith('error: ')]
+    assert errors == ['error: ' + expected]
+    assert proc.stdout == ''
+
+
+# ------------------------------------------------------------ trainer flags
+
+
+@pytest.mark.parametrize('model,flags,expected', [
+    ('cifar10', ['--bogus-flag=1'],
+     'trainer flags: unrecognized arguments: --bogus-flag=1 (python -m '
+     'cifar10_estimator.cifar10_main --help lists them)'),
+    ('cifar10', ['--num-layers=45'],
+     'trainer flags: argument --num-layers: expected 6n+2 (e.g. 20, 32, 44, 56, 110), '
+     'got 45 (python -m cifar10_estimator.cifar10_main --help lists them)'),
+    ('taxi', ['--batch-size=0'],
+     "trainer flags: argument --batch-size: expected an integer > 0, got '0' "
+     '(python -m taxi_estimator.task --help lists them)'),
+    ('taxi', ['--num-layers=3'],
+     '--num-layers=3 needs --layer-sizes-scale-factor > 0; without it --hidden-units '
+     'gives every layer size'),
+])
+def test_the_trainers_own_parser_refuses_a_dry_run(model, flags, expected):
+    proc = run_module(MODULE, 'submit', model, '--config', _config('cmle_config.yaml'),
+                      '--dry-run', '--', *flags, env=OFFLINE_ENV, timeout=120)
+    _one_error_line(proc, expected)
+
+
+def test_a_tuned_parameter_must_be_a_trainer_flag(tmp_path):
+    with open(_config('hptuning_config.yaml')) as f:
+        data = yaml.safe_load(f)
+    data['trainingInput']['hyperparameters']['params'][0]['parameterName'] = 'lr'
+    path = tmp_path / 'tuning.yaml'
+    path.write_text(yaml.safe_dump(data))
+    sub = _submission(configs.load_config(str(path)))
+    with pytest.raises(UserInputError, match=r'^trainer flags: unrecognized arguments: '
+                       r'--lr=0\.01 '):
+        preflight.check_trainer_flags(sub)
+    data['trainingInput']['hyperparameters']['params'][0] = {
+        'parameterName': 'learning-rate', 'type': 'CATEGORICAL',
+        'categoricalValues': ['0.1', 'fast']}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserInputError, match=r'^trainer flags: argument --learning-rate: '
+                       r"expected a number, got 'fast'"):
+        preflight.check_trainer_flags(_submission(configs.load_config(str(path))))
+
+
+def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUCKET):
+    trainer = submission.TRAINERS[model]
+    return submission.Submission(
+        job_name='j', trainer=trainer, config=config, project='my-project',
+        region='us-central1', job_dir=job_dir,
+        args=tuple(trainer.default_args('gs://' + BUCKET, list(args)) + list(args)))
+
+
+def test_the_course_config_dry_runs_with_its_warning(tmp_path):
+    path = tmp_path / 'course.yaml'
+    path.write_text(COURSE_CONFIG)
+    proc = run_module(MODULE, 'submit', 'cifar10', '--config', path, '--dry-run',
+                      '--job-name', 'train_cifar10_course', env=OFFLINE_ENV, timeout=120,
+                      check=0)
+    assert proc.stderr.splitlines() == [
+        'warning: %s: trainingInput.parameterServerType set but parameterServerCount is '
+        'unset: no ps replica runs (as on AI Platform); set parameterServerCount to run '
+        'one' % path]
+    pools = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs']
+    assert [(p['machineSpec']['machineType'], p['replicaCount']) for p in pools] == [
+        ('n1-standard-16', '1'), ('n1-standard-16', '1')]
+
+
+# ------------------------------------------------------------------- pools
+
+
+def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
+    gpu = configs.load_config(_config('cmle_config_gpu.yaml'))
+    parsed = preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=4']))
+    assert parsed.num_gpus == 4  # the ps pool (no GPUs) never sees the flag
+    with pytest.raises(UserInputError) as raised:
+        preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=8']))
+    assert str(raised.value) == (
+        '--num-gpus=8 but the chief pool (masterType n1-standard-16) has 4 GPU(s); give '
+        'trainingInput.masterConfig an acceleratorConfig with 8 GPUs or lower --num-gpus')
+    evaluator = configs.parse_config(yaml.safe_load(
+        open(_config('cmle_config_gpu.yaml')).read().replace(
+            'parameterServerType: n1-highmem-8\n  parameterServerCount: 1',
+            'evaluatorType: n1-highmem-8\n  evaluatorCount: 1')), 'cfg.yaml')
+    with pytest.raises(UserInputError, match=r'^--num-gpus=2 but the evaluator pool '
+                       r'\(evaluatorType n1-highmem-8\) has no GPUs; give '
+                       r'trainingInput.evaluatorConfig an acceleratorConfig'):
+        preflight.check_trainer_flags(_submission(evaluator, args=['--num-gpus', '2']))
+
+
+# ---------------------------------------------------------------- storage
+
+
+@pytest.fixture(scope='module')
+def gcs():
+    with cloud_fakes.storage_emulator(BUCKET) as client:
+        bucket = client.bucket(BUCKET)
+        for name in ('data/cifar10/metadata.json', 'taxi/train-1.csv', 'taxi/train-2.csv',
+                     'taxi/eval.csv', 'taxi/old/train-0.csv'):
+            bucket.blob(name).upload_from_string('x')
+        yield client
+
+
+def _checks(responses=None):
+    """BucketChecks on the emulator, or on recorded answers."""
+    if responses is None:
+        http, endpoint = httplib2.Http(timeout=5), os.environ['STORAGE_EMULATOR_HOST']
+    else:
+        http, endpoint = cloud_fakes.RecordingHttp(responses), None
+    return preflight.BucketChecks(api.build('storage', 'v1', http, endpoint=endpoint),
+                                  'my-project'), http
+
+
+@pytest.mark.parametrize('flag,path', [
+    ('--data-dir', 'gs://%s/data/cifar10' % BUCKET),
+    ('--data-dir', 'gs://%s/data/cifar10/' % BUCKET),
+    ('--train-files', 'gs://%s/taxi/train-*.csv' % BUCKET),
+    ('--train-files', 'gs://%s/taxi/train-[12].csv' % BUCKET),
+    ('--eval-files', 'gs://%s/taxi/eval.csv' % BUCKET),
+])
+def test_data_that_exists(gcs, flag, path):
+    _checks()[0].check_data(flag, path)
+
+
+@pytest.mark.parametrize('flag,path,message', [
+    ('--data-dir', 'gs://%s/data/cifar100' % BUCKET,
+     'no such object or directory in the bucket'),
+    ('--train-files', 'gs://%s/taxi/*.tsv' % BUCKET, 'no object matches'),
+    ('--train-files', 'gs://%s/taxi/train-0*.csv' % BUCKET, 'no object matches'),
+    ('--eval-files', 'gs://%s/taxi/eval.csv.gz' % BUCKET,
+     'no such object or directory in the bucket'),
+    ('--data-dir', 'gs://no-such-bucket/data', 'bucket gs://no-such-bucket does not exist'),
+    ('--data-dir', 'data/cifar10', "expected a gs:// path (the job's machines cannot read "
+     'files on this one)'),
+])
+def test_missing_data_is_named(gcs, flag, path, message):
+    with pytest.raises(UserInputError) as raised:
+        _checks()[0].check_data(flag, path)
+    assert str(raised.value) == '%s %s: %s' % (flag, path, message)
+
+
+def test_a_bucket_these_credentials_cannot_write_is_named():
+    checks, http = _checks([(200, {'permissions': ['storage.objects.get',
+                                                   'storage.objects.list']})])
+    with pytest.raises(UserInputError) as raised:
+        checks.check_writable('gs://shared-bucket/jobs/j', '--job-dir')
+    assert str(raised.value) == (
+        '--job-dir gs://shared-bucket/jobs/j: these credentials cannot write to bucket '
+        'gs://shared-bucket (missing storage.objects.create); grant them '
+        'roles/storage.objectAdmin there')
+    request, = http.requests
+    assert request.uri.startswith('https://storage.googleapis.com/storage/v1/b/shared-bucket/'
+                                  'iam/testPermissions?permissions=storage.objects.create&')
+
+
+def test_a_permission_answer_names_the_resource_and_the_role():
+    checks, _ = _checks([cloud_fakes.error(403, 'caller does not have '
+                                                'storage.objects.list access')])
+    with pytest.raises(api.ApiError) as raised:
+        checks.check_data('--data-dir', 'gs://locked/data')
+    assert str(raised.value) == (
+        'checking --data-dir gs://locked/data: permission denied (caller does not have '
+        'storage.objects.list access); check that the Cloud Storage API '
+        '(storage.googleapis.com) is enabled in project my-project and that your '
+        'Application Default Credentials hold roles/storage.objectAdmin on the bucket')
+
+
+def test_a_job_dir_of_another_model_is_named(gcs):
+    checks, _ = _checks()
+    job_dir = 'gs://%s/jobs/resnet' % BUCKET
+    checks.check_job_dir_model(job_dir, {'num-layers': 44})  # nothing recorded yet
+    gcs.bucket(BUCKET).blob('jobs/resnet/model_params.json').upload_from_string(
+        json.dumps({'num-layers': 20}))
+    checks.check_job_dir_model(job_dir, {'num-layers': 20})
+    with pytest.raises(UserInputError) as raised:
+        checks.check_job_dir_model(job_dir, {'num-layers': 44})
+    assert str(raised.value) == (
+        '--num-layers=44 does not match the checkpoints in --job-dir %s, which were '
+        'trained with --num-layers=20; use a new --job-dir or the same value' % job_dir)
+
+
+# ------------------------------------------- refusals in a full submission
+
+
+class Backend(cli.Backend):
+    """Real storage service on the emulator, recorded Vertex AI answers."""
+
+    def __init__(self, storage_client):
+        self.http = cloud_fakes.RecordingHttp([])
+        self.storage_client = storage_client
+
+    def credentials(self):
+        return object(), 'my-project'
+
+    def transport(self, credentials):
+        return self.http
+
+    def storage(self, project, credentials):
+        return self.storage_client
+
+
+@pytest.mark.parametrize('extra,config,message', [
+    (['--', '--data-dir=gs://%s/data/missing' % BUCKET], 'cmle_config.yaml',
+     '--data-dir gs://%s/data/missing: no such object or directory in the bucket' % BUCKET),
+    (['--job-dir', 'gs://no-such-bucket/jobs/x'], 'cmle_config.yaml',
+     '--job-dir gs://no-such-bucket/jobs/x: bucket gs://no-such-bucket does not exist'),
+    (['--job-dir', 'gs://%s/jobs/resnet' % BUCKET, '--', '--num-layers=56'], 'cmle_config.yaml',
+     '--num-layers=56 does not match the checkpoints in --job-dir gs://%s/jobs/resnet'
+     % BUCKET),
+    (['--', '--num-gpus=1'], 'cmle_config.yaml',
+     '--num-gpus=1 but the chief pool (masterType n1-standard-16) has no GPUs'),
+    (['--', '--bogus-flag'], 'cmle_config.yaml',
+     'trainer flags: unrecognized arguments: --bogus-flag'),
+])
+def test_every_check_refuses_before_anything_is_staged(gcs, extra, config, message):
+    gcs.bucket(BUCKET).blob('jobs/resnet/model_params.json').upload_from_string(
+        json.dumps({'num-layers': 20}))
+    backend = Backend(gcs)
+    for image in (['--executor-image-uri', EXECUTOR], ['--build-image']):
+        argv = ['submit', 'cifar10', '--config', _config(config), '--bucket', 'gs://' + BUCKET,
+                '--project', 'my-project', '--job-name', 'train_refused'] + image + extra
+        with pytest.raises(UserInputError) as raised:
+            cli.main(argv, backend=backend, out=io.StringIO(), err=io.StringIO())
+        assert str(raised.value).startswith(message)
+        assert '\n' not in str(raised.value)
+    assert backend.http.requests == []
+    assert [b.name for b in gcs.list_blobs(BUCKET, prefix='staging/')] == []
+
+
+# ------------------------------------------------- credentials and network
+
+
+@pytest.mark.parametrize('body,expected', [
+    # pyasn1 rejects the DER inside (the PyAsn1Error traceback users saw)
+    ('MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu',
+     'error: GOOGLE_APPLICATION_CREDENTIALS={key}: not a usable service account key '
+     '(PyAsn1Error while reading it); download a new key or unset '
+     'GOOGLE_APPLICATION_CREDENTIALS to use `gcloud auth application-default login`'),
+    # google-auth wraps the base64 error
+    ('MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCsecretsecret',
+     'error: no usable Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS='
+     '{key}: Failed to load service account credentials from {key}): run `gcloud auth '
+     'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service '
+     'account key file'),
+])
+def test_a_malformed_key_is_one_line_without_key_material(tmp_path, body, expected):
+    key = tmp_path / 'key.json'
+    key.write_text(json.dumps({
+        'type': 'service_account', 'project_id': 'my-project', 'private_key_id': 'abc',
+        'private_key': '-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n' % body,
+        'client_email': 'trainer@my-project.iam.gserviceaccount.com', 'client_id': '1',
+        'token_uri': 'https://oauth2.googleapis.com/token'}))
+    env = dict(OFFLINE_ENV, GOOGLE_APPLICATION_CREDENTIALS=str(key))
+    for argv in (['submit', 'cifar10', '--config', _config('cmle_config.yaml')], ['list']):
+        proc = run_module(MODULE, *argv, env=env, timeout=120)
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines() == [expected.format(key=key)]
+        assert body[-12:] not in proc.stderr and 'PRIVATE KEY' not in proc.stderr
+
+
+def test_a_refused_connection_is_one_line_naming_the_endpoint():
+    port = cloud_fakes.free_port()
+    service = api.build('storage', 'v1', httplib2.Http(timeout=5),
+                        endpoint='http://127.0.0.1:%d' % port)
+    checks = preflight.BucketChecks(service, 'my-project')
+    with pytest.raises(api.ApiError) as raised:
+        checks.check_writable('gs://b/jobs/x', '--job-dir')
+    assert str(raised.value).startswith('checking access to bucket gs://b: cannot reach '
+                                        'http://127.0.0.1:%d (' % port)
+    assert raised.value.status is None
+
+
+def test_a_failed_dns_lookup_is_one_line_naming_the_endpoint():
+    # .invalid never resolves (RFC 6761).
+    service = api.build('storage', 'v1', httplib2.Http(timeout=5),
+                        endpoint='https://storage.nonexistent.invalid')
+    checks = preflight.BucketChecks(service, 'my-project')
+    with pytest.raises(api.ApiError) as raised:
+        checks.check_data('--data-dir', 'gs://b/data')
+    assert str(raised.value).startswith('checking --data-dir gs://b/data: cannot reach '
+                                        'https://storage.nonexistent.invalid (')
+
+
+def test_no_network_through_the_cli_is_one_line(tmp_path):
+    """A real submit with a proxy that refuses: one line, no retry storm."""
+    token = tmp_path / 'adc.json'
+    token.write_text(json.dumps({'type': 'authorized_user', 'client_id': 'c',
+                                 'client_secret': 's', 'refresh_token': 'r'}))
+    env = cli_env(dict(OFFLINE_ENV, GOOGLE_APPLICATION_CREDENTIALS=str(token)))
+    proc = subprocess.run(
+        [sys.executable, '-m', MODULE, 'submit', 'taxi', '--executor-image-uri', EXECUTOR],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr
+    line, = proc.stderr.splitlines()
+    assert line.startswith('error: checking --train-files gs://cloud-samples-data/')
+    assert 'cannot reach' in line

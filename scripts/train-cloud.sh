@@ -2,7 +2,8 @@
 # Trains one of the packaged models on Vertex AI, from an AI Platform config.
 #
 # Sets up .venv, then forwards to `python -m estimator_trainers.tools.cloud`, which
-# builds and stages the package and creates the job (no gcloud needed).
+# checks everything, builds the image with Cloud Build (or stages the package)
+# and creates the job (no gcloud, no local Docker needed).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,11 +11,14 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage() {
   cat <<USAGE
 Usage: bash scripts/train-cloud.sh MODEL [options] [-- TRAINER_FLAGS...]
-       bash scripts/train-cloud.sh status|cancel JOB [--project P] [--region R]
+       bash scripts/train-cloud.sh status|cancel|logs JOB [--project P] [--region R]
        bash scripts/train-cloud.sh list [--limit N]
 
 Submits MODEL (a declared trainer: cifar10, taxi, ...) to Vertex AI as a custom training job, or a
-hyperparameter tuning job when the config has 'hyperparameters'.
+hyperparameter tuning job when the config has 'hyperparameters'. Before
+anything is uploaded it checks the config, the trainer flags (with the
+trainer's own parser, per pool), the data paths and the job-dir.
+'logs JOB' prints the replicas' log lines ([chief-0] ...) until JOB ends.
 
 Environment:
   PROJECT_ID    Google Cloud project (else the credentials' project)
@@ -27,13 +31,18 @@ Options:
   --config FILE          AI Platform trainingInput YAML (see configs/)
   --job-name NAME        default train_<model>_<YYYYmmdd_HHMMSS>
   --job-dir gs://...     default <bucket>/jobs/<job-name>
-  --image-uri URI        custom container (Dockerfile) instead of the package
-  --executor-image-uri   prebuilt image that installs the package
+  --build-image          (default) build the Dockerfile with Cloud Build into
+                         Artifact Registry, tagged by content hash, reused
+                         when the sources are unchanged
+  --repository NAME      Artifact Registry repository (default estimator-trainers)
+  --image-uri URI        run this container instead (built by you)
+  --executor-image-uri   stage the package for this prebuilt image instead
   --target vertex|ai-platform|tfjob
                          ai-platform and tfjob only print (legacy ml v1
                          request, Kubeflow TFJob manifest)
   --dry-run              print the staging plan and the request; send nothing
-  --stream-logs          follow the job until it ends; exit 0 only on success
+  --stream-logs          print the replicas' log lines until the job ends;
+                         exit 0 only on success
   -h, --help             show this help
 
 Everything after '--' goes to the trainer, e.g.
@@ -50,7 +59,7 @@ main() {
   local command=(submit)
   case "$1" in
     -h|--help) usage; return 0 ;;
-    status|cancel|list) command=("$1"); shift ;;
+    status|cancel|logs|list) command=("$1"); shift ;;
   esac
 
   # shellcheck source=scripts/setup-venv.sh

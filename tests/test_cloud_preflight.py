@@ -187,6 +187,8 @@ def test_data_that_exists(gcs, flag, path):
      'no such object or directory in the bucket'),
     ('--train-files', 'gs://%s/taxi/*.tsv' % BUCKET, 'no object matches'),
     ('--train-files', 'gs://%s/taxi/train-0*.csv' % BUCKET, 'no object matches'),
+    # * stays within one path segment (taxi/old/train-0.csv does not match)
+    ('--train-files', 'gs://%s/taxi/*train-0.csv' % BUCKET, 'no object matches'),
     ('--eval-files', 'gs://%s/taxi/eval.csv.gz' % BUCKET,
      'no such object or directory in the bucket'),
     ('--data-dir', 'gs://no-such-bucket/data', 'bucket gs://no-such-bucket does not exist'),

@@ -24,7 +24,6 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import configs
-from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import preflight
 from estimator_trainers.tools.cloud import submission
 

@@ -61,11 +61,6 @@ def build(api, version, http, endpoint=None):
                            static_discovery=True, cache_discovery=False)
 
 
-def root_url(service):
-    """Where a built service sends its requests (for messages)."""
-    return service._baseUrl  # pylint: disable=protected-access
-
-
 def execute(request, action, api, project, retry=True):
     """Runs `request`; any failure becomes an `ApiError` naming `action`.
 

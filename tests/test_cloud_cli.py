@@ -312,6 +312,10 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
      '--job-dir is a submit option (before --) or trainingInput.jobDir, not a trainer flag'),
     (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--target', 'tfjob'], '--target tfjob needs --image-uri'),
     (['status', '1', '--', '--x'], 'trainer flags after -- only go with submit'),
+    (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--repository', 'My_Repo'],
+     "--repository 'My_Repo': expected an Artifact Registry repository id"),
+    (['submit', 'cifar10', '--bucket', 'gs://my-bucket', '--', '--num-layers=45'],
+     'trainer flags: argument --num-layers: expected 6n+2'),
 ])
 def test_input_errors_before_credentials(argv, message):
     backend = FakeBackend()

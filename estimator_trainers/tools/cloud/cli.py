@@ -38,6 +38,7 @@ CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
 
 _REGION_RE = re.compile(r'[a-z]+-[a-z]+[0-9]+')
 _PROJECT_RE = re.compile(r'([a-z0-9.-]+:)?[a-z0-9][a-z0-9-]{4,29}')
+_REPOSITORY_RE = re.compile(r'[a-z]([a-z0-9-]{0,61}[a-z0-9])?')
 
 
 class Backend:
@@ -228,6 +229,10 @@ def submit(args, trainer_flags, backend, out, err):
                              'AI and the trainer agree on it')
     trainer_args = tuple(submission_lib.default_args(trainer, bucket_uri, given) + given)
     region = _region(args.region or config.region)
+    if not _REPOSITORY_RE.fullmatch(args.repository):
+        raise UserInputError('--repository %r: expected an Artifact Registry repository id '
+                             '(lowercase letters, digits and dashes, starting with a letter)'
+                             % args.repository)
 
     def make(project, **kwargs):
         return submission_lib.Submission(

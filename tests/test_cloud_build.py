@@ -36,19 +36,29 @@ IMAGE_PREFIX = 'us-central1-docker.pkg.dev/my-project/estimator-trainers/estimat
 def test_the_context_holds_everything_the_dockerfile_copies():
     with open(os.path.join(REPO_ROOT, 'Dockerfile')) as f:
         sources = build.dockerfile_sources(f.read())
-    assert 'requirements.txt' in sources and 'estimator_trainers' in sources
+    assert 'requirements.txt' in sources
+    with open(os.path.join(REPO_ROOT, '.dockerignore')) as f:
+        ignored = [line.strip().strip('/') for line in f
+                   if line.strip() and not line.startswith('#')]
     files = set(build.context_files())
     tracked = subprocess.run(['git', 'ls-files'], cwd=REPO_ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
     for source in sources:
         if os.path.isfile(os.path.join(REPO_ROOT, source)):
             assert source in files, source
-        else:
-            wanted = {f for f in tracked if f.startswith(source + '/')}
-            assert wanted and wanted <= files, (source, sorted(wanted - files))
-    assert 'Dockerfile' in files
+            continue
+        prefix = '' if source in ('.', './') else source.rstrip('/') + '/'
+        # Every tracked file under the source that .dockerignore does not leave out.
+        wanted = {f for f in tracked if f.startswith(prefix) and not any(
+            f == p or f.startswith(p + '/') for p in ignored)}
+        assert wanted and wanted <= files, (source, sorted(wanted - files))
+    for name in ('Dockerfile', 'setup.py', 'estimator_trainers/runner.py',
+                 'cifar10_estimator/trainer.py', 'taxi_estimator/trainer.py',
+                 'configs/cmle_config.yaml'):
+        assert name in files
     assert not any('__pycache__' in f or '.egg-info' in f for f in files)
-    assert not any(f.startswith(('tests/', 'docs/', 'data/')) for f in files)
+    assert not any(f.startswith(('tests/', 'docs/', 'data/', '.git/', '.venv/'))
+                   for f in files)
 
 
 def test_dockerfile_sources_parsing():

@@ -4,7 +4,6 @@ Requests go through the real googleapiclient service objects (built from
 the bundled discovery document) into `RecordingHttp`, which answers with
 canned responses and records what was sent.
 """
-import dataclasses
 import os
 from urllib import parse
 
@@ -20,7 +19,6 @@ from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import submission
-from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import trainer as taxi_trainer
 
@@ -98,20 +96,6 @@ def test_custom_job_body():
                 {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool},
                 {'machineSpec': machine, 'replicaCount': '1', 'pythonPackageSpec': pool}],
             'baseOutputDirectory': {'outputUriPrefix': JOB_DIR}}}
-
-
-def test_parameter_servers_get_no_gpu_flag():
-    sub = _submission(_config('cmle_config_gpu.yaml'),
-                      args=('--num-gpus', '4', '--train-steps=100', '--num-gpus=4'))
-    chief, workers, ps = jobs.job_body(sub)['jobSpec']['workerPoolSpecs']
-    for pool in (chief, workers):
-        assert pool['pythonPackageSpec']['args'][1:] == [
-            '--num-gpus', '4', '--train-steps=100', '--num-gpus=4', '--job-dir=' + JOB_DIR]
-    assert ps['pythonPackageSpec']['args'][1:] == ['--train-steps=100', '--job-dir=' + JOB_DIR]
-    replicas = tfjob.manifest(dataclasses.replace(sub, image_uri='img'))['spec']['tfReplicaSpecs']
-    assert '--num-gpus=4' in replicas['Worker']['template']['spec']['containers'][0]['args']
-    assert not any(arg.startswith('--num-gpus')
-                   for arg in replicas['PS']['template']['spec']['containers'][0]['args'])
 
 
 def test_taxi_gets_the_sample_data_unless_given():

@@ -20,6 +20,7 @@ import cloud_fakes
 from conftest import REPO_ROOT
 from conftest import cli_env
 from conftest import run_module
+from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import cli
@@ -72,10 +73,6 @@ def _one_error_line(proc, expected):
     ('taxi', ['--batch-size=0'],
      "trainer flags: argument --batch-size: expected an integer > 0, got '0' "
      '(python -m taxi_estimator.task --help lists them)'),
-    # The taxi model's layer sizes come from its own module, which imports TensorFlow.
-    pytest.param('taxi', ['--num-layers=3'],
-                 '--num-layers=3 needs --layer-sizes-scale-factor > 0; without it '
-                 '--hidden-units gives every layer size', marks=pytest.mark.slow),
 ])
 def test_the_trainers_own_parser_refuses_a_dry_run(model, flags, expected):
     proc = run_module(MODULE, 'submit', model, '--config', _config('cmle_config.yaml'),
@@ -103,11 +100,11 @@ def test_a_tuned_parameter_must_be_a_trainer_flag(tmp_path):
 
 
 def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUCKET):
-    trainer = submission.TRAINERS[model]
+    trainer = registry.get(model)
     return submission.Submission(
         job_name='j', trainer=trainer, config=config, project='my-project',
         region='us-central1', job_dir=job_dir,
-        args=tuple(trainer.default_args('gs://' + BUCKET, list(args)) + list(args)))
+        args=tuple(submission.default_args(trainer, 'gs://' + BUCKET, list(args)) + list(args)))
 
 
 def test_the_course_config_dry_runs_with_its_warning(tmp_path):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import registry
+from estimator_trainers.tools.cloud import build
 
 TOY = os.path.join(REPO_ROOT, 'tests', 'toy_trainer', 'toy_estimator')
 
@@ -114,8 +115,11 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     spec = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs'][0]
-    assert spec['pythonPackageSpec']['pythonModule'] == 'toy_estimator.trainer'
-    assert '--data-dir=gs://my-bucket/data/toy' in spec['pythonPackageSpec']['args']
+    assert spec['containerSpec']['command'] == ['python', '-m', 'toy_estimator.trainer']
+    assert '--data-dir=gs://my-bucket/data/toy' in spec['containerSpec']['args']
+    # The image built for it (the default) holds the new package.
+    assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= set(
+        build.context_files(str(copy)))
 
     subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '-d', str(tmp_path / 'dist')],
                    cwd=str(copy), check=True, capture_output=True)

@@ -140,6 +140,7 @@ def _job_spec(submission, job_dir_flag):
 
 def worker_pool_specs(submission, job_dir_flag):
     """Pools in Vertex order; a missing role below a present one is `{}`."""
+    args = submission.trainer_args(job_dir_flag)
     module = submission.trainer.module
     present = {pool.role: pool for pool in submission.config.pools}
     last = max(configs.ROLES.index(role) for role in present)
@@ -153,7 +154,6 @@ def worker_pool_specs(submission, job_dir_flag):
         if pool.accelerator_type:
             machine['acceleratorType'] = pool.accelerator_type
             machine['acceleratorCount'] = pool.accelerator_count
-        args = submission.trainer_args(job_dir_flag, role=role)
         spec = {'machineSpec': machine, 'replicaCount': str(pool.replica_count)}
         if pool.boot_disk:
             spec['diskSpec'] = dict(pool.boot_disk)

@@ -14,11 +14,11 @@ Storage is read through the `storage v1` discovery service (`api`), with
 `STORAGE_EMULATOR_HOST` honoured as google-cloud-storage does.
 """
 import contextlib
-import importlib
 import io
 import json
 import re
 
+from estimator_trainers.cluster import PS
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
@@ -32,17 +32,9 @@ _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 
 
-def trainer_parse_args(trainer):
-    """The trainer's own `parse_args(argv)`: the one place that finds it.
-
-    (When trainers declare themselves in a registry, this returns the
-    declaration's parser instead.)
-    """
-    return importlib.import_module(trainer.module).parse_args
-
-
 def parse_trainer_args(trainer, argv):
-    """Parses `argv` with the trainer's parser, as its tasks will.
+    """Parses `argv` with the trainer's own parser (`runner.Trainer.parse_args`),
+    as its tasks will.
 
     Returns:
       The `argparse.Namespace`.
@@ -51,11 +43,10 @@ def parse_trainer_args(trainer, argv):
       UserInputError: the parser's own message (an unknown flag, a bad value),
         naming the trainer.
     """
-    parse = trainer_parse_args(trainer)
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
-            return parse(list(argv))
+            return trainer.parse_args(list(argv))
     except SystemExit as e:
         if not e.code:
             raise UserInputError('--help is not a flag to submit; run python -m %s '
@@ -69,24 +60,26 @@ def parse_trainer_args(trainer, argv):
 
 
 def check_trainer_flags(sub):
-    """Parses every pool's flags and checks them against the pool's machines.
+    """Parses the job's trainer flags and checks them against every pool.
 
     Returns:
-      The chief's parsed flags.
+      The parsed flags.
 
     Raises:
       UserInputError: a flag the trainer rejects, a tuned parameter it does
-        not take, or `--num-gpus` above a pool's GPUs (naming the pool).
+        not take or a value it refuses, or `--num-gpus` above the GPUs of a
+        pool that computes (naming the pool).
     """
-    chief = None
+    argv = sub.trainer_args(job_dir_flag=True)
+    parsed = parse_trainer_args(sub.trainer, argv)
+    trials = [parse_trainer_args(sub.trainer, argv + extra)
+              for extra in _tuned_flag_samples(sub.config)]
     for pool in sub.config.pools:
-        argv = sub.trainer_args(job_dir_flag=True, role=pool.role)
-        parsed = parse_trainer_args(sub.trainer, argv)
-        chief = chief or parsed
-        _check_gpus(pool, parsed)
-        for extra in _tuned_flag_samples(sub.config):
-            _check_gpus(pool, parse_trainer_args(sub.trainer, argv + extra))
-    return chief
+        if pool.role == PS:
+            continue  # the runner never gives a parameter server GPUs
+        for flags in [parsed] + trials:
+            _check_gpus(pool, flags)
+    return parsed
 
 
 def _check_gpus(pool, parsed):
@@ -124,32 +117,20 @@ def _tuned_flag_samples(config):
 
 def model_params(trainer, parsed):
     """The flags that shape the model's variables, as the trainer records them
-    in `<job-dir>/model_params.json` (see `estimator_trainers.job_dir`).
-
-    (One function per trainer declaration once trainers live in a registry.)
+    in `<job-dir>/model_params.json` (`Trainer.model_params`), or None when the
+    trainer derives them from its input check's plan, which reads the data
+    (taxi's layer sizes): the trainer's own check then guards the job-dir.
     """
-    if trainer.name == 'cifar10':
-        return {'num-layers': parsed.num_layers}
-    if trainer.name == 'taxi':
-        _import_tensorflow_quietly()
-        from taxi_estimator import model  # pylint: disable=g-import-not-at-top
-        return {'hidden-units': list(model.layer_sizes(
-            parsed.hidden_units, parsed.layer_sizes_scale_factor, parsed.num_layers))}
-    return {}
-
-
-def _import_tensorflow_quietly():
-    """The modules that know the model import TensorFlow; keep its start-up
-    noise off the submission's output."""
-    from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
-    logs.quiet_tensorflow_native_logs()
-    logs.import_tensorflow()
+    try:
+        return trainer.model_params(parsed, None)
+    except AttributeError:
+        return None
 
 
 def data_paths(trainer, parsed):
     """`(flag, path)` for each data path the flags name (the trainer's data flags)."""
     paths = []
-    for flag, _ in trainer.data_flags('gs://bucket'):
+    for flag, _ in trainer.cloud_data_args('gs://bucket'):
         value = getattr(parsed, flag[2:].replace('-', '_'))
         for path in value if isinstance(value, list) else [value]:
             paths.append((flag, path))
@@ -248,7 +229,9 @@ class BucketChecks:
         except ValueError:
             raise UserInputError('gs://%s/%s is not valid JSON; restore it or use a new '
                                  '--job-dir' % (bucket, path)) from None
-        _import_tensorflow_quietly()
+        from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
+        logs.quiet_tensorflow_native_logs()  # job_dir imports TensorFlow
+        logs.import_tensorflow()
         from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
@@ -260,7 +243,7 @@ def check_storage(checks, sub, parsed, params, bucket_uri):
       checks: a `BucketChecks`.
       sub: the `Submission`.
       parsed: the chief's parsed trainer flags.
-      params: `model_params(sub.trainer, parsed)`.
+      params: `model_params(sub.trainer, parsed)` (None: not compared).
       bucket_uri: where the package (or build context) will be staged.
     """
     for flag, path in data_paths(sub.trainer, parsed):
@@ -268,7 +251,7 @@ def check_storage(checks, sub, parsed, params, bucket_uri):
     checks.check_writable(sub.job_dir, '--job-dir')
     if split_gs_uri(bucket_uri)[0] != split_gs_uri(sub.job_dir)[0]:
         checks.check_writable(bucket_uri, '--bucket')
-    if not sub.config.is_tuning:
+    if params is not None and not sub.config.is_tuning:
         checks.check_job_dir_model(sub.job_dir, params)
 
 

@@ -8,17 +8,10 @@ import dataclasses
 import datetime
 import re
 
-from estimator_trainers.cluster import PS
 from estimator_trainers.errors import UserInputError
 
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
-
 NUM_GPUS_FLAG = '--num-gpus'
-# Trainer flags a role has no use for, left out of its pool's args so that it
-# cannot fail on them: a parameter server holds variables and computes nothing,
-# so `--num-gpus=4` on a machine without GPUs must not stop it. (Each flag
-# here takes one value.)
-UNUSED_BY_ROLE = {PS: (NUM_GPUS_FLAG,)}
 
 
 def default_args(trainer, bucket_uri, user_args):
@@ -30,20 +23,6 @@ def default_args(trainer, bucket_uri, user_args):
 def has_flag(args, flag):
     """True when `args` sets `flag` as `--flag value` or `--flag=value`."""
     return any(arg == flag or arg.startswith(flag + '=') for arg in args)
-
-
-def without_flags(args, flags):
-    """`args` without `--flag value` / `--flag=value` for each of `flags`."""
-    kept = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-        elif arg in flags:
-            skip_value = True
-        elif not any(arg.startswith(flag + '=') for flag in flags):
-            kept.append(arg)
-    return kept
 
 
 def default_job_name(model, now=None):
@@ -90,17 +69,15 @@ class Submission:
     executor_image: str = None
     image_uri: str = None
 
-    def trainer_args(self, job_dir_flag, role=None):
-        """Trainer flags for the tasks of one role (every task when None).
+    def trainer_args(self, job_dir_flag):
+        """Trainer flags for every task of the job.
 
         Args:
           job_dir_flag: add `--job-dir`. Vertex tuning trials go without it, so
             that each trial defaults to its own `$AIP_MODEL_DIR`; the legacy
             service adds it from `jobDir` itself.
-          role: the pool's role; flags it has no use for (`UNUSED_BY_ROLE`)
-            are left out.
         """
-        args = without_flags(self.args, UNUSED_BY_ROLE.get(role, ()))
+        args = list(self.args)
         if job_dir_flag:
             args.append('--job-dir=%s' % self.job_dir)
         if self.config.is_tuning:

@@ -30,9 +30,9 @@ def manifest(submission):
     if submission.config.is_tuning:
         raise UserInputError('%s: hyperparameter tuning runs on Vertex AI only; drop '
                              '--target tfjob' % submission.config.source)
+    args = submission.trainer_args(job_dir_flag=True)
     replicas = {}
     for pool in submission.config.pools:
-        args = submission.trainer_args(job_dir_flag=True, role=pool.role)
         container = {
             'name': 'tensorflow',  # the container name the operator looks for
             'image': submission.image_uri,

@@ -3,8 +3,8 @@
 A mistake found by a provisioned cluster costs minutes and money; these
 checks find it on the user's machine instead:
 
-- the trainer flags, parsed by the trainer's own parser (each pool's flags
-  as that pool gets them, and each tuned parameter at its bounds);
+- the trainer flags, parsed by the trainer's own parser as every task gets
+  them (and with each tuned parameter at its bounds or values);
 - per pool: `--num-gpus` above the GPUs a pool's machines have;
 - in the bucket: the data paths in the flags exist (globs match something),
   the buckets of the job-dir and of the staged files are writable, and a
@@ -22,12 +22,12 @@ from estimator_trainers.cluster import PS
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
-from estimator_trainers.tools.cloud import submission as submission_lib
 from estimator_trainers.tools.cloud.staging import split_gs_uri
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
 MODEL_PARAMS_FILE = 'model_params.json'
+NUM_GPUS_FLAG = '--num-gpus'
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 
@@ -83,16 +83,16 @@ def check_trainer_flags(sub):
 
 
 def _check_gpus(pool, parsed):
-    wanted = getattr(parsed, submission_lib.NUM_GPUS_FLAG[2:].replace('-', '_'), None)
+    wanted = getattr(parsed, NUM_GPUS_FLAG[2:].replace('-', '_'), None)
     if wanted and wanted > pool.accelerator_count:
         type_field, _, config_field = configs.ROLE_FIELDS[pool.role]
         raise UserInputError(
             '%s=%d but the %s pool (%s %s) has %s; give trainingInput.%s an '
             'acceleratorConfig with %d GPUs or lower %s'
-            % (submission_lib.NUM_GPUS_FLAG, wanted, pool.role, type_field,
+            % (NUM_GPUS_FLAG, wanted, pool.role, type_field,
                pool.machine_type, '%d GPU(s)' % pool.accelerator_count
                if pool.accelerator_count else 'no GPUs', config_field, wanted,
-               submission_lib.NUM_GPUS_FLAG))
+               NUM_GPUS_FLAG))
 
 
 def _tuned_flag_samples(config):

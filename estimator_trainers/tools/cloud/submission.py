@@ -11,7 +11,6 @@ import re
 from estimator_trainers.errors import UserInputError
 
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
-NUM_GPUS_FLAG = '--num-gpus'
 
 
 def default_args(trainer, bucket_uri, user_args):

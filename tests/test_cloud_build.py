@@ -103,6 +103,11 @@ def test_packing_is_reproducible_and_follows_the_sources(tmp_path):
     os.remove(os.path.join(repo, 'setup.py'))
     with pytest.raises(UserInputError, match=r'^Dockerfile copies setup.py, which is not in '):
         build.pack_context(str(tmp_path), repo)
+    os.remove(os.path.join(repo, 'Dockerfile'))
+    with pytest.raises(UserInputError, match=r'^no Dockerfile in .*: build the image from a '
+                       r'checkout of the repository, or pass --image-uri or '
+                       r'--executor-image-uri$'):
+        build.pack_context(str(tmp_path), repo)
 
 
 def test_the_tag_is_a_hash_of_the_context_and_the_variant():

@@ -113,10 +113,15 @@ def context_files(repo_root=staging.REPO_ROOT):
     """The files of the build context, relative to `repo_root`, sorted.
 
     Raises:
-      UserInputError: a COPY source that does not exist.
+      UserInputError: no Dockerfile, or a COPY source that does not exist.
     """
-    with open(os.path.join(repo_root, DOCKERFILE)) as f:
-        sources = dockerfile_sources(f.read())
+    try:
+        with open(os.path.join(repo_root, DOCKERFILE)) as f:
+            sources = dockerfile_sources(f.read())
+    except OSError:
+        raise UserInputError('no %s in %s: build the image from a checkout of the '
+                             'repository, or pass --image-uri or --executor-image-uri'
+                             % (DOCKERFILE, repo_root)) from None
     patterns = _ignore_patterns(repo_root)
     files = {DOCKERFILE}
     for source in sources:

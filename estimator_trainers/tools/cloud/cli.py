@@ -249,27 +249,15 @@ def submit(args, trainer_flags, backend, out, err):
     if args.target == 'vertex' and not args.dry_run:
         credentials, adc_project = backend.credentials()
     project = _project(args.project or adc_project)
-    builds = (args.target == 'vertex' and not args.image_uri and
-              not args.executor_image_uri)
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-sdist-') as tmp:
-        sdist = package_uri = executor = context = build_body = None
-        image_uri = args.image_uri
-        if builds:
-            context = build_lib.pack_context(tmp)
-            image_uri = build_lib.image_uri(project, region, args.repository,
-                                            build_lib.image_tag(
-                                                context.sha256,
-                                                build_lib.variant(config.uses_gpus)))
-            build_body = build_lib.build_body(build_lib.context_uri(bucket_uri, context),
-                                              image_uri, build_lib.variant(config.uses_gpus))
-        elif not image_uri:
-            sdist = staging.build_sdist(tmp)
-            package_uri = staging.staging_uri(bucket_uri, job_name, sdist.filename)
-            executor = args.executor_image_uri or jobs.EXECUTOR_IMAGES[
-                'gpu' if config.uses_gpus else 'cpu']
+        sdist, context, build_body, image = _image(args, config, project, region,
+                                                   bucket_uri, tmp)
+        package_uri = sdist and staging.staging_uri(bucket_uri, job_name, sdist.filename)
+        executor = sdist and (args.executor_image_uri or jobs.EXECUTOR_IMAGES[
+            'gpu' if config.uses_gpus else 'cpu'])
         sub = make(project, package_uri=package_uri, executor_image=executor,
-                   image_uri=image_uri)
+                   image_uri=image)
 
         if args.target == 'ai-platform':
             body = jobs.legacy_job_body(sub)
@@ -310,6 +298,25 @@ def submit(args, trainer_flags, backend, out, err):
     return _follow(backend, credentials, vertex, job['name'], args.poll_interval, out)
 
 
+def _image(args, config, project, region, bucket_uri, tmp):
+    """What the pools run: `(sdist, context, build_body, image_uri)`.
+
+    `--image-uri`: that image. `--executor-image-uri` or `--target ai-platform`:
+    the package sdist. Otherwise (`--build-image`, the default) the build
+    context, and the image it builds, named by its content hash.
+    """
+    if args.image_uri:
+        return None, None, None, args.image_uri
+    if args.executor_image_uri or args.target != 'vertex':
+        return staging.build_sdist(tmp), None, None, None
+    context = build_lib.pack_context(tmp)
+    variant = build_lib.variant(config.uses_gpus)
+    image = build_lib.image_uri(project, region, args.repository,
+                                build_lib.image_tag(context.sha256, variant))
+    body = build_lib.build_body(build_lib.context_uri(bucket_uri, context), image, variant)
+    return None, context, body, image
+
+
 def _stage(storage_client, archive, destination, what, err):
     if staging.stage(storage_client, archive, destination):
         err.write('staged %s (sha256 %s)\n' % (destination, archive.sha256))
@@ -318,16 +325,13 @@ def _stage(storage_client, archive, destination, what, err):
                   % (destination, what, archive.sha256))
 
 
-def _image_builder(backend, credentials, project, region, repository):
-    return build_lib.ImageBuilder(
-        backend.service('artifactregistry', 'v1', credentials),
-        backend.service('cloudbuild', 'v1', credentials), project, region, repository)
-
-
 def _build_image(backend, credentials, sub, args, storage_client, context, build_body,
                  bucket_uri, err):
     """Reuses the image of the same sources, else stages the context and builds it."""
-    builder = _image_builder(backend, credentials, sub.project, sub.region, args.repository)
+    builder = build_lib.ImageBuilder(
+        backend.service('artifactregistry', 'v1', credentials),
+        backend.service('cloudbuild', 'v1', credentials), sub.project, sub.region,
+        args.repository)
     if builder.ensure_repository():
         err.write('created Artifact Registry repository %s\n' % builder.repository_name)
     tag = sub.image_uri.rsplit(':', 1)[1]

@@ -128,7 +128,7 @@ def test_the_course_config_dry_runs_with_its_warning(tmp_path):
 def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
     gpu = configs.load_config(_config('cmle_config_gpu.yaml'))
     parsed = preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=4']))
-    assert parsed.num_gpus == 4  # the ps pool (no GPUs) never sees the flag
+    assert parsed.num_gpus == 4  # the ps pool (no GPUs) is not checked: see below
     with pytest.raises(UserInputError) as raised:
         preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=8']))
     assert str(raised.value) == (
@@ -142,6 +142,23 @@ def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
                        r'\(evaluatorType n1-highmem-8\) has no GPUs; give '
                        r'trainingInput.evaluatorConfig an acceleratorConfig'):
         preflight.check_trainer_flags(_submission(evaluator, args=['--num-gpus', '2']))
+
+
+@pytest.mark.slow  # imports TensorFlow
+def test_a_parameter_server_ignores_num_gpus_so_its_pool_is_not_checked(monkeypatch):
+    from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
+    args = registry.get('cifar10').parse_args(['--data-dir=gs://b/d', '--job-dir=gs://b/j',
+                                               '--num-gpus=64'])
+    spec = {'chief': ['localhost:2222'], 'worker': ['localhost:2223'],
+            'ps': ['localhost:2224']}
+    monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
+                                                'task': {'type': 'ps', 'index': 0}}))
+    assert runner._task(args, cluster_lib.load_cluster()).num_gpus == 0  # pylint: disable=protected-access
+    monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
+                                                'task': {'type': 'worker', 'index': 0}}))
+    with pytest.raises(UserInputError, match=r'^--num-gpus=64 but this machine has'):
+        runner._task(args, cluster_lib.load_cluster())  # pylint: disable=protected-access
 
 
 # ---------------------------------------------------------------- storage

@@ -22,7 +22,9 @@ def make_parser(prog, description):
     """An `ArgumentParser` that shows defaults in `--help`."""
     return ArgumentParser(
         prog=prog, description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # A cloud job must not run with a flag the user mistyped as a prefix.
+        allow_abbrev=False)
 
 
 def positive_int(text):

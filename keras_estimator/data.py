@@ -27,6 +27,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 
 import numpy as np
@@ -75,13 +76,14 @@ def read(data_dir):
 
 def _arrays(file, path):
     """The checked arrays of an open mnist.npz file."""
+    names = [field.name for field in dataclasses.fields(Mnist)]
     try:
         with np.load(file, allow_pickle=False) as npz:
-            mnist = Mnist(**{name: npz[name] for name in
-                             ('x_train', 'y_train', 'x_test', 'y_test')})
-    except KeyError as e:
-        raise UserInputError('%s: no array %s; expected x_train, y_train, x_test, y_test'
-                             % (path, e)) from None
+            missing = [name for name in names if name not in npz.files]
+            if missing:
+                raise UserInputError('%s: no array %r; expected %s'
+                                     % (path, missing[0], ', '.join(names)))
+            mnist = Mnist(**{name: npz[name] for name in names})
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise UserInputError('%s: not a readable .npz file (%s)'
                              % (path, errors.first_line(e))) from None
@@ -167,7 +169,6 @@ def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
       UserInputError: offline without `source`, a checksum mismatch, a file
         not in the mnist.npz format.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     sha256 = sha256.lower()
     dest = mnist_path(data_dir)
     with tempfile.TemporaryDirectory() as work_dir:
@@ -185,9 +186,12 @@ def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
                     if sha256 == MNIST_SHA256 else '--sha256'))
         with open(path, 'rb') as f:
             mnist = _arrays(f, origin)
+        # Only a checked file is written, under a fresh name, then moved into place.
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tmp = '%s.tmp-%s' % (dest, uuid.uuid4().hex)
         tf.io.gfile.makedirs(data_dir)
-        tf.io.gfile.copy(path, dest + '.tmp', overwrite=True)
-        tf.io.gfile.rename(dest + '.tmp', dest, overwrite=True)
+        tf.io.gfile.copy(path, tmp)
+        tf.io.gfile.rename(tmp, dest, overwrite=True)
     print('Wrote %s: %d training and %d test images (SHA-256 %s)'
           % (dest, len(mnist.y_train), len(mnist.y_test), digest), file=sys.stderr)
     return dest

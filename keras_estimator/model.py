@@ -56,7 +56,7 @@ def model_fn(features, labels, mode, params):
                                           eval_metric_ops={'accuracy': accuracy})
 
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    learning_rate = tf.constant(hparams.learning_rate, name='learning_rate')
+    learning_rate = tf.constant(hparams.learning_rate)
     optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
     with tf.control_dependencies(network.updates):
         train_op = optimizer.minimize(loss, global_step=global_step)

@@ -1,0 +1,234 @@
+"""MNIST for the Keras trainer: the data step and the input functions.
+
+The data step puts the `mnist.npz` that Keras' own loader
+(`keras.datasets.mnist.load_data`) downloads into a data directory, from the
+same URL and checked against the same SHA-256:
+
+    python -m keras_estimator.data --data-dir DIR
+    python -m keras_estimator.data --data-dir DIR --source ~/Downloads/mnist.npz
+
+A file is copied in only after its checksum and its arrays (`x_train`,
+`y_train`, `x_test`, `y_test`: uint8 images [N, 28, 28], labels 0-9) are
+verified. `--sha256` replaces the official checksum for a file made
+elsewhere in the same format (test data); the official file is always
+checked against the official value.
+
+The trainer reads the arrays once (`read`) and feeds them in batches from
+memory (`input_fn`): a tf.data generator, so the 47 MB of pixels never
+become a constant in the graph that Estimator writes to the job-dir.
+CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
+"""
+import argparse
+import dataclasses
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+
+import numpy as np
+
+from estimator_trainers import errors
+from estimator_trainers import flags
+from estimator_trainers import logs
+from estimator_trainers.errors import UserInputError
+
+MNIST_FILE = 'mnist.npz'
+# keras.datasets.mnist.load_data's origin and file_hash (Keras 2.15).
+MNIST_URL = 'https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz'
+MNIST_SHA256 = '731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1'
+HEIGHT = WIDTH = 28
+NUM_CLASSES = 10
+DATA_STEP = 'python -m keras_estimator.data --data-dir %s'
+
+
+@dataclasses.dataclass(frozen=True)
+class Mnist:
+    """The four arrays of an mnist.npz."""
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def mnist_path(data_dir):
+    return os.path.join(data_dir, MNIST_FILE)
+
+
+def read(data_dir):
+    """Reads and checks `<data_dir>/mnist.npz` (local or gs://).
+
+    Raises:
+      UserInputError: the file is missing or not in Keras' mnist.npz format.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    path = mnist_path(data_dir)
+    if not tf.io.gfile.exists(path):
+        raise UserInputError('--data-dir %s has no %s; fetch it with %s'
+                             % (data_dir, MNIST_FILE, DATA_STEP % data_dir))
+    with tf.io.gfile.GFile(path, 'rb') as f:
+        return _arrays(f, path)
+
+
+def _arrays(file, path):
+    """The checked arrays of an open mnist.npz file."""
+    names = [field.name for field in dataclasses.fields(Mnist)]
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            missing = [name for name in names if name not in npz.files]
+            if missing:
+                raise UserInputError('%s: no array %r; expected %s'
+                                     % (path, missing[0], ', '.join(names)))
+            mnist = Mnist(**{name: npz[name] for name in names})
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise UserInputError('%s: not a readable .npz file (%s)'
+                             % (path, errors.first_line(e))) from None
+    for split in ('train', 'test'):
+        images, labels = getattr(mnist, 'x_' + split), getattr(mnist, 'y_' + split)
+        if (images.dtype != np.uint8 or images.ndim != 3 or not len(images)
+                or images.shape[1:] != (HEIGHT, WIDTH)):
+            raise UserInputError('%s: x_%s must be uint8 images [N, %d, %d], got %s %s'
+                                 % (path, split, HEIGHT, WIDTH, images.dtype,
+                                    list(images.shape)))
+        if (labels.dtype.kind not in 'iu' or labels.shape != (len(images),)
+                or labels.min() < 0 or labels.max() >= NUM_CLASSES):
+            raise UserInputError('%s: y_%s must hold %d integer labels in 0-%d, got %s %s'
+                                 % (path, split, len(images), NUM_CLASSES - 1,
+                                    labels.dtype, list(labels.shape)))
+    return mnist
+
+
+def input_fn(images, labels, batch_size, *, training, seed=None):
+    """An Estimator input_fn of ({'images': float32 [B,28,28]}, int32 labels [B]).
+
+    Training repeats forever in a fresh shuffled order each epoch and drops
+    each epoch's last partial batch; evaluation is one pass in order.
+    """
+    def batches():
+        rng = np.random.default_rng(seed)
+        count = len(labels)
+        while True:
+            order = rng.permutation(count) if training else np.arange(count)
+            last = count - batch_size + 1 if training else count
+            for start in range(0, last, batch_size):
+                chosen = order[start:start + batch_size]
+                yield images[chosen], labels[chosen].astype(np.int32)
+            if not training:
+                return
+
+    def _input_fn():
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        batch = batch_size if training else None
+        dataset = tf.data.Dataset.from_generator(batches, output_signature=(
+            tf.TensorSpec([batch, HEIGHT, WIDTH], tf.uint8),
+            tf.TensorSpec([batch], tf.int32)))
+        dataset = dataset.map(lambda x, y: ({'images': tf.cast(x, tf.float32)}, y))
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return _input_fn
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download(url, work_dir, timeout=60):
+    """Downloads `url` into `work_dir`; returns the path."""
+    path = os.path.join(work_dir, MNIST_FILE)
+    print('Downloading %s' % url, file=sys.stderr)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, \
+                open(path, 'wb') as out:
+            shutil.copyfileobj(response, out, length=1 << 20)
+    except (urllib.error.URLError, OSError) as e:
+        raise UserInputError(
+            'cannot download %s (%s); download %s on a machine with internet access '
+            'and pass it with --source PATH' % (url, getattr(e, 'reason', e), MNIST_FILE)
+        ) from None
+    return path
+
+
+def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
+    """Puts a verified mnist.npz into `data_dir` (local or gs://); returns its path.
+
+    Args:
+      data_dir: destination directory.
+      source: an mnist.npz already downloaded (no network needed), or None to
+        download `url`.
+      url: where to download from.
+      sha256: the checksum the file must have (the official file's by default).
+
+    Raises:
+      UserInputError: offline without `source`, a checksum mismatch, a file
+        not in the mnist.npz format.
+    """
+    sha256 = sha256.lower()
+    dest = mnist_path(data_dir)
+    with tempfile.TemporaryDirectory() as work_dir:
+        if source is None:
+            path, origin = download(url, work_dir), url
+        elif os.path.isfile(source):
+            path, origin = source, '--source %s' % source
+        else:
+            raise UserInputError('--source %s: no such file' % source)
+        digest = file_sha256(path)
+        if digest != sha256:
+            raise UserInputError(
+                '%s: SHA-256 is %s, expected %s (%s)' % (
+                    origin, digest, sha256, 'the mnist.npz of keras.datasets.mnist'
+                    if sha256 == MNIST_SHA256 else '--sha256'))
+        with open(path, 'rb') as f:
+            mnist = _arrays(f, origin)
+        # Only a checked file is written, under a fresh name, then moved into place.
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tmp = '%s.tmp-%s' % (dest, uuid.uuid4().hex)
+        tf.io.gfile.makedirs(data_dir)
+        tf.io.gfile.copy(path, tmp)
+        tf.io.gfile.rename(tmp, dest, overwrite=True)
+    print('Wrote %s: %d training and %d test images (SHA-256 %s)'
+          % (dest, len(mnist.y_train), len(mnist.y_test), digest), file=sys.stderr)
+    return dest
+
+
+def parse_args(argv):
+    parser = flags.make_parser(
+        'python -m keras_estimator.data',
+        'Put the mnist.npz of keras.datasets.mnist into a data directory, checksum '
+        'verified, for python -m keras_estimator.trainer --model mnist_cnn.')
+    parser.add_argument('--data-dir', required=True,
+                        help='Output directory (local or gs://); gets %s.' % MNIST_FILE)
+    parser.add_argument('--source', default=None,
+                        help='An mnist.npz already downloaded (no network needed).')
+    parser.add_argument('--url', default=MNIST_URL,
+                        help='Download URL (a mirror of the official file; its '
+                             'SHA-256 must match the official one).')
+    parser.add_argument('--sha256', default=MNIST_SHA256, type=_sha256,
+                        help='Expected SHA-256 of the file. Only for a file in the '
+                             'same format made elsewhere, such as test data; the '
+                             'default is the official mnist.npz\'s.')
+    return parser.parse_args(argv)
+
+
+def _sha256(text):
+    if len(text) != 64 or any(c not in '0123456789abcdefABCDEF' for c in text):
+        raise argparse.ArgumentTypeError('expected 64 hex digits, got %r' % text)
+    return text.lower()
+
+
+def main(argv=None):
+    logs.quiet_tensorflow_native_logs()
+    args = parse_args(argv)
+    logs.configure('INFO')
+    fetch(args.data_dir, source=args.source, url=args.url, sha256=args.sha256)
+    return 0
+
+
+if __name__ == '__main__':
+    errors.run_cli(main)

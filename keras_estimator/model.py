@@ -1,0 +1,71 @@
+"""The Estimator `model_fn` that runs a Keras model of `networks`.
+
+Why a `model_fn` and not `tf.keras.estimator.model_to_estimator`: the Keras
+model is called inside the `model_fn`, in the graph Estimator builds, and
+everything around it is the same TF1 machinery as the CIFAR-10 trainer's: a
+`tf.compat.v1` Momentum optimizer (Estimator's parameter-server device
+placement and `multi_worker_mirrored` both drive it), `tf.compat.v1.metrics`
+for evaluation, an `EstimatorSpec` whose export takes raw uint8 images, and
+the same progress log and TensorBoard tags (`loss`, `learning_rate`,
+`train_accuracy`; `accuracy` in evaluation). `model_to_estimator` would need
+a compiled model with a legacy Keras optimizer, name the serving signature
+after Keras' layers and leave no place for the progress values.
+
+Loss: softmax cross-entropy on the logits plus the model's own
+regularisation losses (cifar10_mlp's L2). Batch-norm moving averages are the
+model's `updates`, run with every training step.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_trainers import training
+from keras_estimator import networks
+from keras_estimator.trainer import MNIST_CNN
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """The model flags, as plain data."""
+    model: str = MNIST_CNN
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    batch_norm_momentum: float = 0.99
+
+
+def model_fn(features, labels, mode, params):
+    """Estimator model_fn; `params` is `{'hparams': HParams}`."""
+    hparams = params['hparams']
+    network = networks.build(hparams)
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    logits = network(features['images'], training=is_training)
+    predictions = {'classes': tf.argmax(logits, axis=1),
+                   'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(
+            mode, predictions=predictions,
+            export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
+
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    if network.losses:
+        loss += tf.add_n(network.losses)
+    accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss, predictions=predictions,
+                                          eval_metric_ops={'accuracy': accuracy})
+
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    learning_rate = tf.constant(hparams.learning_rate)
+    optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
+    with tf.control_dependencies(network.updates):
+        train_op = optimizer.minimize(loss, global_step=global_step)
+    train_accuracy = tf.reduce_mean(tf.cast(
+        tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
+    tf.compat.v1.summary.scalar('learning_rate', learning_rate)
+    tf.compat.v1.summary.scalar('train_accuracy', train_accuracy)
+    training.log_progress('learning_rate', learning_rate)
+    training.log_progress('train_accuracy', train_accuracy)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                      predictions=predictions,
+                                      eval_metric_ops={'accuracy': accuracy})

@@ -1,0 +1,433 @@
+"""The Keras trainer (keras_estimator) end to end, through its real CLIs.
+
+MNIST-format data comes from `mnist_archive` (an mnist.npz in Keras' format
+with learnable class patterns), put into a data directory by the real data
+step with `--sha256` naming the generated file's checksum; CIFAR-10 TFRecords
+from the shared fixture. Clusters run through `scripts/train-local.sh`.
+"""
+import functools
+import glob
+import hashlib
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import mnist_archive
+from cluster_helpers import assert_all_exited, Cluster, final_step, task_log
+from conftest import cli_env, REPO_ROOT, run_module
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import staging
+from keras_estimator import data
+
+MAIN = 'keras_estimator.trainer'
+DATA_STEP = 'keras_estimator.data'
+TRAIN_LOCAL = os.path.join(REPO_ROOT, 'scripts', 'train-local.sh')
+# What the CIFAR-10 ResNet trainer writes to TensorBoard (tests/test_cifar10_train.py).
+TRAINING_TAGS = {'loss', 'learning_rate', 'train_accuracy', 'examples_per_sec',
+                 'global_step/sec'}
+EVAL_TAGS = {'accuracy', 'loss'}
+SMALL = ['--batch-size', '32', '--log-step-count-steps', '20', '--random-seed', '7']
+CIFAR = ['--model', 'cifar10_mlp', '--batch-norm-momentum', '0.9']
+
+
+@pytest.fixture(scope='module')
+def mnist_source(tmp_path_factory):
+    """(path, sha256) of a generated mnist.npz: 600 training, 200 test images."""
+    path = str(tmp_path_factory.mktemp('mnist_src') / 'mnist.npz')
+    return path, mnist_archive.write_npz(path)
+
+
+@pytest.fixture(scope='module')
+def mnist_data_dir(tmp_path_factory, mnist_source):
+    """A data directory filled by the real data step from `mnist_source`."""
+    data_dir = str(tmp_path_factory.mktemp('mnist_data'))
+    path, sha256 = mnist_source
+    run_module(DATA_STEP, '--data-dir', data_dir, '--source', path, '--sha256', sha256,
+               check=0)
+    return data_dir
+
+
+def _train(data_dir, job_dir, *flags, check=0):
+    return run_module(MAIN, '--data-dir', data_dir, '--job-dir', job_dir, *SMALL, *flags,
+                      check=check)
+
+
+def _final_metrics(stderr):
+    match = re.search(r'Final evaluation at global step (\d+): accuracy = ([\d.]+), '
+                      r'loss = ([\d.]+)', stderr)
+    assert match, stderr[-3000:]
+    return int(match.group(1)), float(match.group(2))
+
+
+def _tags(directory):
+    tags = set()
+    for path in glob.glob(os.path.join(str(directory), 'events.out.tfevents.*')):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def _export_dir(job_dir):
+    exports = os.listdir(os.path.join(str(job_dir), 'export'))
+    assert len(exports) == 1 and exports[0].isdigit(), exports
+    return os.path.join(str(job_dir), 'export', exports[0])
+
+
+def _served_accuracy(export_dir, images, labels):
+    """Accuracy of the export's serving_default on uint8 `images`."""
+    serve = tf.saved_model.load(export_dir).signatures['serving_default']
+    out = serve(images=tf.constant(images, tf.uint8))
+    assert out['probabilities'].shape == (len(labels), 10)
+    np.testing.assert_allclose(out['probabilities'].numpy().sum(axis=1), 1, rtol=1e-4)
+    return float(np.mean(out['classes'].numpy() == labels))
+
+
+def _error_line(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith('error: '), proc.stderr[-3000:]
+    assert 'Traceback' not in proc.stderr
+    return lines[-1]
+
+
+# The data step.
+
+def test_url_and_checksum_are_those_of_keras_own_loader():
+    import keras  # pylint: disable=import-outside-toplevel
+    source = open(os.path.join(os.path.dirname(keras.__file__), 'src', 'datasets',
+                               'mnist.py')).read()
+    folder = re.search(r'origin_folder = \(\s*"([^"]+)"', source).group(1)
+    assert re.search(r'origin=origin_folder \+ "mnist.npz"', source)
+    assert data.MNIST_URL == folder + 'mnist.npz'
+    assert data.MNIST_SHA256 == re.search(r'file_hash=\(.*?"([0-9a-f]{64})"', source,
+                                          re.S).group(1)
+
+
+def test_data_step_refuses_a_file_without_the_official_checksum(mnist_source, tmp_path):
+    path, sha256 = mnist_source
+    proc = run_module(DATA_STEP, '--data-dir', tmp_path / 'data', '--source', path, check=2)
+    assert _error_line(proc) == (
+        'error: --source %s: SHA-256 is %s, expected %s (the mnist.npz of '
+        'keras.datasets.mnist)' % (path, sha256, data.MNIST_SHA256))
+    assert not (tmp_path / 'data').exists()
+
+
+def test_data_step_offline_without_source_names_source(tmp_path):
+    proc = run_module(DATA_STEP, '--data-dir', tmp_path / 'data', timeout=120, env={
+        'HTTPS_PROXY': 'http://127.0.0.1:9', 'https_proxy': 'http://127.0.0.1:9',
+        'NO_PROXY': '', 'no_proxy': ''}, check=2)
+    line = _error_line(proc)
+    assert line.startswith('error: cannot download %s (' % data.MNIST_URL), line
+    assert line.endswith('pass it with --source PATH'), line
+    assert not (tmp_path / 'data').exists()
+
+
+@pytest.fixture
+def served_file(mnist_source):
+    """The generated mnist.npz over HTTP on loopback; yields its URL."""
+    directory, name = os.path.split(mnist_source[0])
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=directory)
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://127.0.0.1:%d/%s' % (server.server_address[1], name)
+    server.shutdown()
+    server.server_close()
+
+
+def test_data_step_downloads_and_checks_before_writing(served_file, mnist_source, tmp_path):
+    path, sha256 = mnist_source
+    env = {'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'}
+    data_dir = tmp_path / 'data'
+    proc = run_module(DATA_STEP, '--data-dir', data_dir, '--url', served_file, env=env,
+                      check=2)
+    assert re.fullmatch(r'error: %s: SHA-256 is %s, expected %s \(the mnist.npz of '
+                        r'keras.datasets.mnist\)' % (re.escape(served_file), sha256,
+                                                     data.MNIST_SHA256), _error_line(proc))
+    assert not data_dir.exists()
+    proc = run_module(DATA_STEP, '--data-dir', data_dir, '--url', served_file,
+                      '--sha256', sha256.upper(), env=env, check=0)
+    assert 'Downloading %s' % served_file in proc.stderr
+    with open(path, 'rb') as f:
+        assert (data_dir / 'mnist.npz').read_bytes() == f.read()
+    assert sorted(os.listdir(data_dir)) == ['mnist.npz']
+
+
+def _npz(path, **arrays):
+    x, y = mnist_archive.make_images(20, 0)
+    arrays = dict(dict(x_train=x, y_train=y, x_test=x, y_test=y), **arrays)
+    np.savez_compressed(path, **{k: v for k, v in arrays.items() if v is not None})
+
+
+MALFORMED = {
+    'not npz': r'mnist.npz: not a readable .npz file',
+    'missing array': r"mnist.npz: no array 'y_test'; expected x_train, y_train, x_test, "
+                     r"y_test",
+    'float images': r'mnist.npz: x_train must be uint8 images \[N, 28, 28\], got float32 '
+                    r'\[20, 28, 28\]',
+    'label 10': r'mnist.npz: y_test must hold 20 integer labels in 0-9',
+}
+
+
+def _malformed(case, path):
+    """Writes the malformed mnist.npz `case` to `path`; returns its SHA-256."""
+    x, y = mnist_archive.make_images(20, 0)
+    arrays = dict(x_train=x, y_train=y, x_test=x, y_test=y)
+    if case == 'not npz':
+        path.write_bytes(b'not a zip archive')
+    else:
+        if case == 'missing array':
+            del arrays['y_test']
+        elif case == 'float images':
+            arrays['x_train'] = np.zeros((20, 28, 28), np.float32)
+        else:
+            arrays['y_test'] = np.full(20, 10, np.uint8)
+        np.savez_compressed(path, **arrays)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize('case', sorted(MALFORMED))
+def test_malformed_mnist_is_refused_by_the_data_step(case, tmp_path):
+    source = tmp_path / 'mnist.npz'
+    sha256 = _malformed(case, source)
+    with pytest.raises(UserInputError, match=MALFORMED[case]):
+        data.read(str(tmp_path))
+    proc = run_module(DATA_STEP, '--data-dir', tmp_path / 'data', '--source', source,
+                      '--sha256', sha256, check=2)
+    assert re.search(MALFORMED[case], _error_line(proc)), _error_line(proc)
+    assert '--source %s' % source in _error_line(proc)
+    assert not (tmp_path / 'data').exists()
+
+
+def test_malformed_mnist_is_one_line_from_the_trainer(tmp_path):
+    _malformed('float images', tmp_path / 'mnist.npz')
+    proc = _train(tmp_path, tmp_path / 'job', '--train-steps', '5', check=2)
+    assert re.search(MALFORMED['float images'], _error_line(proc)), _error_line(proc)
+    assert not (tmp_path / 'job').exists()
+
+
+@pytest.mark.parametrize('flags, expected', [
+    ([], r'--data-dir \S+ has no mnist.npz; fetch it with python -m keras_estimator.data'),
+    (CIFAR, r'--data-dir \S+ has no metadata.json; create the TFRecords with python -m '
+            r'cifar10_estimator.generate_cifar10_tfrecords'),
+    (['--model', 'mlp'], r"argument --model: invalid choice: 'mlp'"),
+    (['--batch-size', '0'], r'argument --batch-size: expected an integer > 0'),
+])
+def test_bad_input_is_one_line(flags, expected, tmp_path):
+    proc = _train(tmp_path, tmp_path / 'job', '--train-steps', '5', *flags, check=2)
+    assert re.search(expected, _error_line(proc)), _error_line(proc)
+    assert not (tmp_path / 'job').exists()
+
+
+def test_batch_larger_than_the_data_is_refused(mnist_data_dir, tmp_path):
+    proc = _train(mnist_data_dir, tmp_path / 'job', '--batch-size', '601', check=2)
+    assert _error_line(proc) == ('error: --batch-size=601 is more than the 600 training '
+                                 'examples in --data-dir %s' % mnist_data_dir)
+    assert not (tmp_path / 'job').exists()
+
+
+def test_train_local_runs_the_data_step_which_keeps_the_official_check(mnist_source,
+                                                                       tmp_path):
+    """train-local.sh on an empty data dir runs the data step with $MNIST_SOURCE."""
+    proc = subprocess.run(
+        ['bash', TRAIN_LOCAL, 'keras', '--job-dir', str(tmp_path / 'job'), '--data-dir',
+         str(tmp_path / 'data')], cwd=REPO_ROOT, capture_output=True, text=True,
+        env=cli_env({'MNIST_SOURCE': mnist_source[0]}), timeout=300,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert _error_line(proc).startswith('error: --source %s: SHA-256 is %s, expected %s'
+                                        % (mnist_source[0], mnist_source[1],
+                                           data.MNIST_SHA256))
+    assert not (tmp_path / 'job').exists()
+
+
+# Training, TensorBoard, export.
+
+@pytest.fixture(scope='module')
+def mnist_trained(mnist_data_dir, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp('mnist_job')
+    proc = _train(mnist_data_dir, job_dir, '--train-steps', '100',
+                  '--checkpoint-num-steps', '50')
+    return job_dir, proc.stderr
+
+
+def test_mnist_cnn_learns_far_above_chance(mnist_trained):
+    job_dir, stderr = mnist_trained
+    step, accuracy = _final_metrics(stderr)
+    assert step == 100
+    assert accuracy > 0.6, 'chance is 0.1'
+    progress = re.findall(r'step (\d+): learning_rate = 0.01, loss = [\d.e-]+, '
+                          r'train_accuracy = [\d.]+ \(', stderr)
+    assert [int(s) for s in progress] == list(range(20, 101, 20))
+    names = [n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(str(job_dir)))]
+    for layer in ('conv1', 'conv2', 'conv3', 'dense1', 'logits'):
+        assert 'mnist_cnn/%s/kernel' % layer in names
+    assert (job_dir / 'model_params.json').read_text().count('mnist_cnn') == 1
+
+
+def test_tensorboard_shows_the_tags_of_the_other_trainers(mnist_trained):
+    job_dir, _ = mnist_trained
+    assert _tags(job_dir) == TRAINING_TAGS
+    assert EVAL_TAGS <= _tags(job_dir / 'eval')
+
+
+def test_mnist_export_serves_uint8_images(mnist_trained, mnist_source):
+    job_dir, _ = mnist_trained
+    export_dir = _export_dir(job_dir)
+    shown = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), 'saved_model_cli'), 'show',
+         '--dir', export_dir, '--tag_set', 'serve', '--signature_def', 'serving_default'],
+        capture_output=True, text=True, env=cli_env(), check=True)
+    assert re.search(r"inputs\['images'\] tensor_info:\s+dtype: DT_UINT8\s+shape: "
+                     r"\(-1, 28, 28\)", shown.stdout), shown.stdout
+    assert "outputs['classes']" in shown.stdout
+    with np.load(mnist_source[0]) as npz:
+        images, labels = npz['x_test'], npz['y_test']
+    assert _served_accuracy(export_dir, images, labels) > 0.6
+
+
+def test_other_model_on_the_same_job_dir_is_refused(mnist_trained, cifar10_data_dir):
+    job_dir, _ = mnist_trained
+    before = {p: os.path.getmtime(p) for p in glob.glob(str(job_dir / '*'))}
+    proc = _train(cifar10_data_dir, job_dir, *CIFAR, '--train-steps', '200', check=2)
+    assert _error_line(proc).startswith(
+        'error: --model=cifar10_mlp does not match the checkpoints in --job-dir %s, which '
+        'were trained with --model=mnist_cnn' % job_dir)
+    assert {p: os.path.getmtime(p) for p in glob.glob(str(job_dir / '*'))} == before
+
+
+def test_cifar10_mlp_learns_and_serves(cifar10_data_dir, tmp_path):
+    job_dir = tmp_path / 'job'
+    proc = _train(cifar10_data_dir, job_dir, *CIFAR, '--train-steps', '100',
+                  '--checkpoint-num-steps', '50')
+    step, accuracy = _final_metrics(proc.stderr)
+    assert step == 100 and accuracy > 0.6, 'chance is 0.1'
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(job_dir)))
+    for i in range(1, 5):
+        # Batch norm's moving averages were trained, not left at their start.
+        assert np.any(reader.get_tensor('cifar10_mlp/batch_norm%d/moving_mean' % i) != 0)
+    assert _tags(job_dir) == TRAINING_TAGS
+
+    from cifar10_estimator import data as cifar10_data  # pylint: disable=import-outside-toplevel
+    features, labels = next(iter(cifar10_data.make_dataset(cifar10_data_dir, 'eval', 100)))
+    images = tf.cast(features['images'], tf.uint8).numpy()
+    assert images.shape == (100, 32, 32, 3)
+    assert _served_accuracy(_export_dir(job_dir), images, labels.numpy()) > 0.6
+
+
+def test_l2_is_part_of_the_cifar10_mlp_loss(cifar10_data_dir, tmp_path):
+    """A huge --weight-decay dominates the loss; mnist_cnn has no L2 to weigh."""
+    proc = _train(cifar10_data_dir, tmp_path / 'job', *CIFAR, '--train-steps', '1',
+                  '--weight-decay', '1000', '--log-step-count-steps', '1')
+    loss = float(re.search(r'Loss for final step: ([\d.e+]+?)\.?$', proc.stderr,
+                           re.M).group(1))
+    assert loss > 1000
+
+
+def test_help_lists_the_flags():
+    proc = run_module(MAIN, '--help', check=0)
+    assert proc.stdout.startswith('usage: python -m keras_estimator.trainer ')
+    for flag in ('--model', '{mnist_cnn,cifar10_mlp}', '--data-dir', '--batch-size',
+                 '--learning-rate', '--momentum', '--weight-decay', '--batch-norm-momentum',
+                 '--distribution-strategy', '--checkpoint-num-steps'):
+        assert flag in proc.stdout
+
+
+def test_dry_run_submission_of_the_package_holding_the_trainer(tmp_path):
+    env = cli_env({'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket',
+                   'REGION': 'us-central1', 'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent',
+                   'HTTPS_PROXY': 'http://127.0.0.1:9', 'HTTP_PROXY': 'http://127.0.0.1:9',
+                   'NO_PROXY': ''})
+    proc = subprocess.run(
+        ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-cloud.sh'), 'keras', '--config',
+         os.path.join(REPO_ROOT, 'configs', 'config_mwms.yaml'), '--dry-run', '--job-name',
+         'train_keras_1', '--', '--model=cifar10_mlp',
+         '--data-dir=gs://my-bucket/data/cifar10'],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = json.loads(proc.stdout)
+    chief, workers = printed['request']['body']['jobSpec']['workerPoolSpecs']
+    assert workers['replicaCount'] == '2'
+    for pool in (chief, workers):
+        spec = pool['pythonPackageSpec']
+        assert spec['pythonModule'] == 'keras_estimator.trainer'
+        assert spec['args'] == ['--distribution-strategy=multi_worker_mirrored',
+                                '--model=cifar10_mlp', '--data-dir=gs://my-bucket/data/cifar10',
+                                '--job-dir=gs://my-bucket/jobs/train_keras_1']
+
+    # The package staged is the one that holds the trainer.
+    sdist = staging.build_sdist(str(tmp_path))
+    assert sdist.filename == printed['staging']['package']
+    with tarfile.open(sdist.path) as tar:
+        members = {name.split('/', 1)[1] for name in tar.getnames() if '/' in name}
+    assert {'keras_estimator/%s.py' % m for m in ('trainer', 'model', 'networks', 'data')} \
+        <= members
+
+
+def test_dry_run_defaults_to_the_mnist_data_in_the_bucket():
+    proc = run_module('estimator_trainers.tools.cloud', 'submit', 'keras', '--dry-run',
+                      '--job-name', 'train_keras_2', timeout=300, check=0, env={
+                          'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket',
+                          'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent',
+                          'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': ''})
+    (pool,) = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs']
+    assert '--data-dir=gs://my-bucket/data/mnist' in pool['pythonPackageSpec']['args']
+
+
+# Clusters, through train-local.sh.
+
+def _train_local_cluster(data_dir, job_dir, cluster_flags, trainer_flags):
+    cluster = Cluster(['bash', TRAIN_LOCAL, 'keras', '--job-dir', str(job_dir),
+                       '--data-dir', str(data_dir), '--distributed', *cluster_flags, '--',
+                       *SMALL, '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120',
+                       *trainer_flags])
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    return cluster
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_with_two_workers(mnist_data_dir, mnist_source, tmp_path):
+    job_dir = tmp_path / 'job'
+    cluster = _train_local_cluster(
+        mnist_data_dir, job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
+        ['--train-steps', '60', '--checkpoint-num-steps', '20'])
+    assert final_step(cluster.output) == 60  # synchronous: no overshoot
+    for label in ('chief-0', 'worker-0'):
+        log = task_log(job_dir, label)
+        assert 'MultiWorkerMirroredStrategy with cluster_spec' in log
+        assert re.search(r'INFO step 60: learning_rate = 0.01, loss = ', log), label
+    # Both replicas applied the same all-reduced updates to the same variables.
+    chief = tf.train.load_checkpoint(str(job_dir / 'model.ckpt-60'))
+    worker = tf.train.load_checkpoint(str(job_dir / 'tmp_worker_0' / 'model.ckpt-60'))
+    for name in ('mnist_cnn/conv1/kernel', 'mnist_cnn/logits/bias'):
+        np.testing.assert_array_equal(chief.get_tensor(name), worker.get_tensor(name))
+    assert _final_metrics(cluster.output)[1] > 0.6
+    with np.load(mnist_source[0]) as npz:
+        assert _served_accuracy(_export_dir(job_dir), npz['x_test'], npz['y_test']) > 0.6
+    assert_all_exited(cluster.pids())
+
+
+@pytest.mark.slow
+def test_parameter_servers(cifar10_data_dir, tmp_path):
+    job_dir = tmp_path / 'job'
+    cluster = _train_local_cluster(
+        cifar10_data_dir, job_dir, ['--parameter-server-count', '1', '--worker-count', '1'],
+        [*CIFAR, '--train-steps', '100', '--checkpoint-num-steps', '50'])
+    assert '[launcher] stopping ps-0' in cluster.output
+    assert 100 <= final_step(cluster.output) <= 110  # asynchronous: a few steps over
+    graph = (job_dir / 'graph.pbtxt').read_text()
+    assert re.search(r'name: "cifar10_mlp/dense1/kernel"\n\s+op: "\w+"\n\s+'
+                     r'device: "/job:ps/task:0"', graph)
+    assert re.search(r'Loss for final step: \d', task_log(job_dir, 'worker-0'))
+    assert _final_metrics(cluster.output)[1] > 0.6
+    assert len(os.listdir(job_dir / 'export')) == 1
+    assert_all_exited(cluster.pids())

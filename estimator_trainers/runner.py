@@ -21,6 +21,7 @@ where it is for a reason:
 8. `training.train_and_evaluate` trains, evaluates, exports and summarises.
 """
 import dataclasses
+import sys
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -85,7 +86,10 @@ class Trainer:
 
     def __init__(self):
         if self.module is None:
-            self.module = type(self).__module__
+            module = type(self).__module__
+            if module == '__main__':  # declared in the module `python -m` runs
+                module = sys.modules['__main__'].__spec__.name
+            self.module = module
 
     # Flags and data: no TensorFlow here (help, cloud checks, launchers).
 

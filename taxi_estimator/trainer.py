@@ -46,7 +46,7 @@ class TaxiTrainer(runner.Trainer):
     name = 'taxi'
     module = 'taxi_estimator.task'
     description = ('Train and evaluate a wide-and-deep classifier of Chicago taxi tips '
-                   '(tip >= 20%% of the fare); export a SavedModel for serving.')
+                   '(tip >= 20% of the fare); export a SavedModel for serving.')
     eval_frequency_secs = 60
 
     def add_flags(self, parser):

@@ -54,17 +54,22 @@ find_uv() {
   [[ -x "${_uv_dir}/bin/uv" ]] && echo "${_uv_dir}/bin/uv"
 }
 
-# Installs the pinned uv into the private tool dir with pip --target (no venv,
-# nothing in the interpreter's own site-packages); prints its path.
+# Installs the pinned uv into the private tool dir with the Python $1 (pip
+# --target: no venv, nothing in its site-packages; without pip, fetch_uv.py
+# with the standard library); prints its path.
 bootstrap_uv() {
   local python="$1" staging
   mkdir -p "${_tools_dir}"
   staging="$(mktemp -d "${_uv_dir}.XXXXXX")"
-  if ! "${python}" -m pip install --quiet --disable-pip-version-check \
-      --target "${staging}" "uv==${_uv_version}" >&2; then
+  if "${python}" -m pip --version >/dev/null 2>&1; then
+    "${python}" -m pip install --quiet --disable-pip-version-check \
+      --target "${staging}" "uv==${_uv_version}" >&2
+  else
+    "${python}" "${_repo_root}/scripts/fetch_uv.py" "${_uv_version}" "${staging}" >&2
+  fi || {
     rm -rf "${staging}"
     return 1
-  fi
+  }
   rm -rf "${_uv_dir}"
   mv "${staging}" "${_uv_dir}"
   echo "${_uv_dir}/bin/uv"

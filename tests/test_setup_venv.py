@@ -8,10 +8,16 @@ network: `uv python install` succeeds without downloading (or fails, for the
 offline tests), `uv venv` makes a real venv from a Python 3.11 as a managed
 3.11 would, and `uv pip install` installs nothing.
 """
+import functools
+import hashlib
+import http.server
+import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 import zipfile
 
 import pytest
@@ -19,7 +25,7 @@ import pytest
 import interpreters
 from conftest import REPO_ROOT
 
-SETUP_FILES = ('scripts/setup-venv.sh', 'requirements.txt', 'requirements-dev.txt',
+SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt', 'requirements-dev.txt',
                'constraints.txt', 'setup.py')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
@@ -110,19 +116,29 @@ class Sandbox:
                               capture_output=True, text=True, check=True).stdout.strip()
 
 
-def write_wheel(folder, name, version, files):
-    """A minimal pure-Python wheel of `files` ({archive path: text}); scripts executable."""
+def load_fetch_uv():
+    spec = importlib.util.spec_from_file_location(
+        'fetch_uv', os.path.join(REPO_ROOT, 'scripts', 'fetch_uv.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_wheel(folder, name, version, files, tag='py3-none-any'):
+    """A minimal wheel of `files` ({archive path: text}), scripts executable; its path."""
     info = '%s-%s.dist-info' % (name, version)
     members = dict(files)
     members[info + '/METADATA'] = 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' % (name, version)
     members[info + '/WHEEL'] = ('Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n'
-                                'Tag: py3-none-any\n')
+                                'Tag: %s\n' % tag)
     members[info + '/RECORD'] = ''.join('%s,,\n' % path for path in members) + info + '/RECORD,,\n'
-    with zipfile.ZipFile(folder / ('%s-%s-py3-none-any.whl' % (name, version)), 'w') as wheel:
+    wheel_path = folder / ('%s-%s-%s.whl' % (name, version, tag))
+    with zipfile.ZipFile(wheel_path, 'w') as wheel:
         for path, text in members.items():
             member = zipfile.ZipInfo(path)
             member.external_attr = (0o100755 if '.data/scripts/' in path else 0o100644) << 16
             wheel.writestr(member, text)
+    return wheel_path
 
 
 @pytest.fixture
@@ -171,6 +187,66 @@ def test_only_python312_bootstraps_uv_privately_and_makes_a_managed_311_venv(box
     proc = box.run()
     assert (proc.returncode, proc.stderr) == (0, '')
     assert len(box.uv_calls()) == 4
+
+
+def test_python_without_pip_fetches_uv_from_the_index_json(box):
+    """Debian's and Ubuntu's python3 lack pip unless python3-pip is installed."""
+    no_pip = box.tmp / 'no-pip'
+    subprocess.run([interpreters.require(12), '-m', 'venv', '--without-pip', str(no_pip)],
+                   check=True)
+    python3 = box.bin / 'python3'
+    python3.write_text('#!/bin/sh\nexec %s "$@"\n' % (no_pip / 'bin' / 'python3'))
+    python3.chmod(0o755)
+    index = box.tmp / 'index'
+    (index / 'simple' / 'uv').mkdir(parents=True)
+    wheels = []
+    for tag in ('py3-none-win_amd64', 'py3-none-%s_1_0_%s' % load_fetch_uv().platform_tags()):
+        wheel = write_wheel(index, 'uv', UV_VERSION,
+                            {'uv-%s.data/scripts/uv' % UV_VERSION: box.stand_in_uv()}, tag=tag)
+        wheels.append({'filename': wheel.name, 'url': '../../' + wheel.name, 'hashes': {
+            'sha256': hashlib.sha256(wheel.read_bytes()).hexdigest()}})
+    (index / 'simple' / 'uv' / 'index.html').write_text(json.dumps({'files': wheels}))
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(index)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = box.run(PIP_INDEX_URL='http://127.0.0.1:%d/simple' % server.server_port)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith('No Python 3.10 or 3.11 on PATH: installing uv %s from PyPI '
+                                  'into %s/.cache/estimator-trainers/uv-%s (with %s)'
+                                  % (UV_VERSION, box.home, UV_VERSION, python3))
+    assert box.uv_calls() == expected_uv_calls(box)
+    assert box.venv_version() == '3.11'
+
+
+@pytest.mark.parametrize('tags, wheel', [
+    (('manylinux', 'x86_64'), 'manylinux_2_17_x86_64.manylinux2014_x86_64'),
+    (('manylinux', 'aarch64'),
+     'manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64'),
+    (('musllinux', 'aarch64'),
+     'manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64'),
+    (('musllinux', 'x86_64'), 'musllinux_1_1_x86_64'),
+    (('macosx', 'arm64'), 'macosx_11_0_arm64'),
+    (('macosx', 'x86_64'), 'macosx_10_12_x86_64'),
+])
+def test_fetch_uv_picks_the_wheel_for_the_platform(tags, wheel):
+    """Against the file names uv 0.13.8 has on PyPI."""
+    names = ['linux_armv6l', 'macosx_10_12_x86_64', 'macosx_11_0_arm64',
+             'manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64',
+             'manylinux_2_17_armv7l.manylinux2014_armv7l.musllinux_1_1_armv7l',
+             'manylinux_2_17_armv7l.manylinux2014_armv7l',
+             'manylinux_2_17_i686.manylinux2014_i686',
+             'manylinux_2_17_ppc64le.manylinux2014_ppc64le',
+             'manylinux_2_17_s390x.manylinux2014_s390x',
+             'manylinux_2_17_x86_64.manylinux2014_x86_64', 'manylinux_2_28_aarch64',
+             'manylinux_2_31_riscv64.musllinux_1_1_riscv64', 'manylinux_2_31_riscv64',
+             'musllinux_1_1_i686', 'musllinux_1_1_x86_64', 'win32', 'win_amd64', 'win_arm64']
+    files = [{'filename': 'uv-0.13.7-py3-none-%s.whl' % wheel}] + [
+        {'filename': 'uv-0.13.8-py3-none-%s.whl' % name} for name in names]
+    picked = load_fetch_uv().pick_wheel(files, '0.13.8', tags)
+    assert picked['filename'] == 'uv-0.13.8-py3-none-%s.whl' % wheel
 
 
 def test_uv_on_path_is_used_for_the_managed_python(box):

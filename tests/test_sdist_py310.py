@@ -5,8 +5,12 @@ its image's Python 3.10 and runs `python -m <trainer module>`. This builds the
 sdist the way the submission does, pip-installs it with its install_requires
 (pinned by the repo's constraints) into a fresh 3.10 venv, and runs the
 trainers from there, outside the checkout, with nothing of the repo on
-sys.path. pip's own cache (left at its default) makes reruns fast; the first
-run downloads TensorFlow's 3.10 wheel (~500 MB).
+sys.path.
+
+The wheels come from a persistent wheelhouse that `pip download` fills (the
+first run downloads TensorFlow's 3.10 wheel, ~500 MB; later ones only read
+index pages): pip's own HTTP cache stays empty where the route to PyPI strips
+caching headers, as on this project's machines.
 """
 import os
 import subprocess
@@ -20,6 +24,8 @@ from estimator_trainers.tools.cloud import staging
 from taxi_trips import exports, final_metrics
 
 pytestmark = pytest.mark.slow
+WHEELHOUSE = os.path.join(os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+                          'estimator-trainers', 'wheels-py310')
 
 
 def run(python, *args, cwd, timeout=600):
@@ -43,8 +49,12 @@ def python310(tmp_path_factory):
     venv = tmp / 'venv'
     run(base_python, '-m', 'venv', venv, cwd=tmp)
     python = str(venv / 'bin' / 'python')
+    constraints = os.path.join(REPO_ROOT, 'constraints.txt')
+    run(python, '-m', 'pip', 'download', '--quiet', '--disable-pip-version-check',
+        '-d', WHEELHOUSE, '-r', os.path.join(REPO_ROOT, 'requirements.txt'), '-c', constraints,
+        cwd=tmp, timeout=1800)
     run(python, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
-        sdist.path, '-c', os.path.join(REPO_ROOT, 'constraints.txt'), cwd=tmp, timeout=1800)
+        '--no-index', '--find-links', WHEELHOUSE, sdist.path, '-c', constraints, cwd=tmp)
     return python
 
 

@@ -25,8 +25,8 @@ import pytest
 import interpreters
 from conftest import REPO_ROOT
 
-SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt', 'requirements-dev.txt',
-               'constraints.txt', 'setup.py')
+SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt',
+               'requirements-dev.txt', 'constraints.txt', 'setup.py')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
                        open(os.path.join(REPO_ROOT, 'scripts', 'setup-venv.sh')).read(),
@@ -357,14 +357,15 @@ def test_existing_venv_of_another_python_is_refused(box):
         'error: %s is not a Python 3.10 or 3.11 environment; remove it and rerun' % box.venv]
 
 
+@pytest.mark.slow
 def test_pip_installs_without_uv_and_again_only_when_pins_change(box):
     """The pip fallback for real, from a local wheel: installs, stamp, reinstall."""
     python310 = box.python('python3.10', 10)
     write_wheel(box.tmp / 'wheels', 'pinned_dep', '1.0', {'pinned_dep.py': 'VERSION = "1.0"\n'})
     (box.repo / 'requirements.txt').write_text('pinned_dep\n')
     (box.repo / 'constraints.txt').write_text('pinned_dep==1.0\n')
-    (box.repo / 'setup.py').write_text(
-        'import setuptools\nsetuptools.setup(name="scratch", version="0", py_modules=["scratch"])\n')
+    (box.repo / 'setup.py').write_text('import setuptools\nsetuptools.setup(name="scratch", '
+                                       'version="0", py_modules=["scratch"])\n')
     (box.repo / 'scratch.py').write_text('')
     proc = box.run()
     assert proc.returncode == 0, proc.stderr

@@ -171,6 +171,21 @@ def cold_start(result):
             + '.\n\n' + _table(['trainer'] + milestones, rows))
 
 
+def install(result):
+    rows = [[name] + [_spread(s[kind], '%.1f') if kind in s else '–'
+                      for kind in ('cold', 'warm', 'wheelhouse')] + [s['cache_mb']]
+            for name, s in result['installers'].items()]
+    return ('`-r requirements.txt -c constraints.txt` into a fresh venv (Python %s; pip %s, '
+            'uv %s, no configuration files), seconds median (min–max): cold = an empty cache of '
+            'its own, everything from PyPI; warm = another fresh venv reusing that cache; '
+            'local wheelhouse = pip from `pip download`ed files only (what a warm pip cache '
+            'gives where, unlike here, the index sends caching headers). '
+            '`scripts/setup-venv.sh` installs with `uv pip` where uv is present, else pip.'
+            '\n\n' % (result['python'], result['pip'], result['uv'])
+            + _table(['installer', 'cold cache', 'warm cache', 'local wheelhouse',
+                      'cache MB after warm'], rows))
+
+
 def levers(result):
     rows = []
     for name in [n for n in levers_lib.VARIANTS if n in result['variants']]:
@@ -197,6 +212,7 @@ def render(results, notes):
         ('3. Taxi trainer vs Keras wide-and-deep', 'taxi', taxi),
         ('4. Cluster overhead', 'cluster', cluster),
         ('5. Cold start', 'cold_start', cold_start),
+        ('6. Installing the pinned requirements: pip vs uv', 'install', install),
         ('Lever study', 'levers', levers),
     ]
     parts = [

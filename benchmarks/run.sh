@@ -3,7 +3,9 @@
 #
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
 #   BENCHMARK: resnet taxi input cluster cold_start levers (default: all, in
-#   this order; input reads what training consumes from resnet and taxi).
+#   this order; input reads what training consumes from resnet and taxi), and
+#   install (only when named: pip vs uv installing the pins, cold and warm
+#   cache; downloads ~1.2 GB from PyPI).
 #   --quick   tiny settings (a smoke test of a few minutes); its results go to
 #             $BENCH_WORK_DIR/results-quick.json and RESULTS-quick.md, never
 #             over the real figures.
@@ -19,8 +21,8 @@ benchmarks=()
 for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|levers) benchmarks+=("${arg}") ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    resnet|taxi|input|cluster|cold_start|levers|install) benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,6 +88,7 @@ for benchmark in "${benchmarks[@]}"; do
                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
                     --repeats 1 ;;
     levers:0) run levers --data-dir "${cifar}" ;;
+    install:*) run install --uv "$(find_uv || bootstrap_uv "${python}")" ;;
     levers:1) run levers --data-dir "${cifar}" --num-layers 8 --repeats 1 \
                 --variants defaults,float32,unfused_batch_norm,inter_threads_1 \
                 --interval 3 --intervals 2 ;;

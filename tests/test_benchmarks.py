@@ -42,6 +42,10 @@ def _results():
         'cold_start': dict(stamp, trainers={'taxi': {
             'configured': _summary(2.0), 'graph_built': _summary(3.0),
             'first_checkpoint': _summary(5.0), 'first_step': _summary(6.0)}}),
+        'install': dict(stamp, python='3.11.7', pip='23.2.1', uv='0.13.8', installers={
+            'pip': {'cold': _summary(100.0), 'warm': _summary(90.0),
+                    'wheelhouse': _summary(50.0), 'cache_mb': 0},
+            'uv': {'cold': _summary(20.0), 'warm': _summary(2.0), 'cache_mb': 1200}}),
     }
 
 
@@ -58,6 +62,9 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
     assert '| taxi input pipeline ≥ 10× what training consumes | 9.00× | **no** |' in text
     assert '| taxi: cold start to first step ≤ 15 s | 6.0 s | yes |' in text
     assert '## 4. Cluster overhead\n\nNot measured in this run.' in text
+    assert '(Python 3.11.7; pip 23.2.1, uv 0.13.8, no configuration files)' in text
+    assert '| pip | 100.0 (90.0–110.0) | 90.0 (81.0–99.0) | 50.0 (45.0–55.0) | 0 |' in text
+    assert '| uv | 20.0 (18.0–22.0) | 2.0 (1.8–2.2) | – | 1200 |' in text
 
 
 def test_run_sh_help_and_bad_argument():

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import processes
 from conftest import cli_env, REPO_ROOT
 
 # Asynchronous workers stop on the global step they read before their last
@@ -27,8 +28,7 @@ class Cluster:
     """A running launcher process; `lines` fills as it prints."""
 
     def __init__(self, command, env=None):
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+        self.process = processes.popen(
             command, cwd=REPO_ROOT, env=cli_env(env), text=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines = []
@@ -65,17 +65,12 @@ class Cluster:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()  # its tasks die with it (PR_SET_PDEATHSIG)
-            self.process.wait()
+            processes.kill_tree(self.process)
             raise AssertionError('cluster still running after %ds\n%s'
                                  % (timeout, self.output[-6000:])) from None
         finally:
             self._reader.join(timeout=10)
         return self.process.returncode
-
-    @property
-    def elapsed(self):
-        return time.monotonic() - self.started
 
 
 def launch(job_dir, cluster_flags, trainer_command, env=None):

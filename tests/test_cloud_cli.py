@@ -7,12 +7,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 import yaml
 
 import cloud_fakes
+import processes
 from conftest import REPO_ROOT
 from conftest import run_module
 from estimator_trainers.tools.cloud import cli
@@ -137,12 +137,10 @@ def test_bad_input_is_one_error_line(tmp_path):
 
 def test_train_cloud_sh_usage():
     bash = shutil.which('bash')
-    proc = subprocess.run([bash, 'scripts/train-cloud.sh', '--help'], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = processes.run([bash, 'scripts/train-cloud.sh', '--help'], 60, cwd=REPO_ROOT)
     assert proc.returncode == 0
     assert proc.stdout.startswith('Usage: bash scripts/train-cloud.sh MODEL')
-    proc = subprocess.run([bash, 'scripts/train-cloud.sh'], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = processes.run([bash, 'scripts/train-cloud.sh'], 60, cwd=REPO_ROOT)
     assert proc.returncode == 2
     assert proc.stderr.startswith('Usage: ')
 

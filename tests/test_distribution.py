@@ -2,13 +2,13 @@
 import io
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 
+import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
@@ -148,8 +148,8 @@ def test_watch_peers_ends_the_process_naming_the_address():
         'distribution.watch_peers(dist)\n'
         'time.sleep(60)\n' % address)
     try:
-        proc = subprocess.run([sys.executable, '-c', program], cwd=REPO_ROOT,
-                              env=cli_env(), capture_output=True, text=True, timeout=30)
+        proc = processes.run([sys.executable, '-c', program], 30, cwd=REPO_ROOT,
+                             env=cli_env())
     finally:
         sock.close()
     assert proc.returncode == 2

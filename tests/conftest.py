@@ -1,5 +1,6 @@
 """Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data."""
 import os
+import socket
 import subprocess
 import sys
 
@@ -38,6 +39,18 @@ def run_module(module, *args, env=None, timeout=600, check=None):
             'exit %d (expected %d)\n--- stdout\n%s\n--- stderr\n%s'
             % (proc.returncode, check, proc.stdout[-5000:], proc.stderr[-8000:]))
     return proc
+
+
+@pytest.fixture
+def refused_port():
+    """A loopback port that refuses connections for the whole test.
+
+    Held bound but never listening, so no other process can take it meanwhile
+    (a port closed after picking it could be reused by anyone).
+    """
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture(scope='session')

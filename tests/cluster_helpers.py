@@ -109,6 +109,17 @@ def latest_checkpoint_step(job_dir):
     return int(match.group(1)) if match else -1
 
 
+def listed_checkpoints(job_dir):
+    """Steps of the checkpoints `<job_dir>/checkpoint` lists, oldest first.
+
+    The last is the newest: after a finished run, its final step.
+    """
+    with open(os.path.join(str(job_dir), 'checkpoint')) as f:
+        text = f.read()
+    return [int(step) for step in
+            re.findall(r'^all_model_checkpoint_paths: "model\.ckpt-(\d+)"', text, re.M)]
+
+
 def final_step(output, label='chief-0'):
     """Global step of the chief's `Final evaluation at global step N` line."""
     steps = re.findall(r'^\[%s\] .*Final evaluation at global step (\d+):' % label,
@@ -159,6 +170,8 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
     Returns:
       The restarted chief's log, for trainer-specific checks.
     """
+    # Imported now: the checkpoint is read in the short while the chief is down.
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
                                '--max-restarts', '1'], trainer_command)
     cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
@@ -170,7 +183,10 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
                      'another checkpoint')
     cluster.kill('chief-0')
     # Nothing saves while the chief is down: this is what it must resume from.
-    resume_step = latest_checkpoint_step(job_dir)
+    # Under parameter servers the step stored inside can pass the file name's.
+    checkpoint_step = latest_checkpoint_step(job_dir)
+    resume_step = int(tf.train.load_variable(
+        os.path.join(str(job_dir), 'model.ckpt-%d' % checkpoint_step), 'global_step'))
     assert cluster.finish() == 0, cluster.output[-6000:]
     output = cluster.output
 
@@ -181,10 +197,10 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
                              task_log(job_dir, label))
         assert len(configs) == 2 and configs[0] == configs[1]
     chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
-    assert resume_step >= killed_at + checkpoint_steps
+    assert checkpoint_step >= killed_at + checkpoint_steps
     assert 'Resuming from global step %d in %s (target %d)' % (
         resume_step, job_dir, train_steps) in chief
-    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
+    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, checkpoint_step) in chief
 
     final = final_step(output)
     assert train_steps <= final <= train_steps + ASYNC_OVERSHOOT

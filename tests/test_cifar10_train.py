@@ -13,6 +13,7 @@ import processes
 from cifar10_estimator import data
 from cifar10_estimator import model
 from cifar10_estimator import trainer
+from cluster_helpers import listed_checkpoints
 from conftest import cli_env, run_module, REPO_ROOT
 from estimator_trainers.errors import UserInputError
 
@@ -26,11 +27,6 @@ SMALL = ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '
 def _train(data_dir, job_dir, *flags, check=0):
     return run_module(MAIN, '--data-dir', data_dir, '--job-dir', job_dir, *SMALL,
                       *flags, check=check)
-
-
-def _checkpoint_steps(job_dir):
-    state = tf.train.get_checkpoint_state(str(job_dir))
-    return sorted(int(p.rsplit('-', 1)[1]) for p in state.all_model_checkpoint_paths)
 
 
 def _final_metrics(stderr):
@@ -72,7 +68,7 @@ def test_training_learns_far_above_chance(trained):
 
 def test_checkpoints_at_multiples_of_checkpoint_num_steps(trained):
     job_dir, _ = trained
-    assert _checkpoint_steps(job_dir) == [0, 50, 100, 150]
+    assert listed_checkpoints(job_dir) == [0, 50, 100, 150]
 
 
 def test_tensorboard_scalars(trained):
@@ -115,14 +111,14 @@ def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
     job_dir = tmp_path / 'job'
     _train(cifar10_data_dir, job_dir, '--train-steps', '50', '--checkpoint-num-steps',
            '20', '--keep-checkpoint-max', '10')
-    assert _checkpoint_steps(job_dir) == [0, 20, 40, 50]
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50]
     proc = _train(cifar10_data_dir, job_dir, '--train-steps', '90',
                   '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10')
     assert 'Resuming from global step 50' in proc.stderr
     assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-50') in proc.stderr
     # Resumed off a multiple, saves return to multiples of 20 (Estimator's own
     # saver would count 20 from 50: 70, 90); the final step is saved too.
-    assert _checkpoint_steps(job_dir) == [0, 20, 40, 50, 60, 80, 90]
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
     assert _final_metrics(proc.stderr)[0] == 90
     first_logged = int(re.search(r'step (\d+): learning_rate', proc.stderr).group(1))
     assert first_logged == 60
@@ -132,7 +128,7 @@ def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
     assert 'already reaches --train-steps=50' in proc.stderr
     assert 'learning_rate =' not in proc.stderr
     assert _final_metrics(proc.stderr)[0] == 90
-    assert _checkpoint_steps(job_dir) == [0, 20, 40, 50, 60, 80, 90]
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
 
 
 def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):

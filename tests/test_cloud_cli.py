@@ -298,6 +298,27 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     assert backend.http.requests == []
 
 
+@pytest.mark.parametrize('extra', [[], ['--dry-run'], ['--target', 'ai-platform']],
+                         ids=['submit', 'dry-run', 'ai-platform'])
+def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra):
+    """The CLI checks each body itself: a builder bug must stop before any output.
+
+    Trainer flags that are not strings make every body (Vertex and legacy)
+    invalid; no response is queued, so a request that went out would fail
+    differently, and nothing may be printed or uploaded.
+    """
+    monkeypatch.setattr('estimator_trainers.tools.cloud.submission.Submission.trainer_args',
+                        lambda self, job_dir_flag: [42])
+    backend = FakeBackend([], gcs)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(schema.SchemaError, match=r'\.args\[0\]: expected a string, got 42'):
+        cli.main(_submit_args('train_cifar10_invalid', *extra), backend=backend, out=out,
+                 err=err)
+    assert out.getvalue() == ''
+    assert backend.http.requests == []
+    assert list(gcs.bucket(BUCKET).list_blobs(prefix='staging/train_cifar10_invalid/')) == []
+
+
 @pytest.mark.parametrize('argv,message', [
     (['submit', 'taxi'], 'no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket'),
     (['submit', 'taxi', '--bucket', 'gs://my-bucket', '--job-name', 'train-taxi'],

@@ -298,20 +298,27 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     assert backend.http.requests == []
 
 
-@pytest.mark.parametrize('extra', [[], ['--dry-run'], ['--target', 'ai-platform']],
-                         ids=['submit', 'dry-run', 'ai-platform'])
-def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra):
+@pytest.mark.parametrize('extra, invalid', [
+    ([], r'\.replicaCount: expected a string, got 1$'),
+    (['--dry-run'], r'\.replicaCount: expected a string, got 1$'),
+    (['--target', 'ai-platform'], r'\.runtimeVersion: expected a string, got 2\.11$'),
+], ids=['submit', 'dry-run', 'ai-platform'])
+def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra,
+                                                                   invalid):
     """The CLI checks each body itself: a builder bug must stop before any output.
 
-    Trainer flags that are not strings make every body (Vertex and legacy)
-    invalid; no response is queued, so a request that went out would fail
-    differently, and nothing may be printed or uploaded.
+    Injected builder bugs: Vertex pools with an int64 count as a number, a
+    legacy runtime version as a number. No response is queued, so a request
+    that went out would fail differently; nothing may be printed or uploaded.
     """
-    monkeypatch.setattr('estimator_trainers.tools.cloud.submission.Submission.trainer_args',
-                        lambda self, job_dir_flag: [42])
+    pools = jobs.worker_pool_specs
+    monkeypatch.setattr(jobs, 'worker_pool_specs', lambda *args: [
+        dict(spec, replicaCount=int(spec['replicaCount'])) if spec else spec
+        for spec in pools(*args)])
+    monkeypatch.setattr(jobs, 'LEGACY_RUNTIME', (2.11, '3.7'))
     backend = FakeBackend([], gcs)
     out, err = io.StringIO(), io.StringIO()
-    with pytest.raises(schema.SchemaError, match=r'\.args\[0\]: expected a string, got 42'):
+    with pytest.raises(schema.SchemaError, match=invalid):
         cli.main(_submit_args('train_cifar10_invalid', *extra), backend=backend, out=out,
                  err=err)
     assert out.getvalue() == ''

@@ -3,14 +3,13 @@
 - `RecordingHttp`: googleapiclient's `HttpMockSequence` that also records
   every request (method, uri, parsed body, headers), so tests drive the real
   `aiplatform v1` service objects and assert what was sent.
-- `storage_emulator`: an in-process gcp-storage-emulator on a free loopback
-  port, with `STORAGE_EMULATOR_HOST` pointing at it.
+- `storage_emulator`: an in-process gcp-storage-emulator on a loopback port
+  it binds itself, with `STORAGE_EMULATOR_HOST` pointing at it.
 """
 import collections
 import contextlib
 import json
 import os
-import socket
 from unittest import mock
 
 from googleapiclient import http as googleapiclient_http
@@ -38,20 +37,15 @@ def error(status, message):
     return status, {'error': {'code': status, 'message': message}}
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def storage_emulator(bucket):
     """Runs a GCS emulator holding `bucket`; yields a storage client for it."""
     from gcp_storage_emulator.server import create_server  # pylint: disable=g-import-not-at-top
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    port = free_port()
-    server = create_server('127.0.0.1', port, in_memory=True, default_bucket=bucket)
+    server = create_server('127.0.0.1', 0, in_memory=True, default_bucket=bucket)
     server.start()
+    # The emulator has no accessor for the port it bound.
+    port = server._api._httpd.server_address[1]  # pylint: disable=protected-access
     try:
         with mock.patch.dict(os.environ,
                              {'STORAGE_EMULATOR_HOST': 'http://127.0.0.1:%d' % port}):

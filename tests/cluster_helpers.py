@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import processes
 from conftest import cli_env, REPO_ROOT
 
 # Asynchronous workers stop on the global step they read before their last
@@ -27,8 +28,7 @@ class Cluster:
     """A running launcher process; `lines` fills as it prints."""
 
     def __init__(self, command, env=None):
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+        self.process = processes.popen(
             command, cwd=REPO_ROOT, env=cli_env(env), text=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines = []
@@ -65,17 +65,12 @@ class Cluster:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()  # its tasks die with it (PR_SET_PDEATHSIG)
-            self.process.wait()
+            processes.kill_tree(self.process)
             raise AssertionError('cluster still running after %ds\n%s'
                                  % (timeout, self.output[-6000:])) from None
         finally:
             self._reader.join(timeout=10)
         return self.process.returncode
-
-    @property
-    def elapsed(self):
-        return time.monotonic() - self.started
 
 
 def launch(job_dir, cluster_flags, trainer_command, env=None):
@@ -112,6 +107,17 @@ def latest_checkpoint_step(job_dir):
         return -1
     match = re.search(r'^model_checkpoint_path: "model\.ckpt-(\d+)"', text, re.M)
     return int(match.group(1)) if match else -1
+
+
+def listed_checkpoints(job_dir):
+    """Steps of the checkpoints `<job_dir>/checkpoint` lists, oldest first.
+
+    The last is the newest: after a finished run, its final step.
+    """
+    with open(os.path.join(str(job_dir), 'checkpoint')) as f:
+        text = f.read()
+    return [int(step) for step in
+            re.findall(r'^all_model_checkpoint_paths: "model\.ckpt-(\d+)"', text, re.M)]
 
 
 def final_step(output, label='chief-0'):
@@ -164,6 +170,8 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
     Returns:
       The restarted chief's log, for trainer-specific checks.
     """
+    # Imported now: the checkpoint is read in the short while the chief is down.
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
                                '--max-restarts', '1'], trainer_command)
     cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
@@ -175,7 +183,10 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
                      'another checkpoint')
     cluster.kill('chief-0')
     # Nothing saves while the chief is down: this is what it must resume from.
-    resume_step = latest_checkpoint_step(job_dir)
+    # Under parameter servers the step stored inside can pass the file name's.
+    checkpoint_step = latest_checkpoint_step(job_dir)
+    resume_step = int(tf.train.load_variable(
+        os.path.join(str(job_dir), 'model.ckpt-%d' % checkpoint_step), 'global_step'))
     assert cluster.finish() == 0, cluster.output[-6000:]
     output = cluster.output
 
@@ -186,10 +197,10 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
                              task_log(job_dir, label))
         assert len(configs) == 2 and configs[0] == configs[1]
     chief = task_log(job_dir, 'chief-0').split('---- chief-0: ')[-1]
-    assert resume_step >= killed_at + checkpoint_steps
+    assert checkpoint_step >= killed_at + checkpoint_steps
     assert 'Resuming from global step %d in %s (target %d)' % (
         resume_step, job_dir, train_steps) in chief
-    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, resume_step) in chief
+    assert 'Restoring parameters from %s/model.ckpt-%d' % (job_dir, checkpoint_step) in chief
 
     final = final_step(output)
     assert train_steps <= final <= train_steps + ASYNC_OVERSHOOT

@@ -1,5 +1,6 @@
 """Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data."""
 import os
+import socket
 import subprocess
 import sys
 
@@ -9,6 +10,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position
+import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
+# Autouse: no process a test starts outlives it, none the suite starts outlives the run.
+from processes import kill_test_processes, no_leftover_processes  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 
 
 def cli_env(extra=None):
@@ -28,14 +32,25 @@ def run_module(module, *args, env=None, timeout=600, check=None):
     Args:
       check: None, or the expected exit code (asserted, with the output shown).
     """
-    proc = subprocess.run([sys.executable, '-m', module] + [str(a) for a in args],
-                          cwd=REPO_ROOT, env=cli_env(env), capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = processes.run([sys.executable, '-m', module] + [str(a) for a in args],
+                         timeout, cwd=REPO_ROOT, env=cli_env(env), stdin=subprocess.DEVNULL)
     if check is not None:
         assert proc.returncode == check, (
             'exit %d (expected %d)\n--- stdout\n%s\n--- stderr\n%s'
             % (proc.returncode, check, proc.stdout[-5000:], proc.stderr[-8000:]))
     return proc
+
+
+@pytest.fixture
+def refused_port():
+    """A loopback port that refuses connections for the whole test.
+
+    Held bound but never listening, so no other process can take it meanwhile
+    (a port closed after picking it could be reused by anyone).
+    """
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture(scope='session')

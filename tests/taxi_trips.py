@@ -1,7 +1,9 @@
-"""Generated Chicago Taxi trip files and log helpers for the taxi_estimator tests.
+"""Generated Chicago Taxi trip files, log helpers and baselines for the taxi tests.
 
 Trips follow a learnable rule (card payers of short trips tip at least 20%)
-with label noise, and have the empty fields the real trips have.
+with label noise, and have the empty fields the real trips have. A model
+must beat the trivial baselines on the same eval file: always predicting the
+majority class, and the one-rule `payment_type == "Credit Card"`.
 """
 import csv
 import glob
@@ -106,3 +108,50 @@ def final_metrics(stderr):
 def exports(job_dir):
     """Timestamped export directories under `job_dir`, oldest first."""
     return sorted(glob.glob(os.path.join(job_dir, 'export', '[0-9]*')))
+
+
+def exact_auc(labels, scores):
+    """ROC AUC as the probability a positive outscores a negative (ties count 1/2)."""
+    pairs = sorted(zip(scores, labels))
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        rank_sum += (i + 1 + j) / 2 * sum(label for _, label in pairs[i:j])
+        i = j
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def accuracy(labels, predicted):
+    return sum(int(a == b) for a, b in zip(labels, predicted)) / len(labels)
+
+
+def eval_labels(path):
+    """(labels, rows) of a CSV in the sample layout."""
+    with open(path, newline='') as f:
+        rows = list(csv.DictReader(f))
+    return [int(float(r['tip'])) for r in rows], rows
+
+
+def baselines(path):
+    """Trivial baselines on the CSV at `path`.
+
+    Returns:
+      {'majority': accuracy of always predicting the commoner class,
+       'rule': accuracy of `payment_type == "Credit Card"`, 'rule_auc': its AUC}.
+    """
+    labels, rows = eval_labels(path)
+    rule = [int(r['payment_type'] == 'Credit Card') for r in rows]
+    positives = sum(labels)
+    return {'majority': max(positives, len(labels) - positives) / len(labels),
+            'rule': accuracy(labels, rule), 'rule_auc': exact_auc(labels, rule)}
+
+
+def assert_beats_baselines(metrics, path, margin):
+    """The trainer's final eval `metrics` beat every baseline on `path` by `margin`."""
+    base = baselines(path)
+    assert metrics['accuracy'] > max(base['majority'], base['rule']) + margin, (metrics, base)
+    assert metrics['auc'] > base['rule_auc'] + margin, (metrics, base)

@@ -4,8 +4,8 @@ Nothing here measures or asserts a time; the benchmarks themselves run with
 `bash benchmarks/run.sh [--quick]`.
 """
 import json
-import subprocess
 
+import processes
 from benchmarks import report
 from conftest import REPO_ROOT
 
@@ -68,9 +68,7 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
 
 
 def test_run_sh_help_and_bad_argument():
-    shown = subprocess.run(['bash', 'benchmarks/run.sh', '--help'], cwd=REPO_ROOT,
-                           capture_output=True, text=True, check=True)
-    assert '--quick' in shown.stdout
-    bad = subprocess.run(['bash', 'benchmarks/run.sh', 'nonsense'], cwd=REPO_ROOT,
-                         capture_output=True, text=True)
+    shown = processes.run(['bash', 'benchmarks/run.sh', '--help'], 60, cwd=REPO_ROOT)
+    assert shown.returncode == 0 and '--quick' in shown.stdout
+    bad = processes.run(['bash', 'benchmarks/run.sh', 'nonsense'], 60, cwd=REPO_ROOT)
     assert bad.returncode == 2 and "unknown argument 'nonsense'" in bad.stderr

@@ -5,7 +5,6 @@ import json
 import os
 import pickle
 import shutil
-import socket
 import threading
 
 import numpy as np
@@ -64,14 +63,8 @@ def test_generate_from_extracted_directory(cifar10_tarball, tmp_path):
                                        'train.tfrecords', 'validation.tfrecords']
 
 
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def test_download_failure_names_source_flag(tmp_path):
-    url = 'http://127.0.0.1:%d/cifar-10-python.tar.gz' % _closed_port()
+def test_download_failure_names_source_flag(tmp_path, refused_port):
+    url = 'http://127.0.0.1:%d/cifar-10-python.tar.gz' % refused_port
     proc = run_module('cifar10_estimator.generate_cifar10_tfrecords',
                       '--data-dir', tmp_path / 'out', '--url', url, check=2)
     lines = proc.stderr.strip().splitlines()

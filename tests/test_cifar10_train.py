@@ -3,16 +3,17 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import processes
 from cifar10_estimator import data
 from cifar10_estimator import model
 from cifar10_estimator import trainer
+from cluster_helpers import listed_checkpoints
 from conftest import cli_env, run_module, REPO_ROOT
 from estimator_trainers.errors import UserInputError
 
@@ -26,11 +27,6 @@ SMALL = ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '
 def _train(data_dir, job_dir, *flags, check=0):
     return run_module(MAIN, '--data-dir', data_dir, '--job-dir', job_dir, *SMALL,
                       *flags, check=check)
-
-
-def _checkpoint_steps(job_dir):
-    state = tf.train.get_checkpoint_state(str(job_dir))
-    return sorted(int(p.rsplit('-', 1)[1]) for p in state.all_model_checkpoint_paths)
 
 
 def _final_metrics(stderr):
@@ -72,7 +68,7 @@ def test_training_learns_far_above_chance(trained):
 
 def test_checkpoints_at_multiples_of_checkpoint_num_steps(trained):
     job_dir, _ = trained
-    assert _checkpoint_steps(job_dir) == [0, 50, 100, 150]
+    assert listed_checkpoints(job_dir) == [0, 50, 100, 150]
 
 
 def test_tensorboard_scalars(trained):
@@ -92,10 +88,11 @@ def test_export_serves_raw_images(trained, cifar10_data_dir):
     exports = os.listdir(job_dir / 'export')
     assert len(exports) == 1 and exports[0].isdigit()
     export_dir = str(job_dir / 'export' / exports[0])
-    shown = subprocess.run(
+    shown = processes.run(
         [os.path.join(os.path.dirname(sys.executable), 'saved_model_cli'), 'show',
          '--dir', export_dir, '--tag_set', 'serve', '--signature_def',
-         'serving_default'], capture_output=True, text=True, env=cli_env(), check=True)
+         'serving_default'], 120, env=cli_env())
+    assert shown.returncode == 0, shown.stderr[-3000:]
     assert "inputs['images']" in shown.stdout and 'DT_UINT8' in shown.stdout
     assert "outputs['classes']" in shown.stdout
     assert "outputs['probabilities']" in shown.stdout
@@ -112,25 +109,26 @@ def test_export_serves_raw_images(trained, cifar10_data_dir):
 
 def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
     job_dir = tmp_path / 'job'
-    _train(cifar10_data_dir, job_dir, '--train-steps', '40', '--checkpoint-num-steps',
+    _train(cifar10_data_dir, job_dir, '--train-steps', '50', '--checkpoint-num-steps',
            '20', '--keep-checkpoint-max', '10')
-    assert _checkpoint_steps(job_dir) == [0, 20, 40]
-    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '70',
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50]
+    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '90',
                   '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10')
-    assert 'Resuming from global step 40' in proc.stderr
-    assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-40') in proc.stderr
-    # Saves stay on multiples of 20 after the resume; the final step is saved too.
-    assert _checkpoint_steps(job_dir) == [0, 20, 40, 60, 70]
-    assert _final_metrics(proc.stderr)[0] == 70
+    assert 'Resuming from global step 50' in proc.stderr
+    assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-50') in proc.stderr
+    # Resumed off a multiple, saves return to multiples of 20 (Estimator's own
+    # saver would count 20 from 50: 70, 90); the final step is saved too.
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
+    assert _final_metrics(proc.stderr)[0] == 90
     first_logged = int(re.search(r'step (\d+): learning_rate', proc.stderr).group(1))
-    assert first_logged == 50
+    assert first_logged == 60
 
     # A target already reached evaluates and exits 0 without training.
     proc = _train(cifar10_data_dir, job_dir, '--train-steps', '50')
     assert 'already reaches --train-steps=50' in proc.stderr
     assert 'learning_rate =' not in proc.stderr
-    assert _final_metrics(proc.stderr)[0] == 70
-    assert _checkpoint_steps(job_dir) == [0, 20, 40, 60, 70]
+    assert _final_metrics(proc.stderr)[0] == 90
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
 
 
 def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):
@@ -144,10 +142,10 @@ def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):
         'from cifar10_estimator import cifar10_main\n'
         'import sys\n'
         'sys.exit(cifar10_main.main(sys.argv[1:]))\n')
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, '-c', script, '--data-dir', cifar10_data_dir, '--job-dir',
          str(job_dir), *SMALL, '--train-steps', '60', '--checkpoint-num-steps', '30'],
-        cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+        600, cwd=REPO_ROOT, env=cli_env())
     assert proc.returncode == 0, proc.stderr[-4000:]
     graph = (job_dir / 'graph.pbtxt').read_text()
     assert 'tower_1/resnet/' in graph and 'device: "/cpu:1"' in graph

@@ -7,12 +7,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 import yaml
 
 import cloud_fakes
+import processes
 from conftest import REPO_ROOT
 from conftest import run_module
 from estimator_trainers.tools.cloud import cli
@@ -137,12 +137,10 @@ def test_bad_input_is_one_error_line(tmp_path):
 
 def test_train_cloud_sh_usage():
     bash = shutil.which('bash')
-    proc = subprocess.run([bash, 'scripts/train-cloud.sh', '--help'], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = processes.run([bash, 'scripts/train-cloud.sh', '--help'], 60, cwd=REPO_ROOT)
     assert proc.returncode == 0
     assert proc.stdout.startswith('Usage: bash scripts/train-cloud.sh MODEL')
-    proc = subprocess.run([bash, 'scripts/train-cloud.sh'], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = processes.run([bash, 'scripts/train-cloud.sh'], 60, cwd=REPO_ROOT)
     assert proc.returncode == 2
     assert proc.stderr.startswith('Usage: ')
 
@@ -298,6 +296,34 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
                        r'bucket gs://missing-bucket does not exist$'):
         _main(argv, backend)
     assert backend.http.requests == []
+
+
+@pytest.mark.parametrize('extra, invalid', [
+    ([], r'\.replicaCount: expected a string, got 1$'),
+    (['--dry-run'], r'\.replicaCount: expected a string, got 1$'),
+    (['--target', 'ai-platform'], r'\.runtimeVersion: expected a string, got 2\.11$'),
+], ids=['submit', 'dry-run', 'ai-platform'])
+def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra,
+                                                                   invalid):
+    """The CLI checks each body itself: a builder bug must stop before any output.
+
+    Injected builder bugs: Vertex pools with an int64 count as a number, a
+    legacy runtime version as a number. No response is queued, so a request
+    that went out would fail differently; nothing may be printed or uploaded.
+    """
+    pools = jobs.worker_pool_specs
+    monkeypatch.setattr(jobs, 'worker_pool_specs', lambda *args: [
+        dict(spec, replicaCount=int(spec['replicaCount'])) if spec else spec
+        for spec in pools(*args)])
+    monkeypatch.setattr(jobs, 'LEGACY_RUNTIME', (2.11, '3.7'))
+    backend = FakeBackend([], gcs)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(schema.SchemaError, match=invalid):
+        cli.main(_submit_args('train_cifar10_invalid', *extra), backend=backend, out=out,
+                 err=err)
+    assert out.getvalue() == ''
+    assert backend.http.requests == []
+    assert list(gcs.bucket(BUCKET).list_blobs(prefix='staging/train_cifar10_invalid/')) == []
 
 
 @pytest.mark.parametrize('argv,message', [

@@ -9,7 +9,6 @@ Refusals happen before staging: the emulator bucket then holds nothing under
 import io
 import json
 import os
-import subprocess
 import sys
 
 import httplib2
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 import cloud_fakes
+import processes
 from conftest import REPO_ROOT
 from conftest import cli_env
 from conftest import run_module
@@ -333,8 +333,8 @@ def test_a_malformed_key_is_one_line_without_key_material(tmp_path, body, expect
         assert body[-12:] not in proc.stderr and 'PRIVATE KEY' not in proc.stderr
 
 
-def test_a_refused_connection_is_one_line_naming_the_endpoint():
-    port = cloud_fakes.free_port()
+def test_a_refused_connection_is_one_line_naming_the_endpoint(refused_port):
+    port = refused_port
     service = api.build('storage', 'v1', httplib2.Http(timeout=5),
                         endpoint='http://127.0.0.1:%d' % port)
     checks = preflight.BucketChecks(service, 'my-project')
@@ -362,10 +362,9 @@ def test_no_network_through_the_cli_is_one_line(tmp_path):
     token.write_text(json.dumps({'type': 'authorized_user', 'client_id': 'c',
                                  'client_secret': 's', 'refresh_token': 'r'}))
     env = cli_env(dict(OFFLINE_ENV, GOOGLE_APPLICATION_CREDENTIALS=str(token)))
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, '-m', MODULE, 'submit', 'cifar10', '--executor-image-uri', EXECUTOR,
-         '--', '--data-dir=gs://cloud-samples-data/cifar10'],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+         '--', '--data-dir=gs://cloud-samples-data/cifar10'], 120, cwd=REPO_ROOT, env=env)
     assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr
     line, = proc.stderr.splitlines()
     assert line.startswith('error: checking --data-dir gs://cloud-samples-data/cifar10: '

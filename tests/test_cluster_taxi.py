@@ -4,7 +4,9 @@ The wide-and-deep model's linear side has sparse (FTRL) gradients, which
 exercise what dense models do not: sparse updates on parameter servers, and
 under multi_worker_mirrored the dense all-reduce that replaces TF 2.15's
 failing sparse gather. Each test checks the final global step, the checkpoints
-and that no process is left behind. The canned estimator cannot use
+and that no process is left behind; the asynchronous and the all-reduce runs
+also check that the model learned (a cluster that loses updates would not beat
+the trivial baselines on the eval file). The canned estimator cannot use
 SyncReplicasOptimizer (TF refuses it with two optimizers), so its synchronous
 mode is multi_worker_mirrored.
 """
@@ -16,9 +18,10 @@ import pytest
 
 import taxi_trips
 from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
-                             check_worker_and_chief_restart,
+                             check_worker_and_chief_restart, listed_checkpoints,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT
+from taxi_trips import assert_beats_baselines, final_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +70,8 @@ def test_async_parameter_servers_and_evaluator_via_train_local(data_dir, tmp_pat
         assert "'task': {'type': '%s', 'index': %s}" % tuple(label.split('-')) in log
         assert re.search(r'Loss for final step: \d', log), label
     assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
+    assert_beats_baselines(final_metrics(task_log(job_dir, 'chief-0'))[1],
+                           data_dir / 'taxi_trips_eval.csv', margin=0.03)
     evaluator = task_log(job_dir, 'evaluator-0')
     last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=1500',
                       evaluator)
@@ -79,20 +84,36 @@ def test_async_parameter_servers_and_evaluator_via_train_local(data_dir, tmp_pat
     assert_all_exited(cluster.pids())
 
 
-def test_multi_worker_mirrored(data_dir, tmp_path):
-    """Synchronous all-reduce across chief + 1 worker, sparse gradients included."""
+def test_multi_worker_mirrored_resumes_on_multiples_and_learns(data_dir, tmp_path):
+    """Synchronous all-reduce across chief + 1 worker, sparse gradients included.
+
+    A first job stops at step 110; the second resumes there, and the chief
+    saves at multiples of 20 again (120, 140, ...; not 130, 150, ... counted
+    from 110) up to 200, where the model must beat the trivial baselines.
+    """
     job_dir = tmp_path / 'job'
-    cluster = launch(job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
-                     _trainer(data_dir, job_dir, 200, 50))
+    flags = ['--parameter-server-count', '0', '--worker-count', '1']
+    keep_all = ('--keep-checkpoint-max', '20')
+    cluster = launch(job_dir, flags, _trainer(data_dir, job_dir, 110, 20, *keep_all))
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    assert final_step(cluster.output) == 110
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 60, 80, 100, 110]
+    assert_all_exited(cluster.pids())
+
+    cluster = launch(job_dir, flags, _trainer(data_dir, job_dir, 200, 20, *keep_all))
     assert cluster.finish() == 0, cluster.output[-6000:]
     assert final_step(cluster.output) == 200
+    assert re.search(r'^\[chief-0\] .*Resuming from global step 110 ', cluster.output, re.M)
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
         assert 'MultiWorkerMirroredStrategy with cluster_spec' in log
         assert re.search(r'INFO step 200: .*loss = ', log), label
         assert 'Shape mismatch' not in log
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 60, 80, 100, 110, 120, 140, 160, 180, 200]
     assert_checkpoints_intact(job_dir, 200, VARIABLES)
     assert latest_checkpoint_step(job_dir / 'tmp_worker_0') == 200
+    assert_beats_baselines(final_metrics(cluster.output)[1],
+                           data_dir / 'taxi_trips_eval.csv', margin=0.03)
     assert_all_exited(cluster.pids())
 
 

@@ -2,13 +2,13 @@
 import io
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 
+import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
@@ -135,11 +135,9 @@ def test_unreachable_peers_waits_for_late_peers_and_names_missing_ones():
         closed.close()
 
 
-def test_watch_peers_ends_the_process_naming_the_address():
+def test_watch_peers_ends_the_process_naming_the_address(refused_port):
     """A task whose peer never comes up exits 2 after the bound, with one line."""
-    sock = socket.socket()
-    sock.bind(('127.0.0.1', 0))  # bound, never listening: connections are refused
-    address = '127.0.0.1:%d' % sock.getsockname()[1]
+    address = '127.0.0.1:%d' % refused_port
     program = (
         'import time\n'
         'from estimator_trainers import distribution\n'
@@ -147,11 +145,7 @@ def test_watch_peers_ends_the_process_naming_the_address():
         '                                 peer_timeout_secs=1)\n'
         'distribution.watch_peers(dist)\n'
         'time.sleep(60)\n' % address)
-    try:
-        proc = subprocess.run([sys.executable, '-c', program], cwd=REPO_ROOT,
-                              env=cli_env(), capture_output=True, text=True, timeout=30)
-    finally:
-        sock.close()
+    proc = processes.run([sys.executable, '-c', program], 30, cwd=REPO_ROOT, env=cli_env())
     assert proc.returncode == 2
     assert proc.stderr == (
         'error: cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running,'

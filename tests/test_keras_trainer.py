@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 
 import mnist_archive
+import processes
 from cluster_helpers import assert_all_exited, Cluster, final_step, task_log
 from conftest import cli_env, REPO_ROOT, run_module
 from estimator_trainers.errors import UserInputError
@@ -237,11 +238,10 @@ def test_batch_larger_than_the_data_is_refused(mnist_data_dir, tmp_path):
 def test_train_local_runs_the_data_step_which_keeps_the_official_check(mnist_source,
                                                                        tmp_path):
     """train-local.sh on an empty data dir runs the data step with $MNIST_SOURCE."""
-    proc = subprocess.run(
+    proc = processes.run(
         ['bash', TRAIN_LOCAL, 'keras', '--job-dir', str(tmp_path / 'job'), '--data-dir',
-         str(tmp_path / 'data')], cwd=REPO_ROOT, capture_output=True, text=True,
-        env=cli_env({'MNIST_SOURCE': mnist_source[0]}), timeout=300,
-        stdin=subprocess.DEVNULL)
+         str(tmp_path / 'data')], 300, cwd=REPO_ROOT,
+        env=cli_env({'MNIST_SOURCE': mnist_source[0]}), stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert _error_line(proc).startswith('error: --source %s: SHA-256 is %s, expected %s'
                                         % (mnist_source[0], mnist_source[1],
@@ -282,10 +282,11 @@ def test_tensorboard_shows_the_tags_of_the_other_trainers(mnist_trained):
 def test_mnist_export_serves_uint8_images(mnist_trained, mnist_source):
     job_dir, _ = mnist_trained
     export_dir = _export_dir(job_dir)
-    shown = subprocess.run(
+    shown = processes.run(
         [os.path.join(os.path.dirname(sys.executable), 'saved_model_cli'), 'show',
          '--dir', export_dir, '--tag_set', 'serve', '--signature_def', 'serving_default'],
-        capture_output=True, text=True, env=cli_env(), check=True)
+        120, env=cli_env())
+    assert shown.returncode == 0, shown.stderr[-3000:]
     assert re.search(r"inputs\['images'\] tensor_info:\s+dtype: DT_UINT8\s+shape: "
                      r"\(-1, 28, 28\)", shown.stdout), shown.stdout
     assert "outputs['classes']" in shown.stdout
@@ -346,13 +347,12 @@ def test_dry_run_submission_of_the_package_holding_the_trainer(tmp_path):
                    'REGION': 'us-central1', 'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent',
                    'HTTPS_PROXY': 'http://127.0.0.1:9', 'HTTP_PROXY': 'http://127.0.0.1:9',
                    'NO_PROXY': ''})
-    proc = subprocess.run(
+    proc = processes.run(
         ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-cloud.sh'), 'keras', '--config',
          os.path.join(REPO_ROOT, 'configs', 'config_mwms.yaml'), '--dry-run', '--job-name',
          'train_keras_1', '--', '--model=cifar10_mlp',
          '--data-dir=gs://my-bucket/data/cifar10'],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-        stdin=subprocess.DEVNULL)
+        300, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = json.loads(proc.stdout)
     chief, workers = printed['request']['body']['jobSpec']['workerPoolSpecs']

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import processes
 from cluster_helpers import assert_all_exited
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers.tools import launcher
@@ -24,9 +25,9 @@ def _start(tmp_path, plan, *flags):
     command = [sys.executable, '-m', 'estimator_trainers.tools.launcher',
                '--job-dir', str(tmp_path / 'job'), *flags, '--',
                sys.executable, FAKE_TASK]
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, text=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    return processes.popen(command, cwd=REPO_ROOT, env=env, text=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
 
 
 def _run(tmp_path, plan, *flags):

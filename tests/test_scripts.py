@@ -3,12 +3,13 @@ import os
 import shutil
 import subprocess
 
+import processes
 from conftest import REPO_ROOT
 
 
 def _bash(script, *args, env=None, cwd=REPO_ROOT):
-    return subprocess.run([shutil.which('bash'), script, *args], cwd=cwd, capture_output=True,
-                          text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    return processes.run([shutil.which('bash'), script, *args], 120, cwd=cwd, env=env,
+                         stdin=subprocess.DEVNULL)
 
 
 def test_train_local_help_and_errors():

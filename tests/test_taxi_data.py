@@ -3,7 +3,6 @@ import csv
 import functools
 import http.server
 import random
-import socket
 import threading
 
 import pytest
@@ -21,14 +20,6 @@ def _read(path):
         return list(csv.reader(f))
 
 
-def _closed_port_url():
-    """An http:// URL on a local port nothing listens on (fails at once)."""
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    return 'http://127.0.0.1:%d/small/' % port
-
-
 def _raw_trips():
     """Generated raw trips plus the rows the sample's query drops."""
     rng = random.Random(5)
@@ -42,12 +33,12 @@ def _raw_trips():
     return trips + bad + [odd]
 
 
-def test_falls_back_to_the_tfx_wheel_and_cleans_like_the_sample_query(tmp_path):
+def test_falls_back_to_the_tfx_wheel_and_cleans_like_the_sample_query(tmp_path, refused_port):
     raw = _raw_trips()
     wheel = taxi_trips.write_tfx_wheel(tmp_path / 'tfx-1.21.0-py3-none-any.whl', raw)
     out = tmp_path / 'out'
-    proc = run_module(MODULE, '--out-dir', out, '--sample-url-prefix', _closed_port_url(),
-                      '--tfx-wheel', wheel, check=0)
+    proc = run_module(MODULE, '--out-dir', out, '--sample-url-prefix',
+                      'http://127.0.0.1:%d/small/' % refused_port, '--tfx-wheel', wheel, check=0)
 
     assert 'Sample CSVs unavailable' in proc.stderr
     kept = [r for r in map(data.clean_row, raw) if r is not None]
@@ -117,12 +108,13 @@ def test_uses_the_sample_csvs_when_reachable(tmp_path, sample_server):
     assert _read(out / data.EVAL_FILE) == [list(schema.COLUMNS)] + evals
 
 
-def test_no_usable_source_is_one_error_line(tmp_path):
+def test_no_usable_source_is_one_error_line(tmp_path, refused_port):
     wheel = tmp_path / 'not-tfx.whl'
     with open(wheel, 'wb') as f:
         f.write(b'not a zip')
     proc = run_module(MODULE, '--out-dir', tmp_path / 'out', '--sample-url-prefix',
-                      _closed_port_url(), '--tfx-wheel', wheel, check=2)
+                      'http://127.0.0.1:%d/small/' % refused_port, '--tfx-wheel', wheel,
+                      check=2)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith('error: no taxi data source could be used (sample CSVs: ')
     assert 'tfx wheel: %s: no readable %s' % (wheel, data.TFX_CSV_PATH) in last

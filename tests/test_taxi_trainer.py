@@ -1,20 +1,22 @@
 """End-to-end taxi trainer and predict runs through the real CLIs, on generated trips.
 
-One module-scoped job-dir is trained, resumed, re-exported in every serving
-format, and predicted from; the tests run in file order.
+One module-scoped run trains a job-dir once; tests that resume or re-export
+work on their own copy of it, so each test runs alone (`-k`) or in any order.
 """
 import csv
 import glob
 import json
 import os
 import re
+import shutil
 
 import pytest
 import tensorflow as tf
 
 import taxi_trips
+from cluster_helpers import listed_checkpoints
 from conftest import run_module
-from taxi_trips import exports, final_metrics
+from taxi_trips import assert_beats_baselines, exports, final_metrics
 from taxi_estimator import schema
 
 TASK = 'taxi_estimator.task'
@@ -43,18 +45,31 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def job_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp('taxi_job') / 'job')
+def trained(files, tmp_path_factory):
+    """A job-dir trained to step 200 (JSON export), and that run's stderr.
 
-
-def test_trains_evaluates_and_exports(files, job_dir):
+    Read-only: a test that trains further or exports copies it (`_copy`).
+    """
+    job_dir = str(tmp_path_factory.mktemp('taxi_job') / 'job')
     proc = run_module(TASK, '--train-files', files['train'], '--eval-files', files['eval'],
                       '--job-dir', job_dir, '--train-steps', '200', *FAST, check=0)
-    step, metrics = final_metrics(proc.stderr)
+    return job_dir, proc.stderr
+
+
+def _copy(trained, tmp_path):
+    job_dir = str(tmp_path / 'job')
+    shutil.copytree(trained[0], job_dir)
+    return job_dir
+
+
+def test_trains_evaluates_and_exports(files, trained):
+    job_dir, stderr = trained
+    step, metrics = final_metrics(stderr)
     assert step == 200
-    assert metrics['auc'] > 0.8 and metrics['accuracy'] > 0.75, metrics
-    assert 'Training data: 803 rows in 1 file(s); eval data: 200 rows' in proc.stderr
-    assert re.search(r'step 100: learning_rate = 0\.01, loss = [\d.]+', proc.stderr)
+    # Majority class ("no tip") scores 0.73 and the Credit-Card rule 0.715 here.
+    assert_beats_baselines(metrics, files['eval'], margin=0.03)
+    assert 'Training data: 803 rows in 1 file(s); eval data: 200 rows' in stderr
+    assert re.search(r'step 100: learning_rate = 0\.01, loss = [\d.]+', stderr)
 
     # Metrics for TensorBoard under <job-dir>/eval.
     tags = set()
@@ -75,7 +90,8 @@ def test_trains_evaluates_and_exports(files, job_dir):
     assert len(exports(job_dir)) == 1
 
 
-def test_rerun_resumes_and_keeps_the_recorded_statistics(files, job_dir):
+def test_rerun_resumes_and_keeps_the_recorded_statistics(files, trained, tmp_path):
+    job_dir = _copy(trained, tmp_path)
     with open(os.path.join(job_dir, 'feature_stats.json')) as f:
         recorded = f.read()
     # Other training files would give other statistics: the job-dir's win.
@@ -97,18 +113,18 @@ def test_rerun_resumes_and_keeps_the_recorded_statistics(files, job_dir):
         % job_dir)
 
 
-def test_exports_in_every_format_predict_alike(files, job_dir):
+def test_exports_in_every_format_predict_alike(files, trained, tmp_path):
+    job_dir = _copy(trained, tmp_path)
     # The step target is reached: each rerun only evaluates and exports.
     evaluations = []
     for fmt in ('CSV', 'EXAMPLE'):
         proc = run_module(TASK, '--train-files', files['train'], '--eval-files',
-                          files['eval'], '--job-dir', job_dir, '--train-steps', '300',
+                          files['eval'], '--job-dir', job_dir, '--train-steps', '200',
                           '--serving-export-format', fmt, *FAST, check=0)
         assert 'evaluating only' in proc.stderr
         evaluations.append(final_metrics(proc.stderr))
     export_dirs = exports(job_dir)
-    assert len(export_dirs) == 4  # JSON at steps 200 and 300, then CSV and EXAMPLE
-    export_dirs = export_dirs[1:]
+    assert len(export_dirs) == 3  # JSON from the training run, then CSV and EXAMPLE
 
     with open(files['eval'], newline='') as f:
         rows = list(csv.DictReader(f))
@@ -139,10 +155,24 @@ def test_exports_in_every_format_predict_alike(files, job_dir):
     # Serving reads the CSV as training did: predict reproduces the eval accuracy.
     accuracy = sum(p['class'] == int(r['tip']) for p, r in zip(first, rows)) / len(rows)
     for step, metrics in evaluations:
-        assert step == 300
+        assert step == 200
         assert accuracy == pytest.approx(metrics['accuracy'], abs=1e-4)
 
     # --model-dir <job-dir>/export picks the newest export.
     proc = run_module(PREDICT, '--model-dir', os.path.join(job_dir, 'export'),
                       '--json-instances', ndjson, check=0)
     assert predictions(proc.stdout) == results[-2]
+
+
+def test_resume_off_a_multiple_saves_at_multiples(files, tmp_path):
+    """Resumed at 50, saves come at 60 and 80 (not 70, 90 counted from 50), then 90."""
+    job_dir = str(tmp_path / 'job')
+    flags = ['--train-files', files['train'], '--eval-files', files['eval'],
+             '--job-dir', job_dir, '--batch-size', '64', '--random-seed', '3',
+             '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10']
+    run_module(TASK, *flags, '--train-steps', '50', check=0)
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50]
+    proc = run_module(TASK, *flags, '--train-steps', '90', check=0)
+    assert 'Resuming from global step 50' in proc.stderr
+    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
+    assert final_metrics(proc.stderr)[0] == 90

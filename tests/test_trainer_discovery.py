@@ -18,6 +18,7 @@ import tarfile
 import pytest
 import tensorflow as tf
 
+import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import build
@@ -40,9 +41,9 @@ def _env(toy_path):
 
 
 def _train_local(toy_path, *args, timeout=600):
-    return subprocess.run(['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), *args],
-                          cwd=str(toy_path), env=_env(toy_path), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
+    return processes.run(['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), *args],
+                         timeout, cwd=str(toy_path), env=_env(toy_path),
+                         stdin=subprocess.DEVNULL)
 
 
 def _checkpoint_steps(job_dir):
@@ -108,11 +109,10 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
                    'REGION': 'us-central1', 'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent',
                    'HTTPS_PROXY': 'http://127.0.0.1:9', 'HTTP_PROXY': 'http://127.0.0.1:9'})
     env['PYTHONPATH'] = str(copy)
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, '-m', 'estimator_trainers.tools.cloud', 'submit', 'toy', '--dry-run',
          '--job-name', 'train_toy_1', '--', '--train-steps=100'],
-        cwd=str(copy), env=env, capture_output=True, text=True, timeout=300,
-        stdin=subprocess.DEVNULL)
+        300, cwd=str(copy), env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     spec = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs'][0]
     assert spec['containerSpec']['command'] == ['python', '-m', 'toy_estimator.trainer']
@@ -121,8 +121,9 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
     assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= set(
         build.context_files(str(copy)))
 
-    subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '-d', str(tmp_path / 'dist')],
-                   cwd=str(copy), check=True, capture_output=True)
+    built = processes.run([sys.executable, 'setup.py', '-q', 'sdist', '-d',
+                           str(tmp_path / 'dist')], 300, cwd=str(copy))
+    assert built.returncode == 0, built.stderr[-3000:]
     (sdist,) = (tmp_path / 'dist').iterdir()
     with tarfile.open(sdist) as tar:
         members = {m.split('/', 1)[1] for m in tar.getnames() if '/' in m}

@@ -256,7 +256,7 @@ def generate(data_dir, source=None, url=CIFAR_URL):
             source = download(url, cache)
         batches = locate_batches(source, work_dir)
         counts = {}
-        with safe_io.staged_files(data_dir, DATA_SET_FILES) as staging:
+        with safe_io.staged_files(data_dir, DATA_SET_FILES, '--data-dir') as staging:
             for split, names in SPLITS.items():
                 counts[split] = write_tfrecords([batches[n] for n in names],
                                                 os.path.join(staging, split + '.tfrecords'))

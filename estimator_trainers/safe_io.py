@@ -116,7 +116,7 @@ def open_append(path, what):
 
 
 @contextlib.contextmanager
-def staged_files(directory, names):
+def staged_files(directory, names, flag):
     """Writes a set of files that must change together, then publishes them.
 
     Yields a fresh private staging directory inside `directory` (so renames
@@ -127,9 +127,19 @@ def staged_files(directory, names):
     data set without `metadata.json`, which readers refuse) rather than a
     mix that looks complete. A failure inside the block leaves `directory`
     as it was. The staging directory is removed either way.
+
+    Raises:
+      UserInputError: (before anything is written) `directory` is a file, or
+        one of `names` in it is a directory; `flag` names the directory.
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     gfile = tf.io.gfile
+    if gfile.exists(directory) and not gfile.isdir(directory):
+        raise UserInputError('%s %s is a file; expected a directory' % (flag, directory))
+    for name in names:
+        if gfile.isdir(os.path.join(directory, name)):
+            raise UserInputError('%s %s: %s is a directory; expected to write a file '
+                                 'there (move it away)' % (flag, directory, name))
     gfile.makedirs(directory)
     if is_remote(directory):
         staging = os.path.join(directory, '.staging-%s' % uuid.uuid4().hex)

@@ -10,6 +10,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -58,10 +59,7 @@ def check_model_params(job_dir, params, write=True):
         return
     if write:
         tf.io.gfile.makedirs(job_dir)
-        tmp = path + '.tmp'
-        with tf.io.gfile.GFile(tmp, 'w') as f:
-            json.dump(params, f, indent=2, sort_keys=True)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        safe_io.write_atomic(path, json.dumps(params, indent=2, sort_keys=True))
 
 
 def _flag_text(value):

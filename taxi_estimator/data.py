@@ -14,7 +14,8 @@ in this order with `--source auto`:
    split by a seeded shuffle.
 
 Rows are cleaned as the sample's BigQuery query did: fare > 0,
-0 < trip_miles <= 50, 0 < trip_seconds <= 3600, and a known tip. Unlike the
+0 < trip_miles <= 50, 0 < trip_seconds <= 3600, and a known tip; also
+fare <= `schema.MAX_AMOUNT`, the trainer's bound (e.g. 1e308). Unlike the
 query, rows with empty community areas, tracts, coordinates or company are
 kept (in the tfx data nearly every row lacks a pickup census tract, so the
 query's filter would keep none); the trainer handles missing values.
@@ -70,7 +71,8 @@ def clean_row(raw):
     """
     fare, miles, seconds = (_number((raw.get(c) or '').strip())
                             for c in ('fare', 'trip_miles', 'trip_seconds'))
-    if (fare is None or miles is None or seconds is None or fare <= 0
+    if (fare is None or miles is None or seconds is None
+            or not 0 < fare <= schema.FLOAT_RANGES['fare'][1]
             or not 0 < miles <= MAX_TRIP_MILES or not 0 < seconds <= MAX_TRIP_SECONDS):
         return None
     if 'tips' in raw:

@@ -38,7 +38,8 @@ def _raw_trips():
     trips = [taxi_trips.trip(rng) for _ in range(300)]
     bad = [dict(trips[0], fare='0'), dict(trips[0], trip_miles='0'),
            dict(trips[0], trip_miles='50.5'), dict(trips[0], trip_seconds='3601'),
-           dict(trips[0], trip_seconds=''), dict(trips[0], tips='')]
+           dict(trips[0], trip_seconds=''), dict(trips[0], tips=''),
+           dict(trips[0], fare='1e308')]
     odd = dict(trips[1], pickup_census_tract='17031081500.0', pickup_community_area='8.0',
                dropoff_community_area='99', fare='10', tips='2', trip_seconds='600',
                trip_miles='3')
@@ -54,7 +55,7 @@ def test_falls_back_to_the_tfx_wheel_and_cleans_like_the_sample_query(tmp_path):
 
     assert 'Sample CSVs unavailable' in proc.stderr
     kept = [r for r in map(data.clean_row, raw) if r is not None]
-    assert len(kept) == len(raw) - 6
+    assert len(kept) == len(raw) - 7
     train, evals = _read(out / data.TRAIN_FILE), _read(out / data.EVAL_FILE)
     assert train[0] == evals[0] == list(schema.COLUMNS)
     assert len(evals) - 1 == round(len(kept) * 0.2)

@@ -8,6 +8,8 @@ import pytest
 
 import taxi_trips
 from conftest import run_module
+from estimator_trainers.errors import UserInputError
+from taxi_estimator import features
 from taxi_estimator import schema
 
 HEADER = schema.HEADER_LINE
@@ -71,6 +73,14 @@ CASES = [
     ('empty file', 'eval', lambda g: [],
      ' is empty; expected the header line %s and data rows' % HEADER),
     ('header only', 'train', lambda g: g[:1], ' has a header but no data rows'),
+    ('absurd fare', 'train', lambda g: g[:3] + [_set_field(g[3], 'fare', '1e308')] + g[4:],
+     " line 4, column fare: '1e308' is out of range [0, 1e+09]"),
+    ('negative trip seconds', 'eval',
+     lambda g: g[:2] + [_set_field(g[2], 'trip_seconds', '-5')] + g[3:],
+     " line 3, column trip_seconds: '-5' is out of range [0, 1e+09]"),
+    ('latitude off the globe', 'train',
+     lambda g: g[:7] + [_set_field(g[7], 'pickup_latitude', '4188')] + g[8:],
+     " line 8, column pickup_latitude: '4188' is out of range [-90, 90]"),
 ]
 
 
@@ -162,6 +172,13 @@ def _stats(**overrides):
     stats = {c: {'mean': 1.0, 'std': 2.0} for c in schema.FLOAT_FEATURES}
     stats.update(overrides)
     return stats
+
+
+def test_statistics_that_are_not_finite_are_never_recorded(tmp_path):
+    for bad in ({'mean': 1.0, 'std': float('inf')}, {'mean': float('nan'), 'std': 1.0}):
+        with pytest.raises(UserInputError, match="feature 'fare' needs"):
+            features.record_stats(str(tmp_path), _stats(fare=bad))
+    assert os.listdir(tmp_path) == []
 
 
 def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):

@@ -1,8 +1,10 @@
 """Bad input to the taxi CLIs: one `error:` line naming file/line/column, exit 2,
 and the job-dir left as it was."""
+import glob
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -208,3 +210,41 @@ def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
     assert _error_line(proc) == (
         'error: --feature-stats %s differs from %s, which the checkpoints in --job-dir '
         'were trained with; use a new --job-dir or drop --feature-stats' % (other, recorded))
+
+
+def _predict(model_dir, tmp_path, good_lines):
+    path = _write(tmp_path / 'instances.ndjson', [json.dumps(i) for i in _instances(good_lines)])
+    return run_module('taxi_estimator.predict', '--model-dir', model_dir,
+                      '--json-instances', path, check=2)
+
+
+def test_predict_on_a_bogus_saved_model_is_one_line(tmp_path, good_lines):
+    export = tmp_path / 'export' / '123'
+    export.mkdir(parents=True)
+    (export / 'saved_model.pb').write_bytes(b'not a protocol buffer')
+    assert _error_line(_predict(tmp_path / 'export', tmp_path, good_lines)) == (
+        "error: --model-dir %s: not a loadable SavedModel (Cannot parse file b'%s': Error "
+        'parsing message.)' % (export, export / 'saved_model.pb'))
+
+
+@pytest.mark.slow
+def test_predict_on_an_export_without_variables_is_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+               '--job-dir', tmp_path / 'job', '--train-steps', '1', check=0)
+    (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
+    shutil.rmtree(os.path.join(export, 'variables'))
+    assert _error_line(_predict(export, tmp_path, good_lines)) == (
+        'error: --model-dir %s: the export lacks its variables (%s); copy the whole '
+        'export directory' % (export, os.path.join(export, 'variables', 'variables.index')))
+
+
+@pytest.mark.slow
+def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_data_dir):
+    run_module('cifar10_estimator.cifar10_main', '--data-dir', cifar10_data_dir,
+               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1',
+               '--train-batch-size', '10', '--eval-batch-size', '50', check=0)
+    (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
+    assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (
+        'error: --model-dir %s: not a taxi model export (it has no "predict" signature '
+        'with class_ids and probabilities; signatures: serving_default)' % export)

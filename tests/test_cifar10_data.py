@@ -238,3 +238,32 @@ def test_regeneration_replaces_the_whole_set(cifar10_data_dir, tmp_path):
                                                  'eval': 20}
     for subset, count in data.read_metadata(str(data_dir)).items():
         data.validate_subset(str(data_dir), subset, count)
+
+
+def test_planted_temp_symlinks_are_not_followed(cifar10_tarball, http_server, tmp_path):
+    data_dir = tmp_path / 'data'
+    data_dir.mkdir()
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    planted = ['train.tfrecords.tmp', 'eval.tfrecords.tmp', 'cifar-10-python.tar.gz.part']
+    for name in planted:
+        os.symlink(victim, data_dir / name)
+    run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball, check=0)
+    url = http_server + os.path.basename(cifar10_tarball)
+    gen.download(url, str(data_dir), md5=gen.file_md5(cifar10_tarball))
+    assert victim.read_text() == 'precious'
+    assert sorted(os.listdir(data_dir)) == sorted(planted + [
+        'cifar-10-python.tar.gz', 'eval.tfrecords', 'metadata.json', 'train.tfrecords',
+        'validation.tfrecords'])
+    assert all(os.readlink(data_dir / name) == str(victim) for name in planted)
+
+
+def test_data_dir_of_another_user_is_refused(cifar10_tarball, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip('needs root to give a directory to another user')
+    data_dir = tmp_path / 'data'
+    data_dir.mkdir()
+    os.chown(data_dir, 65534, 65534)
+    proc = run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball)
+    one_error_line(proc, '--data-dir %s is owned by user nobody' % data_dir)
+    assert os.listdir(data_dir) == []

@@ -248,3 +248,21 @@ def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_dat
     assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (
         'error: --model-dir %s: not a taxi model export (it has no "predict" signature '
         'with class_ids and probabilities; signatures: serving_default)' % export)
+
+
+def test_planted_temp_symlinks_in_the_job_dir_are_not_followed(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    planted = ['model_params.json.tmp', 'feature_stats.json.tmp']
+    for name in planted:
+        os.symlink(victim, job_dir / name)
+    run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+               '--job-dir', job_dir, '--train-steps', '1', check=0)
+    assert victim.read_text() == 'precious'
+    for name in planted:
+        assert os.readlink(job_dir / name) == str(victim)
+    assert json.loads((job_dir / 'model_params.json').read_text())['hidden-units']
+    assert not [n for n in os.listdir(job_dir) if n.startswith('.')]

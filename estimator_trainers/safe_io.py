@@ -17,7 +17,11 @@ import stat
 import tempfile
 import uuid
 
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+
+
+BOM = '\ufeff'
 
 
 def is_remote(path):
@@ -59,6 +63,31 @@ def _user_name(uid):
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
     except (ImportError, KeyError):
         return 'uid %d' % uid
+
+
+def read_text(path, flag):
+    """The UTF-8 text of the local or gs:// file a flag names.
+
+    A leading byte order mark (as spreadsheet programs write) is dropped.
+
+    Raises:
+      UserInputError: naming `flag` and `path` when it is missing, a
+        directory, unreadable or not UTF-8.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    where = '%s %s' % (flag, path)
+    try:
+        if tf.io.gfile.isdir(path):
+            raise UserInputError('%s is a directory; expected a file' % where)
+        with tf.io.gfile.GFile(path) as f:
+            text = f.read()
+    except tf.errors.NotFoundError:
+        raise UserInputError('%s: no such file' % where) from None
+    except UnicodeDecodeError:
+        raise UserInputError('%s: not UTF-8 text' % where) from None
+    except tf.errors.OpError as e:
+        raise UserInputError('%s: %s' % (where, first_line(e))) from None
+    return text[1:] if text.startswith(BOM) else text
 
 
 def write_atomic(path, text):

@@ -78,11 +78,9 @@ def load_stats(path, what='--feature-stats'):
     Raises:
       UserInputError: the file is missing, not JSON, or lacks a feature.
     """
+    text = safe_io.read_text(path, what)
     try:
-        with tf.io.gfile.GFile(path) as f:
-            stats = json.load(f)
-    except tf.errors.NotFoundError:
-        raise UserInputError('%s %s: no such file' % (what, path)) from None
+        stats = json.loads(text)
     except ValueError as e:
         raise UserInputError('%s %s: not valid JSON (%s)' % (what, path, e)) from None
     return check_stats(stats, '%s %s' % (what, path))

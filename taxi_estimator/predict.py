@@ -24,6 +24,7 @@ import os
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
 
@@ -246,16 +247,9 @@ def main(argv=None):
     logs.quiet_tensorflow_native_logs()
     args = parse_args(argv)
     logs.configure(args.verbosity)
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path = args.json_instances or args.csv_instances
     flag = '--json-instances' if args.json_instances else '--csv-instances'
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            text = f.read()
-    except tf.errors.NotFoundError:
-        raise UserInputError('%s %s: no such file' % (flag, path)) from None
-    except UnicodeDecodeError:
-        raise UserInputError('%s %s: not UTF-8 text' % (flag, path)) from None
+    text = safe_io.read_text(path, flag)
     reader = read_json_instances if args.json_instances else read_csv_instances
     instances = reader(path, text)
     if not instances:

@@ -12,6 +12,7 @@ import taxi_trips
 from conftest import run_module
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
+from taxi_estimator import input as input_lib
 from taxi_estimator import schema
 
 HEADER = schema.HEADER_LINE
@@ -119,6 +120,14 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
      "invalid choice: 'XML' (choose from 'JSON', 'CSV', 'EXAMPLE') (see --help)"),
     (['--num-layers', '3'], 'error: --num-layers=3 needs --layer-sizes-scale-factor > 0; '
      'without it --hidden-units gives every layer size'),
+    (['--learning-rate', '1e400'],
+     "error: argument --learning-rate: expected a finite number, got '1e400' (see --help)"),
+    (['--train-steps', '9223372036854775808'],
+     'error: argument --train-steps: expected an integer of at most 9223372036854775807 '
+     "(int64), got '9223372036854775808' (see --help)"),
+    (['--hidden-units', '64,9223372036854775808'],
+     'error: argument --hidden-units: expected comma-separated positive integers like '
+     "128,64, got '64,9223372036854775808' (see --help)"),
 ])
 def test_bad_flags(tmp_path, good_lines, flags, expected):
     good = _write(tmp_path / 'good.csv', good_lines)
@@ -266,3 +275,30 @@ def test_planted_temp_symlinks_in_the_job_dir_are_not_followed(tmp_path, good_li
         assert os.readlink(job_dir / name) == str(victim)
     assert json.loads((job_dir / 'model_params.json').read_text())['hidden-units']
     assert not [n for n in os.listdir(job_dir) if n.startswith('.')]
+
+
+def test_directories_where_files_are_expected_are_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', tmp_path / 'job', '--feature-stats', tmp_path, check=2)
+    assert _error_line(proc) == 'error: --feature-stats %s is a directory; expected a file' % tmp_path
+    assert not (tmp_path / 'job').exists()
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path,
+                      '--csv-instances', tmp_path, check=2)
+    assert _error_line(proc) == 'error: --csv-instances %s is a directory; expected a file' % tmp_path
+
+
+def test_byte_order_mark_of_spreadsheet_csvs_is_accepted(tmp_path, good_lines):
+    path = tmp_path / 'bom.csv'
+    path.write_bytes(b'\xef\xbb\xbf' + ''.join(l + '\n' for l in good_lines).encode())
+    summary = input_lib.scan([str(path)], '--train-files')
+    assert summary.rows == len(good_lines) - 1
+    # TensorFlow's reader skips the header line, mark and all: the same rows.
+    batches = input_lib.make_input_fn(summary.files, 100, training=False)()
+    assert sum(int(labels.shape[0]) for _, labels in batches) == summary.rows
+
+    instances = tmp_path / 'instances.csv'
+    instances.write_bytes(b'\xef\xbb\xbf' + ''.join(l + '\n' for l in good_lines[:3]).encode())
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path / 'nothing',
+                      '--csv-instances', instances, check=2)
+    assert 'no SavedModel there' in _error_line(proc)  # the instances were read

@@ -431,10 +431,13 @@ def _port(text):
     return value
 
 
-def isolate_network(mode, job_dir, command, say):
-    """Enters a private network namespace as `mode` asks; returns whether it did.
+def isolate_network(mode, job_dir, command):
+    """Enters a private network namespace as `mode` asks.
 
     Call before any thread or task is started.
+
+    Returns:
+      None when the tasks will be isolated, else the warning to show.
 
     Raises:
       UserInputError: `private` was asked for and is unavailable.
@@ -448,7 +451,7 @@ def isolate_network(mode, job_dir, command, say):
     else:
         try:
             private_network.enter()
-            return True
+            return None
         except private_network.Unavailable as e:
             if mode == 'private':
                 raise UserInputError('--network private: this system does not allow a '
@@ -456,11 +459,10 @@ def isolate_network(mode, job_dir, command, say):
                                      'host on a machine whose ports untrusted hosts '
                                      'cannot reach' % e) from None
             reason = 'no private network namespace here: %s' % e
-    say('warning: the tasks share this machine\'s network (%s); their unauthenticated '
-        'gRPC servers listen on all interfaces and run any graph sent to them, so run '
-        'this only where untrusted hosts cannot reach its ports (docs/reliability.md)'
-        % reason)
-    return False
+    return ('warning: the tasks share this machine\'s network (%s); their unauthenticated '
+            'gRPC servers listen on all interfaces and run any graph sent to them, so '
+            'run this only where untrusted hosts cannot reach its ports '
+            '(docs/reliability.md)' % reason)
 
 
 def main(argv=None):
@@ -468,9 +470,8 @@ def main(argv=None):
     job_dir_lib.check_owner(args.job_dir)
     safe_io.check_owner(log_dir, '--log-dir')
     os.makedirs(log_dir, exist_ok=True)
-    say = lambda message: sys.stderr.write('[launcher] %s\n' % message)
     try:
-        private = isolate_network(args.network, args.job_dir, command, say)
+        warning = isolate_network(args.network, args.job_dir, command)
     except private_network.SetupFailed as e:
         sys.stderr.write('error: %s\n' % e)
         return EXIT_FAILED
@@ -487,10 +488,12 @@ def main(argv=None):
     launcher = Launcher(command, tasks, max_restarts=args.max_restarts,
                         shutdown_grace_secs=args.shutdown_grace_secs,
                         stop_timeout_secs=args.stop_timeout_secs)
+    if warning:
+        launcher.say(warning)
     launcher.say('cluster %s%s in %s; logs in %s' % (
         json.dumps(cluster),
         ' + %d evaluator(s)' % args.evaluator_count if args.evaluator_count else '',
-        'a private network namespace' if private else 'the host network', log_dir))
+        'the host network' if warning else 'a private network namespace', log_dir))
     return launcher.run()
 
 

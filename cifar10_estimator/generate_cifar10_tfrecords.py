@@ -10,7 +10,18 @@ schedule and evaluation length. Each record is a `tf.train.Example` with
     python -m cifar10_estimator.generate_cifar10_tfrecords --data-dir DIR
     python -m cifar10_estimator.generate_cifar10_tfrecords --data-dir DIR \
         --source ~/Downloads/cifar-10-python.tar.gz
+
+The batches are pickles, which can run code when loaded with `pickle`;
+they are read with `BatchUnpickler`, which builds only what a CIFAR-10 batch
+holds (dict, list, bytes, str, numbers and uint8 numpy arrays) and refuses
+anything else, so an archive from anywhere is parsed, never executed. A file
+of the official archive's size must also have its MD5.
+
+The data set is written as a whole: every file goes to a staging directory
+first and replaces the old set only once all are complete, so a bad archive
+leaves an existing data set as it was.
 """
+import codecs
 import hashlib
 import json
 import os
@@ -22,13 +33,17 @@ import tempfile
 import urllib.error
 import urllib.request
 
+import numpy as np
+
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 
 CIFAR_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
 CIFAR_MD5 = 'c58f30108f718f92721af3b95e74349a'
+CIFAR_SIZE = 170498071  # bytes of the official archive
 CIFAR_DIR_NAME = 'cifar-10-batches-py'
 SPLITS = {
     'train': ['data_batch_%d' % i for i in range(1, 5)],
@@ -36,6 +51,8 @@ SPLITS = {
     'eval': ['test_batch'],
 }
 METADATA_FILE = 'metadata.json'
+# Published last and removed first when a set is replaced (see safe_io.staged_files).
+DATA_SET_FILES = tuple(split + '.tfrecords' for split in SPLITS) + (METADATA_FILE,)
 IMAGE_BYTES = 32 * 32 * 3
 NUM_CLASSES = 10
 
@@ -44,20 +61,25 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
     """Downloads `url` into `dest_dir`, verifies its MD5 and returns the path."""
     os.makedirs(dest_dir, exist_ok=True)
     path = os.path.join(dest_dir, os.path.basename(url))
-    if not (os.path.exists(path) and file_md5(path) == md5):
+    if not (os.path.isfile(path) and file_md5(path) == md5):
         print('Downloading %s' % url, file=sys.stderr)
-        tmp = path + '.part'
+        # A unique O_EXCL temp name: a shared dest_dir may hold planted symlinks.
+        fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix='.%s.' % os.path.basename(path),
+                                   suffix='.part')
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response, \
-                    open(tmp, 'wb') as out:
+                    os.fdopen(fd, 'wb') as out:
                 shutil.copyfileobj(response, out, length=1 << 20)
+            os.replace(tmp, path)
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, 'reason', e)
             raise UserInputError(
                 'cannot download %s (%s); download cifar-10-python.tar.gz on a '
                 'machine with internet access and pass it with --source PATH'
                 % (url, reason)) from None
-        os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     if md5 and file_md5(path) != md5:
         raise UserInputError('%s: MD5 checksum mismatch (expected %s); delete it '
                              'and download again' % (path, md5))
@@ -72,93 +94,179 @@ def file_md5(path):
     return digest.hexdigest()
 
 
+def check_official(source):
+    """Refuses a file of the official archive's size whose MD5 differs.
+
+    Such a file claims to be the official archive but is corrupt or altered.
+    Other archives (test data, re-packed subsets) are not checked here: their
+    batches go through `BatchUnpickler` like any others.
+    """
+    if os.path.getsize(source) == CIFAR_SIZE and file_md5(source) != CIFAR_MD5:
+        raise UserInputError('--source %s has the size of the official '
+                             'cifar-10-python.tar.gz but not its MD5 (%s): the file is '
+                             'corrupt or altered; download it again from %s'
+                             % (source, CIFAR_MD5, CIFAR_URL))
+
+
 def locate_batches(source, work_dir):
-    """Returns the `cifar-10-batches-py` directory for `source`.
+    """Finds the batch files of `source`.
 
     `source` is the downloaded tarball (extracted into `work_dir`), the
     extracted `cifar-10-batches-py` directory, or a directory containing it.
+
+    Returns:
+      {batch name: (path, description naming --source and the member)}.
     """
+    archive = None
     if os.path.isfile(source):
+        check_official(source)
         try:
             with tarfile.open(source, 'r:gz') as tar:
                 tar.extractall(work_dir, filter='data')
         except (tarfile.TarError, OSError, EOFError) as e:
             raise UserInputError('--source %s: not a readable cifar-10-python.tar.gz '
                                  '(%s)' % (source, e)) from None
-        source = work_dir
+        archive, source = source, work_dir
     if not os.path.isdir(source):
         raise UserInputError('--source %s: no such file or directory' % source)
+    shown = archive or source
     for candidate in (source, os.path.join(source, CIFAR_DIR_NAME)):
-        if all(os.path.isfile(os.path.join(candidate, name))
-               for names in SPLITS.values() for name in names):
-            return candidate
+        names = [name for names in SPLITS.values() for name in names]
+        if all(os.path.isfile(os.path.join(candidate, name)) for name in names):
+            batches = {}
+            for name in names:
+                path = os.path.join(candidate, name)
+                member = os.path.relpath(path, source)
+                batches[name] = (path, '--source %s member %s' % (archive, member)
+                                 if archive else '--source %s' % path)
+            return batches
     raise UserInputError('--source %s: expected the CIFAR-10 python batches '
                          '(data_batch_1..5, test_batch) in it or in %s/'
-                         % (source, CIFAR_DIR_NAME))
+                         % (shown, CIFAR_DIR_NAME))
 
 
-def read_batch(path):
-    """Reads one CIFAR-10 python pickle: (list of 3072-byte images, labels)."""
+def _latin1_encode(text, encoding):
+    """`_codecs.encode` as Python 3 pickles of bytes use it (latin-1 only)."""
+    if codecs.lookup(encoding).name != 'iso8859-1':
+        raise pickle.UnpicklingError('bytes encoded as %r' % encoding)
+    return codecs.encode(text, encoding)
+
+
+def _dtype(*args):
+    """`numpy.dtype` for numeric types only (object arrays unpickle objects)."""
+    dtype = np.dtype(*args)
+    if dtype.hasobject:
+        raise pickle.UnpicklingError('an array of Python objects')
+    return dtype
+
+
+class BatchUnpickler(pickle.Unpickler):
+    """Loads what a CIFAR-10 batch holds and nothing else.
+
+    Dicts, lists, tuples, bytes, str and numbers need no globals; the only
+    callables a pickle may name are those that rebuild numpy arrays (the
+    official batches name numpy.core.multiarray._reconstruct, numpy.ndarray
+    and numpy.dtype; pickles written by newer Python or numpy versions also
+    use _codecs.encode for bytes and numpy's _frombuffer). Anything else, e.g.
+    os.system, is refused before it is called.
+    """
+
+    _ALLOWED = {
+        ('numpy', 'ndarray'): np.ndarray,
+        ('numpy', 'dtype'): _dtype,
+        ('numpy.core.multiarray', '_reconstruct'): np.core.multiarray._reconstruct,
+        ('numpy._core.multiarray', '_reconstruct'): np.core.multiarray._reconstruct,
+        ('numpy.core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
+        ('numpy._core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
+        ('_codecs', 'encode'): _latin1_encode,
+    }
+
+    def find_class(self, module, name):
+        try:
+            return self._ALLOWED[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError('it refers to %s.%s, which a CIFAR-10 batch '
+                                         'never does' % (module, name)) from None
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError('it refers to a persistent object')
+
+
+def read_batch(path, where=None):
+    """Reads one CIFAR-10 python pickle: (uint8 [N, 3072] images, labels).
+
+    Args:
+      path: the pickle file.
+      where: how to name it in errors (default: the path).
+    """
+    where = where or path
     try:
         with open(path, 'rb') as f:
-            batch = pickle.load(f, encoding='bytes')
+            batch = BatchUnpickler(f, encoding='bytes').load()
         data, labels = batch[b'data'], batch[b'labels']
-    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, OSError) as e:
-        raise UserInputError('%s: not a CIFAR-10 python batch (%s: %s)'
-                             % (path, type(e).__name__, e)) from None
-    if getattr(data, 'shape', None) is None or data.shape[1:] != (IMAGE_BYTES,) \
-            or len(labels) != data.shape[0]:
-        raise UserInputError('%s: expected data of shape [N, %d] and N labels'
-                             % (path, IMAGE_BYTES))
-    if any(not 0 <= int(label) < NUM_CLASSES for label in labels):
-        raise UserInputError('%s: labels must be in [0, %d)' % (path, NUM_CLASSES))
+    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError,
+            AttributeError, IndexError, OSError) as e:
+        raise UserInputError('%s: not a CIFAR-10 python batch (%s); nothing in it was '
+                             'run' % (where, errors.first_line(e))) from None
+    if (not isinstance(data, np.ndarray) or data.dtype != np.uint8
+            or data.shape[1:] != (IMAGE_BYTES,) or not isinstance(labels, list)
+            or len(labels) != data.shape[0]):
+        raise UserInputError('%s: expected data as a uint8 array of shape [N, %d] and '
+                             'a list of N labels' % (where, IMAGE_BYTES))
+    if any(isinstance(label, bool) or not isinstance(label, int)
+           or not 0 <= label < NUM_CLASSES for label in labels):
+        raise UserInputError('%s: labels must be integers in [0, %d)'
+                             % (where, NUM_CLASSES))
     return data, labels
 
 
-def write_tfrecords(batch_paths, output_path):
-    """Converts pickles to one TFRecord file (atomically); returns the count."""
+def write_tfrecords(batches, output_path):
+    """Converts batches [(path, where)] to one TFRecord file; returns the count."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tmp = output_path + '.tmp'
     count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
-        for path in batch_paths:
-            data, labels = read_batch(path)
+    with tf.io.TFRecordWriter(output_path) as writer:
+        for path, where in batches:
+            data, labels = read_batch(path, where)
             for image, label in zip(data, labels):
                 example = tf.train.Example(features=tf.train.Features(feature={
                     'image': tf.train.Feature(bytes_list=tf.train.BytesList(
-                        value=[image.astype('uint8').tobytes()])),
+                        value=[image.tobytes()])),
                     'label': tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[int(label)])),
+                        value=[label])),
                 }))
                 writer.write(example.SerializeToString())
                 count += 1
-    tf.io.gfile.rename(tmp, output_path, overwrite=True)
     return count
 
 
 def generate(data_dir, source=None, url=CIFAR_URL):
     """Writes the three TFRecord files and metadata.json into `data_dir`.
 
+    All four are written to a staging directory and replace the old ones only
+    when complete (`safe_io.staged_files`).
+
     Returns:
       The metadata dict ({'train': 40000, 'validation': 10000, ...}).
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.io.gfile.makedirs(data_dir)
+    safe_io.check_owner(data_dir, '--data-dir')
     with tempfile.TemporaryDirectory() as work_dir:
         if source is None:
-            cache = data_dir if '://' not in data_dir else work_dir
+            cache = data_dir if not safe_io.is_remote(data_dir) else work_dir
             source = download(url, cache)
-        batches_dir = locate_batches(source, work_dir)
+        batches = locate_batches(source, work_dir)
         counts = {}
-        for split, names in SPLITS.items():
-            output = os.path.join(data_dir, split + '.tfrecords')
-            counts[split] = write_tfrecords(
-                [os.path.join(batches_dir, n) for n in names], output)
-            print('Wrote %d examples to %s' % (counts[split], output), file=sys.stderr)
-    metadata = {'num_examples': counts, 'image_shape': [32, 32, 3],
-                'num_classes': NUM_CLASSES, 'source': os.path.basename(source)}
-    with tf.io.gfile.GFile(os.path.join(data_dir, METADATA_FILE), 'w') as f:
-        json.dump(metadata, f, indent=2, sort_keys=True)
+        with safe_io.staged_files(data_dir, DATA_SET_FILES, '--data-dir') as staging:
+            for split, names in SPLITS.items():
+                counts[split] = write_tfrecords([batches[n] for n in names],
+                                                os.path.join(staging, split + '.tfrecords'))
+            metadata = {'num_examples': counts, 'image_shape': [32, 32, 3],
+                        'num_classes': NUM_CLASSES, 'source': os.path.basename(source)}
+            with tf.io.gfile.GFile(os.path.join(staging, METADATA_FILE), 'w') as f:
+                json.dump(metadata, f, indent=2, sort_keys=True)
+    for split, count in counts.items():
+        print('Wrote %d examples to %s' % (count, os.path.join(data_dir, split + '.tfrecords')),
+              file=sys.stderr)
     return metadata
 
 
@@ -170,7 +278,9 @@ def parse_args(argv):
                         help='Output directory (local or gs://).')
     parser.add_argument('--source', default=None,
                         help='Already downloaded cifar-10-python.tar.gz or extracted '
-                             'cifar-10-batches-py directory (no network needed).')
+                             'cifar-10-batches-py directory (no network needed). Its '
+                             'batches are parsed as data (arrays, lists, numbers, '
+                             'strings), never executed.')
     parser.add_argument('--url', default=CIFAR_URL,
                         help='Download URL (a mirror of the official archive; its '
                              'MD5 must match the official one).')

@@ -11,7 +11,10 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 - `hooks`: progress logging and step-aligned checkpointing.
 - `training`: the `train_and_evaluate` driver (resume, final eval, export).
 - `export`: chief-only SavedModel export.
-- `job_dir`: job-dir bookkeeping (checkpoint step, model compatibility).
+- `job_dir`: job-dir bookkeeping (ownership, checkpoint step, model
+  compatibility).
+- `safe_io`: writing where other local users may have been first (unique
+  O_EXCL temp files, staged data sets, owner checks).
 - `devices`: the local devices a trainer replicates over.
 - `hypertune`: reports the tuning metric in hyperparameter tuning trials.
 - `errors`, `logs`: user-facing errors printed as one line; log setup.

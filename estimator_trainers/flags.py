@@ -73,17 +73,28 @@ def int_list(text):
         values = [int(v) for v in text.split(',') if v.strip()]
     except ValueError:
         values = []
-    if not values or any(v <= 0 for v in values):
+    if not values or any(not 0 < v <= INT64_MAX for v in values):
         raise argparse.ArgumentTypeError(
             'expected comma-separated positive integers like 128,64, got %r' % text)
     return values
 
 
+# Integers become int64 tensors (steps, batch sizes, seeds); larger ones overflow.
+INT64_MAX = 2 ** 63 - 1
+
+
 def _parse(kind, text, what):
+    """`kind(text)`; floats must be finite and integers fit in int64."""
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError('expected %s, got %r' % (what, text)) from None
+    if kind is float and value in (float('inf'), float('-inf')):
+        raise argparse.ArgumentTypeError('expected a finite number, got %r' % text)
+    if kind is int and abs(value) > INT64_MAX:
+        raise argparse.ArgumentTypeError('expected an integer of at most %d (int64), '
+                                         'got %r' % (INT64_MAX, text))
+    return value
 
 
 def add_job_flags(parser):

@@ -1,23 +1,37 @@
-"""Job-dir bookkeeping: latest checkpoint step and model compatibility.
+"""Job-dir bookkeeping: ownership, latest checkpoint step, model compatibility.
 
 A job-dir is never deleted or rewritten wholesale: reruns resume from it. To
 refuse a rerun whose model cannot restore the checkpoints (e.g. a different
 `--num-layers`) before anything is written, the chief records the flags that
 shape the model in `<job-dir>/model_params.json` and later runs compare.
+
+TensorFlow is imported where it is used: the local launcher calls
+`check_owner` and must not pay for (or start the threads of) TensorFlow.
 """
 import json
 import os
 
-import tensorflow as tf
-
+from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 MODEL_PARAMS_FILE = 'model_params.json'
 
 
+def check_owner(job_dir):
+    """Refuses a local job-dir that another user owns (e.g. a /tmp/taxi made first).
+
+    Call before anything is written to the job-dir.
+
+    Raises:
+      UserInputError: naming --job-dir and its owner.
+    """
+    safe_io.check_owner(job_dir, '--job-dir')
+
+
 def latest_checkpoint_step(job_dir):
     """Global step of the newest checkpoint in `job_dir`, or None."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path = tf.train.latest_checkpoint(job_dir)
     if not path:
         return None
@@ -40,6 +54,7 @@ def check_model_params(job_dir, params, write=True):
     Raises:
       UserInputError: the job-dir holds checkpoints of another model.
     """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path = os.path.join(job_dir, MODEL_PARAMS_FILE)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
@@ -52,10 +67,7 @@ def check_model_params(job_dir, params, write=True):
         return
     if write:
         tf.io.gfile.makedirs(job_dir)
-        tmp = path + '.tmp'
-        with tf.io.gfile.GFile(tmp, 'w') as f:
-            json.dump(params, f, indent=2, sort_keys=True)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        safe_io.write_atomic(path, json.dumps(params, indent=2, sort_keys=True))
 
 
 def compare_model_params(recorded, params, job_dir):

@@ -14,10 +14,15 @@ in this order with `--source auto`:
    split by a seeded shuffle.
 
 Rows are cleaned as the sample's BigQuery query did: fare > 0,
-0 < trip_miles <= 50, 0 < trip_seconds <= 3600, and a known tip. Unlike the
+0 < trip_miles <= 50, 0 < trip_seconds <= 3600, and a known tip; also
+fare <= `schema.MAX_AMOUNT`, the trainer's bound (e.g. 1e308). Unlike the
 query, rows with empty community areas, tracts, coordinates or company are
 kept (in the tfx data nearly every row lacks a pickup census tract, so the
 query's filter would keep none); the trainer handles missing values.
+
+The two files are written as a set: to a staging directory first, then
+moved in together (`safe_io.staged_files`), so a failed run leaves the
+previous pair as it was.
 """
 import argparse
 import csv
@@ -34,6 +39,7 @@ import zipfile
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
 
@@ -65,7 +71,8 @@ def clean_row(raw):
     """
     fare, miles, seconds = (_number((raw.get(c) or '').strip())
                             for c in ('fare', 'trip_miles', 'trip_seconds'))
-    if (fare is None or miles is None or seconds is None or fare <= 0
+    if (fare is None or miles is None or seconds is None
+            or not 0 < fare <= schema.FLOAT_RANGES['fare'][1]
             or not 0 < miles <= MAX_TRIP_MILES or not 0 < seconds <= MAX_TRIP_SECONDS):
         return None
     if 'tips' in raw:
@@ -193,14 +200,12 @@ def split(rows, eval_fraction, seed):
 
 
 def write_csv(path, rows):
-    """Writes `rows` with the layout's header, atomically (temp file + rename)."""
+    """Writes `rows` with the layout's header (into a staging directory)."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tmp = path + '.tmp'
-    with tf.io.gfile.GFile(tmp, 'w') as f:
+    with tf.io.gfile.GFile(path, 'w') as f:
         writer = csv.writer(f, lineterminator='\n')
         writer.writerow(schema.COLUMNS)
         writer.writerows(rows)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
@@ -215,6 +220,7 @@ def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     log = tf.compat.v1.logging
+    safe_io.check_owner(out_dir, '--out-dir')
     failures = []
     train = evals = None
     used = None
@@ -250,11 +256,11 @@ def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
         raise UserInputError('the %s source left %d train and %d eval rows after '
                              'cleaning; expected both non-empty'
                              % (used, len(train), len(evals)))
-    tf.io.gfile.makedirs(out_dir)
+    with safe_io.staged_files(out_dir, (TRAIN_FILE, EVAL_FILE), '--out-dir') as staging:
+        for name, rows in ((TRAIN_FILE, train), (EVAL_FILE, evals)):
+            write_csv(os.path.join(staging, name), rows)
     for name, rows in ((TRAIN_FILE, train), (EVAL_FILE, evals)):
-        path = os.path.join(out_dir, name)
-        write_csv(path, rows)
-        log.info('Wrote %d rows to %s', len(rows), path)
+        log.info('Wrote %d rows to %s', len(rows), os.path.join(out_dir, name))
     return {'source': used, 'train': len(train), 'eval': len(evals)}
 
 

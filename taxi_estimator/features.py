@@ -25,6 +25,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
 
@@ -77,15 +78,25 @@ def load_stats(path, what='--feature-stats'):
     Raises:
       UserInputError: the file is missing, not JSON, or lacks a feature.
     """
+    text = safe_io.read_text(path, what)
     try:
-        with tf.io.gfile.GFile(path) as f:
-            stats = json.load(f)
-    except tf.errors.NotFoundError:
-        raise UserInputError('%s %s: no such file' % (what, path)) from None
+        stats = json.loads(text)
     except ValueError as e:
         raise UserInputError('%s %s: not valid JSON (%s)' % (what, path, e)) from None
+    return check_stats(stats, '%s %s' % (what, path))
+
+
+def check_stats(stats, where):
+    """The statistics as {feature: {'mean': float, 'std': float}}, checked.
+
+    Every float feature needs a finite mean and a finite std > 0: anything
+    else would turn every z-score into NaN or infinity.
+
+    Raises:
+      UserInputError: naming `where` and the first bad feature.
+    """
     if not isinstance(stats, dict):
-        raise UserInputError('%s %s: expected a JSON object' % (what, path))
+        raise UserInputError('%s: expected a JSON object' % where)
     result = {}
     for column in schema.FLOAT_FEATURES:
         entry = stats.get(column)
@@ -93,8 +104,8 @@ def load_stats(path, what='--feature-stats'):
                 or not all(_is_number(entry.get(k)) for k in ('mean', 'std'))
                 or not entry['std'] > 0):
             raise UserInputError(
-                '%s %s: feature %r needs {"mean": number, "std": number > 0}'
-                % (what, path, column))
+                '%s: feature %r needs {"mean": number, "std": number > 0}'
+                % (where, column))
         result[column] = {'mean': float(entry['mean']), 'std': float(entry['std'])}
     return result
 
@@ -136,12 +147,15 @@ def resolve_stats(job_dir, computed, supplied_path=None):
 
 
 def record_stats(job_dir, stats):
-    """Writes `stats` to `<job-dir>/feature_stats.json` (chief, first run)."""
-    tf.io.gfile.makedirs(job_dir)
+    """Writes `stats` to `<job-dir>/feature_stats.json` (chief, first run).
+
+    Statistics that `check_stats` refuses are never written: a job-dir with
+    them could not be trained on again.
+    """
     path = os.path.join(job_dir, STATS_FILE)
-    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-        json.dump(stats, f, indent=2, sort_keys=True)
-    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+    stats = check_stats(stats, 'statistics for %s' % path)
+    tf.io.gfile.makedirs(job_dir)
+    safe_io.write_atomic(path, json.dumps(stats, indent=2, sort_keys=True))
 
 
 def wide_and_deep_columns(stats):

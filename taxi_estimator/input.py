@@ -18,6 +18,7 @@ import re
 
 import tensorflow as tf
 
+from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
@@ -100,6 +101,8 @@ def _scan_file(path, where, accumulator):
     rows = number = 0
     with tf.io.gfile.GFile(path, 'r') as f:
         for number, line in enumerate(f, 1):
+            if number == 1:  # TensorFlow skips the header line, byte order mark and all
+                line = line[1:] if line.startswith(safe_io.BOM) else line
             fields = _split_line(line.rstrip('\n').rstrip('\r'), where, number)
             if number == 1:
                 _check_header(fields, where)

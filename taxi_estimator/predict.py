@@ -24,6 +24,7 @@ import os
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
 
@@ -155,8 +156,7 @@ def make_predictor(export_dir):
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
-    loaded = tf.saved_model.load(export_dir)
-    signature = loaded.signatures['predict']
+    signature = _predict_signature(export_dir)
     inputs = set(signature.structured_input_signature[1])
     if inputs == {input_lib.CSV_INPUT}:
         encode = lambda batch: {input_lib.CSV_INPUT: tf.constant([_csv_row(i) for i in batch])}
@@ -173,6 +173,34 @@ def make_predictor(export_dir):
         outputs = signature(**encode(batch))
         return outputs['class_ids'].numpy()[:, 0], outputs['probabilities'].numpy()
     return predict
+
+
+def _predict_signature(export_dir):
+    """The `predict` signature of a taxi export.
+
+    Raises:
+      UserInputError: the SavedModel cannot be loaded (unparsable
+        saved_model.pb, missing variables) or is not a taxi classifier.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    where = '--model-dir %s' % export_dir
+    try:
+        loaded = tf.saved_model.load(export_dir)
+    except (OSError, ValueError, tf.errors.OpError) as e:
+        index = os.path.join(export_dir, 'variables', 'variables.index')
+        # Restoring variables fails with an OpError; an unparsable graph with OSError.
+        if isinstance(e, tf.errors.OpError) and not tf.io.gfile.exists(index):
+            raise UserInputError('%s: the export lacks its variables (%s); copy the whole '
+                                 'export directory' % (where, index)) from None
+        raise UserInputError('%s: not a loadable SavedModel (%s)'
+                             % (where, errors.first_line(e))) from None
+    signature = loaded.signatures.get('predict')
+    outputs = signature and signature.structured_outputs
+    if not outputs or not {'class_ids', 'probabilities'} <= set(outputs):
+        raise UserInputError('%s: not a taxi model export (it has no "predict" signature '
+                             'with class_ids and probabilities; signatures: %s)'
+                             % (where, ', '.join(sorted(loaded.signatures)) or 'none'))
+    return signature
 
 
 def _feature_tensors(batch):
@@ -219,16 +247,9 @@ def main(argv=None):
     logs.quiet_tensorflow_native_logs()
     args = parse_args(argv)
     logs.configure(args.verbosity)
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path = args.json_instances or args.csv_instances
     flag = '--json-instances' if args.json_instances else '--csv-instances'
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            text = f.read()
-    except tf.errors.NotFoundError:
-        raise UserInputError('%s %s: no such file' % (flag, path)) from None
-    except UnicodeDecodeError:
-        raise UserInputError('%s %s: not UTF-8 text' % (flag, path)) from None
+    text = safe_io.read_text(path, flag)
     reader = read_json_instances if args.json_instances else read_csv_instances
     instances = reader(path, text)
     if not instances:

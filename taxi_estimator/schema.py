@@ -29,6 +29,21 @@ FLOAT_FEATURES = (
     'trip_miles', 'trip_seconds', 'fare', 'pickup_latitude',
     'pickup_longitude', 'dropoff_latitude', 'dropoff_longitude')
 
+# Valid [low, high] of the numeric features. Coordinates are bounded by the
+# globe; distances, durations and fares by MAX_AMOUNT, far above any real
+# trip: a larger value is a data error (e.g. fare=1e308, which float32 reads
+# as infinity) and would wreck the normalisation statistics.
+MAX_AMOUNT = 1e9
+FLOAT_RANGES = {
+    'trip_miles': (0.0, MAX_AMOUNT),
+    'trip_seconds': (0.0, MAX_AMOUNT),
+    'fare': (0.0, MAX_AMOUNT),
+    'pickup_latitude': (-90.0, 90.0),
+    'pickup_longitude': (-180.0, 180.0),
+    'dropoff_latitude': (-90.0, 90.0),
+    'dropoff_longitude': (-180.0, 180.0),
+}
+
 # Integer-coded categorical features and their valid [low, high] range.
 INT_FEATURES = {
     'trip_start_month': (1, 12),
@@ -106,6 +121,9 @@ def parse_value(column, value):
         return int(float(value))
     number = parse_number(value)
     if what == 'float':
+        low, high = FLOAT_RANGES[column]
+        if not low <= number <= high:
+            raise ValueError('%s is out of range [%g, %g]' % (_show(value), low, high))
         return number
     if not number.is_integer() or (isinstance(value, str) and not _INT_TEXT.match(value)):
         raise ValueError('%s is not an integer' % _show(value))

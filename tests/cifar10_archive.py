@@ -37,9 +37,16 @@ def write_batches(directory, per_batch=100, test_size=100, seed=0):
     return batches_dir
 
 
-def write_archive(directory, **kwargs):
-    """Writes cifar-10-python.tar.gz like the official one; returns its path."""
+def write_archive(directory, replace=None, **kwargs):
+    """Writes cifar-10-python.tar.gz like the official one; returns its path.
+
+    Args:
+      replace: {batch name: raw bytes} written instead of those batches.
+    """
     batches_dir = write_batches(os.path.join(directory, 'src'), **kwargs)
+    for name, raw in (replace or {}).items():
+        with open(os.path.join(batches_dir, name), 'wb') as f:
+            f.write(raw)
     path = os.path.join(directory, 'cifar-10-python.tar.gz')
     with tarfile.open(path, 'w:gz') as tar:
         tar.add(batches_dir, arcname='cifar-10-batches-py')

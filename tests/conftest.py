@@ -53,6 +53,37 @@ def refused_port():
         yield sock.getsockname()[1]
 
 
+def tree_bytes(root):
+    """{relative path: file bytes, or ('symlink', target) / ('dir',)} under `root`.
+
+    Compares directories byte for byte before and after a run that must leave
+    them intact (hidden temp files and empty directories included).
+    """
+    tree = {}
+    for parent, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(parent, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                tree[rel] = ('symlink', os.readlink(path))
+            elif os.path.isdir(path):
+                tree[rel] = ('dir',)
+            else:
+                with open(path, 'rb') as f:
+                    tree[rel] = f.read()
+    return tree
+
+
+def one_error_line(proc, startswith):
+    """Asserts exit 2 and that stderr ends in exactly one `error: ...` line, no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert [l for l in lines if l.startswith('error:')] == lines[-1:], proc.stderr[-3000:]
+    assert lines[-1].startswith('error: ' + startswith), lines[-1]
+    return lines[-1]
+
+
 @pytest.fixture(scope='session')
 def cifar10_tarball(tmp_path_factory):
     """A cifar-10-python.tar.gz in the real format: 5x100 train, 100 test images."""

@@ -3,6 +3,7 @@
 Reads its role from TF_CONFIG and what to do from $FAKE_PLAN, a JSON object
 mapping `<type>-<index>`, `<type>` or `default` to one of:
   serve            listen on this task's address from TF_CONFIG and block
+  serve-all        listen on this task's port on all interfaces, as TensorFlow does
   run:SECS         print a few lines over SECS seconds, exit 0
   fail:CODE:SECS   exit CODE after SECS seconds
   fail-once:SECS   first start: SIGKILL itself after SECS; later starts: exit 0
@@ -39,9 +40,9 @@ def main():
     with open(state, 'a') as f:
         f.write(json.dumps(record) + '\n')
     print('%s started: %s' % (label, action), flush=True)
-    if name == 'serve':
+    if name in ('serve', 'serve-all'):
         host, port = config['cluster'][task_type][index].rsplit(':', 1)
-        server = socket.create_server((host, int(port)))
+        server = socket.create_server(('' if name == 'serve-all' else host, int(port)))
         print('serving on %s:%s' % (host, port), flush=True)
         while True:
             server.accept()[0].close()

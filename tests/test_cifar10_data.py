@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cifar10_archive
 from cifar10_estimator import data
 from cifar10_estimator import generate_cifar10_tfrecords as gen
+from conftest import one_error_line
 from conftest import run_module
+from conftest import tree_bytes
 from estimator_trainers.errors import UserInputError
 
+GEN = 'cifar10_estimator.generate_cifar10_tfrecords'
 
 def _records(path):
     out = []
@@ -129,3 +133,130 @@ def test_input_fn_batches(cifar10_data_dir):
     assert labels[0] == first[1]
     sizes = [int(l.shape[0]) for _, l in data.make_dataset(cifar10_data_dir, 'eval', 30)]
     assert sizes == [30, 30, 30, 10]
+
+
+class _RunsCommand:
+    """Pickles to a call of os.system(command), as a malicious batch would."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
+def _evil_archive(directory, name, raw):
+    return cifar10_archive.write_archive(str(directory), replace={name: raw},
+                                         per_batch=20, test_size=20)
+
+
+def test_pickle_that_calls_os_system_is_refused_without_running_it(
+        cifar10_data_dir, tmp_path):
+    marker = tmp_path / 'ran'
+    raw = pickle.dumps({b'data': _RunsCommand('touch %s' % marker), b'labels': []},
+                       protocol=2)
+    archive = _evil_archive(tmp_path / 'src', 'data_batch_3', raw)
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    before = tree_bytes(data_dir)
+
+    proc = run_module(GEN, '--data-dir', data_dir, '--source', archive)
+
+    line = one_error_line(proc, '--source %s member cifar-10-batches-py/data_batch_3: '
+                          'not a CIFAR-10 python batch' % archive)
+    assert 'posix.system' in line
+    assert not marker.exists()
+    # train was half written when the bad batch came: the old set is intact.
+    assert tree_bytes(data_dir) == before
+
+
+def test_pickle_naming_an_unknown_module_is_one_line(tmp_path):
+    raw = b'\x80\x02cno_such_module\nthing\n)R.'
+    archive = _evil_archive(tmp_path / 'src', 'test_batch', raw)
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    line = one_error_line(proc, '--source %s member cifar-10-batches-py/test_batch'
+                          % archive)
+    assert 'no_such_module.thing' in line
+    assert tree_bytes(tmp_path / 'data') == {}
+
+
+@pytest.mark.parametrize('batch, problem', [
+    ({b'data': np.zeros((2, 3072), object), b'labels': [0, 1]}, 'Python objects'),
+    ({b'data': np.zeros((2, 3072), np.float32), b'labels': [0, 1]}, 'uint8'),
+    ({b'data': np.zeros((2, 3072), np.uint8), b'labels': [0, 10]}, 'labels must be'),
+])
+def test_batches_with_other_contents_are_one_line(tmp_path, batch, problem):
+    archive = _evil_archive(tmp_path / 'src', 'data_batch_1',
+                            pickle.dumps(batch, protocol=2))
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    assert problem in one_error_line(proc, '--source %s member' % archive)
+
+
+def test_batch_unpickler_reads_official_and_newer_pickle_formats(tmp_path):
+    data = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    for protocol in (2, 4, 5):
+        path = tmp_path / ('batch%d' % protocol)
+        path.write_bytes(pickle.dumps({b'data': data, b'labels': [3, 4],
+                                       b'filenames': [b'a.png', b'b.png'],
+                                       b'batch_label': 'training batch 1 of 5'},
+                                      protocol=protocol))
+        images, labels = gen.read_batch(str(path))
+        np.testing.assert_array_equal(images, data)
+        assert labels == [3, 4]
+
+
+def test_file_of_the_official_size_must_have_the_official_md5(tmp_path):
+    fake = tmp_path / 'cifar-10-python.tar.gz'
+    with open(fake, 'wb') as f:
+        f.truncate(gen.CIFAR_SIZE)
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', fake)
+    line = one_error_line(proc, '--source %s has the size of the official' % fake)
+    assert gen.CIFAR_MD5 in line
+
+
+def test_help_says_source_is_parsed_never_executed():
+    proc = run_module(GEN, '--help', check=0)
+    assert 'never executed' in ' '.join(proc.stdout.split())
+
+
+def test_regeneration_replaces_the_whole_set(cifar10_data_dir, tmp_path):
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    archive = cifar10_archive.write_archive(str(tmp_path / 'src'), per_batch=30,
+                                            test_size=20, seed=7)
+    run_module(GEN, '--data-dir', data_dir, '--source', archive, check=0)
+    assert sorted(os.listdir(data_dir)) == ['eval.tfrecords', 'metadata.json',
+                                            'train.tfrecords', 'validation.tfrecords']
+    assert data.read_metadata(str(data_dir)) == {'train': 120, 'validation': 30,
+                                                 'eval': 20}
+    for subset, count in data.read_metadata(str(data_dir)).items():
+        data.validate_subset(str(data_dir), subset, count)
+
+
+def test_planted_temp_symlinks_are_not_followed(cifar10_tarball, http_server, tmp_path):
+    data_dir = tmp_path / 'data'
+    data_dir.mkdir()
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    planted = ['train.tfrecords.tmp', 'eval.tfrecords.tmp', 'cifar-10-python.tar.gz.part']
+    for name in planted:
+        os.symlink(victim, data_dir / name)
+    run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball, check=0)
+    url = http_server + os.path.basename(cifar10_tarball)
+    gen.download(url, str(data_dir), md5=gen.file_md5(cifar10_tarball))
+    assert victim.read_text() == 'precious'
+    assert sorted(os.listdir(data_dir)) == sorted(planted + [
+        'cifar-10-python.tar.gz', 'eval.tfrecords', 'metadata.json', 'train.tfrecords',
+        'validation.tfrecords'])
+    assert all(os.readlink(data_dir / name) == str(victim) for name in planted)
+
+
+def test_data_dir_of_another_user_is_refused(cifar10_tarball, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip('needs root to give a directory to another user')
+    data_dir = tmp_path / 'data'
+    data_dir.mkdir()
+    os.chown(data_dir, 65534, 65534)
+    proc = run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball)
+    one_error_line(proc, '--data-dir %s is owned by user nobody' % data_dir)
+    assert os.listdir(data_dir) == []

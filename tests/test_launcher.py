@@ -18,20 +18,21 @@ from estimator_trainers.tools import launcher
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
 
 
-def _start(tmp_path, plan, *flags):
+def _start(tmp_path, plan, *flags, wrapper=(), task_args=()):
+    """Starts the launcher (under `wrapper`, a command prefix) on fake tasks."""
     state = tmp_path / 'state'
     state.mkdir(exist_ok=True)
     env = cli_env({'FAKE_PLAN': json.dumps(plan), 'FAKE_STATE': str(state)})
-    command = [sys.executable, '-m', 'estimator_trainers.tools.launcher',
+    command = [*wrapper, sys.executable, '-m', 'estimator_trainers.tools.launcher',
                '--job-dir', str(tmp_path / 'job'), *flags, '--',
-               sys.executable, FAKE_TASK]
+               sys.executable, FAKE_TASK, *task_args]
     return processes.popen(command, cwd=REPO_ROOT, env=env, text=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
 
 
-def _run(tmp_path, plan, *flags):
-    proc = _start(tmp_path, plan, *flags)
+def _run(tmp_path, plan, *flags, **kwargs):
+    proc = _start(tmp_path, plan, *flags, **kwargs)
     stdout, stderr = proc.communicate(timeout=60)
     return proc.returncode, stdout, stderr
 
@@ -202,3 +203,126 @@ def test_usage_errors_are_one_line(argv, message, capsys):
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert message in err and err.count('\n') == 1
+
+
+def _listening_ports(proc_net):
+    """{port: set of local addresses} of TCP sockets in LISTEN state in a
+    /proc/.../net directory (the network namespace of that process)."""
+    ports = {}
+    for name in ('tcp', 'tcp6'):
+        with open(os.path.join(proc_net, name)) as f:
+            for line in f.readlines()[1:]:
+                local, _, state = line.split()[1:4]
+                if state == '0A':
+                    address, port = local.rsplit(':', 1)
+                    ports.setdefault(int(port, 16), set()).add(address)
+    return ports
+
+
+def _serving_ports(tmp_path, proc):
+    """The ps ports once every fake ps listens (seen from its own namespace)."""
+    starts = _wait_for_starts(tmp_path, ['ps-0', 'ps-1', 'chief-0'])
+    cluster = starts['chief-0'][0]['tf_config']['cluster']
+    ports = [int(a.rsplit(':', 1)[1]) for a in cluster['ps']]
+    deadline = time.monotonic() + 30
+    for label in ('ps-0', 'ps-1'):
+        net = '/proc/%d/net' % starts[label][0]['pid']
+        while ports[int(label[-1])] not in _listening_ports(net):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.1)
+    return ports
+
+
+NO_USER_NAMESPACES = ['unshare', '--user', '--map-root-user', 'sh', '-c',
+                      'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"', 'sh']
+
+
+@pytest.mark.parametrize('flags, wrapper, task_args, isolated, reason', [
+    ((), (), (), True, None),
+    (('--network', 'host'), (), (), False, '--network host'),
+    ((), (), ('--data', 'gs://bucket/data'), False,
+     'gs://bucket/data names a remote path, which a private network cannot reach'),
+    ((), NO_USER_NAMESPACES, (), False,
+     'no private network namespace here: unshare: No space left on device'),
+], ids=['private', 'host', 'remote-path', 'no-namespaces'])
+def test_task_ports_are_not_reachable_from_other_hosts(tmp_path, flags, wrapper,
+                                                       task_args, isolated, reason):
+    if wrapper and subprocess.run(['unshare', '--user', '--map-root-user', 'true'],
+                                  check=False).returncode:
+        pytest.skip('no user namespaces to take away here')
+    proc = _start(tmp_path, {'ps': 'serve-all', 'default': 'hang'}, *flags,
+                  '--parameter-server-count', '2', '--worker-count', '0',
+                  wrapper=wrapper, task_args=task_args)
+    try:
+        ports = _serving_ports(tmp_path, proc)
+        outside = _listening_ports('/proc/self/net')
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    if isolated:
+        assert not set(ports) & set(outside), outside
+        assert 'in a private network namespace; logs in' in stderr
+        assert 'warning' not in stderr
+    else:
+        # What the namespace prevents: TensorFlow-like servers on every interface.
+        assert all(outside.get(p) & {'00000000', '00000000000000000000000000000000'}
+                   for p in ports), outside
+        warnings = [l for l in stderr.splitlines() if 'warning' in l]
+        assert warnings == ['[launcher] warning: the tasks share this machine\'s network '
+                            '(%s); their unauthenticated gRPC servers listen on all '
+                            'interfaces and run any graph sent to them, so run this only '
+                            'where untrusted hosts cannot reach its ports '
+                            '(docs/reliability.md)' % reason]
+
+
+def test_private_network_that_the_system_refuses_is_one_line(tmp_path):
+    if subprocess.run(['unshare', '--user', '--map-root-user', 'true'],
+                      check=False).returncode:
+        pytest.skip('no user namespaces to take away here')
+    code, _, stderr = _run(tmp_path, {'default': 'run:0'}, '--network', 'private',
+                           '--parameter-server-count', '0', '--worker-count', '0',
+                           wrapper=NO_USER_NAMESPACES)
+    assert code == 2, stderr
+    assert stderr.strip().splitlines() == [
+        'error: --network private: this system does not allow a private network '
+        'namespace (unshare: No space left on device); use --network host on a '
+        'machine whose ports untrusted hosts cannot reach']
+    assert not (tmp_path / 'state' / 'chief-0.jsonl').exists()
+
+
+def test_planted_log_symlink_is_refused_and_its_target_untouched(tmp_path):
+    logs = tmp_path / 'job' / 'logs'
+    logs.mkdir(parents=True)
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    os.symlink(victim, logs / 'chief-0.log')
+    code, _, stderr = _run(tmp_path, {'default': 'run:0'},
+                           '--parameter-server-count', '0', '--worker-count', '0')
+    assert code == 2, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        'error: task log %s is a symlink; refusing to write through it (remove it)'
+        % (logs / 'chief-0.log'))
+    assert victim.read_text() == 'precious'
+    assert not (tmp_path / 'state' / 'chief-0.jsonl').exists()
+
+
+@pytest.mark.parametrize('flag', ['--job-dir', '--log-dir'])
+def test_directory_of_another_user_is_refused(tmp_path, flag):
+    if os.geteuid() != 0:
+        pytest.skip('needs root to give a directory to another user')
+    theirs = tmp_path / 'theirs'
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    flags = ['--log-dir', str(theirs)] if flag == '--log-dir' else []
+    command = [sys.executable, '-m', 'estimator_trainers.tools.launcher', '--job-dir',
+               str(theirs if flag == '--job-dir' else tmp_path / 'job'), *flags,
+               '--parameter-server-count', '0', '--worker-count', '0', '--', 'true']
+    proc = subprocess.run(command, cwd=REPO_ROOT, env=cli_env(), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        'error: %s %s is owned by user nobody (uid 65534), not by you (uid 0); files '
+        'another user controls could redirect what is written there: use a directory of '
+        'your own' % (flag, theirs)]
+    assert os.listdir(theirs) == []

@@ -2,13 +2,16 @@
 import csv
 import functools
 import http.server
+import os
 import random
 import threading
 
 import pytest
 
 import taxi_trips
+from conftest import one_error_line
 from conftest import run_module
+from conftest import tree_bytes
 from taxi_estimator import data
 from taxi_estimator import schema
 
@@ -26,7 +29,8 @@ def _raw_trips():
     trips = [taxi_trips.trip(rng) for _ in range(300)]
     bad = [dict(trips[0], fare='0'), dict(trips[0], trip_miles='0'),
            dict(trips[0], trip_miles='50.5'), dict(trips[0], trip_seconds='3601'),
-           dict(trips[0], trip_seconds=''), dict(trips[0], tips='')]
+           dict(trips[0], trip_seconds=''), dict(trips[0], tips=''),
+           dict(trips[0], fare='1e308')]
     odd = dict(trips[1], pickup_census_tract='17031081500.0', pickup_community_area='8.0',
                dropoff_community_area='99', fare='10', tips='2', trip_seconds='600',
                trip_miles='3')
@@ -42,7 +46,7 @@ def test_falls_back_to_the_tfx_wheel_and_cleans_like_the_sample_query(tmp_path, 
 
     assert 'Sample CSVs unavailable' in proc.stderr
     kept = [r for r in map(data.clean_row, raw) if r is not None]
-    assert len(kept) == len(raw) - 6
+    assert len(kept) == len(raw) - 7
     train, evals = _read(out / data.TRAIN_FILE), _read(out / data.EVAL_FILE)
     assert train[0] == evals[0] == list(schema.COLUMNS)
     assert len(evals) - 1 == round(len(kept) * 0.2)
@@ -125,3 +129,53 @@ def test_no_usable_source_is_one_error_line(tmp_path, refused_port):
                       tmp_path / 'missing.whl', check=2)
     assert proc.stderr.strip().splitlines()[-1] == (
         'error: --tfx-wheel %s: no such file' % (tmp_path / 'missing.whl'))
+
+
+def _run_tfx(tmp_path, out, seed='42'):
+    wheel = tmp_path / 'tfx.whl'
+    if not wheel.exists():
+        taxi_trips.write_tfx_wheel(wheel, _raw_trips())
+    return run_module(MODULE, '--out-dir', out, '--source', 'tfx', '--tfx-wheel', wheel,
+                      '--seed', seed)
+
+
+def test_failed_run_leaves_the_previous_files_byte_for_byte(tmp_path):
+    out = tmp_path / 'out'
+    assert _run_tfx(tmp_path, out).returncode == 0
+    os.remove(out / data.EVAL_FILE)
+    (out / data.EVAL_FILE).mkdir()  # a directory where the eval file goes
+    before = tree_bytes(out)
+    proc = _run_tfx(tmp_path, out, seed='7')
+    one_error_line(proc, '--out-dir %s: %s is a directory' % (out, data.EVAL_FILE))
+    assert tree_bytes(out) == before
+
+
+def test_out_dir_that_is_a_file_is_one_line(tmp_path):
+    out = tmp_path / 'out'
+    out.write_text('not a directory')
+    one_error_line(_run_tfx(tmp_path, out), '--out-dir %s is not a directory' % out)
+    assert out.read_text() == 'not a directory'
+
+
+def test_planted_temp_symlink_is_not_followed(tmp_path):
+    out = tmp_path / 'out'
+    out.mkdir()
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    os.symlink(victim, out / (data.TRAIN_FILE + '.tmp'))
+    assert _run_tfx(tmp_path, out).returncode == 0
+    assert victim.read_text() == 'precious'
+    assert os.readlink(out / (data.TRAIN_FILE + '.tmp')) == str(victim)
+    assert _read(out / data.TRAIN_FILE)[0] == list(schema.COLUMNS)
+    assert sorted(os.listdir(out)) == sorted([data.TRAIN_FILE, data.EVAL_FILE,
+                                              data.TRAIN_FILE + '.tmp'])
+
+
+def test_out_dir_owned_by_another_user_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip('needs root to give a directory to another user')
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.chown(out, 65534, 65534)
+    one_error_line(_run_tfx(tmp_path, out), '--out-dir %s is owned by user' % out)
+    assert os.listdir(out) == []

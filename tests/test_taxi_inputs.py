@@ -1,13 +1,18 @@
 """Bad input to the taxi CLIs: one `error:` line naming file/line/column, exit 2,
 and the job-dir left as it was."""
+import glob
 import json
 import os
 import re
+import shutil
 
 import pytest
 
 import taxi_trips
 from conftest import run_module
+from estimator_trainers.errors import UserInputError
+from taxi_estimator import features
+from taxi_estimator import input as input_lib
 from taxi_estimator import schema
 
 HEADER = schema.HEADER_LINE
@@ -71,6 +76,14 @@ CASES = [
     ('empty file', 'eval', lambda g: [],
      ' is empty; expected the header line %s and data rows' % HEADER),
     ('header only', 'train', lambda g: g[:1], ' has a header but no data rows'),
+    ('absurd fare', 'train', lambda g: g[:3] + [_set_field(g[3], 'fare', '1e308')] + g[4:],
+     " line 4, column fare: '1e308' is out of range [0, 1e+09]"),
+    ('negative trip seconds', 'eval',
+     lambda g: g[:2] + [_set_field(g[2], 'trip_seconds', '-5')] + g[3:],
+     " line 3, column trip_seconds: '-5' is out of range [0, 1e+09]"),
+    ('latitude off the globe', 'train',
+     lambda g: g[:7] + [_set_field(g[7], 'pickup_latitude', '4188')] + g[8:],
+     " line 8, column pickup_latitude: '4188' is out of range [-90, 90]"),
 ]
 
 
@@ -107,6 +120,14 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
      "invalid choice: 'XML' (choose from 'JSON', 'CSV', 'EXAMPLE') (see --help)"),
     (['--num-layers', '3'], 'error: --num-layers=3 needs --layer-sizes-scale-factor > 0; '
      'without it --hidden-units gives every layer size'),
+    (['--learning-rate', '1e400'],
+     "error: argument --learning-rate: expected a finite number, got '1e400' (see --help)"),
+    (['--train-steps', '9223372036854775808'],
+     'error: argument --train-steps: expected an integer of at most 9223372036854775807 '
+     "(int64), got '9223372036854775808' (see --help)"),
+    (['--hidden-units', '64,9223372036854775808'],
+     'error: argument --hidden-units: expected comma-separated positive integers like '
+     "128,64, got '64,9223372036854775808' (see --help)"),
 ])
 def test_bad_flags(tmp_path, good_lines, flags, expected):
     good = _write(tmp_path / 'good.csv', good_lines)
@@ -164,6 +185,13 @@ def _stats(**overrides):
     return stats
 
 
+def test_statistics_that_are_not_finite_are_never_recorded(tmp_path):
+    for bad in ({'mean': 1.0, 'std': float('inf')}, {'mean': float('nan'), 'std': 1.0}):
+        with pytest.raises(UserInputError, match="feature 'fare' needs"):
+            features.record_stats(str(tmp_path), _stats(fare=bad))
+    assert os.listdir(tmp_path) == []
+
+
 def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
     good = _write(tmp_path / 'good.csv', good_lines)
     common = ['--train-files', good, '--eval-files', good, '--train-steps', '1']
@@ -191,3 +219,86 @@ def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
     assert _error_line(proc) == (
         'error: --feature-stats %s differs from %s, which the checkpoints in --job-dir '
         'were trained with; use a new --job-dir or drop --feature-stats' % (other, recorded))
+
+
+def _predict(model_dir, tmp_path, good_lines):
+    path = _write(tmp_path / 'instances.ndjson', [json.dumps(i) for i in _instances(good_lines)])
+    return run_module('taxi_estimator.predict', '--model-dir', model_dir,
+                      '--json-instances', path, check=2)
+
+
+def test_predict_on_a_bogus_saved_model_is_one_line(tmp_path, good_lines):
+    export = tmp_path / 'export' / '123'
+    export.mkdir(parents=True)
+    (export / 'saved_model.pb').write_bytes(b'not a protocol buffer')
+    assert _error_line(_predict(tmp_path / 'export', tmp_path, good_lines)) == (
+        "error: --model-dir %s: not a loadable SavedModel (Cannot parse file b'%s': Error "
+        'parsing message.)' % (export, export / 'saved_model.pb'))
+
+
+@pytest.mark.slow
+def test_predict_on_an_export_without_variables_is_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+               '--job-dir', tmp_path / 'job', '--train-steps', '1', check=0)
+    (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
+    shutil.rmtree(os.path.join(export, 'variables'))
+    assert _error_line(_predict(export, tmp_path, good_lines)) == (
+        'error: --model-dir %s: the export lacks its variables (%s); copy the whole '
+        'export directory' % (export, os.path.join(export, 'variables', 'variables.index')))
+
+
+@pytest.mark.slow
+def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_data_dir):
+    run_module('cifar10_estimator.cifar10_main', '--data-dir', cifar10_data_dir,
+               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1',
+               '--train-batch-size', '10', '--eval-batch-size', '50', check=0)
+    (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
+    assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (
+        'error: --model-dir %s: not a taxi model export (it has no "predict" signature '
+        'with class_ids and probabilities; signatures: serving_default)' % export)
+
+
+def test_planted_temp_symlinks_in_the_job_dir_are_not_followed(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    planted = ['model_params.json.tmp', 'feature_stats.json.tmp']
+    for name in planted:
+        os.symlink(victim, job_dir / name)
+    run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+               '--job-dir', job_dir, '--train-steps', '1', check=0)
+    assert victim.read_text() == 'precious'
+    for name in planted:
+        assert os.readlink(job_dir / name) == str(victim)
+    assert json.loads((job_dir / 'model_params.json').read_text())['hidden-units']
+    assert not [n for n in os.listdir(job_dir) if n.startswith('.')]
+
+
+def test_directories_where_files_are_expected_are_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', tmp_path / 'job', '--feature-stats', tmp_path, check=2)
+    assert _error_line(proc) == 'error: --feature-stats %s is a directory; expected a file' % tmp_path
+    assert not (tmp_path / 'job').exists()
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path,
+                      '--csv-instances', tmp_path, check=2)
+    assert _error_line(proc) == 'error: --csv-instances %s is a directory; expected a file' % tmp_path
+
+
+def test_byte_order_mark_of_spreadsheet_csvs_is_accepted(tmp_path, good_lines):
+    path = tmp_path / 'bom.csv'
+    path.write_bytes(b'\xef\xbb\xbf' + ''.join(l + '\n' for l in good_lines).encode())
+    summary = input_lib.scan([str(path)], '--train-files')
+    assert summary.rows == len(good_lines) - 1
+    # TensorFlow's reader skips the header line, mark and all: the same rows.
+    batches = input_lib.make_input_fn(summary.files, 100, training=False)()
+    assert sum(int(labels.shape[0]) for _, labels in batches) == summary.rows
+
+    instances = tmp_path / 'instances.csv'
+    instances.write_bytes(b'\xef\xbb\xbf' + ''.join(l + '\n' for l in good_lines[:3]).encode())
+    proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path / 'nothing',
+                      '--csv-instances', instances, check=2)
+    assert 'no SavedModel there' in _error_line(proc)  # the instances were read

@@ -27,9 +27,20 @@ Lifecycle:
   after `--stop-timeout-secs`), and on Linux are also killed by the kernel if
   the launcher itself dies, so no process is left behind.
 
-TensorFlow's gRPC servers are unauthenticated and listen on all interfaces:
-run this only on a machine whose ports are not reachable from untrusted
-networks.
+Network (`--network`): TensorFlow's gRPC servers are unauthenticated, run
+any graph sent to them and listen on all interfaces. By default (`auto`) the
+launcher moves itself, and so every task, into a private network namespace
+with only loopback (`private_network`), where nothing outside this machine
+can reach them. That namespace has no other network, so when the command or
+--job-dir names a remote path (gs://...), or the kernel does not allow
+namespaces, `auto` shares this machine's network instead and says so in one
+warning line: then run it only where the task ports are not reachable from
+untrusted networks (docs/reliability.md). `private` insists on the namespace,
+`host` never uses one.
+
+Files: a local --job-dir or --log-dir owned by another user is refused, and
+task logs are opened without following symlinks (`safe_io`), since the
+default job-dirs live in /tmp.
 """
 import argparse
 import ctypes
@@ -43,10 +54,16 @@ import sys
 import threading
 import time
 
+from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import safe_io
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, WORKER
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import private_network
 
 LOOPBACK = '127.0.0.1'
+NETWORK_MODES = ('auto', 'private', 'host')
 EXIT_FAILED = 1
 _POLL_SECS = 0.1
 _PR_SET_PDEATHSIG = 1
@@ -211,7 +228,10 @@ class Launcher:
     def _start(self, task):
         env = dict(os.environ, TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
         env.pop('CLUSTER_SPEC', None)
-        log = open(task.log_path, 'ab')  # pylint: disable=consider-using-with
+        try:
+            log = safe_io.open_append(task.log_path, 'task log')
+        except UserInputError as e:
+            raise TaskFailed('cannot start %s: %s' % (task.label, e)) from None
         log.write(('---- %s: %s\n' % (task.label, ' '.join(self._command))).encode())
         log.flush()
         try:
@@ -387,6 +407,13 @@ def parse_args(argv=None):
                              'evaluators get to end on their own before being stopped.')
     parser.add_argument('--stop-timeout-secs', type=flags.positive_int, default=10,
                         help='Seconds a stopped task gets after SIGTERM before SIGKILL.')
+    parser.add_argument('--network', choices=NETWORK_MODES, default='auto',
+                        help='private: run the tasks in a network namespace of their '
+                             'own, unreachable from other hosts (Linux; no gs:// or '
+                             'other network access); host: share this machine\'s '
+                             'network, where the unauthenticated gRPC ports listen on '
+                             'all interfaces; auto: private unless a remote path is '
+                             'named or the kernel refuses, with a warning then.')
     args = parser.parse_args(argv)
     if not command:
         parser.error('missing the task command after "--"')
@@ -404,9 +431,50 @@ def _port(text):
     return value
 
 
+def isolate_network(mode, job_dir, command):
+    """Enters a private network namespace as `mode` asks.
+
+    Call before any thread or task is started.
+
+    Returns:
+      None when the tasks will be isolated, else the warning to show.
+
+    Raises:
+      UserInputError: `private` was asked for and is unavailable.
+      private_network.SetupFailed: the namespace is half made (fatal).
+    """
+    remote = [a for a in [job_dir] + list(command) if '://' in a]
+    if mode == 'auto' and remote:
+        reason = '%s names a remote path, which a private network cannot reach' % remote[0]
+    elif mode == 'host':
+        reason = '--network host'
+    else:
+        try:
+            private_network.enter()
+            return None
+        except private_network.Unavailable as e:
+            if mode == 'private':
+                raise UserInputError('--network private: this system does not allow a '
+                                     'private network namespace (%s); use --network '
+                                     'host on a machine whose ports untrusted hosts '
+                                     'cannot reach' % e) from None
+            reason = 'no private network namespace here: %s' % e
+    return ('warning: the tasks share this machine\'s network (%s); their unauthenticated '
+            'gRPC servers listen on all interfaces and run any graph sent to them, so '
+            'run this only where untrusted hosts cannot reach its ports '
+            '(docs/reliability.md)' % reason)
+
+
 def main(argv=None):
     args, command, log_dir = parse_args(argv)
+    job_dir_lib.check_owner(args.job_dir)
+    safe_io.check_owner(log_dir, '--log-dir')
     os.makedirs(log_dir, exist_ok=True)
+    try:
+        warning = isolate_network(args.network, args.job_dir, command)
+    except private_network.SetupFailed as e:
+        sys.stderr.write('error: %s\n' % e)
+        return EXIT_FAILED
     count = 1 + args.worker_count + args.parameter_server_count
     try:
         ports = free_ports(count, args.start_port)
@@ -415,15 +483,19 @@ def main(argv=None):
         return 2
     cluster = make_cluster(ports, args.worker_count, args.parameter_server_count)
     tasks = make_tasks(cluster, args.evaluator_count, log_dir)
+    for task in tasks:  # refuse planted logs before any task starts
+        safe_io.open_append(task.log_path, 'task log').close()
     launcher = Launcher(command, tasks, max_restarts=args.max_restarts,
                         shutdown_grace_secs=args.shutdown_grace_secs,
                         stop_timeout_secs=args.stop_timeout_secs)
-    launcher.say('cluster %s%s; logs in %s' % (
+    if warning:
+        launcher.say(warning)
+    launcher.say('cluster %s%s in %s; logs in %s' % (
         json.dumps(cluster),
         ' + %d evaluator(s)' % args.evaluator_count if args.evaluator_count else '',
-        log_dir))
+        'the host network' if warning else 'a private network namespace', log_dir))
     return launcher.run()
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    errors.run_cli(main)

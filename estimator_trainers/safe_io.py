@@ -1,0 +1,194 @@
+"""Writing files where other local users may have been first.
+
+The default job-dirs and data dirs live in /tmp, where anyone can create a
+directory, plant a symlink named like a temp file we are about to write, or
+pre-create a log file. Everything here writes local files under names
+nobody can predict, opened with `O_EXCL | O_NOFOLLOW`, and replaces the
+target with `rename(2)`, which replaces a planted symlink instead of
+following it. `gs://` paths have no such attacks; they are written with
+TensorFlow's gfile under unique temp names and renamed (copy + delete).
+
+No TensorFlow import at module level: the local launcher uses this module.
+"""
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+import uuid
+
+from estimator_trainers.errors import first_line
+from estimator_trainers.errors import UserInputError
+
+
+BOM = '\ufeff'
+
+
+def is_remote(path):
+    """True for URL-like paths (gs://...) that TensorFlow's gfile handles."""
+    return '://' in path
+
+
+def check_owner(path, flag):
+    """Refuses a local directory owned by another user.
+
+    Another user's directory (e.g. a `/tmp/taxi` created first) can hold
+    symlinks they planted and files they can change under us. A path that
+    does not exist yet is fine: it will be created by (and owned by) us.
+
+    Raises:
+      UserInputError: `path` exists and is owned by someone else, or is not a
+        directory.
+    """
+    if is_remote(path):
+        return
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UserInputError('%s %s: %s' % (flag, path, e.strerror)) from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise UserInputError('%s %s is not a directory' % (flag, path))
+    if info.st_uid != os.geteuid():
+        raise UserInputError(
+            '%s %s is owned by user %s, not by you (uid %d); files another user '
+            'controls could redirect what is written there: use a directory of '
+            'your own' % (flag, path, _user_name(info.st_uid), os.geteuid()))
+
+
+def _user_name(uid):
+    try:
+        import pwd  # pylint: disable=g-import-not-at-top
+        return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
+    except (ImportError, KeyError):
+        return 'uid %d' % uid
+
+
+def read_text(path, flag):
+    """The UTF-8 text of the local or gs:// file a flag names.
+
+    A leading byte order mark (as spreadsheet programs write) is dropped.
+
+    Raises:
+      UserInputError: naming `flag` and `path` when it is missing, a
+        directory, unreadable or not UTF-8.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    where = '%s %s' % (flag, path)
+    try:
+        if tf.io.gfile.isdir(path):
+            raise UserInputError('%s is a directory; expected a file' % where)
+        with tf.io.gfile.GFile(path) as f:
+            text = f.read()
+    except tf.errors.NotFoundError:
+        raise UserInputError('%s: no such file' % where) from None
+    except UnicodeDecodeError:
+        raise UserInputError('%s: not UTF-8 text' % where) from None
+    except tf.errors.OpError as e:
+        raise UserInputError('%s: %s' % (where, first_line(e))) from None
+    return text[1:] if text.startswith(BOM) else text
+
+
+def write_atomic(path, text):
+    """Writes `text` to `path` (local or gs://) so readers see old or new, whole."""
+    if is_remote(path):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tmp = '%s.tmp-%s' % (path, uuid.uuid4().hex)
+        with tf.io.gfile.GFile(tmp, 'w') as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+        return
+    directory = os.path.dirname(path) or '.'
+    # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, unpredictable name.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path),
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def open_append(path, what):
+    """Opens a local file of ours for appending (binary), creating it if absent.
+
+    Refuses (one line) a symlink or a file someone else owns at `path`,
+    rather than writing through it.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, 'O_CLOEXEC', 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if os.path.islink(path):
+            raise UserInputError('%s %s is a symlink; refusing to write through it '
+                                 '(remove it)' % (what, path)) from None
+        raise UserInputError('%s %s: %s' % (what, path, e.strerror)) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
+        raise UserInputError('%s %s is not a regular file of yours; refusing to write '
+                             'to it (remove it)' % (what, path))
+    return os.fdopen(fd, 'ab')
+
+
+@contextlib.contextmanager
+def staged_files(directory, names, flag):
+    """Writes a set of files that must change together, then publishes them.
+
+    Yields a fresh private staging directory inside `directory` (so renames
+    stay on one file system, and a bucket root works too); the caller writes
+    every file of `names` there. Only when the block completes are they moved
+    into `directory`, last name last: it is removed from `directory` first,
+    so an interrupted publish leaves the set without its last file (e.g. a
+    data set without `metadata.json`, which readers refuse) rather than a
+    mix that looks complete. A failure inside the block leaves `directory`
+    as it was. The staging directory is removed either way.
+
+    Raises:
+      UserInputError: (before anything is written) `directory` is a file, or
+        one of `names` in it is a directory; `flag` names the directory.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    gfile = tf.io.gfile
+    if gfile.exists(directory) and not gfile.isdir(directory):
+        raise UserInputError('%s %s is a file; expected a directory' % (flag, directory))
+    for name in names:
+        if gfile.isdir(os.path.join(directory, name)):
+            raise UserInputError('%s %s: %s is a directory; expected to write a file '
+                                 'there (move it away)' % (flag, directory, name))
+    gfile.makedirs(directory)
+    if is_remote(directory):
+        staging = os.path.join(directory, '.staging-%s' % uuid.uuid4().hex)
+        gfile.makedirs(staging)
+    else:
+        staging = tempfile.mkdtemp(dir=directory, prefix='.staging-')
+    try:
+        yield staging
+        missing = [n for n in names if not gfile.exists(os.path.join(staging, n))]
+        if missing:
+            raise RuntimeError('staged set lacks %s' % ', '.join(missing))
+        last = os.path.join(directory, names[-1])
+        if gfile.exists(last):
+            gfile.remove(last)
+        for name in names:
+            gfile.rename(os.path.join(staging, name), os.path.join(directory, name),
+                         overwrite=True)
+    finally:
+        if is_remote(staging):
+            with contextlib.suppress(tf.errors.OpError):
+                gfile.rmtree(staging)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)

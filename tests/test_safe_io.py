@@ -1,0 +1,85 @@
+"""safe_io and job_dir.check_owner: writing where another local user was first."""
+import os
+
+import pytest
+
+from estimator_trainers import job_dir
+from estimator_trainers import safe_io
+from estimator_trainers.errors import UserInputError
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason='needs root to give files to another user')
+
+
+@needs_root
+def test_job_dir_of_another_user_is_refused(tmp_path):
+    os.chown(tmp_path, 65534, 65534)
+    with pytest.raises(UserInputError, match=r'^--job-dir %s is owned by user nobody '
+                       r'\(uid 65534\), not by you' % tmp_path):
+        job_dir.check_owner(str(tmp_path))
+
+
+def test_job_dir_check_passes_own_missing_and_remote_dirs_and_refuses_a_file(tmp_path):
+    job_dir.check_owner(str(tmp_path))
+    job_dir.check_owner(str(tmp_path / 'new'))
+    job_dir.check_owner('gs://bucket/job')
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(UserInputError, match='is not a directory'):
+        job_dir.check_owner(str(tmp_path / 'file'))
+
+
+def test_write_atomic_replaces_a_planted_symlink_instead_of_following_it(tmp_path):
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    os.symlink(victim, tmp_path / 'params.json')
+    safe_io.write_atomic(str(tmp_path / 'params.json'), '{}')
+    assert victim.read_text() == 'precious'
+    assert not os.path.islink(tmp_path / 'params.json')
+    assert (tmp_path / 'params.json').read_text() == '{}'
+    assert sorted(os.listdir(tmp_path)) == ['params.json', 'victim']
+
+
+def test_open_append_refuses_a_symlink(tmp_path):
+    victim = tmp_path / 'victim'
+    victim.write_text('precious')
+    os.symlink(victim, tmp_path / 'chief-0.log')
+    with pytest.raises(UserInputError, match='is a symlink; refusing to write'):
+        safe_io.open_append(str(tmp_path / 'chief-0.log'), 'task log')
+    assert victim.read_text() == 'precious'
+
+
+@needs_root
+def test_open_append_refuses_a_file_someone_else_owns(tmp_path):
+    theirs = tmp_path / 'chief-0.log'
+    theirs.write_text('theirs')
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(UserInputError, match='not a regular file of yours'):
+        safe_io.open_append(str(theirs), 'task log')
+    assert theirs.read_text() == 'theirs'
+
+
+def _snapshot(directory):
+    return {n: (directory / n).read_text() for n in os.listdir(directory)}
+
+
+def test_staged_files_publish_whole_sets_or_nothing(tmp_path):
+    names = ('a.txt', 'index.json')
+    with safe_io.staged_files(str(tmp_path), names, '--out-dir') as staging:
+        for name in names:
+            with open(os.path.join(staging, name), 'w') as f:
+                f.write('old ' + name)
+    before = _snapshot(tmp_path)
+    assert before == {'a.txt': 'old a.txt', 'index.json': 'old index.json'}
+
+    with pytest.raises(RuntimeError, match='disk fell off'):
+        with safe_io.staged_files(str(tmp_path), names, '--out-dir') as staging:
+            with open(os.path.join(staging, 'a.txt'), 'w') as f:
+                f.write('new')
+            raise RuntimeError('disk fell off')
+    assert _snapshot(tmp_path) == before
+
+    with pytest.raises(RuntimeError, match='staged set lacks index.json'):
+        with safe_io.staged_files(str(tmp_path), names, '--out-dir') as staging:
+            with open(os.path.join(staging, 'a.txt'), 'w') as f:
+                f.write('new')
+    assert _snapshot(tmp_path) == before

@@ -14,7 +14,8 @@ where it is for a reason:
    built, before any TensorFlow op runs (reading data included):
    `multi_worker_mirrored` must configure collectives first.
 4. A parameter server stops here and serves variables; it needs no data.
-5. `Trainer.check` validates every input; nothing has been written yet.
+5. A job-dir another user owns is refused, then `Trainer.check` validates
+   every input; nothing has been written yet.
 6. The job-dir: a model that cannot restore its checkpoints is refused, then
    the chief records what the job-dir must remember (`prepare_job_dir`).
 7. The checkpoint plan and the `RunConfig` are made once, from the flags.
@@ -195,6 +196,7 @@ def run(trainer, args):
         config = run_config.from_flags(args, task.distribution)
         return training.serve_parameters(config)
 
+    job_dir_lib.check_owner(args.job_dir)
     plan = trainer.check(args, task)
     job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args, plan),
                                    write=cluster.is_chief)

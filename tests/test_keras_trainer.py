@@ -350,7 +350,8 @@ def test_dry_run_submission_of_the_package_holding_the_trainer(tmp_path):
     proc = processes.run(
         ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-cloud.sh'), 'keras', '--config',
          os.path.join(REPO_ROOT, 'configs', 'config_mwms.yaml'), '--dry-run', '--job-name',
-         'train_keras_1', '--', '--model=cifar10_mlp',
+         'train_keras_1', '--executor-image-uri',
+         'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest', '--', '--model=cifar10_mlp',
          '--data-dir=gs://my-bucket/data/cifar10'],
         300, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -380,7 +381,8 @@ def test_dry_run_defaults_to_the_mnist_data_in_the_bucket():
                           'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent',
                           'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': ''})
     (pool,) = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs']
-    assert '--data-dir=gs://my-bucket/data/mnist' in pool['pythonPackageSpec']['args']
+    assert pool['containerSpec']['command'] == ['python', '-m', 'keras_estimator.trainer']
+    assert '--data-dir=gs://my-bucket/data/mnist' in pool['containerSpec']['args']
 
 
 # Clusters, through train-local.sh.

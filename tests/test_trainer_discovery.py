@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import processes
-from conftest import cli_env, REPO_ROOT
+from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import build
 
@@ -134,3 +134,17 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
     assert 'COPY . ./' in (copy / 'Dockerfile').read_text()
     assert not any(fnmatch.fnmatch('toy_estimator/trainer.py', pattern)
                    or fnmatch.fnmatch('toy_estimator', pattern) for pattern in ignored)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root to hand a directory to another user')
+def test_runner_refuses_a_job_dir_another_user_owns(toy_path, tmp_path):
+    """The runner checks the job-dir's owner before the trainer reads or writes anything."""
+    data_dir, job_dir = tmp_path / 'data', tmp_path / 'job'
+    processes.run([sys.executable, '-m', 'toy_estimator.data', str(data_dir)], 120,
+                  env=_env(toy_path))
+    job_dir.mkdir()
+    os.chown(job_dir, 65534, 65534)
+    proc = processes.run([sys.executable, '-m', 'toy_estimator.trainer', '--data-dir',
+                          str(data_dir), '--job-dir', str(job_dir)], 300, env=_env(toy_path))
+    one_error_line(proc, '--job-dir %s' % job_dir)
+    assert 'owned by' in proc.stderr and not list(job_dir.iterdir())

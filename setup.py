@@ -10,12 +10,13 @@ import sys
 import setuptools
 
 # TensorFlow 2.15.1, the last release with tf.estimator, has wheels for Python
-# 3.9-3.11 only. Development uses 3.11 (scripts/setup-venv.sh); the prebuilt
+# 3.9-3.11, and the pinned Google client libraries have none for 3.9: 3.10 and
+# 3.11 remain. Development uses 3.11 (scripts/setup-venv.sh); the prebuilt
 # Vertex AI TF 2.15 images run 3.10 and install this package as an sdist.
-if not (3, 9) <= sys.version_info[:2] <= (3, 11):
-    sys.exit('estimator-trainers needs Python 3.9-3.11: TensorFlow 2.15.1 (the '
-             'last release with tf.estimator) has no wheels for Python %d.%d.'
-             % sys.version_info[:2])
+if not (3, 10) <= sys.version_info[:2] <= (3, 11):
+    sys.exit('estimator-trainers needs Python 3.10 or 3.11: TensorFlow 2.15.1 (the '
+             'last release with tf.estimator) and its pinned dependencies have no '
+             'wheels for Python %d.%d.' % sys.version_info[:2])
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -33,7 +34,7 @@ setuptools.setup(
     description='TensorFlow Estimator trainers (CIFAR-10 ResNet, Chicago Taxi '
                 'wide-and-deep) that run locally, on a local cluster and on '
                 'Google Cloud.',
-    python_requires='>=3.9,<3.12',
+    python_requires='>=3.10,<3.12',
     # Every package of the repository: the runtime, its tools and each trainer
     # package (trainers are discovered, so a new one ships without an edit here).
     packages=setuptools.find_packages(exclude=['tests', 'tests.*', 'benchmarks',

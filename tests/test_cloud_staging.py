@@ -40,7 +40,7 @@ def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
     assert sorted(os.listdir(REPO_ROOT)) == before  # egg-info went to tmp_path
     assert built.filename == 'estimator-trainers-0.1.0.tar.gz'
     assert built.size == os.path.getsize(built.path)
-    assert built.requires_python == '>=3.9,<3.12'
+    assert built.requires_python == '>=3.10,<3.12'
     with tarfile.open(built.path) as tar:
         names = set(tar.getnames())
     for member in ('setup.py', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
@@ -109,7 +109,7 @@ def test_parse_bucket_rejects(text):
 
 def test_python_mismatch_of_prebuilt_images():
     py310 = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
-    assert staging.python_mismatch('>=3.9,<3.12', py310) is None
+    assert staging.python_mismatch('>=3.10,<3.12', py310) is None
     assert staging.python_mismatch(None, py310) is None
     assert staging.python_mismatch('==3.11.*', 'us-docker.pkg.dev/p/r/tf:latest') is None
     assert staging.python_mismatch('==3.11.*', py310) == (

@@ -286,12 +286,16 @@ class Termination:
             exit_code=EXIT_SIGTERM)
 
     def hook(self, checkpoint_dir):
-        """A training hook that stops training on SIGTERM and lets the saver save."""
+        """A training hook that stops training on SIGTERM, saving into `checkpoint_dir`.
+
+        It must run before the checkpoint saver hook: its `end` saves without
+        the saver's listeners (which would evaluate) and ends the run.
+        """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
         termination = self
 
         class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
-            """Requests a stop after SIGTERM; `end` runs after the saver's final save."""
+            """Requests a stop after SIGTERM; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
@@ -306,9 +310,14 @@ class Termination:
                     run_context.request_stop()
 
             def end(self, session):
-                termination.saving = False
                 if termination.requested.is_set():
+                    if checkpoint_dir is not None:
+                        step = session.run(tf.compat.v1.train.get_global_step())
+                        saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
+                        saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                   global_step=step)
                     raise Terminated()
+                termination.saving = False
 
         return StopOnTerminationHook()
 

@@ -87,8 +87,12 @@ class _LocalStore:
                          0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(text)
+        except OSError:
+            os.remove(self.path)  # e.g. a full disk: leave no empty lease behind
+            raise
         return True
 
     def read(self):

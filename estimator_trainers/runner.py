@@ -243,8 +243,15 @@ def _train(trainer, args, task, plan, termination):
         trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
         train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
         serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
-        extra_hooks=[termination.hook(checkpoint_plan.directory if cluster.is_chief
-                                      else None)] + ([watch.hook()] if watch else []))
+        extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
+            [watch.hook()] if watch else []))
+
+
+def _final_save_dir(task, checkpoint_plan):
+    """Where SIGTERM saves: the chief's job-dir, unless a save needs every worker."""
+    if task.cluster.is_chief and not task.distribution.every_worker_saves:
+        return checkpoint_plan.directory
+    return None
 
 
 def _log(line):

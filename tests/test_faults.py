@@ -190,6 +190,7 @@ def test_fresh_lease_of_another_host_refuses_and_keeps_the_job_dir(files, tmp_pa
 def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
     env = None
     prefix = []
+    kept = tmp_path
     with contextlib.ExitStack() as stack:
         if case == 'file':
             job_dir = tmp_path / 'job'
@@ -207,13 +208,13 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
                         % (job_dir, tmp_path / 'plain'))
         else:
             # Root writes anywhere: run the trainer as nobody, on data it can read.
-            world = stack.enter_context(tempfile.TemporaryDirectory(dir=str(tmp_path)))
-            for path in (tmp_path, world):
-                os.chmod(str(path), 0o755)
+            world = stack.enter_context(tempfile.TemporaryDirectory(prefix='faults-'))
+            os.chmod(world, 0o755)
             parent = os.path.join(world, 'locked')
             os.mkdir(parent)
             os.chmod(parent, 0o555)
             job_dir = os.path.join(parent, 'job')
+            kept = world
             expected = ('error: --job-dir %s cannot be created: %s is not writable by '
                         'this user' % (job_dir, parent))
             if os.geteuid() == 0:
@@ -223,7 +224,7 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
                     shutil.copy(files[3], world)]
                 prefix = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
                 env = {'HOME': world}
-        before = snapshot(tmp_path) if case != 'read-only' else {}
+        before = snapshot(kept) if case != 'read-only' else {}
         args = prefix + [sys.executable, '-m', TASK] + files + [
             '--job-dir', str(job_dir), '--train-steps', '10'] + FAST
         proc = subprocess.run(args, cwd=REPO_ROOT, env=cli_env(env), capture_output=True,
@@ -232,19 +233,19 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
         assert last_line(proc) == expected, proc.stderr[-3000:]
         assert 'Traceback' not in proc.stderr
         if case != 'read-only':
-            assert snapshot(tmp_path) == before
+            assert snapshot(kept) == before
 
 
 # --- a full disk -----------------------------------------------------------------------
 
 def test_full_disk_is_one_line_keeps_the_last_checkpoint_and_a_rerun_resumes(files,
                                                                              tmp_path):
-    with mounted_tmpfs(tmp_path / 'fs', '24m') as mount:
+    with mounted_tmpfs(tmp_path / 'fs', '40m') as mount:
         job_dir = os.path.join(mount, 'job')
         run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '10', *FAST,
                    check=0)
         ballast = os.path.join(mount, 'ballast')
-        with open(ballast, 'wb') as f:
+        with open(ballast, 'wb', buffering=0) as f:
             try:
                 while True:
                     f.write(b'\0' * 4096)

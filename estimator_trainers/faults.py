@@ -241,18 +241,21 @@ class Termination:
     watchdog ends it.
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=QUICK_EXIT_SECS):
+    def __init__(self, task_label, log, quick_exit_secs=None):
         """`quick_exit_secs`: how long the main thread gets to end when not saving
-        (0 for a parameter server, whose main thread waits inside TensorFlow)."""
+        (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
+        waits inside TensorFlow)."""
         self.task_label = task_label
         self._log = log
-        self._quick_exit_secs = quick_exit_secs
+        self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
+                                 else quick_exit_secs)
         self.requested = threading.Event()
         self.saving = False  # a training chief's stop hook is active
         self.checkpoint_dir = None
 
     def install(self):
-        """Takes SIGTERM over; call from the main thread, after TensorFlow set up."""
+        """Takes SIGTERM over; call from the main thread (`hook` takes it back later,
+        should TensorFlow's runtime have installed its own handler meanwhile)."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -277,6 +280,14 @@ class Termination:
         hard_exit(EXIT_SIGTERM, 'error: %s: stopped on SIGTERM%s' % (
             self.task_label, ' (it did not end by itself within %ds; no checkpoint '
             'saved)' % grace if grace else ''))
+
+    @contextlib.contextmanager
+    def ending_run(self):
+        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`."""
+        try:
+            yield self
+        except Terminated:
+            raise self.failure() from None
 
     def failure(self):
         """The one-line `TaskFailure` for a SIGTERM the main thread handled."""
@@ -330,16 +341,14 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
 
     Before: refuses an unusable job-dir; the chief takes the lease and cleans
     the leftovers of interrupted saves, other tasks check that the lease, if
-    any, is their cluster's. During: SIGTERM ends the task (yields the
-    `Termination`, whose `hook` a training task adds). After: a full disk or
-    SIGTERM becomes a `TaskFailure`; the lease is released.
+    any, is their cluster's. After: a full disk becomes a `TaskFailure`; the
+    lease is released.
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from estimator_trainers import lease as lease_lib  # pylint: disable=g-import-not-at-top
     check_job_dir(job_dir)
     lease = lease_lib.Lease(job_dir, lease_lib.cluster_id(cluster), cluster.task_label,
                             timeout_secs=lease_timeout_secs, log=log)
-    termination = Termination(cluster.task_label, log)
     try:
         if cluster.is_chief:
             tf.io.gfile.makedirs(job_dir)
@@ -348,10 +357,7 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
             clean_leftovers(job_dir, log)
         else:
             lease.check_shared()
-        termination.install()
-        yield termination
-    except Terminated:
-        raise termination.failure() from None
+        yield
     except Exception as e:  # pylint: disable=broad-except
         if is_disk_full(e):
             raise disk_full_error(job_dir) from None

@@ -120,20 +120,9 @@ class _GfileStore(_LocalStore):
     """The lease object on gs:// (or any tf.io.gfile file system)."""
 
     def create(self, text):
-        bucket, name = _gcs_bucket_object(self.path)
-        if bucket is not None:
-            try:
-                from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
-                from google.cloud import storage  # pylint: disable=g-import-not-at-top
-            except ImportError:
-                pass
-            else:
-                blob = storage.Client().bucket(bucket).blob(name)
-                try:
-                    blob.upload_from_string(text, if_generation_match=0)
-                except exceptions.PreconditionFailed:
-                    return False
-                return True
+        created = _create_gcs_object(self.path, text)
+        if created is not None:
+            return created
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
         if tf.io.gfile.exists(self.path):
             return False
@@ -161,11 +150,30 @@ class _GfileStore(_LocalStore):
             pass
 
 
-def _gcs_bucket_object(path):
+def _create_gcs_object(path, text):
+    """Creates gs:// `path` only if absent (`if_generation_match=0`).
+
+    Returns whether it did, or None where google-cloud-storage cannot be used
+    (not a gs:// path, not installed, no credentials): then the caller falls
+    back to write-then-read-back.
+    """
     if not path.startswith('gs://'):
-        return None, None
+        return None
+    try:
+        from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+        from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
+        from google.cloud import storage  # pylint: disable=g-import-not-at-top
+    except ImportError:
+        return None
     bucket, _, name = path[len('gs://'):].partition('/')
-    return bucket, name
+    try:
+        blob = storage.Client().bucket(bucket).blob(name)
+        blob.upload_from_string(text, if_generation_match=0)
+    except exceptions.PreconditionFailed:
+        return False
+    except (exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError, OSError):
+        return None
+    return True
 
 
 def _store(job_dir):

@@ -201,16 +201,19 @@ def run(trainer, args):
     cluster = cluster_lib.load_cluster()
     cluster_lib.export_tf_config(cluster)
     task = _task(args, cluster)
-    if cluster.is_ps:
-        config = run_config.from_flags(args, task.distribution)
-        faults.Termination(cluster.task_label, _log, quick_exit_secs=0).install()
-        return training.serve_parameters(config)
+    # A parameter server waits inside TensorFlow: it ends at once on SIGTERM.
+    termination = faults.Termination(cluster.task_label, _log,
+                                     quick_exit_secs=0 if cluster.is_ps else None).install()
+    with termination.ending_run():
+        if cluster.is_ps:
+            config = run_config.from_flags(args, task.distribution)
+            return training.serve_parameters(config)
 
-    plan = trainer.check(args, task)
-    _check_batch(plan, task)
-    with faults.guarded_run(args.job_dir, cluster, log=_log,
-                            lease_timeout_secs=args.lease_timeout_secs) as termination:
-        return _train(trainer, args, task, plan, termination)
+        plan = trainer.check(args, task)
+        _check_batch(plan, task)
+        with faults.guarded_run(args.job_dir, cluster, log=_log,
+                                lease_timeout_secs=args.lease_timeout_secs):
+            return _train(trainer, args, task, plan, termination)
 
 
 def _train(trainer, args, task, plan, termination):

@@ -42,14 +42,15 @@ def at_exit(callback):
 
 
 def hard_exit(code, line, stream=None):
-    """Writes `line`, runs the `at_exit` callbacks and ends the process now.
+    """Writes `line` (unless None), runs the `at_exit` callbacks and ends the process now.
 
     For threads that must end a process whose main thread may be blocked in
     TensorFlow (peer watch, lease heartbeat, SIGTERM watchdog).
     """
-    stream = stream or sys.stderr
-    stream.write(line + '\n')
-    stream.flush()
+    if line is not None:
+        stream = stream or sys.stderr
+        stream.write(line + '\n')
+        stream.flush()
     for callback in _exit_callbacks:
         try:
             callback()
@@ -250,6 +251,7 @@ class Termination:
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
         self.requested = threading.Event()
+        self._said = False  # the main thread reports it: the watchdog stays silent
         self.saving = False  # a training chief's stop hook is active
         self.checkpoint_dir = None
 
@@ -277,20 +279,27 @@ class Termination:
         self.requested.set()
         grace = SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
         time.sleep(grace)
-        hard_exit(EXIT_SIGTERM, 'error: %s: stopped on SIGTERM%s' % (
+        hard_exit(EXIT_SIGTERM, None if self._said else 'error: %s: stopped on SIGTERM%s' % (
             self.task_label, ' (it did not end by itself within %ds; no checkpoint '
             'saved)' % grace if grace else ''))
 
     @contextlib.contextmanager
     def ending_run(self):
-        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`."""
+        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`.
+
+        After the run, SIGTERM gets its default action back (the process is
+        ending anyway; no exception may surface during interpreter shutdown).
+        """
         try:
             yield self
         except Terminated:
             raise self.failure() from None
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def failure(self):
         """The one-line `TaskFailure` for a SIGTERM the main thread handled."""
+        self._said = True
         saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
         return TaskFailure('%s: stopped on SIGTERM%s' % (
             self.task_label, '; saved checkpoint %s' % saved if saved else ''),

@@ -54,6 +54,21 @@ def check_inputs(data_dir, hparams, eval_batch_size, validate_files=True):
     return counts
 
 
+def memory_estimate(num_layers):
+    """Rough float32 training memory of a ResNet of `num_layers` (`runner.MemoryEstimate`).
+
+    Per example: each of the 6n convolutions keeps its output, the batch-norm
+    output, the ReLU output and, during the backward pass, a gradient of the
+    same size (16x32x32, 32x16x16 or 64x8x8 floats per stage), plus the
+    image. Fixed: each 3x3 kernel's weights, gradient and momentum.
+    """
+    blocks = (num_layers - 2) // 6
+    stage_floats = (16 * 32 * 32, 32 * 16 * 16, 64 * 8 * 8)
+    per_example = 4 * (4 * 2 * blocks * sum(stage_floats) + 4 * 16 * 32 * 32 + 3 * 3072)
+    weights = 2 * blocks * sum(9 * c * c for c in (16, 32, 64))
+    return runner.MemoryEstimate(fixed_bytes=3 * 4 * weights, bytes_per_example=per_example)
+
+
 def serving_input_receiver_fn():
     """Serving signature: `images`, uint8 [batch, 32, 32, 3] raw RGB pixels."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -162,7 +177,9 @@ class Cifar10Trainer(runner.Trainer):
         hparams = dataclasses.replace(hparams, train_examples=counts['train'])
         return runner.Plan(train_steps=args.train_steps,
                            examples_per_step=args.train_batch_size,
-                           facts=(hparams, counts))
+                           facts=(hparams, counts), train_examples=counts['train'],
+                           batch_flag='--train-batch-size',
+                           memory=memory_estimate(args.num_layers))
 
     def model_params(self, args, plan):
         return {'num-layers': args.num_layers}

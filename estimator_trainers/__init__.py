@@ -5,7 +5,7 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
 - `flags`: common command-line flag groups and value validators.
 - `cluster`: `TF_CONFIG` (and Vertex `CLUSTER_SPEC`) parsed into cluster facts.
 - `distribution`: `--distribution-strategy` resolved against the cluster and
-  devices; bounded wait for the peers a task needs.
+  devices; bounded waits for the peers a task needs, at start-up and later.
 - `sync_replicas`: SyncReplicasOptimizer's session hook, without its stalls.
 - `run_config`: `tf.estimator.RunConfig` and session settings from flags.
 - `hooks`: progress logging and step-aligned checkpointing.
@@ -15,6 +15,9 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
   compatibility).
 - `safe_io`: writing where other local users may have been first (unique
   O_EXCL temp files, staged data sets, owner checks).
+- `lease`: one job per job-dir (a lease object with owner and heartbeat).
+- `faults`: machine faults as one line: unusable job-dir, leftovers of
+  interrupted saves, full disk, memory estimate, SIGTERM.
 - `devices`: the local devices a trainer replicates over.
 - `hypertune`: reports the tuning metric in hyperparameter tuning trials.
 - `errors`, `logs`: user-facing errors printed as one line; log setup.

@@ -26,7 +26,6 @@ Parameter servers and evaluators never get a strategy: they serve variables
 or evaluate checkpoints. Evaluation always runs on one device.
 """
 import dataclasses
-import os
 import socket
 import sys
 import threading
@@ -51,7 +50,7 @@ class Distribution:
       devices: local devices a `tf.distribute` strategy replicates over.
       peers: (`ps-0`-style label, `host:port`) of the tasks this one cannot
         train without; `watch_peers` bounds the wait for them.
-      peer_timeout_secs: how long peers may stay unreachable at start-up.
+      peer_timeout_secs: how long a peer may stay unreachable, at start-up or later.
       max_worker_delay_secs: cap on Estimator's start-up delay of worker i,
         (i + 1) * 5 s (None keeps TensorFlow's 60 s cap).
       builds_strategy: this task trains under a `tf.distribute` strategy.
@@ -274,29 +273,75 @@ def _accepts(address):
         return False
 
 
-def watch_peers(distribution, stderr=None):
-    """Bounds the start-up wait for this task's peers; returns the watcher thread.
+def watch_peers(distribution, stderr=None, poll_secs=None):
+    """Bounds every wait for this task's peers; returns the started `PeerWatch`.
 
     TensorFlow waits forever for a peer that never comes up (session creation
-    retries without end), and its own server must be running for the peers
-    to come up, so the check runs beside start-up instead of before it. When
-    a peer is still unreachable after `peer_timeout_secs`, the process ends
-    with one line naming the address and exit status 2.
+    retries without end) or that went away (a killed ps: "a new session will
+    be created", then the same endless wait), and its own server must be
+    running for the peers to come up, so the check runs beside training. When
+    a peer is unreachable for `peer_timeout_secs` at start-up or at any time
+    until training ends, the process ends with one line naming the address:
+    exit status 2 at start-up (likely a wrong address), 1 later.
     """
     if not distribution.peers:
         return None
-    stderr = stderr or sys.stderr
+    return PeerWatch(distribution, stderr or sys.stderr, poll_secs).start()
 
-    def watch():
-        missing = unreachable_peers(distribution.peers, distribution.peer_timeout_secs)
+
+class PeerWatch:
+    """The thread of `watch_peers`; `stop` it (or let its `hook` end) when training ends."""
+
+    def __init__(self, distribution, stderr, poll_secs=None):
+        self._distribution = distribution
+        self._stderr = stderr
+        self._poll_secs = poll_secs or min(5.0, distribution.peer_timeout_secs / 4)
+        self._stopped = threading.Event()
+
+    def start(self):
+        threading.Thread(target=self._watch, name='peer-watch', daemon=True).start()
+        return self
+
+    def stop(self):
+        """Stops watching: peers may end once training has."""
+        self._stopped.set()
+
+    def _fail(self, code, line):
+        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
+        faults.hard_exit(code, line, self._stderr)
+
+    def _watch(self):
+        dist = self._distribution
+        missing = unreachable_peers(dist.peers, dist.peer_timeout_secs)
         if missing:
-            stderr.write('error: cannot reach %s (from TF_CONFIG) after %gs; is that task '
-                         'running, and is the address right? (--peer-timeout-secs)\n'
-                         % (', '.join('%s at %s' % peer for peer in missing),
-                            distribution.peer_timeout_secs))
-            stderr.flush()
-            os._exit(EXIT_USAGE)  # pylint: disable=protected-access
+            self._fail(EXIT_USAGE, 'error: cannot reach %s (from TF_CONFIG) after %gs; is '
+                       'that task running, and is the address right? '
+                       '(--peer-timeout-secs)'
+                       % (', '.join('%s at %s' % peer for peer in missing),
+                          dist.peer_timeout_secs))
+        down_since = {}
+        while not self._stopped.wait(self._poll_secs):
+            now = time.monotonic()
+            for peer in dist.peers:
+                if _accepts(peer[1]):
+                    down_since.pop(peer, None)
+                else:
+                    down_since.setdefault(peer, now)
+            lost = [peer for peer, since in down_since.items()
+                    if now - since >= dist.peer_timeout_secs]
+            if lost and not self._stopped.is_set():
+                self._fail(1, 'error: lost %s (from TF_CONFIG): unreachable for %gs '
+                           'during training; did that task die? (--peer-timeout-secs)'
+                           % (', '.join('%s at %s' % peer for peer in lost),
+                              dist.peer_timeout_secs))
 
-    thread = threading.Thread(target=watch, name='peer-watch', daemon=True)
-    thread.start()
-    return thread
+    def hook(self):
+        """A training hook that stops the watch when training ends."""
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        watch = self
+
+        class StopPeerWatchHook(tf.compat.v1.train.SessionRunHook):
+            def end(self, session):
+                watch.stop()
+
+        return StopPeerWatchHook()

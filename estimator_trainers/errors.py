@@ -11,6 +11,14 @@ class UserInputError(Exception):
     """
 
 
+class TaskFailure(Exception):
+    """The machine failed the task (full disk, SIGTERM): one line, `exit_code`."""
+
+    def __init__(self, message, exit_code=1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def first_line(error):
     """The first line of an exception's message (TF errors: without the op trace)."""
     text = (getattr(error, 'message', None) or str(error)).strip()
@@ -25,6 +33,10 @@ def run_cli(main, argv=None):
         sys.stderr.write('error: %s\n' % e)
         sys.stderr.flush()
         sys.exit(EXIT_USAGE)
+    except TaskFailure as e:
+        sys.stderr.write('error: %s\n' % e)
+        sys.stderr.flush()
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write('interrupted\n')
         sys.exit(130)

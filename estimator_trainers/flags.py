@@ -105,6 +105,11 @@ def add_job_flags(parser):
         help='Local or gs:// directory for checkpoints, TensorBoard summaries '
              'and exports. A rerun on the same directory resumes training '
              '(defaults to $AIP_MODEL_DIR on Vertex AI).')
+    parser.add_argument(
+        '--lease-timeout-secs', type=positive_float, default=300,
+        help='One job trains in a job-dir at a time (its chief holds '
+             '<job-dir>/LEASE.json with a heartbeat); a lease whose heartbeat is '
+             'older than this is stale and taken over.')
 
 
 def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
@@ -197,7 +202,7 @@ def add_distribution_flags(parser):
         '--peer-timeout-secs', type=positive_float, default=600,
         help='Fail, naming the address, when a cluster task this one needs (the '
              'ps tasks and chief, or the other workers) does not accept '
-             'connections within this many seconds of start-up.')
+             'connections for this many seconds, at start-up or later in training.')
     group.add_argument(
         '--max-worker-delay-secs', type=non_negative_int, default=None,
         help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '

@@ -37,10 +37,29 @@ class Plan:
       train_steps: the global step to train to.
       examples_per_step: examples this task consumes per step (examples/sec).
       facts: anything else the trainer's later methods need (counts, stats).
+      train_examples: examples in the training set, when known: a step may not
+        consume more (`batch_flag` names the flag that sets the batch).
+      memory: `MemoryEstimate`, when the trainer can make one: checked against
+        the host's available memory before the first step.
     """
     train_steps: int
     examples_per_step: int
     facts: object = None
+    train_examples: int = None
+    batch_flag: str = '--batch-size'
+    memory: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryEstimate:
+    """A trainer's rough host-memory need: `fixed_bytes + batch * bytes_per_example`.
+
+    Attributes:
+      fixed_bytes: variables, their gradients and optimizer slots.
+      bytes_per_example: activations one example keeps for the backward pass.
+    """
+    fixed_bytes: int
+    bytes_per_example: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,10 +200,8 @@ def run(trainer, args):
     Returns:
       The final evaluation metrics on the chief, else None.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
@@ -192,12 +209,31 @@ def run(trainer, args):
     cluster = cluster_lib.load_cluster()
     cluster_lib.export_tf_config(cluster)
     task = _task(args, cluster)
-    if cluster.is_ps:
-        config = run_config.from_flags(args, task.distribution)
-        return training.serve_parameters(config)
+    # A parameter server waits inside TensorFlow: it ends at once on SIGTERM.
+    termination = faults.Termination(cluster.task_label, _log,
+                                     quick_exit_secs=0 if cluster.is_ps else None).install()
+    with termination.ending_run():
+        if cluster.is_ps:
+            config = run_config.from_flags(args, task.distribution)
+            return training.serve_parameters(config)
 
-    job_dir_lib.check_owner(args.job_dir)
-    plan = trainer.check(args, task)
+        job_dir_lib.check_owner(args.job_dir)
+        plan = trainer.check(args, task)
+        _check_batch(plan, task)
+        with faults.guarded_run(args.job_dir, cluster, log=_log,
+                                lease_timeout_secs=args.lease_timeout_secs):
+            return _train(trainer, args, task, plan, termination)
+
+
+def _train(trainer, args, task, plan, termination):
+    """Steps 6 to 8 of `run`, on a job-dir this task may write."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import training  # pylint: disable=g-import-not-at-top
+    cluster = task.cluster
     job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args, plan),
                                    write=cluster.is_chief)
     if cluster.is_chief:
@@ -210,7 +246,7 @@ def run(trainer, args):
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
         train_distribute=task.train_distribute)
-    distribution.watch_peers(task.distribution)
+    watch = distribution.watch_peers(task.distribution)
     tf.compat.v1.logging.info('Step target %d; %d examples per step on this task',
                               plan.train_steps, plan.examples_per_step)
     train_input_fn, eval_input_fn = trainer.input_fns(args, task, plan)
@@ -219,7 +255,35 @@ def run(trainer, args):
     return training.train_and_evaluate(
         trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
         train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
-        serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan))
+        serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
+        extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
+            [watch.hook()] if watch else []))
+
+
+def _final_save_dir(task, checkpoint_plan):
+    """Where SIGTERM saves: the chief's job-dir, unless a save needs every worker."""
+    if task.cluster.is_chief and not task.distribution.every_worker_saves:
+        return checkpoint_plan.directory
+    return None
+
+
+def _log(line):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.compat.v1.logging.info(line)
+
+
+def _check_batch(plan, task):
+    """Refuses a step larger than the training set or than the memory available."""
+    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
+    if plan.train_examples is not None and plan.examples_per_step > plan.train_examples:
+        raise errors.UserInputError(
+            '%s=%d is larger than the %d training examples; a step may not use an '
+            'example twice' % (plan.batch_flag, plan.examples_per_step,
+                               plan.train_examples))
+    if task.num_gpus:
+        _log('Memory: not estimated for GPUs')
+        return
+    faults.check_memory(plan.memory, plan.examples_per_step, plan.batch_flag, _log)
 
 
 def _task(args, cluster):

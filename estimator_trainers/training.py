@@ -75,7 +75,7 @@ def serve_parameters(config):
 
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
-                       eval_input_fn, serving_input_receiver_fn=None):
+                       eval_input_fn, serving_input_receiver_fn=None, extra_hooks=()):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -85,6 +85,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       checkpoint_plan: `checkpoints.CheckpointPlan` of this task.
       train_input_fn, eval_input_fn: Estimator input functions.
       serving_input_receiver_fn: export signature; None skips the export.
+      extra_hooks: more training hooks, run before the checkpoint saver's.
 
     Returns:
       The final evaluation metrics on the chief, else None.
@@ -106,7 +107,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         train_hooks = [hooks.TrainingProgressHook(
             batch_size=loop.examples_per_step, every_n_steps=loop.log_step_count_steps,
             summary_dir=job_dir if is_chief else None,
-            collection=PROGRESS_COLLECTION)] + checkpoint_plan.saver_hooks()
+            collection=PROGRESS_COLLECTION)] + list(extra_hooks) + (
+                checkpoint_plan.saver_hooks())
         train_spec = tf.estimator.TrainSpec(
             train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
         eval_spec = tf.estimator.EvalSpec(

@@ -30,6 +30,25 @@ def decay_factor(text):
     return value
 
 
+# Deep-side inputs: z-scored numbers, one-hot payment type, company embedding
+# (an upper bound); a parsed CSV row with its strings.
+_DEEP_INPUT_WIDTH = 64
+_ROW_BYTES = 2048
+
+
+def memory_estimate(hidden_units):
+    """Rough training memory of the DNN side (`runner.MemoryEstimate`).
+
+    Per example: each layer's pre-activation, activation, dropout mask and
+    gradient in float32, plus the parsed row. Fixed: weights with their
+    gradient and Adam's two slots. The wide side's sparse weights are small.
+    """
+    widths = [_DEEP_INPUT_WIDTH] + list(hidden_units) + [1]
+    weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    return runner.MemoryEstimate(fixed_bytes=4 * 4 * weights,
+                                 bytes_per_example=4 * 4 * sum(hidden_units) + _ROW_BYTES)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Facts:
     """What the input scan found, for the later steps of a run."""
@@ -141,7 +160,9 @@ class TaxiTrainer(runner.Trainer):
                      stats[column]['mean'], stats[column]['std'])
         return runner.Plan(train_steps=train_steps, examples_per_step=args.batch_size,
                            facts=_Facts(train_data, eval_data, stats, recorded,
-                                        hidden_units, replica_batch))
+                                        hidden_units, replica_batch),
+                           train_examples=train_data.rows, batch_flag='--batch-size',
+                           memory=memory_estimate(hidden_units))
 
     def model_params(self, args, plan):
         return {'hidden-units': list(plan.facts.hidden_units)}

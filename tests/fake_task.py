@@ -7,6 +7,7 @@ mapping `<type>-<index>`, `<type>` or `default` to one of:
   run:SECS         print a few lines over SECS seconds, exit 0
   fail:CODE:SECS   exit CODE after SECS seconds
   fail-once:SECS   first start: SIGKILL itself after SECS; later starts: exit 0
+  crash-then-serve:SECS  first start: serve, SIGKILL itself after SECS; later: serve
   hang             block forever
   ignore-term      ignore SIGTERM, block forever
   spawn-child      start a grandchild that blocks forever, then block
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -40,7 +42,9 @@ def main():
     with open(state, 'a') as f:
         f.write(json.dumps(record) + '\n')
     print('%s started: %s' % (label, action), flush=True)
-    if name in ('serve', 'serve-all'):
+    if name == 'crash-then-serve' and starts == 0:
+        threading.Timer(float(args[0]), os.kill, (os.getpid(), signal.SIGKILL)).start()
+    if name in ('serve', 'serve-all', 'crash-then-serve'):
         host, port = config['cluster'][task_type][index].rsplit(':', 1)
         server = socket.create_server(('' if name == 'serve-all' else host, int(port)))
         print('serving on %s:%s' % (host, port), flush=True)

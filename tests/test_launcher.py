@@ -114,6 +114,20 @@ def test_parameter_server_exit_fails_the_job(tmp_path):
     assert_all_exited(_pids(_starts(tmp_path)))
 
 
+def test_killed_parameter_server_is_restarted_with_restarts_left(tmp_path):
+    code, stdout, stderr = _run(
+        tmp_path, {'ps': 'crash-then-serve:0.3', 'chief': 'run:3', 'default': 'run:0.3'},
+        '--parameter-server-count', '1', '--worker-count', '1', '--max-restarts', '1')
+    assert code == 0, stderr
+    assert ('[launcher] ps-0 failed (signal SIGKILL); restarting it with the same '
+            'TF_CONFIG (restart 1 of 1); its variables are lost: the chief resumes from '
+            'its last checkpoint') in stderr
+    records = _starts(tmp_path)['ps-0']
+    assert len(records) == 2 and records[0]['tf_config'] == records[1]['tf_config']
+    assert stdout.count('[ps-0] serving on 127.0.0.1:') == 2
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
 def test_killed_task_is_restarted_with_the_same_tf_config(tmp_path):
     code, stdout, stderr = _run(
         tmp_path, {'ps': 'serve', 'chief': 'run:3', 'worker-0': 'fail-once:0.3',

@@ -17,11 +17,13 @@ Lifecycle:
   `--shutdown-grace-secs` to finish on their own, then whatever still runs
   (always the parameter servers, which never exit by themselves) is stopped,
   and the launcher exits 0.
-- A task that fails (non-zero exit or killed by a signal) is started again
-  with the same TF_CONFIG while it has restarts left (`--max-restarts`, per
-  task; never parameter servers, whose variables would be lost), as
-  Kubernetes or Vertex AI restart a failed replica. Otherwise every other task
-  is stopped and the launcher exits 1 naming the task.
+- A task that fails (non-zero exit or killed by a signal; for a parameter
+  server any exit) is started again with the same TF_CONFIG while it has
+  restarts left (`--max-restarts`, per task), as Kubernetes or Vertex AI
+  restart a failed replica. A restarted parameter server starts empty: the
+  chief's session fails, and it restores its last checkpoint into the ps
+  tasks (the steps since are lost). Otherwise every other task is stopped and
+  the launcher exits 1 naming the task.
 - Ctrl-C (or SIGTERM) stops every task and exits 130 (143). Tasks run in
   their own process groups, are stopped group by group (SIGTERM, then SIGKILL
   after `--stop-timeout-secs`), and on Linux are also killed by the kernel if
@@ -276,19 +278,21 @@ class Launcher:
             if code is None:
                 continue
             task.exit_code = code
-            if task.task_type == PS:
+            what = exit_description(code)
+            if task.task_type == PS and task.restarts >= self._max_restarts:
                 raise TaskFailed('%s exited (%s), but parameter servers only stop when '
                                  'the job ends; stopped the other tasks. Its log: %s'
-                                 % (task.label, exit_description(code), task.log_path))
-            if code == 0:
+                                 % (task.label, what, task.log_path))
+            if code == 0 and task.task_type != PS:
                 self.say('%s finished' % task.label)
                 continue
-            what = exit_description(code)
             if task.restarts < self._max_restarts:
                 task.restarts += 1
                 self.say('%s failed (%s); restarting it with the same TF_CONFIG '
-                         '(restart %d of %d)' % (task.label, what, task.restarts,
-                                                 self._max_restarts))
+                         '(restart %d of %d)%s' % (
+                             task.label, what, task.restarts, self._max_restarts,
+                             '; its variables are lost: the chief resumes from its '
+                             'last checkpoint' if task.task_type == PS else ''))
                 self._start(task)
                 continue
             raise TaskFailed('%s failed (%s); stopped the other tasks. Its log: %s'

@@ -1,0 +1,375 @@
+"""Faults of the machine a task runs on, each turned into one clear line.
+
+- `check_job_dir`: a job-dir that is a file, on a read-only file system or
+  under an unwritable parent is refused before training starts.
+- `clean_leftovers`: what TensorFlow leaves when killed mid-save or on a full
+  disk (`model.ckpt-N_temp/`, `graph.pbtxt.tmp<hex>`, `export/temp-<ts>/`) is
+  removed by the chief at start, once it holds the job-dir lease.
+- `disk_full_error`: ENOSPC anywhere in the run becomes one line naming the
+  job-dir's file system and the last good checkpoint, which a rerun resumes.
+- `check_memory`: the batch a step consumes is estimated against
+  MemAvailable before the first step.
+- `Termination`: SIGTERM (cancel, preemption, `timeout`) ends every task
+  promptly; a training chief saves a checkpoint first.
+- `hard_exit`: ends the process from any thread, releasing the lease first.
+"""
+import contextlib
+import errno
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import UserInputError
+
+EXIT_SIGTERM = 128 + signal.SIGTERM
+# What a task other than a training chief gets to end after SIGTERM, and a
+# training chief to save its checkpoint (Kubernetes kills after 30 s).
+QUICK_EXIT_SECS = 5
+SAVE_GRACE_SECS = 25
+
+_exit_callbacks = []
+
+
+def at_exit(callback):
+    """Runs `callback()` when the process ends, by `hard_exit` or normally."""
+    import atexit  # pylint: disable=g-import-not-at-top
+    _exit_callbacks.append(callback)
+    atexit.register(callback)
+
+
+def hard_exit(code, line, stream=None):
+    """Writes `line` (unless None), runs the `at_exit` callbacks and ends the process now.
+
+    For threads that must end a process whose main thread may be blocked in
+    TensorFlow (peer watch, lease heartbeat, SIGTERM watchdog).
+    """
+    if line is not None:
+        stream = stream or sys.stderr
+        stream.write(line + '\n')
+        stream.flush()
+    for callback in _exit_callbacks:
+        try:
+            callback()
+        except Exception:  # pylint: disable=broad-except
+            pass
+    os._exit(code)  # pylint: disable=protected-access
+
+
+# --- the job-dir itself -----------------------------------------------------
+
+def check_job_dir(job_dir, writable=True):
+    """Refuses a job-dir that cannot hold checkpoints; writes nothing if it does.
+
+    Raises:
+      UserInputError: it is a file, its file system is read-only, or it (or
+        the directory it would be created in) is not writable.
+    """
+    if '://' in job_dir:
+        return
+    path = os.path.abspath(job_dir)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserInputError('--job-dir %s is a file, not a directory' % job_dir)
+    if not writable:
+        return
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserInputError('--job-dir %s cannot be created: %s is a file'
+                             % (job_dir, existing))
+    if _read_only_mount(existing):
+        raise UserInputError('--job-dir %s is on a read-only file system (%s)'
+                             % (job_dir, existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserInputError('--job-dir %s%s is not writable by this user'
+                             % (job_dir, '' if existing == path else
+                                ' cannot be created: %s' % existing))
+
+
+def _read_only_mount(path):
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+# TensorFlow's temporary names: a sharded save's `<prefix>_temp/`, an atomic
+# write's `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file),
+# an export's `temp-<timestamp>/`; and this package's lease heartbeat file.
+_LEFTOVERS = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
+              re.compile(r'^LEASE\.json\.[0-9a-f]{32}\.tmp$'))
+_EXPORT_LEFTOVER = re.compile(r'^temp-\d+$')
+
+
+def clean_leftovers(job_dir, log):
+    """Removes the temporary files and directories interrupted saves left.
+
+    Call only while holding the job-dir lease: a running save of another
+    process would lose its files. Returns the removed paths.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    removed = []
+    for directory, patterns in ((job_dir, _LEFTOVERS),
+                                (os.path.join(job_dir, 'export'), (_EXPORT_LEFTOVER,))):
+        if not tf.io.gfile.isdir(directory):
+            continue
+        for name in sorted(tf.io.gfile.listdir(directory)):
+            name = name.rstrip('/')
+            if any(p.match(name) for p in patterns):
+                path = os.path.join(directory, name)
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+                removed.append(path)
+    if removed:
+        log('Removed %d leftover(s) of interrupted saves: %s'
+            % (len(removed), ', '.join(os.path.basename(p) for p in removed)))
+    return removed
+
+
+# --- full disk --------------------------------------------------------------
+
+def is_disk_full(error):
+    """True for ENOSPC, raised by Python or by TensorFlow's file system layer."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True
+        if 'No space left on device' in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def disk_full_error(job_dir):
+    """The `TaskFailure` for a full job-dir, naming the checkpoint a rerun resumes."""
+    good = last_good_checkpoint(job_dir)
+    return TaskFailure(
+        'the file system of --job-dir %s is full (No space left on device); %s; free '
+        'space and rerun the same command to resume'
+        % (job_dir, 'the last good checkpoint is %s' % good if good else
+           'no checkpoint was saved yet'))
+
+
+def last_good_checkpoint(job_dir):
+    """Newest listed checkpoint of `job_dir` that restores (its step readable), or None."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    try:
+        state = tf.train.get_checkpoint_state(job_dir)
+    except tf.errors.OpError:
+        return None
+    if state is None:
+        return None
+    for path in reversed(list(state.all_model_checkpoint_paths)):
+        try:
+            tf.train.load_variable(path, 'global_step')
+            return path
+        except (tf.errors.OpError, ValueError):
+            continue
+    return None
+
+
+# --- memory -----------------------------------------------------------------
+
+def mem_available_bytes(meminfo='/proc/meminfo'):
+    """MemAvailable of /proc/meminfo in bytes, or None where there is none."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith('MemAvailable:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(estimate, batch, batch_flag, log, available=None):
+    """Refuses a step whose estimated memory exceeds what the host has available.
+
+    Args:
+      estimate: `runner.MemoryEstimate` of the trainer, or None (no estimate).
+      batch: examples one step of this process holds.
+      batch_flag: the flag that sets it, for the message.
+      log: callable taking one line.
+      available: bytes available (default: MemAvailable).
+
+    Raises:
+      UserInputError: the estimate exceeds the available memory.
+    """
+    if estimate is None:
+        return
+    available = mem_available_bytes() if available is None else available
+    need = estimate.fixed_bytes + batch * estimate.bytes_per_example
+    text = ('about %s for one step of %d examples (%s per example, rough estimate of '
+            'the model\'s activations and variables)'
+            % (_size(need), batch, _size(estimate.bytes_per_example)))
+    if available is None:
+        log('Memory: %s; the available memory is unknown' % text)
+    elif need > available:
+        raise UserInputError('%s=%d needs %s, but only %s is available (MemAvailable); '
+                             'lower %s' % (batch_flag, batch, text, _size(available),
+                                           batch_flag))
+    else:
+        log('Memory: %s; %s available' % (text, _size(available)))
+
+
+def _size(count):
+    for unit in ('bytes', 'KiB', 'MiB', 'GiB'):
+        if count < 1024 or unit == 'GiB':
+            return ('%d %s' if unit == 'bytes' else '%.1f %s') % (count, unit)
+        count /= 1024.0
+    return None
+
+
+# --- SIGTERM ----------------------------------------------------------------
+
+class Terminated(BaseException):
+    """SIGTERM arrived; a BaseException so TensorFlow's retry loops let it through."""
+
+
+class Termination:
+    """Ends the task promptly on SIGTERM, saving a checkpoint first on a training chief.
+
+    Python runs signal handlers only in the main thread between bytecodes,
+    and TensorFlow's preemption notifier may install its own handler that
+    ignores SIGTERM. So `install` puts back a Python handler and also has
+    the signal written to a pipe that a watchdog thread reads: when the main
+    thread does not end the process in time (blocked inside TensorFlow), the
+    watchdog ends it.
+    """
+
+    def __init__(self, task_label, log, quick_exit_secs=None):
+        """`quick_exit_secs`: how long the main thread gets to end when not saving
+        (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
+        waits inside TensorFlow)."""
+        self.task_label = task_label
+        self._log = log
+        self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
+                                 else quick_exit_secs)
+        self.requested = threading.Event()
+        self._said = False  # the main thread reports it: the watchdog stays silent
+        self.saving = False  # a training chief's stop hook is active
+        self.checkpoint_dir = None
+
+    def install(self):
+        """Takes SIGTERM over; call from the main thread (`hook` takes it back later,
+        should TensorFlow's runtime have installed its own handler meanwhile)."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watchdog, args=(read_fd,), name='sigterm-watchdog',
+                         daemon=True).start()
+        return self
+
+    def _on_signal(self, signum, frame):
+        del signum, frame
+        self.requested.set()
+        if not self.saving:
+            raise Terminated()
+        self._log('SIGTERM: stopping training after a final checkpoint')
+
+    def _watchdog(self, read_fd):
+        while os.read(read_fd, 1)[0] != signal.SIGTERM:
+            pass
+        self.requested.set()
+        grace = SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
+        time.sleep(grace)
+        hard_exit(EXIT_SIGTERM, None if self._said else 'error: %s: stopped on SIGTERM%s' % (
+            self.task_label, ' (it did not end by itself within %ds; no checkpoint '
+            'saved)' % grace if grace else ''))
+
+    @contextlib.contextmanager
+    def ending_run(self):
+        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`.
+
+        After the run, SIGTERM gets its default action back (the process is
+        ending anyway; no exception may surface during interpreter shutdown).
+        """
+        try:
+            yield self
+        except Terminated:
+            raise self.failure() from None
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def failure(self):
+        """The one-line `TaskFailure` for a SIGTERM the main thread handled."""
+        self._said = True
+        saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
+        return TaskFailure('%s: stopped on SIGTERM%s' % (
+            self.task_label, '; saved checkpoint %s' % saved if saved else ''),
+            exit_code=EXIT_SIGTERM)
+
+    def hook(self, checkpoint_dir):
+        """A training hook that stops training on SIGTERM, saving into `checkpoint_dir`.
+
+        It must run before the checkpoint saver hook: its `end` saves without
+        the saver's listeners (which would evaluate) and ends the run.
+        """
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        termination = self
+
+        class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
+            """Requests a stop after SIGTERM; `end` saves a checkpoint and ends the run."""
+
+            def begin(self):
+                # TensorFlow's preemption notifier may have taken SIGTERM since.
+                signal.signal(signal.SIGTERM, termination._on_signal)  # pylint: disable=protected-access
+                termination.saving = checkpoint_dir is not None
+                termination.checkpoint_dir = checkpoint_dir
+                if termination.requested.is_set():
+                    raise Terminated()
+
+            def after_run(self, run_context, run_values):
+                if termination.requested.is_set():
+                    run_context.request_stop()
+
+            def end(self, session):
+                if termination.requested.is_set():
+                    if checkpoint_dir is not None:
+                        step = session.run(tf.compat.v1.train.get_global_step())
+                        saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
+                        saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                   global_step=step)
+                    raise Terminated()
+                termination.saving = False
+
+        return StopOnTerminationHook()
+
+
+# --- all of it, around one task's run -----------------------------------------
+
+@contextlib.contextmanager
+def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
+    """Holds the job-dir for one training task's run and turns faults into one line.
+
+    Before: refuses an unusable job-dir; the chief takes the lease and cleans
+    the leftovers of interrupted saves, other tasks check that the lease, if
+    any, is their cluster's. After: a full disk becomes a `TaskFailure`; the
+    lease is released.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import lease as lease_lib  # pylint: disable=g-import-not-at-top
+    check_job_dir(job_dir)
+    lease = lease_lib.Lease(job_dir, lease_lib.cluster_id(cluster), cluster.task_label,
+                            timeout_secs=lease_timeout_secs, log=log)
+    try:
+        if cluster.is_chief:
+            tf.io.gfile.makedirs(job_dir)
+            lease.acquire()
+            at_exit(lease.release)
+            clean_leftovers(job_dir, log)
+        else:
+            lease.check_shared()
+        yield
+    except Exception as e:  # pylint: disable=broad-except
+        if is_disk_full(e):
+            raise disk_full_error(job_dir) from None
+        raise
+    finally:
+        lease.release()

@@ -1,0 +1,307 @@
+"""One training job per job-dir: a lease object in the job-dir.
+
+Two trainers on one job-dir would overwrite each other's checkpoints
+silently. The chief of a job holds `<job-dir>/LEASE.json`, which names the
+owner (host, pid, task), the job's cluster id and a heartbeat the owner
+refreshes; a second job is refused in one line naming the owner. The other
+tasks of the same cluster (same cluster id) share the chief's lease, and a
+chief restarted with the same TF_CONFIG takes its predecessor's lease over.
+A lease whose heartbeat is older than the timeout, or whose owner process is
+gone from this host, is stale and taken over with a line saying so.
+
+Creation is exclusive: locally with `O_CREAT | O_EXCL`; on gs:// with
+google-cloud-storage's `if_generation_match=0` (the object must not exist)
+when that package is installed, else by write-then-read-back with the
+owner's unique token through tf.io.gfile, which leaves a window of one
+request in which two starters can both write: the loser then reads another
+token back and is refused, and a heartbeat that finds another owner's token
+ends its process.
+"""
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+
+from estimator_trainers.errors import UserInputError
+
+LEASE_FILE = 'LEASE.json'
+DEFAULT_TIMEOUT_SECS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """Who holds a lease (the JSON content of the lease object)."""
+    token: str
+    cluster_id: str
+    host: str
+    pid: int
+    pid_start: str
+    task: str
+    heartbeat: float
+
+    def describe(self):
+        return '%s (pid %d on %s, heartbeat %s)' % (
+            self.task, self.pid, self.host,
+            time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.heartbeat)))
+
+
+def cluster_id(cluster, environ=None):
+    """Identifies one job: tasks of one cluster agree on it, other jobs do not.
+
+    A cluster is its TF_CONFIG `cluster` dict plus the job id a platform sets
+    (Vertex and AI Platform set `CLOUD_ML_JOB_ID`); a single process without
+    TF_CONFIG is a job of its own.
+    """
+    environ = os.environ if environ is None else environ
+    if not cluster.is_distributed:
+        return 'local-%s' % uuid.uuid4().hex
+    text = json.dumps({'cluster': cluster.cluster,
+                       'job': environ.get('CLOUD_ML_JOB_ID', '')}, sort_keys=True)
+    return 'cluster-%s' % hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pid_start(pid):
+    """Start time of `pid` (clock ticks after boot): tells a reused pid apart."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ''
+
+
+class _LocalStore:
+    """The lease object on a local file system."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def create(self, text):
+        """Writes `text` if no lease exists; returns whether it did."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o644)
+        except FileExistsError:
+            return False
+        try:
+            with os.fdopen(fd, 'w') as f:
+                f.write(text)
+        except OSError:
+            os.remove(self.path)  # e.g. a full disk: leave no empty lease behind
+            raise
+        return True
+
+    def read(self):
+        try:
+            with open(self.path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def replace(self, text):
+        tmp = '%s.%s.tmp' % (self.path, uuid.uuid4().hex)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.replace(tmp, self.path)
+
+    def delete(self):
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class _GfileStore(_LocalStore):
+    """The lease object on gs:// (or any tf.io.gfile file system)."""
+
+    def create(self, text):
+        created = _create_gcs_object(self.path, text)
+        if created is not None:
+            return created
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        if tf.io.gfile.exists(self.path):
+            return False
+        self.replace(text)
+        return self.read() == text
+
+    def read(self):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        try:
+            with tf.io.gfile.GFile(self.path) as f:
+                return f.read()
+        except tf.errors.NotFoundError:
+            return None
+
+    def replace(self, text):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        with tf.io.gfile.GFile(self.path, 'w') as f:
+            f.write(text)
+
+    def delete(self):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        try:
+            tf.io.gfile.remove(self.path)
+        except tf.errors.NotFoundError:
+            pass
+
+
+def _create_gcs_object(path, text):
+    """Creates gs:// `path` only if absent (`if_generation_match=0`).
+
+    Returns whether it did, or None where google-cloud-storage cannot be used
+    (not a gs:// path, not installed, no credentials): then the caller falls
+    back to write-then-read-back.
+    """
+    if not path.startswith('gs://'):
+        return None
+    try:
+        from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+        from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
+        from google.cloud import storage  # pylint: disable=g-import-not-at-top
+    except ImportError:
+        return None
+    bucket, _, name = path[len('gs://'):].partition('/')
+    try:
+        blob = storage.Client().bucket(bucket).blob(name)
+        blob.upload_from_string(text, if_generation_match=0)
+    except exceptions.PreconditionFailed:
+        return False
+    except (exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError, OSError):
+        return None
+    return True
+
+
+def _store(job_dir):
+    path = os.path.join(job_dir, LEASE_FILE)
+    return _GfileStore(path) if '://' in job_dir else _LocalStore(path)
+
+
+class Lease:
+    """The job-dir lease of this process's job.
+
+    Args:
+      job_dir: the --job-dir (it must exist).
+      cluster_id: see `cluster_id`.
+      task: this task's label (`chief-0`, `local`).
+      timeout_secs: a heartbeat older than this is stale.
+      log: callable taking one line (takeovers are logged through it).
+    """
+
+    def __init__(self, job_dir, cluster_id, task, timeout_secs=DEFAULT_TIMEOUT_SECS,
+                 log=None):
+        self.job_dir = job_dir
+        self.cluster_id = cluster_id
+        self.task = task
+        self.timeout_secs = timeout_secs
+        self._log = log or (lambda line: sys.stderr.write(line + '\n'))
+        self._store = _store(job_dir)
+        self._token = uuid.uuid4().hex
+        self._held = False
+        self._stop = threading.Event()
+        self._thread = None
+
+    @property
+    def held(self):
+        return self._held
+
+    def _owner_text(self):
+        return json.dumps(dataclasses.asdict(Owner(
+            token=self._token, cluster_id=self.cluster_id, host=socket.gethostname(),
+            pid=os.getpid(), pid_start=_pid_start(os.getpid()), task=self.task,
+            heartbeat=time.time())), sort_keys=True)
+
+    def current_owner(self):
+        """The `Owner` in the job-dir, or None (no lease, or an unreadable one)."""
+        text = self._store.read()
+        if not text:
+            return None
+        try:
+            return Owner(**json.loads(text))
+        except (ValueError, TypeError):
+            return None
+
+    def stale_reason(self, owner):
+        """Why `owner`'s lease no longer counts, or None while it does."""
+        if owner is None:
+            return 'it is unreadable'
+        if owner.host == socket.gethostname() and owner.pid_start != _pid_start(owner.pid):
+            return 'its process %d on this host is gone' % owner.pid
+        age = time.time() - owner.heartbeat
+        if age > self.timeout_secs:
+            return 'its heartbeat is %ds old (timeout %ds)' % (age, self.timeout_secs)
+        return None
+
+    def check_shared(self):
+        """A non-chief task: refuses a job-dir leased to another job (no lease: fine)."""
+        owner = self.current_owner()
+        if owner is not None and owner.cluster_id != self.cluster_id:
+            if self.stale_reason(owner) is None:
+                raise self._refusal(owner)
+
+    def acquire(self):
+        """Takes the lease, or raises `UserInputError` naming its owner."""
+        for _ in range(3):
+            if self._store.create(self._owner_text()):
+                return self._hold()
+            owner = self.current_owner()
+            if owner is None and self._store.read() is None:
+                continue  # released meanwhile: try again
+            if owner is not None and owner.cluster_id == self.cluster_id:
+                self._log('Job-dir lease: taking over from %s, an earlier process of '
+                          'this cluster' % owner.describe())
+            else:
+                reason = self.stale_reason(owner)
+                if reason is None:
+                    raise self._refusal(owner)
+                self._log('Job-dir lease: taking over the stale lease of %s: %s'
+                          % (owner.describe() if owner else LEASE_FILE, reason))
+            self._store.delete()
+        raise UserInputError('--job-dir %s: could not take its lease %s; another job '
+                             'keeps taking it' % (self.job_dir, LEASE_FILE))
+
+    def _refusal(self, owner):
+        return UserInputError(
+            '--job-dir %s is in use by %s of another job (lease %s); wait for it to '
+            'finish, use another --job-dir, or delete the lease if that job is gone'
+            % (self.job_dir, owner.describe(), os.path.join(self.job_dir, LEASE_FILE)))
+
+    def _hold(self):
+        self._held = True
+        self._thread = threading.Thread(target=self._beat, name='lease-heartbeat',
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self):
+        """Refreshes the heartbeat; ends the process if another job took the lease."""
+        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
+        while not self._stop.wait(max(1.0, self.timeout_secs / 5)):
+            try:
+                owner = self.current_owner()
+                if owner is None or owner.token != self._token:
+                    self._held = False
+                    faults.hard_exit(1, 'error: --job-dir %s: lost its lease to %s; '
+                                        'stopping so that only one job writes there'
+                                     % (self.job_dir, owner.describe() if owner
+                                        else 'nobody (it was deleted)'))
+                self._store.replace(self._owner_text())
+            except Exception as e:  # pylint: disable=broad-except
+                self._log('Job-dir lease: heartbeat failed (%s); retrying' % e)
+
+    def release(self):
+        """Deletes the lease if this process still holds it."""
+        self._stop.set()
+        if not self._held:
+            return
+        self._held = False
+        try:
+            owner = self.current_owner()
+            if owner is not None and owner.token == self._token:
+                self._store.delete()
+        except Exception:  # pylint: disable=broad-except
+            pass

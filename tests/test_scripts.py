@@ -1,5 +1,4 @@
 """The shell entry points: usage and argument errors (set-up: test_setup_venv.py)."""
-import os
 import shutil
 import subprocess
 

@@ -70,9 +70,7 @@ def check_job_dir(job_dir, writable=True):
     """
     if '://' in job_dir:
         return
-    path = os.path.abspath(job_dir)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UserInputError('--job-dir %s is a file, not a directory' % job_dir)
+    path = os.path.abspath(job_dir)  # not a file: `job_dir.check_owner` ran first
     if not writable:
         return
     existing = path

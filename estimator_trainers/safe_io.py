@@ -44,8 +44,8 @@ def check_owner(path, flag):
         return
     try:
         info = os.stat(path)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # not there yet (the caller says why it cannot be created)
     except OSError as e:
         raise UserInputError('%s %s: %s' % (flag, path, e.strerror)) from None
     if not stat.S_ISDIR(info.st_mode):

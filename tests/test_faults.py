@@ -195,7 +195,7 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
         if case == 'file':
             job_dir = tmp_path / 'job'
             job_dir.write_bytes(b'not a directory\n')
-            expected = 'error: --job-dir %s is a file, not a directory' % job_dir
+            expected = 'error: --job-dir %s is not a directory' % job_dir
         elif case == 'read-only':
             mount = stack.enter_context(mounted_tmpfs(tmp_path / 'ro', '1m', read_only=True))
             job_dir = os.path.join(mount, 'job')

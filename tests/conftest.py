@@ -1,4 +1,4 @@
-"""Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data."""
+"""Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data, gs:// emulator."""
 import os
 import socket
 import subprocess
@@ -10,6 +10,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position
+import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
 import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 # Autouse: no process a test starts outlives it, none the suite starts outlives the run.
 from processes import kill_test_processes, no_leftover_processes  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
@@ -98,3 +99,14 @@ def cifar10_data_dir(tmp_path_factory, cifar10_tarball):
     run_module('cifar10_estimator.generate_cifar10_tfrecords', '--data-dir', data_dir,
                '--source', cifar10_tarball, check=0)
     return data_dir
+
+
+@pytest.fixture(scope='session')
+def gcs(tmp_path_factory):
+    """A local Cloud Storage that TensorFlow's built-in gs:// client reaches.
+
+    Pass `gcs.env()` to subprocesses; `gcs.create_bucket(name)` makes a bucket.
+    See tests/gcs_emulator.py.
+    """
+    with gcs_emulator.GcsEmulator(str(tmp_path_factory.mktemp('gcs'))) as emulator:
+        yield emulator

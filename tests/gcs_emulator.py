@@ -154,6 +154,21 @@ class GcsEmulator:
             if not token:
                 return names
 
+    def read_object(self, uri):
+        """The bytes of object `gs://bucket/name`, straight from the emulator."""
+        bucket, _, name = uri[len('gs://'):].partition('/')
+        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=30)
+        try:
+            conn.request('GET', '/storage/v1/b/%s/o/%s?alt=media'
+                         % (bucket, urllib.parse.quote(name, safe='')))
+            response = conn.getresponse()
+            body = response.read()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise RuntimeError('reading %s: HTTP %d' % (uri, response.status))
+        return body
+
     def _request(self, method, path, body=None):
         conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=30)
         try:

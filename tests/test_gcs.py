@@ -8,7 +8,6 @@ tests share one job-dir and run in file order.
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -18,7 +17,6 @@ import urllib.request
 import pytest
 import tensorflow as tf
 
-import taxi_trips
 from cluster_helpers import ASYNC_OVERSHOOT, final_step, launch
 from conftest import cli_env, run_module
 from taxi_trips import final_metrics
@@ -31,6 +29,7 @@ TAXI_FAST = ['--batch-size', '64', '--checkpoint-num-steps', '100', '--random-se
              '--learning-rate', '0.01', '--eval-frequency-secs', '0']
 CIFAR_SMALL = ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '50',
                '--batch-norm-decay', '0.9', '--random-seed', '7']
+TAXI_JOB_DIR = 'gs://taxi-data/jobs/taxi'
 _CHECKPOINT_RE = re.compile(r'model\.ckpt-(\d+)\.index')
 
 
@@ -62,66 +61,53 @@ def event_tags(gcs, directory, local_dir):
     return tags
 
 
-@pytest.fixture(scope='module')
-def taxi_bucket(gcs, tmp_path_factory):
-    """A bucket whose data/ holds the taxi data step's CSVs; returns (gs://bucket, stderr)."""
-    bucket = gcs.create_bucket('taxi-test')
-    rng = random.Random(5)
-    wheel = taxi_trips.write_tfx_wheel(tmp_path_factory.mktemp('tfx') / 'tfx.whl',
-                                       [taxi_trips.trip(rng) for _ in range(1000)])
-    proc = run_module('taxi_estimator.data', '--out-dir', bucket + '/data', '--source',
-                      'tfx', '--tfx-wheel', wheel, env=gcs.env(), check=0)
-    return bucket, proc.stderr
-
-
-def test_taxi_data_step_writes_to_gs(gcs, taxi_bucket):
-    bucket, stderr = taxi_bucket
+def test_taxi_data_step_writes_to_gs(gcs, gcs_taxi_data):
+    data_dir, stderr = gcs_taxi_data
     for name in (taxi_data.TRAIN_FILE, taxi_data.EVAL_FILE):
-        lines = gcs.read_object('%s/data/%s' % (bucket, name)).decode().splitlines()
+        lines = gcs.read_object('%s/%s' % (data_dir, name)).decode().splitlines()
         assert lines[0] == ','.join(schema.COLUMNS)
-        assert 'Wrote %d rows to %s/data/%s' % (len(lines) - 1, bucket, name) in stderr
-    assert sorted(gcs.list_objects('taxi-test', 'data/')) == [
+        assert 'Wrote %d rows to %s/%s' % (len(lines) - 1, data_dir, name) in stderr
+    assert sorted(gcs.list_objects('taxi-data', 'data/')) == [
         'data/', 'data/' + taxi_data.EVAL_FILE, 'data/' + taxi_data.TRAIN_FILE]
 
 
-def _taxi_data_flags(bucket):
-    return ['--train-files', bucket + '/data/' + taxi_data.TRAIN_FILE,
-            '--eval-files', bucket + '/data/' + taxi_data.EVAL_FILE]
+def taxi_data_flags(data_dir):
+    """Trainer flags for the CSVs of the `gcs_taxi_data` fixture."""
+    return ['--train-files=%s/%s' % (data_dir, taxi_data.TRAIN_FILE),
+            '--eval-files=%s/%s' % (data_dir, taxi_data.EVAL_FILE)]
 
 
-def _train_taxi(gcs, bucket, steps):
-    return run_module(TAXI, *_taxi_data_flags(bucket), '--job-dir', bucket + '/jobs/taxi',
+def _train_taxi(gcs, data_dir, steps):
+    return run_module(TAXI, *taxi_data_flags(data_dir), '--job-dir', TAXI_JOB_DIR,
                       '--train-steps', steps, *TAXI_FAST, env=gcs.env(), check=0)
 
 
-def test_taxi_trains_checkpoints_evaluates_and_exports_on_gs(gcs, taxi_bucket, tmp_path):
-    bucket, _ = taxi_bucket
-    job_dir = bucket + '/jobs/taxi'
-    proc = _train_taxi(gcs, bucket, 200)
+def test_taxi_trains_checkpoints_evaluates_and_exports_on_gs(gcs, gcs_taxi_data, tmp_path):
+    job_dir = TAXI_JOB_DIR
+    proc = _train_taxi(gcs, gcs_taxi_data[0], 200)
     step, metrics = final_metrics(proc.stderr)
     assert step == 200 and metrics['auc'] > 0.7, metrics
     assert checkpoint_steps(gcs, job_dir) == [0, 100, 200]
     exported = saved_models(gcs, job_dir)
     assert len(exported) == 1 and re.fullmatch(r'export/\d+/saved_model.pb', exported[0])
-    assert not [n for n in gcs.list_objects('taxi-test', 'jobs/taxi/export/') if 'temp-' in n]
+    assert not [n for n in gcs.list_objects('taxi-data', 'jobs/taxi/export/') if 'temp-' in n]
     assert {'accuracy', 'auc', 'loss'} <= event_tags(gcs, job_dir + '/eval', tmp_path)
     assert json.loads(gcs.read_object(job_dir + '/feature_stats.json'))['fare']['std'] > 0
 
 
-def test_taxi_rerun_resumes_from_gs(gcs, taxi_bucket):
-    bucket, _ = taxi_bucket
-    proc = _train_taxi(gcs, bucket, 300)
+def test_taxi_rerun_resumes_from_gs(gcs, gcs_taxi_data):
+    proc = _train_taxi(gcs, gcs_taxi_data[0], 300)
     assert 'Resuming from global step 200' in proc.stderr
     assert final_metrics(proc.stderr)[0] == 300
-    assert checkpoint_steps(gcs, bucket + '/jobs/taxi') == [0, 100, 200, 300]
-    assert len(saved_models(gcs, bucket + '/jobs/taxi')) == 2
+    assert checkpoint_steps(gcs, TAXI_JOB_DIR) == [0, 100, 200, 300]
+    assert len(saved_models(gcs, TAXI_JOB_DIR)) == 2
 
 
-def test_tensorboard_serves_eval_scalars_from_gs(gcs, taxi_bucket, tmp_path):
+def test_tensorboard_serves_eval_scalars_from_gs(gcs, gcs_taxi_data, tmp_path):
     """TensorBoard's Python loader (--load_fast=false) reads gs:// through TF's client."""
     log = open(tmp_path / 'tensorboard.log', 'w+')  # pylint: disable=consider-using-with
     board = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, '-m', 'tensorboard.main', '--logdir', taxi_bucket[0] + '/jobs/taxi',
+        [sys.executable, '-m', 'tensorboard.main', '--logdir', TAXI_JOB_DIR,
          '--load_fast=false', '--host', '127.0.0.1', '--port', '0',
          '--reload_interval', '1'],
         env=cli_env(gcs.env()), stdout=log, stderr=subprocess.STDOUT,
@@ -142,13 +128,12 @@ def test_tensorboard_serves_eval_scalars_from_gs(gcs, taxi_bucket, tmp_path):
 
 
 @pytest.mark.slow
-def test_local_cluster_with_a_gs_job_dir(gcs, taxi_bucket, tmp_path):
+def test_local_cluster_with_a_gs_job_dir(gcs, gcs_taxi_data, tmp_path):
     """1 ps, 2 workers and an evaluator sharing a gs:// job-dir; task logs stay local."""
-    bucket, _ = taxi_bucket
-    job_dir = bucket + '/jobs/cluster'
+    job_dir = 'gs://taxi-data/jobs/cluster'
     cluster = launch(job_dir, ['--log-dir', tmp_path / 'logs', '--parameter-server-count',
                                '1', '--worker-count', '2', '--evaluator-count', '1'],
-                     [sys.executable, '-m', TAXI, *_taxi_data_flags(bucket),
+                     [sys.executable, '-m', TAXI, *taxi_data_flags(gcs_taxi_data[0]),
                       '--job-dir', job_dir, '--train-steps', '300', '--batch-size', '64',
                       '--checkpoint-num-steps', '100', '--random-seed', '3',
                       '--max-worker-delay-secs', '5', '--eval-frequency-secs', '1'],
@@ -165,26 +150,17 @@ def test_local_cluster_with_a_gs_job_dir(gcs, taxi_bucket, tmp_path):
         'chief-0.log', 'evaluator-0.log', 'ps-0.log', 'worker-0.log', 'worker-1.log']
 
 
-@pytest.fixture(scope='module')
-def cifar_data(gcs, cifar10_tarball):
-    """TFRecords written to a bucket by the real CIFAR-10 data step; returns (dir, stderr)."""
-    data_dir = gcs.create_bucket('cifar-test') + '/data'
-    proc = run_module('cifar10_estimator.generate_cifar10_tfrecords', '--data-dir',
-                      data_dir, '--source', cifar10_tarball, env=gcs.env(), check=0)
-    return data_dir, proc.stderr
-
-
 @pytest.mark.slow
-def test_cifar10_data_step_and_trainer_on_gs(gcs, cifar_data, tmp_path):
-    data_dir, _ = cifar_data
-    names = gcs.list_objects('cifar-test', 'data/')
-    assert {'data/train.tfrecords', 'data/validation.tfrecords',
-            'data/eval.tfrecords'} <= set(names)
+def test_cifar10_data_step_and_trainer_on_gs(gcs, gcs_cifar10_data, tmp_path):
+    data_dir, _ = gcs_cifar10_data
+    names = gcs.list_objects('cifar-data', 'data/cifar10/')
+    assert {'data/cifar10/train.tfrecords', 'data/cifar10/validation.tfrecords',
+            'data/cifar10/eval.tfrecords'} <= set(names)
     train_records = tmp_path / 'train.tfrecords'
     train_records.write_bytes(gcs.read_object(data_dir + '/train.tfrecords'))
     assert sum(1 for _ in tf.data.TFRecordDataset(str(train_records))) == 400
 
-    job_dir = 'gs://cifar-test/jobs/resnet8'
+    job_dir = 'gs://cifar-data/jobs/resnet8'
     common = ['--data-dir', data_dir, '--job-dir', job_dir, *CIFAR_SMALL,
               '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10']
     proc = run_module(CIFAR, *common, '--train-steps', '40', env=gcs.env(), check=0)

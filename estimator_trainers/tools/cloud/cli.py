@@ -28,6 +28,7 @@ from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import preflight
+from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import submission as submission_lib
 from estimator_trainers.tools.cloud import tfjob
@@ -152,6 +153,7 @@ def build_parser():
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
     _add_poll_flag(submit)
+    rehearsal.add_flags(submit)
 
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
@@ -246,7 +248,7 @@ def submit(args, trainer_flags, backend, out, err):
         return 0
 
     credentials = adc_project = None
-    if args.target == 'vertex' and not args.dry_run:
+    if args.target == 'vertex' and not args.dry_run and rehearsal.needs_credentials(args):
         credentials, adc_project = backend.credentials()
     project = _project(args.project or adc_project)
 
@@ -278,7 +280,7 @@ def submit(args, trainer_flags, backend, out, err):
         if problem:
             raise UserInputError(problem)
 
-        vertex = backend.vertex(project, region, credentials)
+        vertex = None if args.rehearse else backend.vertex(project, region, credentials)
         checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
                                         project)
         preflight.check_storage(checks, sub, parsed, params, bucket_uri)
@@ -288,6 +290,10 @@ def submit(args, trainer_flags, backend, out, err):
         if context:
             _build_image(backend, credentials, sub, args, storage_client, context,
                          build_body, bucket_uri, err)
+
+    if args.rehearse:
+        return rehearsal.rehearse(body, storage_client, max_replicas=args.max_replicas,
+                                  out=out, err=err)
 
     job = _create(vertex, collection, body, sub)
     out.write('%s\n' % job['name'])

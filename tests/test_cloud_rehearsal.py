@@ -19,6 +19,7 @@ import pytest
 
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
+from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import rehearsal
 from test_gcs import saved_models, taxi_data_flags
@@ -87,6 +88,19 @@ def test_tuning_plan_runs_one_trial_with_mid_range_values():
     assert chief.env['AIP_MODEL_DIR'] == 'gs://bkt/jobs/job/1/model'
     assert json.loads(chief.env['TF_CONFIG'])['task'] == {'type': 'chief', 'index': 0,
                                                          'trial': '1'}
+
+
+@pytest.mark.parametrize('options, clash', [
+    (['--dry-run'], '--dry-run'),
+    (['--target', 'ai-platform'], '--target ai-platform'),
+    (['--image-uri', 'example.com/trainer:1', '--stream-logs'], '--image-uri or --stream-logs'),
+])
+def test_rehearse_refuses_options_it_cannot_honour(options, clash):
+    with pytest.raises(UserInputError) as raised:
+        cli.main(['submit', 'taxi', '--rehearse', '--bucket', 'gs://bkt', *PROJECT, *options],
+                 out=io.StringIO(), err=io.StringIO())
+    assert str(raised.value) == ('--rehearse runs the staged package on this machine; it '
+                                 'does not go with %s' % clash)
 
 
 @pytest.mark.parametrize('parameter, expected', [

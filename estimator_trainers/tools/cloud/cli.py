@@ -208,6 +208,7 @@ def main(argv=None, backend=None, out=None, err=None):
 
 def submit(args, trainer_flags, backend, out, err):
     """Validates everything, then prints (dry run) or stages and creates the job."""
+    rehearsal.check_options(args)
     trainer = registry.get(args.model)
     config = configs.load_config(args.config) if args.config else configs.default_config()
     for note in config.notes:

@@ -177,12 +177,12 @@ def test_rehearses_the_cifar10_cluster_config(gcs, gcs_cifar10_data, tmp_path):
 
 
 def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
-    proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-step=200',
+    proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--trian-steps=200',
                      *taxi_data_flags(gcs_taxi_data[0]), bucket='gs://taxi-data',
                      job='bad_flag', check=2)
     assert proc.stderr.strip().splitlines()[-1] == (
         'error: taxi_estimator.task rejects the args of worker pool 0 (chief): '
-        'unrecognized arguments: --train-step=200')
+        'unrecognized arguments: --trian-steps=200 (see --help)')
     assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
 
 

@@ -55,6 +55,8 @@ _NOT_INHERITED = ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'TF_CONFIG', 'CLUST
 _FINAL_RE = re.compile(r'Final evaluation at global step (\d+)')
 _EXPORT_RE = re.compile(r'Exported SavedModel to (\S+)')
 _PIP_ERROR_RE = re.compile(r'^ERROR: (.*)$', re.M)
+# A parser's error line: the trainers' `error: ...`, or argparse's `prog: error: ...`.
+_FLAG_ERROR_RE = re.compile(r'(?:\S.*: )?error: (.*)$')
 
 # Run by the fresh virtualenv's Python: imports the pool's module (a module
 # left out of the package fails here) and parses its args with the trainer's
@@ -365,10 +367,11 @@ def preflight(python, replica, env, cwd):
         return
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     last = lines[-1] if lines else 'exit code %d' % proc.returncode
-    if ': error: ' in last:
+    flag_error = _FLAG_ERROR_RE.match(last)
+    if flag_error:
         raise UserInputError('%s rejects the args of worker pool %d (%s): %s'
                              % (replica.module, replica.pool, replica.role,
-                                last.split(': error: ', 1)[1]))
+                                flag_error.group(1)))
     raise UserInputError('the staged package cannot run %s (worker pool %d, %s): %s'
                          % (replica.module, replica.pool, replica.role, last))
 

@@ -115,6 +115,26 @@ def test_mid_value(parameter, expected):
     assert rehearsal.mid_value(parameter) == expected
 
 
+def test_unresolvable_dependency_fails_the_install_with_pips_error(tmp_path):
+    source = tmp_path / 'src'
+    source.mkdir()
+    (source / 'needs_missing.py').write_text('')
+    (source / 'setup.py').write_text(
+        "from setuptools import setup\n"
+        "setup(name='needs-missing', version='1.0', py_modules=['needs_missing'],\n"
+        "      install_requires=['no-such-dependency-for-tests==1.0'])\n")
+    subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--dist-dir', str(tmp_path)],
+                   cwd=source, check=True, capture_output=True)
+    environ = dict(os.environ, PIP_NO_INDEX='1')
+    with pytest.raises(UserInputError) as raised:
+        rehearsal.install(str(tmp_path / 'needs-missing-1.0.tar.gz'),
+                          str(tmp_path / 'venv'), environ)
+    assert str(raised.value).startswith(
+        'installing needs-missing-1.0.tar.gz into a fresh virtualenv failed: Could not find '
+        'a version that satisfies the requirement no-such-dependency-for-tests==1.0')
+    assert '\n' not in str(raised.value)
+
+
 def _rehearse(gcs, tmp_path, model, config, *trainer_flags, options=(), bucket, job, check,
               cwd=REPO_ROOT):
     """Runs `submit MODEL --config CONFIG --rehearse` as job `job`; returns the process."""

@@ -257,11 +257,6 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     package = _download(storage_client, plan.package_uri, work_dir)
     python = install(package, os.path.join(work_dir, 'venv'), environ)
     task_env = _task_environment(environ, python)
-    metric_files = {}
-    for replica in plan.replicas:
-        if replica.role == CHIEF and plan.trial:
-            metric_files[replica.label] = os.path.join(work_dir, 'hypertune', 'output.metrics')
-            os.makedirs(os.path.dirname(metric_files[replica.label]), exist_ok=True)
     checked = set()
     for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
         if (replica.module, replica.args) not in checked:
@@ -270,11 +265,13 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
 
     log_dir = os.path.join(work_dir, 'logs')
     os.makedirs(log_dir, exist_ok=True)
+    # cloudml-hypertune writes where Vertex AI's agent reads; here, a file we check.
+    metric_file = os.path.join(work_dir, 'hypertune', 'output.metrics') if plan.trial else None
     tasks = []
     for replica in plan.replicas:
         env = dict(task_env, **replica.env)
-        if replica.label in metric_files:
-            env['CLOUD_ML_HP_METRIC_FILE'] = metric_files[replica.label]
+        if metric_file and replica.role == CHIEF:
+            env['CLOUD_ML_HP_METRIC_FILE'] = metric_file
         tasks.append(launcher_lib.Task(
             replica.role, replica.index, replica.env['TF_CONFIG'],
             os.path.join(log_dir, replica.label + '.log'),
@@ -286,39 +283,44 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     code = runner.run()
     if code:
         return code
+    try:
+        lines = _outcome(plan, storage_client, os.path.join(log_dir, 'chief-0.log'),
+                         metric_file)
+    except _Failed as e:
+        err.write('error: %s\n' % e)
+        return launcher_lib.EXIT_FAILED
+    lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
+    err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
+    return 0
 
-    with open(os.path.join(log_dir, 'chief-0.log'), errors='replace') as f:
+
+class _Failed(Exception):
+    """The tasks ended well but the job did not do its job."""
+
+
+def _outcome(plan, storage_client, chief_log_path, metric_file):
+    """Summary lines of a finished job; raises `_Failed` without an export or metric."""
+    with open(chief_log_path, errors='replace') as f:
         chief_log = f.read()
     steps = _FINAL_RE.findall(chief_log)
     exports = _EXPORT_RE.findall(chief_log)
-    problem = None
     if not exports or not _exists(storage_client, exports[-1] + '/saved_model.pb'):
-        problem = ('the chief finished but no SavedModel export exists (%s); its log: %s'
-                   % (exports[-1] if exports else 'none logged',
-                      os.path.join(log_dir, 'chief-0.log')))
-    reported = None
-    if plan.trial and not problem:
-        reported = _reported_metric(metric_files['chief-0'], plan.trial[0])
-        if reported is None:
-            problem = ('the trial reported no %r metric to the tuning service (%s)'
-                       % (plan.trial[0], metric_files['chief-0']))
-    if problem:
-        err.write('error: %s\n' % problem)
-        return launcher_lib.EXIT_FAILED
-    lines = ['rehearsal passed:',
-             '  pools: ' + ', '.join(
+        raise _Failed('the chief finished but no SavedModel export exists (%s); its log: %s'
+                      % (exports[-1] if exports else 'none logged', chief_log_path))
+    lines = ['  pools: ' + ', '.join(
                  '%s %d%s' % (role, run, ' of %d' % asked if asked != run else '')
                  for role, run, asked in plan.counts),
              '  final global step: %s' % (steps[-1] if steps else 'not logged'),
              '  export: %s' % exports[-1]]
     if plan.trial:
+        tag, values = plan.trial
+        reported = _reported_metric(metric_file, tag)
+        if reported is None:
+            raise _Failed('the trial reported no %r metric to the tuning service (%s)'
+                          % (tag, metric_file))
         lines.append('  trial %s (%s): %s = %s reported' % (
-            TRIAL_ID, ', '.join('--%s=%s' % p for p in plan.trial[1]),
-            plan.trial[0], reported))
-    lines += ['  logs: %s' % log_dir,
-              '  wall time: %.0f s' % (time.monotonic() - started)]
-    err.write('\n'.join(lines) + '\n')
-    return 0
+            TRIAL_ID, ', '.join('--%s=%s' % v for v in values), tag, reported))
+    return lines
 
 
 def install(package, venv_dir, environ):

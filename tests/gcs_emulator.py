@@ -13,7 +13,9 @@ So the emulator is three pieces, all on 127.0.0.1:
   with `openssl`;
 - `_Proxy`: accepts CONNECT to those two names only, terminates TLS with that
   certificate and forwards each request to the emulator, fixing the few
-  things fake-gcs-server does not accept from libcurl.
+  things fake-gcs-server does not accept from libcurl. It also serves
+  `STORAGE_EMULATOR_HOST` (google-cloud-storage, the discovery client) and
+  answers `buckets.testIamPermissions`, which fake-gcs-server lacks.
 
 `GcsEmulator.env()` is the environment a subprocess (trainer, TensorBoard,
 google-cloud-storage) needs to use it; nothing reaches the internet.
@@ -21,6 +23,7 @@ google-cloud-storage) needs to use it; nothing reaches the internet.
 import http.client
 import json
 import os
+import re
 import socket
 import socketserver
 import ssl
@@ -32,6 +35,7 @@ import urllib.parse
 GOOGLE_HOSTS = ('www.googleapis.com', 'storage.googleapis.com')
 _START_TIMEOUT_SECS = 30
 _MAX_HEADER_LINES = 200
+_TEST_PERMISSIONS_RE = re.compile(r'/storage/v1/b/([^/?]+)/iam/testPermissions(\?|$)')
 
 
 def _binary():
@@ -51,8 +55,8 @@ class GcsEmulator:
 
     Attributes:
       work_dir: where the certificate and the emulator's log live.
-      port: the emulator's plain HTTP port (`STORAGE_EMULATOR_HOST`).
-      proxy_port: the CONNECT proxy's port (`https_proxy`).
+      port: the emulator's plain HTTP port.
+      proxy_port: the proxy's port (`https_proxy`, `STORAGE_EMULATOR_HOST`).
     """
 
     def __init__(self, work_dir):
@@ -123,7 +127,8 @@ class GcsEmulator:
             'GOOGLE_AUTH_TOKEN_FOR_TESTING': 'test-token',
             'GCS_STAT_CACHE_MAX_AGE': '0',
             'GCS_READ_CACHE_MAX_SIZE_MB': '0',
-            'STORAGE_EMULATOR_HOST': 'http://127.0.0.1:%d' % self.port,
+            # Through the proxy too, which answers testIamPermissions.
+            'STORAGE_EMULATOR_HOST': proxy,
         }
         if test_retries:
             env['GCS_RETRY_CONFIG_MAX_RETRIES'] = '1'
@@ -263,6 +268,9 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
                 return False
             headers.setdefault('host', parsed.netloc)
             target = parsed.path + ('?' + parsed.query if parsed.query else '')
+        permissions = _TEST_PERMISSIONS_RE.match(target)
+        if permissions and method == 'GET':
+            return self._test_permissions(upstream, writer, permissions.group(1), target)
         if headers.pop('expect', '').lower() == '100-continue':
             writer.sendall(b'HTTP/1.1 100 Continue\r\n\r\n')
         encoding = headers.pop('transfer-encoding', '').lower()
@@ -293,6 +301,26 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
         writer.sendall(('\r\n'.join(lines) + '\r\n\r\n').encode('latin-1')
                        + (payload if method != 'HEAD' else b''))
         return keep_alive
+
+
+    @staticmethod
+    def _test_permissions(upstream, writer, bucket, target):
+        """`buckets.testIamPermissions`, which fake-gcs-server lacks: an emulator
+        has no IAM, so an existing bucket grants whatever is asked."""
+        upstream.request('GET', '/storage/v1/b/%s' % bucket)
+        response = upstream.getresponse()
+        response.read()
+        if response.status != 200:
+            body = b'{"error": {"code": %d, "message": "Not Found"}}' % response.status
+        else:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
+            body = json.dumps({'kind': 'storage#testIamPermissionsResponse',
+                               'permissions': query.get('permissions', [])}).encode()
+        writer.sendall(b'HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n'
+                       b'Content-Length: %d\r\n\r\n' % (
+                           response.status, b'OK' if response.status == 200 else b'Error',
+                           len(body)) + body)
+        return True
 
 
 def _read_head(stream):

@@ -26,6 +26,8 @@ from test_gcs import saved_models, taxi_data_flags
 
 CLOUD = 'estimator_trainers.tools.cloud'
 PROJECT = ['--project', 'test-project']
+# The package path: the sdist is staged and installed from the bucket.
+PACKAGE = ['--executor-image-uri', 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest']
 # Which trainer each shipped config is written for (its header comment).
 CONFIG_MODELS = {'config_ps.yaml': 'taxi', 'cmle_config.yaml': 'cifar10',
                  'cmle_config_gpu.yaml': 'cifar10', 'config_mwms.yaml': 'cifar10',
@@ -38,11 +40,11 @@ def _config(name):
     return os.path.join(REPO_ROOT, 'configs', name)
 
 
-def _body(model, config, *trainer_flags):
+def _body(model, config, *trainer_flags, options=PACKAGE):
     """The request body of a dry run."""
     out = io.StringIO()
     assert cli.main(['submit', model, '--config', _config(config), '--dry-run',
-                     '--bucket', 'gs://bkt', '--job-name', 'job', *PROJECT, '--',
+                     '--bucket', 'gs://bkt', '--job-name', 'job', *PROJECT, *options, '--',
                      *trainer_flags], out=out, err=io.StringIO()) == 0
     return json.loads(out.getvalue())['request']['body']
 
@@ -73,6 +75,19 @@ def test_plan_gives_each_replica_the_vertex_environment():
         assert from_tf_config.environment == 'cloud'
         addresses.update(a for job in from_spec.cluster.values() for a in job)
     assert len(addresses) == 4 and all(a.startswith('127.0.0.1:') for a in addresses)
+
+
+def test_plan_of_the_built_image_runs_its_python_module():
+    """The default submission runs a built image: `python -m MODULE` + args per pool."""
+    body = _body('taxi', 'config_ps.yaml', '--train-steps=200', options=())
+    plan = rehearsal.plan_job(body, max_replicas=1)
+    assert plan.package_uri is None
+    pools = body['jobSpec']['workerPoolSpecs']
+    for replica in plan.replicas:
+        container = pools[replica.pool]['containerSpec']
+        assert container['command'] == ['python', '-m', replica.module]
+        assert list(replica.args) == container['args']
+    assert [r.label for r in plan.replicas] == ['ps-0', 'chief-0', 'worker-0']
 
 
 def test_tuning_plan_runs_one_trial_with_mid_range_values():
@@ -152,7 +167,7 @@ def _rehearse(gcs, tmp_path, model, config, *trainer_flags, options=(), bucket, 
     return proc
 
 
-def _assert_passed(gcs, proc, tmp_path, bucket, job, pools, model_dir=''):
+def _assert_passed(gcs, proc, tmp_path, bucket, job, pools, model_dir='', staged=False):
     """Checks the summary, the export and the staged package; returns (step, summary)."""
     job_dir = 'gs://%s/jobs/%s%s' % (bucket, job, model_dir)
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
@@ -161,26 +176,26 @@ def _assert_passed(gcs, proc, tmp_path, bucket, job, pools, model_dir=''):
     assert export.startswith(job_dir + '/export/')
     assert saved_models(gcs, job_dir) == [export[len(job_dir) + 1:] + '/saved_model.pb']
     step = int(re.search(r'  final global step: (\d+)', summary).group(1))
-    # The trainers came from the package staged in the bucket, installed in a fresh venv.
+    # The trainers came from the package (staged in the bucket) installed in a fresh venv.
     (installed,) = glob.glob(str(tmp_path / 'rehearsal-*' / 'venv' / 'lib' / 'python*' /
                                  'site-packages' / 'estimator_trainers'))
     assert os.path.isdir(installed)
-    assert gcs.list_objects(bucket, 'staging/%s/' % job) == [
-        'staging/%s/estimator-trainers-0.1.0.tar.gz' % job]
+    assert gcs.list_objects(bucket, 'staging/%s/' % job) == (
+        ['staging/%s/estimator-trainers-0.1.0.tar.gz' % job] if staged else [])
     return step, summary
 
 
 def test_rehearses_the_taxi_parameter_server_config(gcs, gcs_taxi_data, tmp_path):
     proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
                      '--checkpoint-num-steps=100', '--batch-size=64',
-                     *taxi_data_flags(gcs_taxi_data[0]), bucket='gs://taxi-data',
-                     job='taxi_ps', check=0)
+                     *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
+                     bucket='gs://taxi-data', job='taxi_ps', check=0)
     assert ('note: --rehearse ignores machine types (n1-standard-4): every replica runs '
             'on this machine\'s CPUs') in proc.stderr
     assert 'note: worker pool 1 (worker) runs 2 of its 4 replicas (--max-replicas 2)' \
         in proc.stderr
     step, _ = _assert_passed(gcs, proc, tmp_path, 'taxi-data', 'taxi_ps',
-                             'chief 1, worker 2 of 4, ps 1')
+                             'chief 1, worker 2 of 4, ps 1', staged=True)
     assert 200 <= step <= 210
     for label in ('ps-0', 'chief-0', 'worker-0', 'worker-1'):
         assert re.search(r'^\[%s\] ' % label, proc.stdout, re.M), label
@@ -191,6 +206,8 @@ def test_rehearses_the_cifar10_cluster_config(gcs, gcs_cifar10_data, tmp_path):
     proc = _rehearse(gcs, tmp_path, 'cifar10', 'cmle_config.yaml', '--train-steps=20',
                      *CIFAR_FLAGS, options=['--max-replicas', '1'],
                      bucket='gs://cifar-data', job='cifar_cmle', check=0)
+    assert 'note: the image is not built: its package is installed from an sdist' \
+        in proc.stderr
     step, _ = _assert_passed(gcs, proc, tmp_path, 'cifar-data', 'cifar_cmle',
                              'chief 1, worker 1, ps 1')
     assert 20 <= step <= 30
@@ -201,22 +218,24 @@ def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
                      *taxi_data_flags(gcs_taxi_data[0]), bucket='gs://taxi-data',
                      job='bad_flag', check=2)
     assert proc.stderr.strip().splitlines()[-1] == (
-        'error: taxi_estimator.task rejects the args of worker pool 0 (chief): '
-        'unrecognized arguments: --trian-steps=200 (see --help)')
+        'error: trainer flags: unrecognized arguments: --trian-steps=200 '
+        '(python -m taxi_estimator.task --help lists them)')
     assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
 
 
 def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,
                                                                   tmp_path):
-    """A checkout whose setup.py leaves taxi_estimator out of the sdist."""
+    """A checkout whose setup.py leaves taxi_estimator out of the sdist it stages."""
     copy = tmp_path / 'checkout'
     shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(
         '.git', '.venv', '__pycache__', 'tests', 'benchmarks', '*.egg-info', 'build'))
     setup = (copy / 'setup.py').read_text()
-    assert "'taxi_estimator', 'taxi_estimator.*'," in setup
-    (copy / 'setup.py').write_text(setup.replace("'taxi_estimator', 'taxi_estimator.*',", ''))
+    assert "exclude=['tests'," in setup
+    (copy / 'setup.py').write_text(setup.replace(
+        "exclude=['tests',", "exclude=['taxi_estimator', 'taxi_estimator.*', 'tests',"))
     proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
-                     *taxi_data_flags(gcs_taxi_data[0]), bucket='gs://taxi-data',
+                     *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
+                     bucket='gs://taxi-data',
                      job='broken_package', check=2, cwd=str(copy))
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: the staged package cannot run taxi_estimator.task (worker pool 0, chief): "

@@ -76,8 +76,12 @@ class Backend:
         emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
         if emulator:
             import httplib2  # pylint: disable=g-import-not-at-top
-            return api.build(api_name, version, httplib2.Http(timeout=api.TIMEOUT_SECS),
-                             endpoint=emulator)
+            # The emulator is a direct address: no proxy (httplib2 refuses any
+            # proxy setting without PySocks, even for hosts in no_proxy). Its
+            # JSON API is under /storage/v1/, as google-cloud-storage calls it.
+            return api.build(api_name, version,
+                             httplib2.Http(timeout=api.TIMEOUT_SECS, proxy_info=None),
+                             endpoint=emulator.rstrip('/') + '/storage/v1/')
         return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
@@ -288,13 +292,12 @@ def submit(args, trainer_flags, backend, out, err):
         storage_client = backend.storage(project, credentials)
         if sdist:
             _stage(storage_client, sdist, package_uri, 'this package', err)
-        if context:
+        if context and not args.rehearse:
             _build_image(backend, credentials, sub, args, storage_client, context,
                          build_body, bucket_uri, err)
-
-    if args.rehearse:
-        return rehearsal.rehearse(body, storage_client, max_replicas=args.max_replicas,
-                                  out=out, err=err)
+        if args.rehearse:
+            return rehearsal.rehearse(body, storage_client, max_replicas=args.max_replicas,
+                                      out=out, err=err, build_dir=tmp)
 
     job = _create(vertex, collection, body, sub)
     out.write('%s\n' % job['name'])

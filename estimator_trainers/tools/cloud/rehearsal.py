@@ -4,8 +4,10 @@ A rehearsal goes through everything a submission does (config parsing and
 translation, the sdist, the request body, staging to the bucket) and then,
 instead of `customJobs.create`, plays Vertex AI's part from that very body:
 
-1. downloads the staged package from the bucket and pip-installs it into a
-   fresh virtualenv, as the executor image does. The packages of the
+1. installs the package into a fresh virtualenv: the sdist staged in the
+   bucket for a `pythonPackageSpec` job, as the executor image does; for the
+   built image's `containerSpec` (`python -m MODULE`), an sdist of this
+   checkout, as its Dockerfile does (the image is not built). The packages of the
    environment running the rehearsal stand for what the image has
    preinstalled (a `.pth` layer, so a warm install takes seconds); anything
    else resolves through pip as usual, with the repository's constraints and
@@ -138,7 +140,7 @@ class Plan:
       replicas: in `START_ORDER`.
       counts: per pool present, `(role, replicas run, replicaCount asked)`.
       base_dir: `baseOutputDirectory.outputUriPrefix`, with the trial for tuning.
-      package_uri: the staged package every pool installs.
+      package_uri: the staged package every pool installs (None for an image).
       trial: `(metric tag, [(parameter, value)])` for a tuning job, else None.
     """
     replicas: tuple
@@ -183,11 +185,8 @@ def plan_job(body, max_replicas, ports=None):
     for number, pool in enumerate(spec['workerPoolSpecs']):
         if not pool:
             continue
-        if 'pythonPackageSpec' not in pool:
-            raise UserInputError('--rehearse runs the staged package; a custom container '
-                                 '(--image-uri) is not rehearsed: drop --image-uri')
         asked = int(pool.get('replicaCount', 1))
-        pools.append((number, pool['pythonPackageSpec'], asked, min(asked, max_replicas)))
+        pools.append((number, _runs(pool), asked, min(asked, max_replicas)))
     base = spec['baseOutputDirectory']['outputUriPrefix'].rstrip('/')
     trial = None
     if tuning:
@@ -214,7 +213,7 @@ def plan_job(body, max_replicas, ports=None):
     replicas = []
     for number, package, _, run in pools:
         role = POOL_ORDER[number]
-        args = list(package.get('args', ()))
+        args = list(package['args'])
         if trial:
             args += ['--%s=%s' % (name, value) for name, value in trial[1]]
         for index in range(run):
@@ -228,19 +227,37 @@ def plan_job(body, max_replicas, ports=None):
                 'task': dict(task, type='workerpool%d' % number)})
             if trial:
                 env['CLOUD_ML_TRIAL_ID'] = TRIAL_ID
-            replicas.append(Replica(number, role, index, package['pythonModule'],
+            replicas.append(Replica(number, role, index, package['module'],
                                     tuple(args), env))
     replicas.sort(key=lambda r: (START_ORDER.index(r.role), r.index))
     return Plan(replicas=tuple(replicas),
                 counts=tuple((POOL_ORDER[n], run, asked) for n, _, asked, run in pools),
-                base_dir=base, package_uri=pools[0][1]['packageUris'][0], trial=trial)
+                base_dir=base, package_uri=pools[0][1]['package_uri'], trial=trial)
+
+
+def _runs(pool):
+    """`{module, args, package_uri}` of a pool: the staged package's module, or
+    the built image's `python -m MODULE` (its package_uri None)."""
+    if 'pythonPackageSpec' in pool:
+        spec = pool['pythonPackageSpec']
+        return {'module': spec['pythonModule'], 'args': spec.get('args', ()),
+                'package_uri': spec['packageUris'][0]}
+    command = pool['containerSpec'].get('command', ())
+    if len(command) != 3 or command[:2] != ['python', '-m']:
+        raise UserInputError('--rehearse runs `python -m MODULE` containers only; this '
+                             'pool runs %r' % (command,))
+    return {'module': command[2], 'args': pool['containerSpec'].get('args', ()),
+            'package_uri': None}
 
 
 def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=None,
-             err=None, work_dir=None, environ=None):
+             err=None, work_dir=None, environ=None, build_dir=None):
     """Runs the job `body` describes on this machine; returns the exit code.
 
-    The package must already be staged (`pythonPackageSpec.packageUris`).
+    A package job installs the package staged at `pythonPackageSpec.packageUris`.
+    A job on the image `--build-image` makes installs, as that image's
+    Dockerfile does, an sdist of this checkout built in `build_dir` (the
+    image itself is not built).
 
     Raises:
       UserInputError: the package does not install or cannot run a pool's
@@ -254,7 +271,14 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     work_dir = work_dir or tempfile.mkdtemp(prefix='rehearsal-')
     _notes(plan, body, max_replicas, environ, err)
 
-    package = _download(storage_client, plan.package_uri, work_dir)
+    if plan.package_uri:
+        package = _download(storage_client, plan.package_uri, work_dir)
+    else:
+        sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
+        os.makedirs(sdist_dir, exist_ok=True)
+        package = staging.build_sdist(sdist_dir).path
+        err.write('note: the image is not built: its package is installed from an sdist '
+                  'of this checkout, as the Dockerfile installs it\n')
     python = install(package, os.path.join(work_dir, 'venv'), environ)
     task_env = _task_environment(environ, python)
     checked = set()
@@ -279,7 +303,7 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
     runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
         ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
-        os.path.basename(package), plan.package_uri, log_dir))
+        os.path.basename(package), plan.package_uri or 'this checkout', log_dir))
     code = runner.run()
     if code:
         return code

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
@@ -156,12 +157,11 @@ def _rehearse(gcs, tmp_path, model, config, *trainer_flags, options=(), bucket, 
     env = dict(gcs.env(), PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
     if cwd != REPO_ROOT:
         env['PYTHONPATH'] = cwd
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, '-m', CLOUD, 'submit', model, '--config', _config(config),
          '--rehearse', '--bucket', bucket, '--job-name', job, *PROJECT, *options,
          '--', *trainer_flags],
-        cwd=cwd, env=cli_env(env), capture_output=True, text=True, timeout=900,
-        stdin=subprocess.DEVNULL)
+        timeout=900, cwd=cwd, env=cli_env(env), stdin=subprocess.DEVNULL)
     assert proc.returncode == check, 'exit %d\n%s\n%s' % (
         proc.returncode, proc.stdout[-6000:], proc.stderr[-6000:])
     return proc

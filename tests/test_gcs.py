@@ -17,6 +17,8 @@ import urllib.request
 import pytest
 import tensorflow as tf
 
+import processes
+
 from cluster_helpers import ASYNC_OVERSHOOT, final_step, launch
 from conftest import cli_env, run_module
 from taxi_trips import final_metrics
@@ -106,7 +108,7 @@ def test_taxi_rerun_resumes_from_gs(gcs, gcs_taxi_data):
 def test_tensorboard_serves_eval_scalars_from_gs(gcs, gcs_taxi_data, tmp_path):
     """TensorBoard's Python loader (--load_fast=false) reads gs:// through TF's client."""
     log = open(tmp_path / 'tensorboard.log', 'w+')  # pylint: disable=consider-using-with
-    board = subprocess.Popen(  # pylint: disable=consider-using-with
+    board = processes.popen(
         [sys.executable, '-m', 'tensorboard.main', '--logdir', TAXI_JOB_DIR,
          '--load_fast=false', '--host', '127.0.0.1', '--port', '0',
          '--reload_interval', '1'],

@@ -20,6 +20,7 @@ Both trainers (`cifar10_estimator`, `taxi_estimator`) compose these pieces:
   interrupted saves, full disk, memory estimate, SIGTERM.
 - `devices`: the local devices a trainer replicates over.
 - `hypertune`: reports the tuning metric in hyperparameter tuning trials.
+- `gcs`: checks on gs:// paths (the TensorFlow GCS plugin warning).
 - `errors`, `logs`: user-facing errors printed as one line; log setup.
 - `tools`: what runs around training tasks and is never imported by one:
   the local cluster launcher and the cloud client.

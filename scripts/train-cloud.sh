@@ -41,6 +41,11 @@ Options:
                          ai-platform and tfjob only print (legacy ml v1
                          request, Kubeflow TFJob manifest)
   --dry-run              print the staging plan and the request; send nothing
+  --rehearse             stage, then run the same job on this machine instead
+                         of submitting it (package installed in a fresh
+                         virtualenv, every pool's replicas with Vertex's
+                         environment); see docs/cloud.md
+  --max-replicas N       with --rehearse: replicas started per pool (default 2)
   --stream-logs          print the replicas' log lines until the job ends;
                          exit 0 only on success
   -h, --help             show this help

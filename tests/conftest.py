@@ -1,8 +1,10 @@
-"""Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data."""
+"""Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data, gs:// emulator."""
 import os
 import socket
 import subprocess
 import sys
+
+import random
 
 import pytest
 
@@ -10,9 +12,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position
+import gcs_emulator  # pylint: disable=g-import-not-at-top,wrong-import-position
 import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 # Autouse: no process a test starts outlives it, none the suite starts outlives the run.
 from processes import kill_test_processes, no_leftover_processes  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+import taxi_trips  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def cli_env(extra=None):
@@ -98,3 +102,35 @@ def cifar10_data_dir(tmp_path_factory, cifar10_tarball):
     run_module('cifar10_estimator.generate_cifar10_tfrecords', '--data-dir', data_dir,
                '--source', cifar10_tarball, check=0)
     return data_dir
+
+
+@pytest.fixture(scope='session')
+def gcs(tmp_path_factory):
+    """A local Cloud Storage that TensorFlow's built-in gs:// client reaches.
+
+    Pass `gcs.env()` to subprocesses; `gcs.create_bucket(name)` makes a bucket.
+    See tests/gcs_emulator.py.
+    """
+    with gcs_emulator.GcsEmulator(str(tmp_path_factory.mktemp('gcs'))) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope='session')
+def gcs_taxi_data(gcs, tmp_path_factory):
+    """gs://taxi-data/data/ with the CSVs of the taxi data step; returns (dir, its stderr)."""
+    rng = random.Random(5)
+    wheel = taxi_trips.write_tfx_wheel(tmp_path_factory.mktemp('tfx') / 'tfx.whl',
+                                       [taxi_trips.trip(rng) for _ in range(1000)])
+    data_dir = gcs.create_bucket('taxi-data') + '/data'
+    proc = run_module('taxi_estimator.data', '--out-dir', data_dir, '--source', 'tfx',
+                      '--tfx-wheel', wheel, env=gcs.env(), check=0)
+    return data_dir, proc.stderr
+
+
+@pytest.fixture(scope='session')
+def gcs_cifar10_data(gcs, cifar10_tarball):
+    """gs://cifar-data/data/cifar10 (a submission's default) with TFRecords from the data step."""
+    data_dir = gcs.create_bucket('cifar-data') + '/data/cifar10'
+    proc = run_module('cifar10_estimator.generate_cifar10_tfrecords', '--data-dir',
+                      data_dir, '--source', cifar10_tarball, env=gcs.env(), check=0)
+    return data_dir, proc.stderr

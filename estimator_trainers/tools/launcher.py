@@ -10,7 +10,9 @@ workers, `--parameter-server-count` parameter servers and `--evaluator-count`
 evaluators (outside `cluster`, as on Vertex AI) each run the same command with
 their own `TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
 prints goes to the console prefixed with its role (`[worker-1] ...`) and to
-`<job-dir>/logs/<role>-<i>.log`.
+`<job-dir>/logs/<role>-<i>.log`. The cloud rehearsal
+(`tools/cloud/rehearsal.py`) runs a job's worker pools through the same
+`Launcher`, giving each task its own command and environment.
 
 Lifecycle:
 - The chief exiting 0 ends the job: workers and evaluators get
@@ -114,11 +116,19 @@ def make_cluster(ports, worker_count, ps_count):
 
 @dataclasses.dataclass
 class Task:
-    """One cluster task and the process currently running it."""
+    """One cluster task and the process currently running it.
+
+    Attributes:
+      command: this task's own command, or None for the launcher's.
+      env: this task's own environment (TF_CONFIG is added to it), or None
+        for the launcher's environment without any `CLUSTER_SPEC`.
+    """
     task_type: str
     index: int
     tf_config: str
     log_path: str
+    command: list = None
+    env: dict = None
     process: subprocess.Popen = None
     pump: threading.Thread = None
     restarts: int = 0
@@ -172,8 +182,10 @@ class Launcher:
     """Starts, watches, restarts and stops the processes of one local cluster."""
 
     def __init__(self, command, tasks, *, max_restarts=0, shutdown_grace_secs=120,
-                 stop_timeout_secs=10, stdout=None, stderr=None):
-        self._command = list(command)
+                 stop_timeout_secs=10, stdout=None, stderr=None, cwd=None):
+        """`command` runs every task that has none of its own; tasks start in `cwd`."""
+        self._command = list(command or ())
+        self._cwd = cwd
         self._tasks = tasks
         self._max_restarts = max_restarts
         self._shutdown_grace_secs = shutdown_grace_secs
@@ -228,22 +240,27 @@ class Launcher:
             raise Interrupted(self._signal)
 
     def _start(self, task):
-        env = dict(os.environ, TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
-        env.pop('CLUSTER_SPEC', None)
+        if task.env is None:
+            env = dict(os.environ)
+            env.pop('CLUSTER_SPEC', None)
+        else:
+            env = dict(task.env)
+        env.update(TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
+        command = task.command or self._command
         try:
             log = safe_io.open_append(task.log_path, 'task log')
         except UserInputError as e:
             raise TaskFailed('cannot start %s: %s' % (task.label, e)) from None
-        log.write(('---- %s: %s\n' % (task.label, ' '.join(self._command))).encode())
+        log.write(('---- %s: %s\n' % (task.label, ' '.join(command))).encode())
         log.flush()
         try:
             task.process = subprocess.Popen(  # pylint: disable=consider-using-with
-                self._command, env=env, stdin=subprocess.DEVNULL,
+                command, env=env, cwd=self._cwd, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=self._die_with_launcher)
         except OSError as e:
             log.close()
-            raise TaskFailed('cannot start %s: %s' % (self._command[0], e)) from None
+            raise TaskFailed('cannot start %s: %s' % (command[0], e)) from None
         task.exit_code = None
         task.pump = threading.Thread(target=self._pump, args=(task, task.process, log),
                                      name='pump-' + task.label, daemon=True)

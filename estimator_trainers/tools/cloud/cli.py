@@ -28,6 +28,7 @@ from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import preflight
+from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import submission as submission_lib
 from estimator_trainers.tools.cloud import tfjob
@@ -75,8 +76,12 @@ class Backend:
         emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
         if emulator:
             import httplib2  # pylint: disable=g-import-not-at-top
-            return api.build(api_name, version, httplib2.Http(timeout=api.TIMEOUT_SECS),
-                             endpoint=emulator)
+            # The emulator is a direct address: no proxy (httplib2 refuses any
+            # proxy setting without PySocks, even for hosts in no_proxy). Its
+            # JSON API is under /storage/v1/, as google-cloud-storage calls it.
+            return api.build(api_name, version,
+                             httplib2.Http(timeout=api.TIMEOUT_SECS, proxy_info=None),
+                             endpoint=emulator.rstrip('/') + '/storage/v1/')
         return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
@@ -152,6 +157,7 @@ def build_parser():
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
     _add_poll_flag(submit)
+    rehearsal.add_flags(submit)
 
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
@@ -206,6 +212,7 @@ def main(argv=None, backend=None, out=None, err=None):
 
 def submit(args, trainer_flags, backend, out, err):
     """Validates everything, then prints (dry run) or stages and creates the job."""
+    rehearsal.check_options(args)
     trainer = registry.get(args.model)
     config = configs.load_config(args.config) if args.config else configs.default_config()
     for note in config.notes:
@@ -246,7 +253,7 @@ def submit(args, trainer_flags, backend, out, err):
         return 0
 
     credentials = adc_project = None
-    if args.target == 'vertex' and not args.dry_run:
+    if args.target == 'vertex' and not args.dry_run and rehearsal.needs_credentials(args):
         credentials, adc_project = backend.credentials()
     project = _project(args.project or adc_project)
 
@@ -278,16 +285,19 @@ def submit(args, trainer_flags, backend, out, err):
         if problem:
             raise UserInputError(problem)
 
-        vertex = backend.vertex(project, region, credentials)
+        vertex = None if args.rehearse else backend.vertex(project, region, credentials)
         checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
                                         project)
         preflight.check_storage(checks, sub, parsed, params, bucket_uri)
         storage_client = backend.storage(project, credentials)
         if sdist:
             _stage(storage_client, sdist, package_uri, 'this package', err)
-        if context:
+        if context and not args.rehearse:
             _build_image(backend, credentials, sub, args, storage_client, context,
                          build_body, bucket_uri, err)
+        if args.rehearse:
+            return rehearsal.rehearse(body, storage_client, max_replicas=args.max_replicas,
+                                      out=out, err=err, build_dir=tmp)
 
     job = _create(vertex, collection, body, sub)
     out.write('%s\n' % job['name'])

@@ -1,0 +1,461 @@
+"""`submit --rehearse`: the exact Vertex AI job, run on this machine first.
+
+A rehearsal goes through everything a submission does (config parsing and
+translation, the sdist, the request body, staging to the bucket) and then,
+instead of `customJobs.create`, plays Vertex AI's part from that very body:
+
+1. installs the package into a fresh virtualenv: the sdist staged in the
+   bucket for a `pythonPackageSpec` job, as the executor image does; for the
+   built image's `containerSpec` (`python -m MODULE`), an sdist of this
+   checkout, as its Dockerfile does (the image is not built). The packages of the
+   environment running the rehearsal stand for what the image has
+   preinstalled (a `.pth` layer, so a warm install takes seconds); anything
+   else resolves through pip as usual, with the repository's constraints and
+   the shared pip cache. A module or data file missing from the sdist, or a
+   dependency that does not resolve, fails here in one line;
+2. imports each pool's `pythonModule` from that virtualenv and parses the
+   pool's args with the trainer's own parser, so a bad trainer flag fails in
+   one line before anything trains;
+3. starts every pool's replicas (at most `--max-replicas` per pool) as local
+   processes through the local cluster launcher, each with the environment
+   Vertex AI gives it: `TF_CONFIG`, `CLUSTER_SPEC`, `AIP_MODEL_DIR`,
+   `AIP_CHECKPOINT_DIR`, `AIP_TENSORBOARD_LOG_DIR`; a tuning job runs one
+   trial with mid-range parameter values and `CLOUD_ML_TRIAL_ID`, and must
+   report its metric;
+4. succeeds only when the chief finished and its SavedModel export exists,
+   and ends with a summary.
+
+The bucket is the real one, or a local emulator when `STORAGE_EMULATOR_HOST`
+is set (TensorFlow's gs:// client then also needs the proxy settings in
+docs/cloud.md). Machine types and accelerators are not rehearsed.
+"""
+import dataclasses
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+from estimator_trainers import flags
+from estimator_trainers import gcs
+from estimator_trainers.cluster import CHIEF, EVALUATOR, POOL_ORDER, START_ORDER
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import launcher as launcher_lib
+from estimator_trainers.tools.cloud import staging
+
+DEFAULT_MAX_REPLICAS = 2
+TRIAL_ID = '1'
+EMULATOR_VAR = 'STORAGE_EMULATOR_HOST'
+# What the rehearsing shell may have set that a Vertex AI task would not have.
+_NOT_INHERITED = ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'TF_CONFIG', 'CLUSTER_SPEC',
+                  'AIP_MODEL_DIR', 'AIP_CHECKPOINT_DIR', 'AIP_TENSORBOARD_LOG_DIR',
+                  'CLOUD_ML_TRIAL_ID', 'CLOUD_ML_HP_METRIC_FILE')
+_FINAL_RE = re.compile(r'Final evaluation at global step (\d+)')
+_EXPORT_RE = re.compile(r'Exported SavedModel to (\S+)')
+_PIP_ERROR_RE = re.compile(r'^ERROR: (.*)$', re.M)
+# A parser's error line: the trainers' `error: ...`, or argparse's `prog: error: ...`.
+_FLAG_ERROR_RE = re.compile(r'(?:\S.*: )?error: (.*)$')
+
+# Run by the fresh virtualenv's Python: imports the pool's module (a module
+# left out of the package fails here) and parses its args with the trainer's
+# parser (a bad flag fails here). Trainers expose the parser as the module's
+# `parse_args`, or as `TRAINER.parse_args` in `<package>/trainer.py`.
+_PREFLIGHT = '''
+import importlib, sys
+module = importlib.import_module(sys.argv[1])
+parse = getattr(module, 'parse_args', None)
+if parse is None:
+    parse = importlib.import_module(sys.argv[1].split('.')[0] + '.trainer').TRAINER.parse_args
+parse(sys.argv[2:])
+'''
+
+
+def add_flags(parser):
+    """The `submit` flags of the rehearsal."""
+    parser.add_argument('--rehearse', action='store_true',
+                        help='Stage the package, then run the job on this machine '
+                             'instead of creating it: install the package from the '
+                             'bucket into a fresh virtualenv and start every pool\'s '
+                             'replicas with the environment Vertex AI gives them.')
+    parser.add_argument('--max-replicas', type=flags.positive_int,
+                        default=DEFAULT_MAX_REPLICAS,
+                        help='With --rehearse: most replicas started per worker pool '
+                             '(default: %d).' % DEFAULT_MAX_REPLICAS)
+
+
+def check_options(args):
+    """Refuses `submit` options that a rehearsal cannot honour.
+
+    Raises:
+      UserInputError: `--rehearse` with --dry-run, another --target,
+        --image-uri (containers are not rehearsed) or --stream-logs.
+    """
+    if not args.rehearse:
+        return
+    clashes = [flag for flag, given in (
+        ('--dry-run', args.dry_run), ('--target %s' % args.target, args.target != 'vertex'),
+        ('--image-uri', args.image_uri), ('--stream-logs', args.stream_logs)) if given]
+    if clashes:
+        raise UserInputError('--rehearse runs the staged package on this machine; it does '
+                             'not go with %s' % ' or '.join(clashes))
+
+
+def needs_credentials(args, environ=None):
+    """False for a rehearsal against a storage emulator (nothing else is called)."""
+    environ = os.environ if environ is None else environ
+    return not (args.rehearse and environ.get(EMULATOR_VAR))
+
+
+@dataclasses.dataclass(frozen=True)
+class Replica:
+    """One process of the rehearsed job.
+
+    Attributes:
+      pool: worker pool index (0 chief, 1 workers, 2 ps, 3 evaluators).
+      role, index: its TF task type and index.
+      module, args: what it runs (`python -m module args...`).
+      env: the variables Vertex AI sets for it.
+    """
+    pool: int
+    role: str
+    index: int
+    module: str
+    args: tuple
+    env: dict
+
+    @property
+    def label(self):
+        return '%s-%d' % (self.role, self.index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The local version of a job body.
+
+    Attributes:
+      replicas: in `START_ORDER`.
+      counts: per pool present, `(role, replicas run, replicaCount asked)`.
+      base_dir: `baseOutputDirectory.outputUriPrefix`, with the trial for tuning.
+      package_uri: the staged package every pool installs (None for an image).
+      trial: `(metric tag, [(parameter, value)])` for a tuning job, else None.
+    """
+    replicas: tuple
+    counts: tuple
+    base_dir: str
+    package_uri: str
+    trial: tuple = None
+
+
+def mid_value(parameter):
+    """A Vertex `ParameterSpec`'s middle value (geometric for log scales)."""
+    scale = parameter.get('scaleType')
+    for kind in ('doubleValueSpec', 'integerValueSpec'):
+        if kind in parameter:
+            low = float(parameter[kind]['minValue'])
+            high = float(parameter[kind]['maxValue'])
+            if scale == 'UNIT_LOG_SCALE' and low > 0:
+                value = math.sqrt(low * high)
+            elif scale == 'UNIT_REVERSE_LOG_SCALE' and high > low:
+                value = high + low - math.sqrt(low * high)
+            else:
+                value = (low + high) / 2
+            return int(round(value)) if kind == 'integerValueSpec' else float('%.6g' % value)
+    values = (parameter.get('categoricalValueSpec') or parameter['discreteValueSpec'])['values']
+    return values[(len(values) - 1) // 2]
+
+
+def plan_job(body, max_replicas, ports=None):
+    """Turns a CustomJob or HyperparameterTuningJob body into local replicas.
+
+    Args:
+      body: the request body a submission sends.
+      max_replicas: cap on each pool's replicaCount.
+      ports: one free port per replica (default: picked now).
+
+    Raises:
+      UserInputError: a pool runs a container (only packages are rehearsed).
+    """
+    tuning = 'trialJobSpec' in body
+    spec = body['trialJobSpec'] if tuning else body['jobSpec']
+    pools = []
+    for number, pool in enumerate(spec['workerPoolSpecs']):
+        if not pool:
+            continue
+        asked = int(pool.get('replicaCount', 1))
+        pools.append((number, _runs(pool), asked, min(asked, max_replicas)))
+    base = spec['baseOutputDirectory']['outputUriPrefix'].rstrip('/')
+    trial = None
+    if tuning:
+        base = '%s/%s' % (base, TRIAL_ID)
+        study = body['studySpec']
+        trial = (study['metrics'][0]['metricId'],
+                 [(p['parameterId'], mid_value(p)) for p in study['parameters']])
+
+    runs = {POOL_ORDER[number]: run for number, _, _, run in pools}
+    in_cluster = [role for role in POOL_ORDER if role != EVALUATOR]
+    ports = list(ports or launcher_lib.free_ports(sum(runs.values())))
+    addresses = {}
+    for role in POOL_ORDER:
+        count = runs.get(role, 0)
+        addresses[role] = ['%s:%d' % (launcher_lib.LOOPBACK, p) for p in ports[:count]]
+        ports = ports[count:]
+    cluster = {role: addresses[role] for role in in_cluster if addresses[role]}
+    cluster_spec = {'workerpool%d' % POOL_ORDER.index(role): addresses[role]
+                    for role in POOL_ORDER if addresses[role]}
+    vertex_dirs = {'AIP_MODEL_DIR': base + '/model',
+                   'AIP_CHECKPOINT_DIR': base + '/checkpoints',
+                   'AIP_TENSORBOARD_LOG_DIR': base + '/logs'}
+
+    replicas = []
+    for number, package, _, run in pools:
+        role = POOL_ORDER[number]
+        args = list(package['args'])
+        if trial:
+            args += ['--%s=%s' % (name, value) for name, value in trial[1]]
+        for index in range(run):
+            task = {'type': role, 'index': index}
+            if trial:
+                task['trial'] = TRIAL_ID
+            env = dict(vertex_dirs, TF_CONFIG=json.dumps(
+                {'cluster': cluster, 'task': task, 'environment': 'cloud'}))
+            env['CLUSTER_SPEC'] = json.dumps({
+                'cluster': cluster_spec, 'environment': 'cloud',
+                'task': dict(task, type='workerpool%d' % number)})
+            if trial:
+                env['CLOUD_ML_TRIAL_ID'] = TRIAL_ID
+            replicas.append(Replica(number, role, index, package['module'],
+                                    tuple(args), env))
+    replicas.sort(key=lambda r: (START_ORDER.index(r.role), r.index))
+    return Plan(replicas=tuple(replicas),
+                counts=tuple((POOL_ORDER[n], run, asked) for n, _, asked, run in pools),
+                base_dir=base, package_uri=pools[0][1]['package_uri'], trial=trial)
+
+
+def _runs(pool):
+    """`{module, args, package_uri}` of a pool: the staged package's module, or
+    the built image's `python -m MODULE` (its package_uri None)."""
+    if 'pythonPackageSpec' in pool:
+        spec = pool['pythonPackageSpec']
+        return {'module': spec['pythonModule'], 'args': spec.get('args', ()),
+                'package_uri': spec['packageUris'][0]}
+    command = pool['containerSpec'].get('command', ())
+    if len(command) != 3 or command[:2] != ['python', '-m']:
+        raise UserInputError('--rehearse runs `python -m MODULE` containers only; this '
+                             'pool runs %r' % (command,))
+    return {'module': command[2], 'args': pool['containerSpec'].get('args', ()),
+            'package_uri': None}
+
+
+def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=None,
+             err=None, work_dir=None, environ=None, build_dir=None):
+    """Runs the job `body` describes on this machine; returns the exit code.
+
+    A package job installs the package staged at `pythonPackageSpec.packageUris`.
+    A job on the image `--build-image` makes installs, as that image's
+    Dockerfile does, an sdist of this checkout built in `build_dir` (the
+    image itself is not built).
+
+    Raises:
+      UserInputError: the package does not install or cannot run a pool's
+        module with its args (before anything trains).
+    """
+    started = time.monotonic()
+    out = out or sys.stdout
+    err = err or sys.stderr
+    environ = dict(os.environ if environ is None else environ)
+    plan = plan_job(body, max_replicas)
+    work_dir = work_dir or tempfile.mkdtemp(prefix='rehearsal-')
+    _notes(plan, body, max_replicas, environ, err)
+
+    if plan.package_uri:
+        package = _download(storage_client, plan.package_uri, work_dir)
+    else:
+        sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
+        os.makedirs(sdist_dir, exist_ok=True)
+        package = staging.build_sdist(sdist_dir).path
+        err.write('note: the image is not built: its package is installed from an sdist '
+                  'of this checkout, as the Dockerfile installs it\n')
+    python = install(package, os.path.join(work_dir, 'venv'), environ)
+    task_env = _task_environment(environ, python)
+    checked = set()
+    for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
+        if (replica.module, replica.args) not in checked:
+            preflight(python, replica, dict(task_env, **replica.env), work_dir)
+            checked.add((replica.module, replica.args))
+
+    log_dir = os.path.join(work_dir, 'logs')
+    os.makedirs(log_dir, exist_ok=True)
+    # cloudml-hypertune writes where Vertex AI's agent reads; here, a file we check.
+    metric_file = os.path.join(work_dir, 'hypertune', 'output.metrics') if plan.trial else None
+    tasks = []
+    for replica in plan.replicas:
+        env = dict(task_env, **replica.env)
+        if metric_file and replica.role == CHIEF:
+            env['CLOUD_ML_HP_METRIC_FILE'] = metric_file
+        tasks.append(launcher_lib.Task(
+            replica.role, replica.index, replica.env['TF_CONFIG'],
+            os.path.join(log_dir, replica.label + '.log'),
+            command=[python, '-m', replica.module, *replica.args], env=env))
+    runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
+    runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
+        ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
+        os.path.basename(package), plan.package_uri or 'this checkout', log_dir))
+    code = runner.run()
+    if code:
+        return code
+    try:
+        lines = _outcome(plan, storage_client, os.path.join(log_dir, 'chief-0.log'),
+                         metric_file)
+    except _Failed as e:
+        err.write('error: %s\n' % e)
+        return launcher_lib.EXIT_FAILED
+    lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
+    err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
+    return 0
+
+
+class _Failed(Exception):
+    """The tasks ended well but the job did not do its job."""
+
+
+def _outcome(plan, storage_client, chief_log_path, metric_file):
+    """Summary lines of a finished job; raises `_Failed` without an export or metric."""
+    with open(chief_log_path, errors='replace') as f:
+        chief_log = f.read()
+    steps = _FINAL_RE.findall(chief_log)
+    exports = _EXPORT_RE.findall(chief_log)
+    if not exports or not _exists(storage_client, exports[-1] + '/saved_model.pb'):
+        raise _Failed('the chief finished but no SavedModel export exists (%s); its log: %s'
+                      % (exports[-1] if exports else 'none logged', chief_log_path))
+    lines = ['  pools: ' + ', '.join(
+                 '%s %d%s' % (role, run, ' of %d' % asked if asked != run else '')
+                 for role, run, asked in plan.counts),
+             '  final global step: %s' % (steps[-1] if steps else 'not logged'),
+             '  export: %s' % exports[-1]]
+    if plan.trial:
+        tag, values = plan.trial
+        reported = _reported_metric(metric_file, tag)
+        if reported is None:
+            raise _Failed('the trial reported no %r metric to the tuning service (%s)'
+                          % (tag, metric_file))
+        lines.append('  trial %s (%s): %s = %s reported' % (
+            TRIAL_ID, ', '.join('--%s=%s' % v for v in values), tag, reported))
+    return lines
+
+
+def install(package, venv_dir, environ):
+    """pip-installs `package` into a fresh virtualenv; returns its python.
+
+    Raises:
+      UserInputError: pip failed (its first `ERROR:` line is named).
+    """
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', venv_dir],
+                   check=True, capture_output=True)
+    python = os.path.join(venv_dir, 'bin', 'python')
+    site = subprocess.run([python, '-c', 'import sysconfig; print(sysconfig.get_paths()'
+                           '["purelib"])'], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    # The image's preinstalled packages: this environment's site-packages, as
+    # plain path entries (its own .pth files, e.g. an editable checkout, are
+    # not processed, so the repository itself is not importable).
+    layers = dict.fromkeys(sysconfig.get_paths()[k] for k in ('purelib', 'platlib'))
+    with open(os.path.join(site, '_executor_image.pth'), 'w') as f:
+        f.write(''.join(path + '\n' for path in layers))
+    command = [sys.executable, '-m', 'pip', '--python', python, 'install',
+               '--disable-pip-version-check', '--no-build-isolation', package]
+    constraints = os.path.join(staging.REPO_ROOT, 'constraints.txt')
+    if os.path.isfile(constraints):
+        command += ['-c', constraints]
+    env = dict(environ)
+    env.pop('PYTHONPATH', None)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        errors = _PIP_ERROR_RE.findall(proc.stderr)
+        lines = proc.stderr.strip().splitlines() or ['exit code %d' % proc.returncode]
+        raise UserInputError('installing %s into a fresh virtualenv failed: %s'
+                             % (os.path.basename(package), errors[0] if errors else lines[-1]))
+    return python
+
+
+def preflight(python, replica, env, cwd):
+    """Imports `replica.module` and parses its args in the installed package.
+
+    Raises:
+      UserInputError: the module is missing or broken, or the args are refused.
+    """
+    proc = subprocess.run([python, '-c', _PREFLIGHT, replica.module, *replica.args],
+                          env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else 'exit code %d' % proc.returncode
+    flag_error = _FLAG_ERROR_RE.match(last)
+    if flag_error:
+        raise UserInputError('%s rejects the args of worker pool %d (%s): %s'
+                             % (replica.module, replica.pool, replica.role,
+                                flag_error.group(1)))
+    raise UserInputError('the staged package cannot run %s (worker pool %d, %s): %s'
+                         % (replica.module, replica.pool, replica.role, last))
+
+
+def _notes(plan, body, max_replicas, environ, err):
+    spec = body.get('jobSpec') or body['trialJobSpec']
+    machines = sorted({p['machineSpec']['machineType'] for p in spec['workerPoolSpecs'] if p})
+    gpus = any(p.get('machineSpec', {}).get('acceleratorType')
+               for p in spec['workerPoolSpecs'] if p)
+    err.write('note: --rehearse ignores machine types%s (%s): every replica runs on this '
+              'machine\'s CPUs\n' % (' and accelerators' if gpus else '', ', '.join(machines)))
+    for role, run, asked in plan.counts:
+        if run < asked:
+            err.write('note: worker pool %d (%s) runs %d of its %d replicas (--max-replicas '
+                      '%d)\n' % (POOL_ORDER.index(role), role, run, asked, max_replicas))
+    if plan.trial:
+        err.write('note: tuning job: rehearsing trial %s with mid-range values %s\n' % (
+            TRIAL_ID, ' '.join('--%s=%s' % p for p in plan.trial[1])))
+    paths = [plan.base_dir] + [a.split('=', 1)[-1] for r in plan.replicas for a in r.args]
+    warning = gcs.modular_filesystem_warning(paths, environ)
+    if warning:
+        err.write(warning + '\n')
+
+
+def _task_environment(environ, python):
+    """This environment as a Vertex AI task would see it, with the venv first on PATH."""
+    env = {k: v for k, v in environ.items() if k not in _NOT_INHERITED}
+    env['PATH'] = os.path.dirname(python) + os.pathsep + env.get('PATH', '')
+    return env
+
+
+def _download(storage_client, uri, work_dir):
+    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+    bucket, name = staging.split_gs_uri(uri)
+    path = os.path.join(work_dir, 'package', os.path.basename(name))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        storage_client.bucket(bucket).blob(name).download_to_filename(path)
+    except exceptions.GoogleAPICallError as e:
+        raise UserInputError('downloading the staged package %s failed: %s'
+                             % (uri, e.message)) from None
+    return path
+
+
+def _exists(storage_client, path):
+    if not path.startswith('gs://'):
+        return os.path.exists(path)
+    bucket, name = staging.split_gs_uri(path)
+    return storage_client.bucket(bucket).get_blob(name) is not None
+
+
+def _reported_metric(path, tag):
+    """The last value reported for `tag` in a cloudml-hypertune metrics file, or None."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    values = [json.loads(line).get(tag) for line in lines if line.strip()]
+    values = [v for v in values if v is not None]
+    return values[-1] if values else None

@@ -1,0 +1,266 @@
+"""`submit --rehearse`: the job body a submission sends, run here against the gs:// emulator.
+
+The plan tests read the body from a dry run (the same code path) and check the
+environment each replica gets. The end-to-end tests run the real CLI: the
+sdist is staged to the emulator bucket, installed from there into a fresh
+virtualenv (offline: PIP_NO_INDEX, every dependency is already installed) and
+trained with a gs:// job-dir.
+"""
+import glob
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import processes
+from conftest import cli_env, REPO_ROOT
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import rehearsal
+from test_gcs import saved_models, taxi_data_flags
+
+CLOUD = 'estimator_trainers.tools.cloud'
+PROJECT = ['--project', 'test-project']
+# The package path: the sdist is staged and installed from the bucket.
+PACKAGE = ['--executor-image-uri', 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest']
+# Which trainer each shipped config is written for (its header comment).
+CONFIG_MODELS = {'config_ps.yaml': 'taxi', 'cmle_config.yaml': 'cifar10',
+                 'cmle_config_gpu.yaml': 'cifar10', 'config_mwms.yaml': 'cifar10',
+                 'hptuning_config.yaml': 'cifar10'}
+CIFAR_FLAGS = ['--num-layers=8', '--train-batch-size=32', '--eval-batch-size=50',
+               '--checkpoint-num-steps=10']
+
+
+def _config(name):
+    return os.path.join(REPO_ROOT, 'configs', name)
+
+
+def _body(model, config, *trainer_flags, options=PACKAGE):
+    """The request body of a dry run."""
+    out = io.StringIO()
+    assert cli.main(['submit', model, '--config', _config(config), '--dry-run',
+                     '--bucket', 'gs://bkt', '--job-name', 'job', *PROJECT, *options, '--',
+                     *trainer_flags], out=out, err=io.StringIO()) == 0
+    return json.loads(out.getvalue())['request']['body']
+
+
+def test_plan_gives_each_replica_the_vertex_environment():
+    body = _body('taxi', 'config_ps.yaml', '--train-steps=200')
+    plan = rehearsal.plan_job(body, max_replicas=2)
+    assert [r.label for r in plan.replicas] == ['ps-0', 'chief-0', 'worker-0', 'worker-1']
+    assert plan.counts == (('chief', 1, 1), ('worker', 2, 4), ('ps', 1, 1))
+    assert plan.package_uri == 'gs://bkt/staging/job/estimator-trainers-0.1.0.tar.gz'
+    pools = body['jobSpec']['workerPoolSpecs']
+    addresses = set()
+    for replica in plan.replicas:
+        package = pools[replica.pool]['pythonPackageSpec']
+        assert (replica.module, list(replica.args)) == (package['pythonModule'],
+                                                         package['args'])
+        assert replica.env['AIP_MODEL_DIR'] == 'gs://bkt/jobs/job/model'
+        assert replica.env['AIP_CHECKPOINT_DIR'] == 'gs://bkt/jobs/job/checkpoints'
+        assert replica.env['AIP_TENSORBOARD_LOG_DIR'] == 'gs://bkt/jobs/job/logs'
+        assert 'CLOUD_ML_TRIAL_ID' not in replica.env
+        from_tf_config = cluster_lib.load_cluster({'TF_CONFIG': replica.env['TF_CONFIG']})
+        from_spec = cluster_lib.load_cluster({'CLUSTER_SPEC': replica.env['CLUSTER_SPEC']})
+        for info in (from_tf_config, from_spec):
+            assert (info.task_type, info.task_index) == (replica.role, replica.index)
+            assert sorted(info.cluster) == ['chief', 'ps', 'worker']
+            assert len(info.addresses('worker')) == 2
+        assert from_tf_config.cluster == from_spec.cluster
+        assert from_tf_config.environment == 'cloud'
+        addresses.update(a for job in from_spec.cluster.values() for a in job)
+    assert len(addresses) == 4 and all(a.startswith('127.0.0.1:') for a in addresses)
+
+
+def test_plan_of_the_built_image_runs_its_python_module():
+    """The default submission runs a built image: `python -m MODULE` + args per pool."""
+    body = _body('taxi', 'config_ps.yaml', '--train-steps=200', options=())
+    plan = rehearsal.plan_job(body, max_replicas=1)
+    assert plan.package_uri is None
+    pools = body['jobSpec']['workerPoolSpecs']
+    for replica in plan.replicas:
+        container = pools[replica.pool]['containerSpec']
+        assert container['command'] == ['python', '-m', replica.module]
+        assert list(replica.args) == container['args']
+    assert [r.label for r in plan.replicas] == ['ps-0', 'chief-0', 'worker-0']
+
+
+def test_tuning_plan_runs_one_trial_with_mid_range_values():
+    body = _body('cifar10', 'hptuning_config.yaml')
+    plan = rehearsal.plan_job(body, max_replicas=2)
+    (chief,) = plan.replicas
+    assert plan.trial == ('accuracy', [('learning-rate', 0.0632456),
+                                       ('weight-decay', 0.0001)])
+    assert chief.args[-2:] == ('--learning-rate=0.0632456', '--weight-decay=0.0001')
+    assert '--hypertune-metric=accuracy' in chief.args
+    assert not any(a.startswith('--job-dir') for a in chief.args)
+    assert chief.env['CLOUD_ML_TRIAL_ID'] == '1'
+    assert chief.env['AIP_MODEL_DIR'] == 'gs://bkt/jobs/job/1/model'
+    assert json.loads(chief.env['TF_CONFIG'])['task'] == {'type': 'chief', 'index': 0,
+                                                         'trial': '1'}
+
+
+@pytest.mark.parametrize('options, clash', [
+    (['--dry-run'], '--dry-run'),
+    (['--target', 'ai-platform'], '--target ai-platform'),
+    (['--image-uri', 'example.com/trainer:1', '--stream-logs'], '--image-uri or --stream-logs'),
+])
+def test_rehearse_refuses_options_it_cannot_honour(options, clash):
+    with pytest.raises(UserInputError) as raised:
+        cli.main(['submit', 'taxi', '--rehearse', '--bucket', 'gs://bkt', *PROJECT, *options],
+                 out=io.StringIO(), err=io.StringIO())
+    assert str(raised.value) == ('--rehearse runs the staged package on this machine; it '
+                                 'does not go with %s' % clash)
+
+
+@pytest.mark.parametrize('parameter, expected', [
+    ({'integerValueSpec': {'minValue': '1', 'maxValue': '10'}}, 6),
+    ({'doubleValueSpec': {'minValue': 0.0, 'maxValue': 1.0}}, 0.5),
+    ({'doubleValueSpec': {'minValue': 1.0, 'maxValue': 100.0},
+      'scaleType': 'UNIT_LOG_SCALE'}, 10.0),
+    ({'categoricalValueSpec': {'values': ['adam', 'ftrl', 'sgd']}}, 'ftrl'),
+    ({'discreteValueSpec': {'values': [16.0, 32.0, 64.0, 128.0]}}, 32.0),
+])
+def test_mid_value(parameter, expected):
+    assert rehearsal.mid_value(parameter) == expected
+
+
+def test_unresolvable_dependency_fails_the_install_with_pips_error(tmp_path):
+    source = tmp_path / 'src'
+    source.mkdir()
+    (source / 'needs_missing.py').write_text('')
+    (source / 'setup.py').write_text(
+        "from setuptools import setup\n"
+        "setup(name='needs-missing', version='1.0', py_modules=['needs_missing'],\n"
+        "      install_requires=['no-such-dependency-for-tests==1.0'])\n")
+    subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--dist-dir', str(tmp_path)],
+                   cwd=source, check=True, capture_output=True)
+    environ = dict(os.environ, PIP_NO_INDEX='1')
+    with pytest.raises(UserInputError) as raised:
+        rehearsal.install(str(tmp_path / 'needs-missing-1.0.tar.gz'),
+                          str(tmp_path / 'venv'), environ)
+    assert str(raised.value).startswith(
+        'installing needs-missing-1.0.tar.gz into a fresh virtualenv failed: Could not find '
+        'a version that satisfies the requirement no-such-dependency-for-tests==1.0')
+    assert '\n' not in str(raised.value)
+
+
+def _rehearse(gcs, tmp_path, model, config, *trainer_flags, options=(), bucket, job, check,
+              cwd=REPO_ROOT):
+    """Runs `submit MODEL --config CONFIG --rehearse` as job `job`; returns the process."""
+    env = dict(gcs.env(), PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
+    if cwd != REPO_ROOT:
+        env['PYTHONPATH'] = cwd
+    proc = processes.run(
+        [sys.executable, '-m', CLOUD, 'submit', model, '--config', _config(config),
+         '--rehearse', '--bucket', bucket, '--job-name', job, *PROJECT, *options,
+         '--', *trainer_flags],
+        timeout=900, cwd=cwd, env=cli_env(env), stdin=subprocess.DEVNULL)
+    assert proc.returncode == check, 'exit %d\n%s\n%s' % (
+        proc.returncode, proc.stdout[-6000:], proc.stderr[-6000:])
+    return proc
+
+
+def _assert_passed(gcs, proc, tmp_path, bucket, job, pools, model_dir='', staged=False):
+    """Checks the summary, the export and the staged package; returns (step, summary)."""
+    job_dir = 'gs://%s/jobs/%s%s' % (bucket, job, model_dir)
+    summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
+    assert '  pools: %s\n' % pools in summary
+    export = re.search(r'  export: (\S+)', summary).group(1)
+    assert export.startswith(job_dir + '/export/')
+    assert saved_models(gcs, job_dir) == [export[len(job_dir) + 1:] + '/saved_model.pb']
+    step = int(re.search(r'  final global step: (\d+)', summary).group(1))
+    # The trainers came from the package (staged in the bucket) installed in a fresh venv.
+    (installed,) = glob.glob(str(tmp_path / 'rehearsal-*' / 'venv' / 'lib' / 'python*' /
+                                 'site-packages' / 'estimator_trainers'))
+    assert os.path.isdir(installed)
+    assert gcs.list_objects(bucket, 'staging/%s/' % job) == (
+        ['staging/%s/estimator-trainers-0.1.0.tar.gz' % job] if staged else [])
+    return step, summary
+
+
+def test_rehearses_the_taxi_parameter_server_config(gcs, gcs_taxi_data, tmp_path):
+    proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
+                     '--checkpoint-num-steps=100', '--batch-size=64',
+                     *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
+                     bucket='gs://taxi-data', job='taxi_ps', check=0)
+    assert ('note: --rehearse ignores machine types (n1-standard-4): every replica runs '
+            'on this machine\'s CPUs') in proc.stderr
+    assert 'note: worker pool 1 (worker) runs 2 of its 4 replicas (--max-replicas 2)' \
+        in proc.stderr
+    step, _ = _assert_passed(gcs, proc, tmp_path, 'taxi-data', 'taxi_ps',
+                             'chief 1, worker 2 of 4, ps 1', staged=True)
+    assert 200 <= step <= 210
+    for label in ('ps-0', 'chief-0', 'worker-0', 'worker-1'):
+        assert re.search(r'^\[%s\] ' % label, proc.stdout, re.M), label
+        assert '[launcher] started %s' % label in proc.stderr
+
+
+def test_rehearses_the_cifar10_cluster_config(gcs, gcs_cifar10_data, tmp_path):
+    proc = _rehearse(gcs, tmp_path, 'cifar10', 'cmle_config.yaml', '--train-steps=20',
+                     *CIFAR_FLAGS, options=['--max-replicas', '1'],
+                     bucket='gs://cifar-data', job='cifar_cmle', check=0)
+    assert 'note: the image is not built: its package is installed from an sdist' \
+        in proc.stderr
+    step, _ = _assert_passed(gcs, proc, tmp_path, 'cifar-data', 'cifar_cmle',
+                             'chief 1, worker 1, ps 1')
+    assert 20 <= step <= 30
+
+
+def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
+    proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--trian-steps=200',
+                     *taxi_data_flags(gcs_taxi_data[0]), bucket='gs://taxi-data',
+                     job='bad_flag', check=2)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: trainer flags: unrecognized arguments: --trian-steps=200 '
+        '(python -m taxi_estimator.task --help lists them)')
+    assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,
+                                                                  tmp_path):
+    """A checkout whose setup.py leaves taxi_estimator out of the sdist it stages."""
+    copy = tmp_path / 'checkout'
+    shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(
+        '.git', '.venv', '__pycache__', 'tests', 'benchmarks', '*.egg-info', 'build'))
+    setup = (copy / 'setup.py').read_text()
+    assert "exclude=['tests'," in setup
+    (copy / 'setup.py').write_text(setup.replace(
+        "exclude=['tests',", "exclude=['taxi_estimator', 'taxi_estimator.*', 'tests',"))
+    proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
+                     *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
+                     bucket='gs://taxi-data',
+                     job='broken_package', check=2, cwd=str(copy))
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: the staged package cannot run taxi_estimator.task (worker pool 0, chief): "
+        "ModuleNotFoundError: No module named 'taxi_estimator'")
+    assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('config', ['cmle_config_gpu.yaml', 'config_mwms.yaml',
+                                    'hptuning_config.yaml'])
+def test_rehearses_every_shipped_config(gcs, gcs_cifar10_data, tmp_path, config):
+    """The configs the tests above do not rehearse, on a small CIFAR-10 model."""
+    assert sorted(CONFIG_MODELS) == sorted(os.listdir(os.path.join(REPO_ROOT, 'configs')))
+    assert CONFIG_MODELS[config] == 'cifar10'
+    job = config[:-len('.yaml')]
+    proc = _rehearse(gcs, tmp_path, 'cifar10', config, '--train-steps=20', *CIFAR_FLAGS,
+                     options=['--max-replicas', '1'], bucket='gs://cifar-data', job=job,
+                     check=0)
+    _, summary = _assert_passed(gcs, proc, tmp_path, 'cifar-data', job, {
+        'cmle_config_gpu.yaml': 'chief 1, worker 1 of 2, ps 1',
+        'config_mwms.yaml': 'chief 1, worker 1 of 2',
+        'hptuning_config.yaml': 'chief 1'}[config],
+                                model_dir='/1/model' if job == 'hptuning_config' else '')
+    if config == 'hptuning_config.yaml':
+        assert re.search(r'  trial 1 \(--learning-rate=0\.0632456, --weight-decay=0\.0001\): '
+                         r'accuracy = [\d.]+ reported', summary)
+    if config == 'cmle_config_gpu.yaml':
+        assert 'ignores machine types and accelerators' in proc.stderr

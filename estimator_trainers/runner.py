@@ -184,9 +184,21 @@ def main(trainer, argv=None):
     """The command line of `trainer`: parse, then `run`. Returns the exit code."""
     logs.quiet_tensorflow_native_logs()
     args = trainer.parse_args(argv)
+    _warn_gcs_plugin(args)
     logs.configure(args.verbosity)
     run(trainer, args)
     return 0
+
+
+def _warn_gcs_plugin(args):
+    """One warning line when TensorFlow's GCS plugin would serve a gs:// flag value."""
+    from estimator_trainers import gcs  # pylint: disable=g-import-not-at-top
+    values = []
+    for value in vars(args).values():
+        values.extend(value if isinstance(value, (list, tuple)) else [value])
+    warning = gcs.modular_filesystem_warning(v for v in values if isinstance(v, str))
+    if warning:
+        sys.stderr.write(warning + '\n')
 
 
 def run_cli(trainer):

@@ -148,3 +148,17 @@ def test_runner_refuses_a_job_dir_another_user_owns(toy_path, tmp_path):
                           str(data_dir), '--job-dir', str(job_dir)], 300, env=_env(toy_path))
     one_error_line(proc, '--job-dir %s' % job_dir)
     assert 'owned by' in proc.stderr and not list(job_dir.iterdir())
+
+
+def test_trainer_warns_once_when_the_gcs_plugin_would_serve_its_gs_paths(toy_path):
+    """TF_USE_MODULAR_FILESYSTEM routes gs:// through a plugin that cannot rename directories."""
+    env = dict(_env(toy_path), TF_USE_MODULAR_FILESYSTEM='1')
+    proc = processes.run([sys.executable, '-m', 'toy_estimator.trainer', '--data-dir',
+                          'gs://bucket/missing', '--job-dir', 'gs://bucket/job', '--help'],
+                         120, env=env)
+    assert proc.returncode == 0 and 'warning' not in proc.stderr  # --help exits first
+    proc = processes.run([sys.executable, '-m', 'toy_estimator.trainer', '--data-dir',
+                          '/nonexistent', '--job-dir', 'gs://bucket/job'],
+                         120, env=env)
+    warnings = [l for l in proc.stderr.splitlines() if l.startswith('warning:')]
+    assert len(warnings) == 1 and 'gs://bucket/job' in warnings[0], proc.stderr

@@ -51,11 +51,14 @@ class ClusterInfo:
       task_type: this process's role, or None for a single local process.
       task_index: index of this task within its role.
       environment: the `environment` value of TF_CONFIG (e.g. `cloud`).
+      num_evaluators: evaluator tasks the description lists (Vertex AI's
+        worker pool 3, the local launcher); 0 when it does not say.
     """
     cluster: dict
     task_type: str = None
     task_index: int = 0
     environment: str = None
+    num_evaluators: int = 0
 
     @property
     def is_distributed(self):
@@ -238,7 +241,7 @@ def _validated(cluster, task, environment, source):
         cluster, task_type, task_index = _promote_first_worker(
             cluster, task_type, task_index)
     return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
-                       environment=environment)
+                       environment=environment, num_evaluators=len(evaluators or ()))
 
 
 def _promote_first_worker(cluster, task_type, task_index):

@@ -45,8 +45,8 @@ def test_evaluator_moves_on_when_its_checkpoint_is_rotated_away(tmp_path, monkey
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     estimator = tf.estimator.Estimator(
         _model_fn, config=tf.estimator.RunConfig(model_dir=job_dir))
-    loop = training.LoopSettings(train_steps=10, eval_steps=1, eval_frequency_secs=0)
-    plan = checkpoints.plan(job_dir, cluster, None, every_steps=10)
+    loop = training.LoopSettings(train_steps=10, eval_steps=1)
+    plan = checkpoints.plan(job_dir, cluster, None, every_steps=10, eval_every_secs=0)
     assert training.train_and_evaluate(estimator, loop, cluster, plan,
                                        train_input_fn=_input_fn,
                                        eval_input_fn=eval_input_fn) is None

@@ -66,8 +66,8 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
                                              global_step - first_step)
     share = eval_clock.seconds / wall_secs if wall_secs > 0 else 0.0
     rows = [
-        ('wall time', '%s, of which evaluating %s (%.0f%%, %d evaluation%s)' % (
-            hooks.format_duration(wall_secs), hooks.format_duration(eval_clock.seconds),
+        ('wall time', '%s, of which evaluating %s (%.1f%%, %d evaluation%s)' % (
+            _duration(wall_secs), _duration(eval_clock.seconds),
             100 * share, eval_clock.count, '' if eval_clock.count == 1 else 's')),
         ('steps', steps),
         ('examples/sec', '%.1f (job-wide average while training)' % examples_per_sec
@@ -81,3 +81,8 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
     width = max(len(name) for name, _ in rows)
     return '\n'.join(['Run summary:'] + ['  %-*s  %s' % (width, name, value)
                                          for name, value in rows])
+
+
+def _duration(secs):
+    """`hooks.format_duration`, with tenths under a minute (short runs)."""
+    return '%.1fs' % secs if secs < 60 else hooks.format_duration(secs)

@@ -78,8 +78,38 @@ def input_images(images, output_dir, every_steps, max_images=3):
         pixels = tf.cast(tf.clip_by_value(images[:max_images], 0, 255), tf.uint8)
     summary = tf.compat.v1.summary.image(IMAGES, pixels, max_outputs=max_images,
                                          collections=[])
-    return tf.compat.v1.train.SummarySaverHook(save_steps=every_steps,
-                                               output_dir=output_dir, summary_op=summary)
+    return RareSummaryHook(summary, output_dir, every_steps)
+
+
+class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
+    """Writes `summary_op` at the first step and at multiples of `every_steps`.
+
+    Unlike a second `SummarySaverHook` it writes no "session start" event,
+    which would make TensorBoard discard what the first one wrote at that step.
+    """
+
+    def __init__(self, summary_op, output_dir, every_steps):
+        self._summary_op = summary_op
+        self._output_dir = output_dir
+        self._every_steps = every_steps
+
+    def begin(self):
+        self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
+        self._global_step = tf.compat.v1.train.get_global_step()
+        self._next_step = None
+
+    def before_run(self, run_context):
+        fetches = {'step': self._global_step}
+        if self._next_step is None or self._last_step + 1 >= self._next_step:
+            fetches['summary'] = self._summary_op
+        return tf.compat.v1.train.SessionRunArgs(fetches)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results['step']) + 1
+        self._last_step = step
+        if 'summary' in run_values.results:
+            self._writer.add_summary(run_values.results['summary'], step)
+            self._next_step = step - step % self._every_steps + self._every_steps
 
 
 def batch_auc(labels, probabilities):

@@ -3,6 +3,8 @@
     python -m taxi_estimator.predict --model-dir JOB_DIR/export/TIMESTAMP \
         --json-instances instances.ndjson
     python -m taxi_estimator.predict --model-dir JOB_DIR/export \
+        --json-instances request.json      # {"instances": [{...}, ...]}
+    python -m taxi_estimator.predict --model-dir JOB_DIR/export \
         --csv-instances trips.csv
 
 The local equivalent of `gcloud ai-platform local predict`: loads a SavedModel
@@ -39,7 +41,8 @@ def parse_args(argv=None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--json-instances',
                         help='Newline-delimited JSON: one object per line with every '
-                             'feature (null for a missing value).')
+                             'feature (null for a missing value); or a TensorFlow '
+                             'Serving request body, {"instances": [{...}, ...]}.')
     source.add_argument('--csv-instances',
                         help='CSV with a header line naming every feature (a tip '
                              'column is ignored; empty fields are missing values).')
@@ -75,7 +78,11 @@ def check_instance(raw, where):
 
 
 def read_json_instances(path, text):
-    """Parsed instances from newline-delimited JSON (blank lines skipped)."""
+    """Parsed instances from newline-delimited JSON (blank lines skipped), or from
+    a TensorFlow Serving request body `{"instances": [{...}, ...]}`."""
+    body = _serving_request(text)
+    if body is not None:
+        return _request_instances(path, body)
     instances = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -89,6 +96,34 @@ def read_json_instances(path, text):
             raise UserInputError('%s: expected a JSON object of features, got %s'
                                  % (where, type(raw).__name__))
         instances.append(check_instance(raw, where))
+    return instances
+
+
+def _serving_request(text):
+    """The parsed body if `text` is one JSON object with `instances`, else None."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and 'instances' in body else None
+
+
+def _request_instances(path, body):
+    where = '--json-instances %s' % path
+    extra = sorted(set(body) - {'instances', 'signature_name'})
+    if extra:
+        raise UserInputError('%s: unexpected key %r in the request body (expected '
+                             '"instances")' % (where, extra[0]))
+    if not isinstance(body['instances'], list):
+        raise UserInputError('%s: "instances" must be a list of objects of features'
+                             % where)
+    instances = []
+    for number, raw in enumerate(body['instances']):
+        here = '%s instance %d' % (where, number)
+        if not isinstance(raw, dict):
+            raise UserInputError('%s: expected a JSON object of features, got %s'
+                                 % (here, type(raw).__name__))
+        instances.append(check_instance(raw, here))
     return instances
 
 
@@ -156,7 +191,11 @@ def make_predictor(export_dir):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
     loaded = tf.saved_model.load(export_dir)
-    signature = loaded.signatures['predict']
+    if 'serving_default' not in loaded.signatures:
+        raise UserInputError('%s: the export has no serving_default signature (exported '
+                             'before it had one? export again with taxi_estimator.task)'
+                             % export_dir)
+    signature = loaded.signatures['serving_default']
     inputs = set(signature.structured_input_signature[1])
     if inputs == {input_lib.CSV_INPUT}:
         encode = lambda batch: {input_lib.CSV_INPUT: tf.constant([_csv_row(i) for i in batch])}

@@ -42,6 +42,11 @@ def _results():
         'cold_start': dict(stamp, trainers={'taxi': {
             'configured': _summary(2.0), 'graph_built': _summary(3.0),
             'first_checkpoint': _summary(5.0), 'first_step': _summary(6.0)}}),
+        'eval_share': dict(stamp, cifar_train_steps=1000, runs={
+            'taxi': [{'wall_secs': 20.0, 'eval_secs': 2.0, 'eval_share': 0.1,
+                      'evaluations': 10}],
+            'cifar10': [{'wall_secs': 300.0, 'eval_secs': 60.0, 'eval_share': 0.2,
+                         'evaluations': 6}]}),
     }
 
 
@@ -58,6 +63,11 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
     assert '| taxi input pipeline ≥ 10× what training consumes | 9.00× | **no** |' in text
     assert '| taxi: cold start to first step ≤ 15 s | 6.0 s | yes |' in text
     assert '## 4. Cluster overhead\n\nNot measured in this run.' in text
+    assert ('| taxi default run: ≥ 5 evaluations, ≤ 15% of wall time evaluating | '
+            '10 evaluations, 10.0% | yes |') in text
+    assert ('| cifar10 default run: ≥ 5 evaluations, ≤ 15% of wall time evaluating | '
+            '6 evaluations, 20.0% | **no** |') in text
+    assert '| cifar10 | 300.0 (300.0–300.0) | 60.0 (60.0–60.0) | 20.0% | 6 |' in text
 
 
 def test_run_sh_help_and_bad_argument():

@@ -126,7 +126,7 @@ def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
         assert "MultiWorkerMirroredStrategy with cluster_spec" in log
-        assert re.search(r'INFO step 60: .*loss = ', log), label
+        assert re.search(r'INFO step 60/60, .*loss = ', log), label
     assert latest_checkpoint_step(job_dir) == 60
     assert_checkpoints_intact(job_dir, 60, VARIABLES)
     # The worker ran the same save ops into TF's throw-away directory.

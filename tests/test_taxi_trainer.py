@@ -54,7 +54,8 @@ def test_trains_evaluates_and_exports(files, job_dir):
     assert step == 200
     assert metrics['auc'] > 0.8 and metrics['accuracy'] > 0.75, metrics
     assert 'Training data: 803 rows in 1 file(s); eval data: 200 rows' in proc.stderr
-    assert re.search(r'step 100: learning_rate = 0\.01, loss = [\d.]+', proc.stderr)
+    assert re.search(r'step 100/200, .*learning_rate/dnn_adam = 0\.01, .*loss = [\d.]+',
+                     proc.stderr)
 
     # Metrics for TensorBoard under <job-dir>/eval.
     tags = set()

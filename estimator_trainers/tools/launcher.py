@@ -120,8 +120,11 @@ def make_tasks(cluster, evaluator_count, log_dir):
     roles = [(role, i) for role in START_ORDER for i in range(counts[role])]
     tasks = []
     for task_type, index in roles:
-        tf_config = json.dumps({'cluster': cluster,
-                                'task': {'type': task_type, 'index': index}})
+        config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
+        if evaluator_count:
+            # As AI Platform did: the chief leaves evaluation to the evaluators.
+            config['job'] = {'evaluatorCount': evaluator_count}
+        tf_config = json.dumps(config)
         tasks.append(Task(task_type, index, tf_config,
                           os.path.join(log_dir, '%s-%d.log' % (task_type, index))))
     return tasks

@@ -162,7 +162,11 @@ class Cifar10Trainer(runner.Trainer):
         hparams = dataclasses.replace(hparams, train_examples=counts['train'])
         return runner.Plan(train_steps=args.train_steps,
                            examples_per_step=args.train_batch_size,
-                           facts=(hparams, counts))
+                           facts=(hparams, counts),
+                           # SyncReplicasOptimizer: one global step takes every worker's batch.
+                           examples_per_global_step=(
+                               args.train_batch_size * cluster.num_workers
+                               if hparams.sync and cluster.num_workers > 1 else None))
 
     def model_params(self, args, plan):
         return {'num-layers': args.num_layers}

@@ -17,15 +17,16 @@ from tensorboard.plugins.hparams import summary_v2 as hparams_v2
 from estimator_trainers import hooks
 
 TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
-# Flags that name places rather than choices: not hyperparameters.
-_NOT_HPARAMS = frozenset(['job_dir', 'verbosity', 'hypertune_metric'])
+# Flags that name places or logging rather than choices: not hyperparameters.
+_NOT_HPARAMS = frozenset(['verbosity', 'hypertune_metric', 'feature_stats'])
+_PATH_SUFFIXES = ('_dir', '_file', '_files')
 
 
 def hparams(args):
-    """The flag values of `args` that the hparams plugin can show."""
+    """The flag values of `args` that the hparams plugin can show (no paths)."""
     values = {}
     for name, value in sorted(vars(args).items()):
-        if name in _NOT_HPARAMS or value is None:
+        if (name in _NOT_HPARAMS or name.endswith(_PATH_SUFFIXES) or value is None):
             continue
         if isinstance(value, (list, tuple)):
             value = ','.join(map(str, value))

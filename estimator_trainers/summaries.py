@@ -82,10 +82,11 @@ def input_images(images, output_dir, every_steps, max_images=3):
 
 
 class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
-    """Writes `summary_op` at the first step and at multiples of `every_steps`.
+    """Writes `summary_op` at the second step of a session, then every `every_steps`.
 
-    Unlike a second `SummarySaverHook` it writes no "session start" event,
-    which would make TensorBoard discard what the first one wrote at that step.
+    Not a second `SummarySaverHook`: that writes a "session start" event, and
+    TensorBoard drops what was written at or after the step of such an event
+    before it; Estimator's own summary hook writes one at the first step.
     """
 
     def __init__(self, summary_op, output_dir, every_steps):
@@ -97,19 +98,22 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
         self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
         self._global_step = tf.compat.v1.train.get_global_step()
         self._next_step = None
+        self._last_step = None
 
     def before_run(self, run_context):
         fetches = {'step': self._global_step}
-        if self._next_step is None or self._last_step + 1 >= self._next_step:
+        if self._next_step is not None and self._last_step + 1 >= self._next_step:
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
     def after_run(self, run_context, run_values):
         step = int(run_values.results['step']) + 1
-        self._last_step = step
-        if 'summary' in run_values.results:
+        if self._next_step is None:
+            self._next_step = step + 1
+        elif 'summary' in run_values.results:
             self._writer.add_summary(run_values.results['summary'], step)
             self._next_step = step - step % self._every_steps + self._every_steps
+        self._last_step = step
 
 
 def batch_auc(labels, probabilities):

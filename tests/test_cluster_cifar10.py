@@ -84,7 +84,7 @@ def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir,
     last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=300',
                       evaluator)
     assert last and 300 <= int(last[0]) <= final
-    assert 'Saving dict for global step %s:' % last[0] in evaluator
+    assert 'Evaluation of step %s (' % last[0] in evaluator
     assert '[launcher] evaluator-0 finished' in output
     assert glob.glob(str(job_dir / 'eval' / 'events.out.tfevents.*'))
 

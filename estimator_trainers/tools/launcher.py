@@ -7,8 +7,10 @@
 
 Like `gcloud ai-platform local train --distributed`: a `chief`, `--worker-count`
 workers, `--parameter-server-count` parameter servers and `--evaluator-count`
-evaluators (outside `cluster`, as on Vertex AI) each run the same command with
-their own `TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
+evaluators (outside `cluster`, as on Vertex AI; with evaluators every
+TF_CONFIG says `"job": {"evaluatorCount": N}` as AI Platform's did, so the
+chief leaves evaluation to them) each run the same command with their own
+`TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
 prints goes to the console prefixed with its role (`[worker-1] ...`) and to
 `<job-dir>/logs/<role>-<i>.log`.
 

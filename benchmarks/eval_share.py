@@ -41,24 +41,27 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
     parser.add_argument('--taxi-eval-files', nargs='+', required=True)
-    parser.add_argument('--cifar-data-dir', required=True)
+    parser.add_argument('--cifar-data-dir')
     parser.add_argument('--cifar-train-steps', type=int, default=1000)
     parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--trainers', default='taxi,cifar10',
+                        help='Comma-separated trainers to run (taxi, cifar10).')
     args = parser.parse_args(argv)
-    runs = {'taxi': [], 'cifar10': []}
+    commands = {
+        'taxi': lambda job_dir: common.python_module(
+            'taxi_estimator.task', '--train-files', *args.taxi_train_files,
+            '--eval-files', *args.taxi_eval_files, '--job-dir', job_dir),
+        'cifar10': lambda job_dir: common.python_module(
+            'cifar10_estimator.cifar10_main', '--data-dir', args.cifar_data_dir,
+            '--job-dir', job_dir, '--train-steps', args.cifar_train_steps),
+    }
+    runs = {name: [] for name in args.trainers.split(',')}
     loads = []
     for _ in range(args.repeats):
-        with tempfile.TemporaryDirectory() as job_dir:
-            loads.append(common.load_average())
-            runs['taxi'].append(default_run(common.python_module(
-                'taxi_estimator.task', '--train-files', *args.taxi_train_files,
-                '--eval-files', *args.taxi_eval_files, '--job-dir', job_dir)))
-        with tempfile.TemporaryDirectory() as job_dir:
-            loads.append(common.load_average())
-            runs['cifar10'].append(default_run(common.python_module(
-                'cifar10_estimator.cifar10_main', '--data-dir', args.cifar_data_dir,
-                '--job-dir', job_dir, '--train-steps', args.cifar_train_steps)))
         for name in runs:
+            with tempfile.TemporaryDirectory() as job_dir:
+                loads.append(common.load_average())
+                runs[name].append(default_run(commands[name](job_dir)))
             print('%-8s %s' % (name, runs[name][-1]), flush=True)
     results = {'machine': common.machine_info(), 'cifar_train_steps': args.cifar_train_steps,
                'load_average_range': [min(loads), max(loads)], 'runs': runs}

@@ -101,9 +101,12 @@ def test_cifar_tag_set_images_and_graph(cifar):
     assert {'loss', 'accuracy', 'learning_rate/momentum', 'examples_per_sec'} <= scalars
     assert 'train_accuracy' not in scalars
     assert {'loss', 'accuracy'} <= set(_run(job_dir, 'eval').Tags()['scalars'])
-    images = train.Images('images')
-    assert len(images) == 1 and images[0].step == 2  # written rarely: every 1,000 steps
-    assert images[0].width == 32 and images[0].height == 32
+    tags = sorted(t for t in train.Tags()['images'] if t.startswith('images/'))
+    assert tags == ['images/image/0', 'images/image/1', 'images/image/2']
+    for tag in tags:
+        images = train.Images(tag)
+        assert [i.step for i in images] == [2]  # written rarely: then every 1,000 steps
+        assert images[0].width == 32 and images[0].height == 32
     top = [node.name for node in train.Graph().node if '/' not in node.name]
     assert not [n for n in top if n.startswith(('L2Loss', 'Cast'))], top
     assert {'weight_decay', 'metrics', 'input'} <= {

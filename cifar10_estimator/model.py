@@ -67,8 +67,8 @@ def steps_per_epoch(hparams):
 def learning_rate_schedule(hparams, global_step):
     boundaries = [steps_per_epoch(hparams) * epoch for epoch in LR_EPOCH_BOUNDARIES]
     values = [hparams.learning_rate * m for m in LR_MULTIPLIERS]
-    return tf.compat.v1.train.piecewise_constant(
-        global_step, boundaries, values, name='lr_schedule')
+    with tf.name_scope('lr_schedule'):  # piecewise_constant casts outside its own scope
+        return tf.compat.v1.train.piecewise_constant(global_step, boundaries, values)
 
 
 # Input images are written every this many `--save-summary-steps` intervals.
@@ -135,7 +135,7 @@ def model_fn(features, labels, mode, params, config):
     with tf.control_dependencies(update_ops):
         train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
-    with tf.name_scope('metrics'):
+    with tf.name_scope('batch_metrics'):
         batch_accuracy = tf.reduce_mean(tf.cast(
             tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
     summaries.learning_rate(learning_rate, 'momentum')
@@ -165,8 +165,9 @@ def _optimizer(hparams, learning_rate):
 
 
 def _predictions(logits):
-    return {'classes': tf.argmax(logits, axis=1),
-            'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+    with tf.name_scope('predictions'):
+        return {'classes': tf.argmax(logits, axis=1),
+                'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
 
 
 def _loss(logits, labels, weight_decay):

@@ -113,6 +113,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._writer.add_summary(results['summary'], step)
             self._final_summary_written = True
         self._ended_at = now
+        self._eval_secs_at_end = self._eval_secs_since(0.0)
         if self._last_time is None:
             self.first_step = step - 1
             self.last_step = step
@@ -166,7 +167,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         if self.first_step is None or self.last_step <= self.first_step + 1:
             return None
         secs = (self._ended_at - self._started_at
-                - self._eval_secs_since(self._eval_secs_at_start))
+                - (self._eval_secs_at_end - self._eval_secs_at_start))
         if secs <= 0:
             return None
         return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs

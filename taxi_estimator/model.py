@@ -117,7 +117,7 @@ def build_estimator(config, stats, hparams):
 
 def _training_metrics(spec, labels):
     """`accuracy` and `auc` of the training batch, on the eval metrics' charts."""
-    with tf.name_scope('metrics'):
+    with tf.name_scope('batch_metrics'):
         labels = tf.reshape(tf.cast(labels, tf.int64), [-1])
         classes = tf.reshape(spec.predictions['class_ids'], [-1])
         accuracy = tf.reduce_mean(tf.cast(tf.equal(classes, labels), tf.float32))

@@ -158,6 +158,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._worker_writer.add_summary(tf.compat.v1.Summary(value=[
                 tf.compat.v1.Summary.Value(tag=summaries.WORKER_EXAMPLES_PER_SEC,
                                            simple_value=rate)]), step)
+            # A worker may be stopped once the chief is done, before `end`.
+            self._worker_writer.flush()
 
     def average_examples_per_sec(self):
         """Examples the job trained on per second since this task's first step.
@@ -228,7 +230,9 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         if self._write_summaries:
             super().begin()
             return
-        # CheckpointSaverHook.begin, without creating an event file.
+        # CheckpointSaverHook.begin, without creating an event file (which also
+        # created the directory the saver needs).
+        tf.io.gfile.makedirs(self._checkpoint_dir)
         self._summary_writer = _NoSummaries()
         self._global_step_tensor = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
         for listener in self._listeners:

@@ -18,7 +18,7 @@ import tempfile
 
 from benchmarks import common
 
-_LINE = re.compile(r'^\[(chief|worker)-(\d+)\] .*INFO step (\d+): .*examples/sec')
+_LINE = re.compile(r'^\[(chief|worker)-(\d+)\] .*INFO step (\d+)/\d+, .*examples/sec')
 
 
 def cluster_throughput(trainer_cmd, job_dir, worker_batch, window):

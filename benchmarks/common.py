@@ -18,7 +18,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # run.sh --quick points this elsewhere, so a smoke run never replaces the figures.
 RESULTS_JSON = os.environ.get('BENCHMARK_RESULTS') or os.path.join(
     REPO_ROOT, 'benchmarks', 'results.json')
-_PROGRESS = re.compile(r'INFO step (\d+): .*examples/sec')
+_PROGRESS = re.compile(r'INFO step (\d+)/\d+, .*examples/sec')
 
 
 def env(extra=None):

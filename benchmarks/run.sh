@@ -2,10 +2,10 @@
 # Runs the benchmarks; writes benchmarks/results.json and benchmarks/RESULTS.md.
 #
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
-#   BENCHMARK: resnet taxi input cluster cold_start levers (default: all, in
-#   this order; input reads what training consumes from resnet and taxi), and
-#   install (only when named: pip vs uv installing the pins, cold and warm
-#   cache; downloads ~1.2 GB from PyPI).
+#   BENCHMARK: resnet taxi input cluster cold_start eval_share levers (default:
+#   all, in this order; input reads what training consumes from resnet and
+#   taxi), and install (only when named: pip vs uv installing the pins, cold
+#   and warm cache; downloads ~1.2 GB from PyPI).
 #   --quick   tiny settings (a smoke test of a few minutes); its results go to
 #             $BENCH_WORK_DIR/results-quick.json and RESULTS-quick.md, never
 #             over the real figures.
@@ -22,11 +22,11 @@ for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
     -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|levers|install) benchmarks+=("${arg}") ;;
+    resnet|taxi|input|cluster|cold_start|eval_share|levers|install) benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start levers)
+[[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start eval_share levers)
 
 # shellcheck source=scripts/setup-venv.sh
 source "${repo_root}/scripts/setup-venv.sh"
@@ -87,6 +87,11 @@ for benchmark in "${benchmarks[@]}"; do
     cold_start:1) run cold_start --cifar-data-dir "${cifar}" \
                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
                     --repeats 1 ;;
+    eval_share:0) run eval_share --cifar-data-dir "${cifar}" \
+                    --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" ;;
+    eval_share:1) run eval_share --cifar-data-dir "${cifar}" \
+                    --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
+                    --cifar-train-steps 50 ;;
     levers:0) run levers --data-dir "${cifar}" ;;
     install:*) run install --uv "$(find_uv || bootstrap_uv "${python}")" ;;
     levers:1) run levers --data-dir "${cifar}" --num-layers 8 --repeats 1 \

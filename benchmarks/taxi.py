@@ -18,7 +18,7 @@ import tempfile
 
 from benchmarks import common
 
-_EVAL = re.compile(r'Saving dict for global step (\d+): .*\bauc = ([\d.]+)')
+_EVAL = re.compile(r'Evaluation of step (\d+) .*\bauc = ([\d.]+)')
 
 
 def _taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):

@@ -23,8 +23,8 @@ import dataclasses
 import tensorflow as tf
 
 from cifar10_estimator import resnet
+from estimator_trainers import summaries
 from estimator_trainers import sync_replicas
-from estimator_trainers import training
 
 LR_EPOCH_BOUNDARIES = (82, 123, 300)
 LR_MULTIPLIERS = (1.0, 0.1, 0.01, 0.002)
@@ -67,12 +67,21 @@ def steps_per_epoch(hparams):
 def learning_rate_schedule(hparams, global_step):
     boundaries = [steps_per_epoch(hparams) * epoch for epoch in LR_EPOCH_BOUNDARIES]
     values = [hparams.learning_rate * m for m in LR_MULTIPLIERS]
-    return tf.compat.v1.train.piecewise_constant(
-        global_step, boundaries, values, name='lr_schedule')
+    with tf.name_scope('lr_schedule'):  # piecewise_constant casts outside its own scope
+        return tf.compat.v1.train.piecewise_constant(global_step, boundaries, values)
 
 
-def model_fn(features, labels, mode, params):
-    """Estimator model_fn; `params` is `{'hparams': HParams}`."""
+# Input images are written every this many `--save-summary-steps` intervals.
+IMAGE_SUMMARY_INTERVALS = 10
+
+
+def model_fn(features, labels, mode, params, config):
+    """Estimator model_fn; `params` is `{'hparams': HParams}`.
+
+    Training writes the documented tag set (`summaries`): `accuracy` of the
+    training batches, `learning_rate/momentum`, and a few augmented input
+    `images` every `IMAGE_SUMMARY_INTERVALS` summary intervals.
+    """
     hparams = params['hparams']
     images = features['images'] if isinstance(features, dict) else features
     is_training = mode == tf.estimator.ModeKeys.TRAIN
@@ -109,7 +118,8 @@ def model_fn(features, labels, mode, params):
         logits, loss, grads_and_vars = _towers(network, images, labels, hparams, optimizer)
 
     predictions = _predictions(logits)
-    accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
+    with tf.name_scope('metrics'):
+        accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
     if mode == tf.estimator.ModeKeys.EVAL:
         return tf.estimator.EstimatorSpec(
             mode, loss=loss, predictions=predictions,
@@ -125,15 +135,20 @@ def model_fn(features, labels, mode, params):
     with tf.control_dependencies(update_ops):
         train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
-    train_accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
-    tf.compat.v1.summary.scalar('learning_rate', learning_rate)
-    tf.compat.v1.summary.scalar('train_accuracy', train_accuracy)
-    training.log_progress('learning_rate', learning_rate)
-    training.log_progress('train_accuracy', train_accuracy)
+    with tf.name_scope('batch_metrics'):
+        batch_accuracy = tf.reduce_mean(tf.cast(
+            tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
+    summaries.learning_rate(learning_rate, 'momentum')
+    summaries.training_metrics(loss, accuracy=batch_accuracy)
+    chief_hooks = []
+    if config.save_summary_steps:
+        chief_hooks.append(summaries.input_images(
+            images, config.model_dir,
+            every_steps=config.save_summary_steps * IMAGE_SUMMARY_INTERVALS))
     return tf.estimator.EstimatorSpec(
         mode, loss=loss, train_op=train_op, training_hooks=training_hooks,
-        predictions=predictions, eval_metric_ops={'accuracy': accuracy})
+        training_chief_hooks=chief_hooks, predictions=predictions,
+        eval_metric_ops={'accuracy': accuracy})
 
 
 def _optimizer(hparams, learning_rate):
@@ -150,15 +165,21 @@ def _optimizer(hparams, learning_rate):
 
 
 def _predictions(logits):
-    return {'classes': tf.argmax(logits, axis=1),
-            'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
+    with tf.name_scope('predictions'):
+        return {'classes': tf.argmax(logits, axis=1),
+                'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
 
 
 def _loss(logits, labels, weight_decay):
     cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
         labels=labels, logits=logits, reduction=tf.compat.v1.losses.Reduction.MEAN)
-    l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])
-    return cross_entropy + weight_decay * l2
+    return cross_entropy + _weight_decay(tf.compat.v1.trainable_variables(), weight_decay)
+
+
+def _weight_decay(variables, weight_decay):
+    """`weight_decay * sum(l2_loss(v))`, in its own scope (one graph node, not 23)."""
+    with tf.name_scope('weight_decay'):
+        return weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in variables])
 
 
 def _first_tower_scope(devices):
@@ -201,13 +222,12 @@ def _towers(network, images, labels, hparams, optimizer):
             tower_losses.append(cross_entropy)
             if optimizer is not None:
                 variables = tf.compat.v1.trainable_variables()
-                l2 = tf.add_n([tf.nn.l2_loss(v) for v in variables])
-                tower_loss = cross_entropy + hparams.weight_decay * l2
+                tower_loss = cross_entropy + _weight_decay(variables, hparams.weight_decay)
                 tower_grads.append(optimizer.compute_gradients(tower_loss, variables))
     with tf.device(variable_device or devices[0]):
         logits = tf.concat(tower_logits, axis=0)
-        l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])
-        loss = tf.reduce_mean(tower_losses) + hparams.weight_decay * l2
+        loss = tf.reduce_mean(tower_losses) + _weight_decay(
+            tf.compat.v1.trainable_variables(), hparams.weight_decay)
         grads_and_vars = None
         if optimizer is not None:
             grads_and_vars = []

@@ -99,5 +99,8 @@ class ResNetCifar10:
 def _float32_variables(getter, name, shape=None, dtype=None, *args, **kwargs):
     """Variable-scope custom getter: float32 storage for low-precision layers."""
     if dtype in (tf.float16, tf.bfloat16):
-        return tf.cast(getter(name, shape, tf.float32, *args, **kwargs), dtype)
+        variable = getter(name, shape, tf.float32, *args, **kwargs)
+        # In the layer's own scope: a readable graph, not a row of top-level Casts.
+        with tf.name_scope(name.rsplit('/', 1)[0] + '/'):
+            return tf.cast(variable, dtype)
     return getter(name, shape, dtype, *args, **kwargs)

@@ -179,7 +179,11 @@ class Cifar10Trainer(runner.Trainer):
                            examples_per_step=args.train_batch_size,
                            facts=(hparams, counts), train_examples=counts['train'],
                            batch_flag='--train-batch-size',
-                           memory=memory_estimate(args.num_layers))
+                           memory=memory_estimate(args.num_layers),
+                           # SyncReplicasOptimizer: one global step takes every worker's batch.
+                           examples_per_global_step=(
+                               args.train_batch_size * cluster.num_workers
+                               if hparams.sync and cluster.num_workers > 1 else None))
 
     def model_params(self, args, plan):
         return {'num-layers': args.num_layers}

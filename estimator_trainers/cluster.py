@@ -51,11 +51,15 @@ class ClusterInfo:
       task_type: this process's role, or None for a single local process.
       task_index: index of this task within its role.
       environment: the `environment` value of TF_CONFIG (e.g. `cloud`).
+      num_evaluators: evaluator tasks of the job, where the description says
+        (an `evaluator` list, Vertex AI's worker pool 3, or AI Platform's and
+        the local launcher's `job.evaluatorCount`); else 0.
     """
     cluster: dict
     task_type: str = None
     task_index: int = 0
     environment: str = None
+    num_evaluators: int = 0
 
     @property
     def is_distributed(self):
@@ -151,7 +155,17 @@ def parse_tf_config(text, source='TF_CONFIG'):
         raise UserInputError('%s: "cluster" and "task" must be JSON objects' % source)
     if not cluster:
         return ClusterInfo(cluster={})
-    return _validated(cluster, task, config.get('environment'), source)
+    info = _validated(cluster, task, config.get('environment'), source)
+    job = config.get('job')
+    if not info.num_evaluators and isinstance(job, dict):
+        # AI Platform's TF_CONFIG carries the job's trainingInput, with evaluatorCount.
+        try:
+            count = int(job.get('evaluatorCount') or 0)
+        except (TypeError, ValueError):
+            raise UserInputError('%s: job.evaluatorCount must be an integer, got %r'
+                                 % (source, job.get('evaluatorCount'))) from None
+        info = dataclasses.replace(info, num_evaluators=count)
+    return info
 
 
 def parse_vertex_cluster_spec(text):
@@ -238,7 +252,7 @@ def _validated(cluster, task, environment, source):
         cluster, task_type, task_index = _promote_first_worker(
             cluster, task_type, task_index)
     return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
-                       environment=environment)
+                       environment=environment, num_evaluators=len(evaluators or ()))
 
 
 def _promote_first_worker(cluster, task_type, task_index):

@@ -112,9 +112,12 @@ def add_job_flags(parser):
              'older than this is stale and taken over.')
 
 
-def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
-                            eval_frequency_secs=600):
-    """Step targets, evaluation, checkpoint and summary cadence."""
+def add_training_loop_flags(parser, *, train_steps, checkpoint_steps):
+    """Step targets, evaluation, checkpoint and summary cadence.
+
+    `checkpoint_steps` is the longest interval of the default cadence, which
+    `checkpoints.plan` derives from the run's length.
+    """
     group = parser.add_argument_group('training loop')
     group.add_argument(
         '--train-steps', type=positive_int, default=train_steps,
@@ -124,8 +127,10 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
         '--eval-steps', type=positive_int, default=None,
         help='Batches per evaluation (default: the whole eval set once).')
     group.add_argument(
-        '--checkpoint-num-steps', type=positive_int, default=checkpoint_steps,
-        help='Save a checkpoint every N global steps (at exact multiples of N).')
+        '--checkpoint-num-steps', type=positive_int, default=None,
+        help='Save a checkpoint every N global steps (at exact multiples of N) '
+             'and evaluate it. Default: about 10 per run, spread over the '
+             'step target, at most %d steps apart.' % checkpoint_steps)
     group.add_argument(
         '--keep-checkpoint-max', type=positive_int, default=5,
         help='Number of recent checkpoints to keep.')
@@ -137,9 +142,11 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps,
         help='Log step, loss, learning rate and examples/sec every N steps.')
     group.add_argument(
         '--eval-frequency-secs', type=non_negative_int,
-        default=eval_frequency_secs,
+        default=None,
         help='Evaluate a new checkpoint at most every N seconds during '
-             'training (a final evaluation always runs).')
+             'training (a final evaluation always runs). Default: every '
+             'checkpoint, except that evaluations in the training process '
+             'itself take at most 15%% of its time.')
     return group
 
 

@@ -2,42 +2,84 @@
 import time
 
 import tensorflow as tf
+from tensorflow.python.training import training_util  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_trainers import summaries
+
+
+def format_duration(seconds):
+    """`10h02m`, `3m05s` or `42s`: how long, at a glance."""
+    seconds = int(round(max(0.0, seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return '%dh%02dm' % (hours, minutes)
+    if minutes:
+        return '%dm%02ds' % (minutes, seconds)
+    return '%ds' % seconds
 
 
 class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Logs step, chosen tensors and examples/sec every N steps.
+    """Logs progress with an ETA every N steps and writes throughput summaries.
 
-    Writes `examples_per_sec` and `global_step/sec` to TensorBoard (chief only,
-    so workers do not write competing event files). The first interval after a
-    (re)start includes graph warm-up and is reported but left out of the
-    average.
+    One line per interval and one at the step target:
+    `step 4100/80000, 2.1 steps/s, ETA 10h02m: loss = ... (268.8 examples/sec,
+    average 270.1)`, where steps/s and examples/sec are the whole job's (global
+    steps, times the examples one global step consumes). The chief writes them
+    as `examples_per_sec` and `global_step/sec` into the job-dir; in a
+    distributed job every training task also writes its own rate,
+    `examples_per_sec/worker`, into its own directory (`summaries.worker_dir`),
+    so no two tasks write one event file. Time spent evaluating in this process
+    (`evaluation.Clock`) is left out of the rates, as is the first interval
+    after a (re)start, which includes graph warm-up, from the average.
+
+    At the step target the chief also writes the training summaries of the
+    last step, so training curves reach the end of the run.
     """
 
-    def __init__(self, batch_size, every_n_steps, summary_dir=None, collection=None):
+    def __init__(self, *, examples_per_step, every_n_steps, train_steps,
+                 examples_per_global_step=None, summary_dir=None, worker_dir=None,
+                 save_summary_steps=None, eval_clock=None, first_summaries=()):
         """Creates the hook.
 
         Args:
-          batch_size: examples consumed per step by this task.
+          examples_per_step: examples this task consumes per step.
           every_n_steps: log at global steps that are multiples of this.
-          summary_dir: write `examples_per_sec` summaries here (None: don't).
-          collection: graph collection of `progress_<name>` tensors to log
-            (loss, learning rate, ...), looked up when the session starts.
+          train_steps: the global step target (for the ETA).
+          examples_per_global_step: examples the whole job consumes per global
+            step (default `examples_per_step`).
+          summary_dir: the chief's job-dir for job-wide summaries (None: none).
+          worker_dir: where this task writes its own rate (None: not distributed).
+          save_summary_steps: Estimator's summary interval; with `summary_dir`
+            the last step's summaries are written unless it falls on one.
+          eval_clock: `evaluation.Clock` of evaluations run by this process.
+          first_summaries: serialized summaries to write into `summary_dir`
+            when training starts (the run's HParams).
         """
-        self._collection = collection
-        self._batch_size = batch_size
+        self._examples_per_step = examples_per_step
+        self._examples_per_global_step = examples_per_global_step or examples_per_step
         self._every_n_steps = every_n_steps
+        self._train_steps = train_steps
         self._summary_dir = summary_dir
+        self._worker_dir = worker_dir
+        self._save_summary_steps = save_summary_steps
+        self._eval_clock = eval_clock
+        self._first_summaries = first_summaries
+        self.first_step = None
+        self.last_step = None
 
     def begin(self):
         self._global_step = tf.compat.v1.train.get_global_step()
         if self._global_step is None:
             raise RuntimeError('TrainingProgressHook needs a global step.')
-        tensors = (tf.compat.v1.get_collection(self._collection)
-                   if self._collection else [])
-        self._tensors = {t.op.name.split('/')[-1][len('progress_'):]: t
-                         for t in tensors}
-        self._writer = (tf.compat.v1.summary.FileWriterCache.get(self._summary_dir)
-                        if self._summary_dir else None)
+        self._tensors = summaries.progress_values()
+        self._writer = self._writer_for(self._summary_dir)
+        self._worker_writer = self._writer_for(self._worker_dir)
+        for summary in self._first_summaries if self._writer else ():
+            self._writer.add_summary(summary)
+        self._summary_op = (tf.compat.v1.summary.merge_all()
+                            if self._summary_dir and self._save_summary_steps else None)
+        self._final_summary_written = False
         self._last_time = None
         self._next_log = None
         self._local_steps = 0
@@ -45,44 +87,101 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._total_steps = 0
         self._intervals = 0
 
+    @staticmethod
+    def _writer_for(directory):
+        return tf.compat.v1.summary.FileWriterCache.get(directory) if directory else None
+
     def before_run(self, run_context):
-        fetches = dict(self._tensors, step=self._global_step)
+        fetches = {'values': self._tensors, 'step': self._global_step}
+        if self._wants_final_summary():
+            fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
+
+    def _wants_final_summary(self):
+        """True before the step that reaches the target, off Estimator's own cadence."""
+        if self._summary_op is None or self._final_summary_written or self.last_step is None:
+            return False
+        step = self.last_step + 1
+        return step >= self._train_steps and step % self._save_summary_steps
 
     def after_run(self, run_context, run_values):
         results = run_values.results
         # The global step is read concurrently with the update: +1 is this step.
         step = int(results['step']) + 1
         now = time.time()
+        if 'summary' in results:
+            self._writer.add_summary(results['summary'], step)
+            self._final_summary_written = True
+        self._ended_at = now
+        self._eval_secs_at_end = self._eval_secs_since(0.0)
         if self._last_time is None:
+            self.first_step = step - 1
+            self.last_step = step
+            self._started_at = now
+            self._eval_secs_at_start = self._eval_secs_since(0.0)
             self._start_interval(now, step)
             return
         self._local_steps += 1
-        if step < self._next_log:
+        self.last_step = step
+        if step < self._next_log and step < self._train_steps:
             return
-        elapsed = now - self._last_time
-        rate = self._local_steps * self._batch_size / elapsed if elapsed > 0 else 0.0
-        global_rate = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
+        elapsed = now - self._last_time - self._eval_secs_since(self._last_eval_secs)
+        self._log(step, elapsed, results['values'])
+        self._start_interval(now, step)
+
+    def _eval_secs_since(self, mark):
+        return self._eval_clock.seconds - mark if self._eval_clock else 0.0
+
+    def _log(self, step, elapsed, values):
+        rate = self._local_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
+        steps_per_sec = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
+        job_rate = steps_per_sec * self._examples_per_global_step
         self._intervals += 1
         if self._intervals > 1:
             self._total_time += elapsed
-            self._total_steps += self._local_steps
-        average = (self._total_steps * self._batch_size / self._total_time
-                   if self._total_time > 0 else rate)
-        values = ', '.join('%s = %.5g' % (name, results[name])
-                           for name in sorted(self._tensors))
+            self._total_steps += step - self._last_step
+        average = (self._total_steps * self._examples_per_global_step / self._total_time
+                   if self._total_time > 0 else job_rate)
+        eta = ((self._train_steps - step) / steps_per_sec if steps_per_sec > 0 else 0.0)
         tf.compat.v1.logging.info(
-            'step %d: %s (%.1f examples/sec, average %.1f)', step, values, rate, average)
+            'step %d/%d, %.1f steps/s, ETA %s: %s (%.1f examples/sec, average %.1f)',
+            step, self._train_steps, steps_per_sec, format_duration(eta),
+            ', '.join('%s = %.5g' % (name, values[name]) for name in sorted(values)),
+            job_rate, average)
         if self._writer is not None:
-            summary = tf.compat.v1.Summary(value=[
-                tf.compat.v1.Summary.Value(tag='examples_per_sec', simple_value=rate),
-                tf.compat.v1.Summary.Value(tag='global_step/sec',
-                                           simple_value=global_rate)])
-            self._writer.add_summary(summary, step)
-        self._start_interval(now, step)
+            self._writer.add_summary(tf.compat.v1.Summary(value=[
+                tf.compat.v1.Summary.Value(tag=summaries.EXAMPLES_PER_SEC,
+                                           simple_value=job_rate),
+                tf.compat.v1.Summary.Value(tag=summaries.GLOBAL_STEPS_PER_SEC,
+                                           simple_value=steps_per_sec)]), step)
+        if self._worker_writer is not None:
+            self._worker_writer.add_summary(tf.compat.v1.Summary(value=[
+                tf.compat.v1.Summary.Value(tag=summaries.WORKER_EXAMPLES_PER_SEC,
+                                           simple_value=rate)]), step)
+            # A worker may be stopped once the chief is done, before `end`.
+            self._worker_writer.flush()
+
+    def average_examples_per_sec(self):
+        """Examples the job trained on per second since this task's first step.
+
+        Time this process spent evaluating is left out; None before two steps.
+        """
+        if self.first_step is None or self.last_step <= self.first_step + 1:
+            return None
+        secs = (self._ended_at - self._started_at
+                - (self._eval_secs_at_end - self._eval_secs_at_start))
+        if secs <= 0:
+            return None
+        return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs
+
+    def end(self, session):
+        for writer in (self._writer, self._worker_writer):
+            if writer is not None:
+                writer.flush()
 
     def _start_interval(self, now, step):
         self._last_time, self._last_step, self._local_steps = now, step, 0
+        self._last_eval_secs = self._eval_secs_since(0.0)
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
 
 
@@ -100,16 +199,41 @@ class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):
         return result
 
 
+class _NoSummaries:
+    """Stands in for a summary writer where no one would read the events."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
 class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     """CheckpointSaverHook that saves at global steps N, 2N, 3N, ...
 
     Estimator's own saver counts N steps from wherever training (re)started, so
     a resumed run saves at 1300, 1600, ... for N=300. Passing this hook in the
     train hooks replaces Estimator's default saver (it detects any
-    CheckpointSaverHook), and saving listeners such as train_and_evaluate's
-    evaluation trigger attach to it as usual.
+    CheckpointSaverHook), and saving listeners such as the in-training
+    evaluation attach to it as usual.
+
+    With `write_summaries=False` (a multi_worker_mirrored worker saving only
+    because the save ops all-reduce) it writes no graph and no events: no one
+    reads them.
     """
 
-    def __init__(self, checkpoint_dir, save_steps):
-        super().__init__(checkpoint_dir, save_steps=save_steps)
+    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True):
+        super().__init__(checkpoint_dir, save_steps=save_steps, listeners=listeners,
+                         save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
+        self._write_summaries = write_summaries
+
+    def begin(self):
+        if self._write_summaries:
+            super().begin()
+            return
+        # CheckpointSaverHook.begin, without creating an event file (which also
+        # created the directory the saver needs).
+        tf.io.gfile.makedirs(self._checkpoint_dir)
+        self._summary_writer = _NoSummaries()
+        self._global_step_tensor = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+        for listener in self._listeners:
+            listener.begin()

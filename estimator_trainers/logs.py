@@ -65,11 +65,23 @@ def configure(verbosity='INFO'):
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(message)s',
                                            '%H:%M:%S'))
-    handler.addFilter(_drop_deprecation_notices)
+    handler.addFilter(_drop_noise)
     logger.handlers[:] = [handler]
 
 
-def _drop_deprecation_notices(record):
-    """Filters TF's "X is deprecated" warnings: this package uses the TF1 API on purpose."""
-    return not (record.levelno == logging.WARNING
-                and 'deprecated and will be removed' in record.getMessage())
+# Messages about TensorFlow's internals, not about the job: the export's report
+# of the signatures it includes and leaves out (the reasons run to kilobytes;
+# `export` logs what was exported), and "X is deprecated" warnings (this
+# package uses the TF1 API on purpose).
+_NOISE = (
+    (logging.INFO, re.compile(r'Signatures (INCLUDED in|EXCLUDED from) export')),
+    (logging.INFO, re.compile(r"'\w+' : \w+ signatures can only accept")),
+    (logging.WARNING, re.compile('deprecated and will be removed')),
+)
+
+
+def _drop_noise(record):
+    """Logging filter: False for the records of `_NOISE`."""
+    message = record.getMessage()
+    return not any(record.levelno == level and pattern.search(message)
+                   for level, pattern in _NOISE)

@@ -62,9 +62,15 @@ def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
 
 def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None,
                train_distribute=None):
-    """`make_run_config` with the values of the shared flag groups."""
+    """`make_run_config` with the values of the shared flag groups.
+
+    A task whose checkpoint plan writes no summaries (a multi_worker_mirrored
+    worker) gets no summary hook either: TensorFlow would write its training
+    summaries into `tmp_worker_<i>`, where no one reads them.
+    """
+    writes = checkpoint_plan is None or checkpoint_plan.write_summaries
     return make_run_config(
-        args.job_dir, save_summary_steps=args.save_summary_steps,
+        args.job_dir, save_summary_steps=args.save_summary_steps if writes else 0,
         keep_checkpoint_max=checkpoint_plan.keep_max if checkpoint_plan else 5,
         random_seed=args.random_seed,
         session=session_config(args.num_intra_threads, args.num_inter_threads,

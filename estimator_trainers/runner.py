@@ -18,11 +18,14 @@ where it is for a reason:
    every input; nothing has been written yet.
 6. The job-dir: a model that cannot restore its checkpoints is refused, then
    the chief records what the job-dir must remember (`prepare_job_dir`).
-7. The checkpoint plan and the `RunConfig` are made once, from the flags.
-8. `training.train_and_evaluate` trains, evaluates, exports and summarises.
+7. The checkpoint and evaluation cadence and the `RunConfig` are made once,
+   from the flags and the run's length.
+8. `training.train_and_evaluate` trains, evaluates, exports and summarises;
+   the chief records the run's flags for TensorBoard's HParams dashboard.
 """
 import dataclasses
 import sys
+import time
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -41,6 +44,9 @@ class Plan:
         consume more (`batch_flag` names the flag that sets the batch).
       memory: `MemoryEstimate`, when the trainer can make one: checked against
         the host's available memory before the first step.
+      examples_per_global_step: examples the whole job consumes per global
+        step, when the trainer's own options decide it (default: see
+        `examples_per_global_step`).
     """
     train_steps: int
     examples_per_step: int
@@ -48,6 +54,7 @@ class Plan:
     train_examples: int = None
     batch_flag: str = '--batch-size'
     memory: object = None
+    examples_per_global_step: int = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +98,9 @@ class Trainer:
       name: the model name users type (`train-local.sh NAME`).
       module: the module `python -m` runs (default `<package>.trainer`).
       description: one sentence for `--help`.
-      train_steps, checkpoint_steps, eval_frequency_secs: flag defaults.
+      train_steps: `--train-steps` default.
+      checkpoint_steps: the longest checkpoint interval of the default cadence
+        (`checkpoints.plan`).
       mixed_precision: offer `--mixed-precision`.
       local_args: trainer flags `train-local.sh` adds before the user's.
     """
@@ -100,7 +109,6 @@ class Trainer:
     description = ''
     train_steps = None
     checkpoint_steps = 1000
-    eval_frequency_secs = 600
     mixed_precision = False
     local_args = ()
 
@@ -169,8 +177,7 @@ class Trainer:
         self.add_flags(parser)
         flags.add_job_flags(parser)
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
-                                      checkpoint_steps=self.checkpoint_steps,
-                                      eval_frequency_secs=self.eval_frequency_secs)
+                                      checkpoint_steps=self.checkpoint_steps)
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
@@ -212,6 +219,7 @@ def run(trainer, args):
     Returns:
       The final evaluation metrics on the chief, else None.
     """
+    started = time.time()
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
@@ -234,16 +242,17 @@ def run(trainer, args):
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
                                 lease_timeout_secs=args.lease_timeout_secs):
-            return _train(trainer, args, task, plan, termination)
+            return _train(trainer, args, task, plan, termination, started)
 
 
-def _train(trainer, args, task, plan, termination):
+def _train(trainer, args, task, plan, termination, started):
     """Steps 6 to 8 of `run`, on a job-dir this task may write."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
     from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import run_report  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
     cluster = task.cluster
     job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args, plan),
@@ -253,7 +262,9 @@ def _train(trainer, args, task, plan, termination):
 
     checkpoint_plan = checkpoints.plan(
         args.job_dir, cluster, task.distribution,
-        every_steps=args.checkpoint_num_steps, keep_max=args.keep_checkpoint_max)
+        every_steps=args.checkpoint_num_steps, train_steps=plan.train_steps,
+        max_default_steps=trainer.checkpoint_steps, keep_max=args.keep_checkpoint_max,
+        eval_every_secs=args.eval_frequency_secs)
     config = run_config.from_flags(
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
@@ -263,13 +274,16 @@ def _train(trainer, args, task, plan, termination):
                               plan.train_steps, plan.examples_per_step)
     train_input_fn, eval_input_fn = trainer.input_fns(args, task, plan)
     loop = training.LoopSettings.from_flags(
-        args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step)
+        args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,
+        examples_per_global_step=examples_per_global_step(plan, task))
     return training.train_and_evaluate(
         trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
         train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
         serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
         extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
-            [watch.hook()] if watch else []))
+            [watch.hook()] if watch else []),
+        distribution=task.distribution, started=started,
+        hparams=run_report.session_start(args) if cluster.is_chief else None)
 
 
 def _final_save_dir(task, checkpoint_plan):
@@ -296,6 +310,19 @@ def _check_batch(plan, task):
         _log('Memory: not estimated for GPUs')
         return
     faults.check_memory(plan.memory, plan.examples_per_step, plan.batch_flag, _log)
+
+
+def examples_per_global_step(plan, task):
+    """Examples the whole job trains on per global step (job-wide examples/sec).
+
+    Asynchronous tasks each add their own steps; under multi_worker_mirrored
+    every training task contributes its batch to each step.
+    """
+    if plan.examples_per_global_step:
+        return plan.examples_per_global_step
+    if task.distribution.every_worker_saves:
+        return plan.examples_per_step * task.cluster.num_workers
+    return plan.examples_per_step
 
 
 def _task(args, cluster):

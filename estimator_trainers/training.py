@@ -1,30 +1,27 @@
 """The training driver the runner hands every task to.
 
-`train_and_evaluate` wraps `tf.estimator.train_and_evaluate` with what users
-of a job-dir expect: `--train-steps` is a global-step target (a rerun resumes,
-a reached target only evaluates), checkpoints land at exact multiples of
-`--checkpoint-num-steps`, progress is logged with examples/sec, and the chief
-always finishes with an evaluation, a SavedModel export and one summary line.
+`train_and_evaluate` trains with what users of a job-dir expect:
+`--train-steps` is a global-step target (a rerun resumes, a reached target
+only evaluates), checkpoints land at exact multiples of the plan's interval
+and are evaluated as they come (`evaluation`), progress is logged with an
+ETA and examples/sec, and the chief always finishes with an evaluation, a
+SavedModel export and one summary block (`run_report`).
 """
 import dataclasses
-import re
+import time
 
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers import evaluation
 from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import run_report
+from estimator_trainers import summaries
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
-
-PROGRESS_COLLECTION = 'estimator_trainers_progress'
-
-
-def log_progress(name, tensor):
-    """Adds `tensor` to the values the progress hook logs every N steps."""
-    tf.compat.v1.add_to_collection(PROGRESS_COLLECTION,
-                                   tf.identity(tensor, name='progress_' + name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,27 +31,32 @@ class LoopSettings:
     Attributes:
       train_steps: global step target.
       eval_steps: batches per evaluation (None: whole eval set).
-      eval_frequency_secs: minimum seconds between evaluations while training.
       log_step_count_steps: progress log interval.
       examples_per_step: examples one task consumes per step (for examples/sec).
+      examples_per_global_step: examples the whole job consumes per global
+        step (None: `examples_per_step`).
       hypertune_metric: metric to report to a tuning study, or None.
+      save_summary_steps: Estimator's training summary interval.
     """
     train_steps: int
     eval_steps: int = None
-    eval_frequency_secs: int = 600
     log_step_count_steps: int = 100
     examples_per_step: int = 1
+    examples_per_global_step: int = None
     hypertune_metric: str = None
+    save_summary_steps: int = 100
 
     @classmethod
-    def from_flags(cls, args, *, train_steps, examples_per_step):
+    def from_flags(cls, args, *, train_steps, examples_per_step,
+                   examples_per_global_step=None):
         """Settings from the shared flag groups; the step target is the trainer's."""
         return cls(train_steps=train_steps,
                    eval_steps=args.eval_steps,
-                   eval_frequency_secs=args.eval_frequency_secs,
                    log_step_count_steps=args.log_step_count_steps,
                    examples_per_step=examples_per_step,
-                   hypertune_metric=args.hypertune_metric)
+                   examples_per_global_step=examples_per_global_step,
+                   hypertune_metric=args.hypertune_metric,
+                   save_summary_steps=args.save_summary_steps)
 
 
 def serve_parameters(config):
@@ -75,7 +77,8 @@ def serve_parameters(config):
 
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
-                       eval_input_fn, serving_input_receiver_fn=None, extra_hooks=()):
+                       eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
+                       distribution=None, started=None, hparams=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -86,43 +89,64 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       train_input_fn, eval_input_fn: Estimator input functions.
       serving_input_receiver_fn: export signature; None skips the export.
       extra_hooks: more training hooks, run before the checkpoint saver's.
+      distribution: `distribution.Distribution` of this task.
+      started: when the run started (`time.time()`), for the wall time.
+      hparams: the chief's serialized HParams session start
+        (`run_report.session_start`), written when training starts.
 
     Returns:
       The final evaluation metrics on the chief, else None.
     """
-    estimator = _with_loss_logging(estimator)
+    started = started or time.time()
+    train_input_fn, eval_input_fn = _in_scope(train_input_fn), _in_scope(eval_input_fn)
     job_dir = estimator.model_dir
+    clock = evaluation.Clock()
+    evaluate = evaluation.Evaluator(estimator, eval_input_fn, loop.eval_steps, clock)
+
+    if cluster.is_evaluator:
+        _checked(job_dir, lambda: evaluation.follow(
+            job_dir, evaluate, loop.train_steps, checkpoint_plan.eval_every_secs))
+        return None
+
     is_chief = cluster.is_chief
     step = job_dir_lib.latest_checkpoint_step(job_dir)
+    progress = None
+    metrics = None
     if is_chief and step is not None and step >= loop.train_steps:
         tf.compat.v1.logging.info(
             'Checkpoint at global step %d in %s already reaches --train-steps=%d; '
             'evaluating only. Raise --train-steps to train further.',
             step, job_dir, loop.train_steps)
-        metrics = None
     else:
-        if step is not None and not cluster.is_ps:
+        if step is not None:
             tf.compat.v1.logging.info('Resuming from global step %d in %s (target %d)',
                                       step, job_dir, loop.train_steps)
-        train_hooks = [hooks.TrainingProgressHook(
-            batch_size=loop.examples_per_step, every_n_steps=loop.log_step_count_steps,
+        progress = hooks.TrainingProgressHook(
+            examples_per_step=loop.examples_per_step,
+            examples_per_global_step=loop.examples_per_global_step,
+            every_n_steps=loop.log_step_count_steps, train_steps=loop.train_steps,
             summary_dir=job_dir if is_chief else None,
-            collection=PROGRESS_COLLECTION)] + list(extra_hooks) + (
-                checkpoint_plan.saver_hooks())
-        train_spec = tf.estimator.TrainSpec(
-            train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
-        eval_spec = tf.estimator.EvalSpec(
-            eval_input_fn, steps=loop.eval_steps, start_delay_secs=0,
-            throttle_secs=loop.eval_frequency_secs)
-        result = _train_and_evaluate(estimator, train_spec, eval_spec, cluster)
-        metrics = result[0] if isinstance(result, tuple) else None
+            worker_dir=(summaries.worker_dir(job_dir, _worker_label(cluster))
+                        if cluster.is_distributed else None),
+            save_summary_steps=loop.save_summary_steps, eval_clock=clock,
+            first_summaries=[hparams] if hparams else ())
+        listeners = []
+        if _evaluates_while_training(cluster, distribution):
+            listeners.append(evaluation.InTrainingEvaluation(
+                evaluate, loop.train_steps, checkpoint_plan))
+        train_hooks = ([progress] + list(extra_hooks)
+                       + checkpoint_plan.saver_hooks(listeners))
+        metrics = _checked(job_dir, lambda: _train(
+            estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+            checkpoint_plan.eval_every_secs))
 
     if not is_chief:
         return None
     if metrics is None:
-        metrics = estimator.evaluate(eval_input_fn, steps=loop.eval_steps)
+        metrics = _checked(job_dir, lambda: evaluate(None))
+    export_dir = None
     if serving_input_receiver_fn is not None:
-        export.export_saved_model(estimator, job_dir, serving_input_receiver_fn)
+        export_dir = export.export_saved_model(estimator, job_dir, serving_input_receiver_fn)
     global_step = int(metrics.get('global_step', 0))
     if loop.hypertune_metric:
         hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
@@ -130,57 +154,74 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         'Final evaluation at global step %d: %s', global_step,
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
+    if progress is not None:
+        run_report.end_session(job_dir)
+    tf.compat.v1.logging.info('%s', run_report.summary_block(
+        wall_secs=time.time() - started,
+        first_step=progress.first_step if progress else None,
+        last_step=progress.last_step if progress else None,
+        train_steps=loop.train_steps,
+        examples_per_sec=progress.average_examples_per_sec() if progress else None,
+        eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir))
     return metrics
 
 
-def _train_and_evaluate(estimator, train_spec, eval_spec, cluster):
-    """`tf.estimator.train_and_evaluate` with its errors made actionable.
+def _in_scope(input_fn):
+    """`input_fn` building its ops in an `input` name scope (a readable graph)."""
+    def scoped():
+        with tf.name_scope('input'):
+            return input_fn()
+    return scoped
 
-    An evaluator can pick a checkpoint that the chief deletes before it is
-    read (`--keep-checkpoint-max` rotation outpacing an evaluation); it then
-    starts over with the newest checkpoint instead of failing the job.
+
+def _worker_label(cluster):
+    """`chief`, `worker-0`, ...: the run name of a task's own throughput."""
+    return 'chief' if cluster.is_chief else cluster.task_label
+
+
+def _evaluates_while_training(cluster, distribution):
+    """Whether this process evaluates the checkpoints it saves while training.
+
+    The chief does, unless the job has an evaluator task for it, or is a
+    `master` (TensorFlow's legacy path evaluates itself), or trains under
+    multi_worker_mirrored (an evaluation would stall the other workers'
+    all-reduce: give that job an evaluator task).
     """
-    while True:
-        try:
-            return tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
-        except (ValueError, tf.errors.NotFoundError) as e:
-            path = _missing_checkpoint(e)
-            if not (cluster.is_evaluator and path):
-                if isinstance(e, ValueError):
-                    raise
-                _raise_mismatch(e, estimator.model_dir)
-            tf.compat.v1.logging.warning(
-                'Checkpoint %s was deleted before this evaluator read it; evaluating '
-                'the newest one instead', path)
-        except tf.errors.InvalidArgumentError as e:
-            _raise_mismatch(e, estimator.model_dir)
+    if not cluster.is_chief or cluster.num_evaluators:
+        return False
+    if cluster.task_type == cluster_lib.MASTER:
+        return False
+    return not (distribution is not None and distribution.every_worker_saves)
 
 
-def _missing_checkpoint(error):
-    """The checkpoint path `error` names, if that checkpoint no longer exists."""
-    match = re.search(r'(\S*model\.ckpt-\d+)', str(error))
-    if match and not tf.io.gfile.exists(match.group(1) + '.index'):
-        return match.group(1)
-    return None
+def _train(estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+           eval_every_secs):
+    """Trains to the target; returns the final metrics if training produced them.
 
-
-def _raise_mismatch(error, job_dir):
-    if 'checkpoint' in str(error).lower():
-        raise UserInputError(
-            '--job-dir %s: its checkpoint does not match this model (%s); use '
-            'a new --job-dir' % (job_dir, first_line(error))) from None
-    raise error
-
-
-def _with_loss_logging(estimator):
-    """The same estimator, with its training loss added to the progress log.
-
-    Works for custom and canned estimators alike (it wraps `model_fn`), so
-    every trainer's progress line shows the loss.
+    A single process trains directly (its evaluations are the plan's listener);
+    a cluster task goes through `tf.estimator.train_and_evaluate`, which
+    starts its server and waits for its peers (a `master` also evaluates
+    there, at most every `eval_every_secs`).
     """
-    def model_fn(features, labels, mode, config):
-        spec = estimator.model_fn(features, labels, mode, config)
-        if mode == tf.estimator.ModeKeys.TRAIN:
-            log_progress('loss', spec.loss)
-        return spec
-    return tf.estimator.Estimator(model_fn, config=estimator.config)
+    if not cluster.is_distributed:
+        estimator.train(train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
+        return None
+    train_spec = tf.estimator.TrainSpec(
+        train_input_fn, max_steps=loop.train_steps, hooks=train_hooks)
+    eval_spec = tf.estimator.EvalSpec(eval_input_fn, steps=loop.eval_steps,
+                                      start_delay_secs=0,
+                                      throttle_secs=eval_every_secs or 0)
+    result = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+    return result[0] if isinstance(result, tuple) else None
+
+
+def _checked(job_dir, action):
+    """`action()`, with a checkpoint that does not fit the model made a user error."""
+    try:
+        return action()
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+        if 'checkpoint' in str(e).lower():
+            raise UserInputError(
+                '--job-dir %s: its checkpoint does not match this model (%s); use '
+                'a new --job-dir' % (job_dir, first_line(e))) from None
+        raise

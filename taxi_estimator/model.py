@@ -1,4 +1,4 @@
-"""The wide-and-deep tip classifier (`tf.estimator.DNNLinearCombinedClassifier`).
+"""The wide-and-deep tip classifier (`tf.estimator.DNNLinearCombinedClassifier`'s model).
 
 The linear (wide) side trains with L2-regularised FTRL, the DNN (deep) side
 with Adam. Both learning rates decay exponentially by
@@ -10,9 +10,11 @@ import dataclasses
 import math
 
 import tensorflow as tf
+from tensorflow_estimator.python.estimator.canned import dnn_linear_combined
+from tensorflow_estimator.python.estimator.head import head_utils
 
 from estimator_trainers import distribution
-from estimator_trainers import training
+from estimator_trainers import summaries
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 
@@ -20,6 +22,8 @@ DEFAULT_NUM_LAYERS = 4
 # FTRL's L2 strength: keeps the many sparse wide weights (tracts, crosses)
 # from fitting noise in small data sets.
 LINEAR_L2 = 0.3
+# The canned classifier's default: the mean loss over the batch.
+LOSS_REDUCTION = tf.losses.Reduction.SUM_OVER_BATCH_SIZE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +74,13 @@ def steps_for_epochs(num_epochs, train_size, batch_size):
 
 
 def build_estimator(config, stats, hparams):
-    """The classifier over `features.wide_and_deep_columns(stats)`.
+    """The wide-and-deep classifier over `features.wide_and_deep_columns(stats)`.
+
+    The canned `DNNLinearCombinedClassifier` model (same variables, head and
+    optimizers), in one plain Estimator whose `model_fn` adds what the canned
+    one lacks: training `accuracy` and `auc` of each batch and both learning
+    rates under the documented tags (`summaries`), and a `serving_default`
+    signature in every export.
 
     Args:
       config: `tf.estimator.RunConfig`.
@@ -79,28 +89,60 @@ def build_estimator(config, stats, hparams):
     """
     wide, deep = features.wide_and_deep_columns(stats)
     aggregator = distribution.dense_gradient_aggregator(config)
-    return tf.estimator.DNNLinearCombinedClassifier(
-        config=config,
-        n_classes=2,
-        linear_feature_columns=wide,
-        linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
-            _learning_rate(hparams.linear_learning_rate, hparams),
-            l2_regularization_strength=LINEAR_L2, gradient_aggregator=aggregator),
-        dnn_feature_columns=deep,
-        dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adam(
-            _learning_rate(hparams.learning_rate, hparams, report=True),
-            gradient_aggregator=aggregator),
-        dnn_hidden_units=list(hparams.hidden_units),
-        dnn_dropout=hparams.dropout or None)
+    head = head_utils.binary_or_multi_class_head(
+        2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
+
+    def model_fn(features, labels, mode, config):
+        spec = dnn_linear_combined._dnn_linear_combined_model_fn_v2(  # pylint: disable=protected-access
+            features=features, labels=labels, mode=mode, head=head,
+            linear_feature_columns=wide,
+            linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
+                _learning_rate(hparams.linear_learning_rate, hparams, 'linear_ftrl'),
+                l2_regularization_strength=LINEAR_L2, gradient_aggregator=aggregator),
+            dnn_feature_columns=deep,
+            dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adam(
+                _learning_rate(hparams.learning_rate, hparams, 'dnn_adam'),
+                gradient_aggregator=aggregator),
+            dnn_hidden_units=list(hparams.hidden_units),
+            dnn_dropout=hparams.dropout or None,
+            config=config, loss_reduction=LOSS_REDUCTION)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            _training_metrics(spec, labels)
+        elif mode == tf.estimator.ModeKeys.PREDICT:
+            spec = _with_default_signature(spec)
+        return spec
+
+    return tf.estimator.Estimator(model_fn=model_fn, config=config)
 
 
-def _learning_rate(initial, hparams, report=False):
-    """Decaying learning rate, made in the model's graph; `report` logs it."""
+def _training_metrics(spec, labels):
+    """`accuracy` and `auc` of the training batch, on the eval metrics' charts."""
+    with tf.name_scope('batch_metrics'):
+        labels = tf.reshape(tf.cast(labels, tf.int64), [-1])
+        classes = tf.reshape(spec.predictions['class_ids'], [-1])
+        accuracy = tf.reduce_mean(tf.cast(tf.equal(classes, labels), tf.float32))
+        auc = summaries.batch_auc(labels, spec.predictions['logistic'])
+    summaries.training_metrics(spec.loss, accuracy=accuracy, auc=auc)
+
+
+def _with_default_signature(spec):
+    """`serving_default` = the `predict` signature where the head offers none.
+
+    The canned head's default is a classification signature, which needs one
+    string input: the JSON export's typed inputs drop it, leaving no
+    `serving_default` for TensorFlow Serving's REST API or Vertex AI. The
+    predict signature works with every input format.
+    """
+    outputs = dict(spec.export_outputs)
+    outputs['serving_default'] = outputs['predict']
+    return spec._replace(export_outputs=outputs)
+
+
+def _learning_rate(initial, hparams, optimizer):
+    """Decaying learning rate, made in the model's graph, shown as `learning_rate/<optimizer>`."""
     schedule = tf.keras.optimizers.schedules.ExponentialDecay(
         initial, decay_steps=hparams.decay_steps,
         decay_rate=hparams.learning_rate_decay_factor)
-    if report:
-        rate = schedule(tf.compat.v1.train.get_or_create_global_step())
-        training.log_progress('learning_rate', rate)
-        tf.compat.v1.summary.scalar('learning_rate', rate)
+    summaries.learning_rate(schedule(tf.compat.v1.train.get_or_create_global_step()),
+                            optimizer)
     return schedule

@@ -3,6 +3,8 @@
     python -m taxi_estimator.predict --model-dir JOB_DIR/export/TIMESTAMP \
         --json-instances instances.ndjson
     python -m taxi_estimator.predict --model-dir JOB_DIR/export \
+        --json-instances request.json      # {"instances": [{...}, ...]}
+    python -m taxi_estimator.predict --model-dir JOB_DIR/export \
         --csv-instances trips.csv
 
 The local equivalent of `gcloud ai-platform local predict`: loads a SavedModel
@@ -40,7 +42,8 @@ def parse_args(argv=None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--json-instances',
                         help='Newline-delimited JSON: one object per line with every '
-                             'feature (null for a missing value).')
+                             'feature (null for a missing value); or a TensorFlow '
+                             'Serving request body, {"instances": [{...}, ...]}.')
     source.add_argument('--csv-instances',
                         help='CSV with a header line naming every feature (a tip '
                              'column is ignored; empty fields are missing values).')
@@ -76,7 +79,11 @@ def check_instance(raw, where):
 
 
 def read_json_instances(path, text):
-    """Parsed instances from newline-delimited JSON (blank lines skipped)."""
+    """Parsed instances from newline-delimited JSON (blank lines skipped), or from
+    a TensorFlow Serving request body `{"instances": [{...}, ...]}`."""
+    body = _serving_request(text)
+    if body is not None:
+        return _request_instances(path, body)
     instances = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -90,6 +97,34 @@ def read_json_instances(path, text):
             raise UserInputError('%s: expected a JSON object of features, got %s'
                                  % (where, type(raw).__name__))
         instances.append(check_instance(raw, where))
+    return instances
+
+
+def _serving_request(text):
+    """The parsed body if `text` is one JSON object with `instances`, else None."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and 'instances' in body else None
+
+
+def _request_instances(path, body):
+    where = '--json-instances %s' % path
+    extra = sorted(set(body) - {'instances', 'signature_name'})
+    if extra:
+        raise UserInputError('%s: unexpected key %r in the request body (expected '
+                             '"instances")' % (where, extra[0]))
+    if not isinstance(body['instances'], list):
+        raise UserInputError('%s: "instances" must be a list of objects of features'
+                             % where)
+    instances = []
+    for number, raw in enumerate(body['instances']):
+        here = '%s instance %d' % (where, number)
+        if not isinstance(raw, dict):
+            raise UserInputError('%s: expected a JSON object of features, got %s'
+                                 % (here, type(raw).__name__))
+        instances.append(check_instance(raw, here))
     return instances
 
 
@@ -176,7 +211,7 @@ def make_predictor(export_dir):
 
 
 def _predict_signature(export_dir):
-    """The `predict` signature of a taxi export.
+    """The `serving_default` signature of a taxi export (every format has one).
 
     Raises:
       UserInputError: the SavedModel cannot be loaded (unparsable
@@ -194,11 +229,11 @@ def _predict_signature(export_dir):
                                  'export directory' % (where, index)) from None
         raise UserInputError('%s: not a loadable SavedModel (%s)'
                              % (where, errors.first_line(e))) from None
-    signature = loaded.signatures.get('predict')
+    signature = loaded.signatures.get('serving_default')
     outputs = signature and signature.structured_outputs
     if not outputs or not {'class_ids', 'probabilities'} <= set(outputs):
-        raise UserInputError('%s: not a taxi model export (it has no "predict" signature '
-                             'with class_ids and probabilities; signatures: %s)'
+        raise UserInputError('%s: not a taxi model export (its serving_default signature '
+                             'lacks class_ids and probabilities; signatures: %s)'
                              % (where, ', '.join(sorted(loaded.signatures)) or 'none'))
     return signature
 

@@ -66,7 +66,6 @@ class TaxiTrainer(runner.Trainer):
     module = 'taxi_estimator.task'
     description = ('Train and evaluate a wide-and-deep classifier of Chicago taxi tips '
                    '(tip >= 20% of the fare); export a SavedModel for serving.')
-    eval_frequency_secs = 60
 
     def add_flags(self, parser):
         parser.epilog = (

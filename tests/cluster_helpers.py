@@ -128,6 +128,16 @@ def final_step(output, label='chief-0'):
     return int(steps[-1])
 
 
+def scalars(directory):
+    """{tag: [(step, value), ...]} of a run directory, read as TensorBoard reads it."""
+    from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+    acc = event_accumulator.EventAccumulator(
+        str(directory), size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    return {tag: [(event.step, event.value) for event in acc.Scalars(tag)]
+            for tag in acc.Tags()['scalars']}
+
+
 def task_log(job_dir, label):
     with open(os.path.join(str(job_dir), 'logs', label + '.log')) as f:
         return f.read()

@@ -46,6 +46,11 @@ def _results():
             'pip': {'cold': _summary(100.0), 'warm': _summary(90.0),
                     'wheelhouse': _summary(50.0), 'cache_mb': 0},
             'uv': {'cold': _summary(20.0), 'warm': _summary(2.0), 'cache_mb': 1200}}),
+        'eval_share': dict(stamp, cifar_train_steps=1000, runs={
+            'taxi': [{'wall_secs': 20.0, 'eval_secs': 2.0, 'eval_share': 0.1,
+                      'evaluations': 10}],
+            'cifar10': [{'wall_secs': 300.0, 'eval_secs': 60.0, 'eval_share': 0.2,
+                         'evaluations': 6}]}),
     }
 
 
@@ -65,6 +70,11 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
     assert '(Python 3.11.7; pip 23.2.1, uv 0.13.8, no configuration files)' in text
     assert '| pip | 100.0 (90.0–110.0) | 90.0 (81.0–99.0) | 50.0 (45.0–55.0) | 0 |' in text
     assert '| uv | 20.0 (18.0–22.0) | 2.0 (1.8–2.2) | – | 1200 |' in text
+    assert ('| taxi default run: ≥ 5 evaluations, ≤ 15% of wall time evaluating | '
+            '10 evaluations, 10.0% | yes |') in text
+    assert ('| cifar10 default run: ≥ 5 evaluations, ≤ 15% of wall time evaluating | '
+            '6 evaluations, 20.0% | **no** |') in text
+    assert '| cifar10 | 300.0 (300.0–300.0) | 60.0 (60.0–60.0) | 20.0% | 6 |' in text
 
 
 def test_run_sh_help_and_bad_argument():

@@ -59,9 +59,9 @@ def test_training_learns_far_above_chance(trained):
     step, accuracy = _final_metrics(stderr)
     assert step == 150
     assert accuracy > 0.5, 'chance is 0.1'
-    progress = re.findall(r'step (\d+): learning_rate = 0.1, loss = [\d.]+, '
-                          r'train_accuracy = [\d.]+ \(([\d.]+) examples/sec, average '
-                          r'([\d.]+)\)', stderr)
+    progress = re.findall(r'step (\d+)/150, [\d.]+ steps/s, ETA \w+: accuracy = [\d.]+, '
+                          r'learning_rate/momentum = 0.1, loss = [\d.]+ '
+                          r'\(([\d.]+) examples/sec, average ([\d.]+)\)', stderr)
     assert [int(s) for s, _, _ in progress] == list(range(10, 151, 10))
     assert all(float(rate) > 0 for _, rate, _ in progress)
 
@@ -74,7 +74,7 @@ def test_checkpoints_at_multiples_of_checkpoint_num_steps(trained):
 def test_tensorboard_scalars(trained):
     job_dir, _ = trained
     train = _scalars(job_dir)
-    for tag in ('loss', 'learning_rate', 'train_accuracy', 'examples_per_sec',
+    for tag in ('loss', 'learning_rate/momentum', 'accuracy', 'examples_per_sec',
                 'global_step/sec'):
         assert tag in train, sorted(train)
     assert max(step for step, _ in train['loss']) >= 100
@@ -120,13 +120,13 @@ def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
     # saver would count 20 from 50: 70, 90); the final step is saved too.
     assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
     assert _final_metrics(proc.stderr)[0] == 90
-    first_logged = int(re.search(r'step (\d+): learning_rate', proc.stderr).group(1))
+    first_logged = int(re.search(r'step (\d+)/90, ', proc.stderr).group(1))
     assert first_logged == 60
 
     # A target already reached evaluates and exits 0 without training.
     proc = _train(cifar10_data_dir, job_dir, '--train-steps', '50')
     assert 'already reaches --train-steps=50' in proc.stderr
-    assert 'learning_rate =' not in proc.stderr
+    assert 'learning_rate/momentum =' not in proc.stderr
     assert _final_metrics(proc.stderr)[0] == 90
     assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
 

@@ -197,3 +197,29 @@ def test_input_seed_differs_per_training_task():
     assert seeds == [7, 8, 9]
     assert cluster_lib.ClusterInfo(cluster={}).input_seed(7) == 7
     assert cluster_lib.ClusterInfo(cluster={}).input_seed(None) is None
+
+
+@pytest.mark.parametrize('config,expected', [
+    ({'cluster': {'chief': ['h:1'], 'ps': ['h:2']}, 'task': {'type': 'chief'}}, 0),
+    ({'cluster': {'chief': ['h:1'], 'evaluator': ['h:3']}, 'task': {'type': 'chief'}}, 1),
+    ({'cluster': {'chief': ['h:1']}, 'task': {'type': 'chief'},
+      'job': {'evaluatorCount': '2'}}, 2),
+])
+def test_the_chief_knows_whether_the_job_has_evaluators(config, expected):
+    """An evaluator list, or AI Platform's (and the local launcher's) job.evaluatorCount."""
+    info = cluster_lib.parse_tf_config(json.dumps(config))
+    assert info.is_chief and info.num_evaluators == expected
+
+
+def test_vertex_pool_three_counts_as_evaluators():
+    info = cluster_lib.parse_vertex_cluster_spec(json.dumps({
+        'cluster': {'workerpool0': ['h:1'], 'workerpool3': ['h:4', 'h:5']},
+        'task': {'type': 'workerpool0', 'index': 0}}))
+    assert info.num_evaluators == 2
+
+
+def test_bad_evaluator_count_is_one_clear_error():
+    with pytest.raises(UserInputError, match='job.evaluatorCount must be an integer'):
+        cluster_lib.parse_tf_config(json.dumps({
+            'cluster': {'chief': ['h:1']}, 'task': {'type': 'chief'},
+            'job': {'evaluatorCount': 'many'}}))

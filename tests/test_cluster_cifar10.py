@@ -83,7 +83,7 @@ def test_async_parameter_servers_and_evaluator_via_train_local(cifar10_data_dir,
     last = re.findall(r'Exiting evaluation, global_step=(\d+) >= train max_steps=300',
                       evaluator)
     assert last and 300 <= int(last[0]) <= final
-    assert 'Saving dict for global step %s:' % last[0] in evaluator
+    assert 'Evaluation of step %s (' % last[0] in evaluator
     assert '[launcher] evaluator-0 finished' in output
     assert glob.glob(str(job_dir / 'eval' / 'events.out.tfevents.*'))
 
@@ -123,7 +123,7 @@ def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
         assert "MultiWorkerMirroredStrategy with cluster_spec" in log
-        assert re.search(r'INFO step 60: .*loss = ', log), label
+        assert re.search(r'INFO step 60/60, .*loss = ', log), label
     assert latest_checkpoint_step(job_dir) == 60
     assert_checkpoints_intact(job_dir, 60, VARIABLES)
     # The worker ran the same save ops into TF's throw-away directory.

@@ -19,7 +19,8 @@ import pytest
 import taxi_trips
 from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
                              check_worker_and_chief_restart, listed_checkpoints,
-                             Cluster, final_step, latest_checkpoint_step, launch, task_log)
+                             Cluster, final_step, latest_checkpoint_step, launch, scalars,
+                             task_log)
 from conftest import REPO_ROOT
 from taxi_trips import assert_beats_baselines, final_metrics
 
@@ -80,6 +81,16 @@ def test_async_parameter_servers_and_evaluator_via_train_local(data_dir, tmp_pat
     # Only the chief exported, and wrote the recorded statistics and training events.
     assert len(os.listdir(job_dir / 'export')) == 1
     assert len([f for f in os.listdir(job_dir) if f.startswith('events.out.')]) == 1
+    # Each training task wrote its own throughput into its own run; the evaluator,
+    # not the chief, evaluated during training, never the untrained step 0.
+    assert sorted(os.listdir(job_dir / 'workers')) == ['chief', 'worker-0', 'worker-1']
+    for label in ('chief', 'worker-0', 'worker-1'):
+        rates = scalars(job_dir / 'workers' / label)['examples_per_sec/worker']
+        assert rates and all(rate > 0 for _, rate in rates), label
+    evaluated = [step for step, _ in scalars(job_dir / 'eval')['auc']]
+    assert len(evaluated) >= 2 and min(evaluated) > 0
+    assert 'Evaluation of step' not in task_log(job_dir, 'chief-0').split(
+        'Loss for final step')[0]
     assert len(cluster.pids()) == 5
     assert_all_exited(cluster.pids())
 
@@ -107,13 +118,15 @@ def test_multi_worker_mirrored_resumes_on_multiples_and_learns(data_dir, tmp_pat
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
         assert 'MultiWorkerMirroredStrategy with cluster_spec' in log
-        assert re.search(r'INFO step 200: .*loss = ', log), label
+        assert re.search(r'INFO step 200/200, .*loss = ', log), label
         assert 'Shape mismatch' not in log
     assert listed_checkpoints(job_dir) == [0, 20, 40, 60, 80, 100, 110, 120, 140, 160, 180, 200]
     assert_checkpoints_intact(job_dir, 200, VARIABLES)
     assert latest_checkpoint_step(job_dir / 'tmp_worker_0') == 200
     assert_beats_baselines(final_metrics(cluster.output)[1],
                            data_dir / 'taxi_trips_eval.csv', margin=0.03)
+    # Nothing written where no one reads it: no events in the worker's save directory.
+    assert not [f for f in os.listdir(job_dir / 'tmp_worker_0') if 'tfevents' in f]
     assert_all_exited(cluster.pids())
 
 

@@ -82,7 +82,8 @@ def test_cluster_runs_to_the_chief_and_stops_parameter_servers(tmp_path):
     for label, records in starts.items():
         task_type, index = label.rsplit('-', 1)
         assert records[0]['tf_config'] == {
-            'cluster': cluster, 'task': {'type': task_type, 'index': int(index)}}
+            'cluster': cluster, 'task': {'type': task_type, 'index': int(index)},
+            'job': {'evaluatorCount': 1}}
     # Every line on the console carries its role; the logs hold the raw lines.
     assert '[worker-1] worker-1 step 2' in stdout
     assert '[chief-0] chief-0 done' in stdout

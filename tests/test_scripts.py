@@ -21,3 +21,14 @@ def test_train_local_help_and_errors():
     proc = _bash('scripts/train-local.sh', '--bogus')
     assert proc.returncode == 2
     assert "unknown option '--bogus'" in proc.stderr
+
+
+def test_tensorboard_help_and_errors(tmp_path):
+    proc = _bash('scripts/tensorboard.sh', '--help')
+    assert proc.returncode == 0 and proc.stdout.startswith('Usage: bash scripts/tensorboard.sh')
+    proc = _bash('scripts/tensorboard.sh', str(tmp_path / 'missing'))
+    assert proc.returncode == 2
+    assert proc.stderr == 'error: JOB_DIR %s: no such directory (train first, or give a ' \
+                          'gs:// path)\n' % (tmp_path / 'missing')
+    proc = _bash('scripts/tensorboard.sh', str(tmp_path), '--port', 'http')
+    assert proc.returncode == 2 and "--port expects a port number, got 'http'" in proc.stderr

@@ -255,8 +255,8 @@ def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_dat
                '--train-batch-size', '10', '--eval-batch-size', '50', check=0)
     (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
     assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (
-        'error: --model-dir %s: not a taxi model export (it has no "predict" signature '
-        'with class_ids and probabilities; signatures: serving_default)' % export)
+        'error: --model-dir %s: not a taxi model export (its serving_default signature '
+        'lacks class_ids and probabilities; signatures: serving_default)' % export)
 
 
 def test_planted_temp_symlinks_in_the_job_dir_are_not_followed(tmp_path, good_lines):

@@ -69,7 +69,8 @@ def test_trains_evaluates_and_exports(files, trained):
     # Majority class ("no tip") scores 0.73 and the Credit-Card rule 0.715 here.
     assert_beats_baselines(metrics, files['eval'], margin=0.03)
     assert 'Training data: 803 rows in 1 file(s); eval data: 200 rows' in stderr
-    assert re.search(r'step 100: learning_rate = 0\.01, loss = [\d.]+', stderr)
+    assert re.search(r'step 100/\d+, .*learning_rate/dnn_adam = 0\.01, .*loss = [\d.]+',
+                     stderr)
 
     # Metrics for TensorBoard under <job-dir>/eval.
     tags = set()

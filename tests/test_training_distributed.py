@@ -4,6 +4,7 @@ import json
 import os
 
 import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainers import checkpoints
 from estimator_trainers import cluster as cluster_lib
@@ -45,10 +46,14 @@ def test_evaluator_moves_on_when_its_checkpoint_is_rotated_away(tmp_path, monkey
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     estimator = tf.estimator.Estimator(
         _model_fn, config=tf.estimator.RunConfig(model_dir=job_dir))
-    loop = training.LoopSettings(train_steps=10, eval_steps=1, eval_frequency_secs=0)
-    plan = checkpoints.plan(job_dir, cluster, None, every_steps=10)
+    loop = training.LoopSettings(train_steps=10, eval_steps=1)
+    plan = checkpoints.plan(job_dir, cluster, None, every_steps=10, eval_every_secs=0)
     assert training.train_and_evaluate(estimator, loop, cluster, plan,
                                        train_input_fn=_input_fn,
                                        eval_input_fn=eval_input_fn) is None
-    assert len(rotated) == 2  # the lost checkpoint, then model.ckpt-12
-    assert glob.glob(os.path.join(job_dir, 'eval', 'events.out.tfevents.*'))
+    # The evaluation graph is built once; its restore of model.ckpt-10 failed, so
+    # the evaluator evaluated model.ckpt-12 (the renamed step-10 variables) instead.
+    assert len(rotated) == 1
+    evaluated = event_accumulator.EventAccumulator(os.path.join(job_dir, 'eval'))
+    evaluated.Reload()
+    assert [e.step for e in evaluated.Scalars('loss')] == [10]

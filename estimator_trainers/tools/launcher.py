@@ -7,8 +7,10 @@
 
 Like `gcloud ai-platform local train --distributed`: a `chief`, `--worker-count`
 workers, `--parameter-server-count` parameter servers and `--evaluator-count`
-evaluators (outside `cluster`, as on Vertex AI) each run the same command with
-their own `TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
+evaluators (outside `cluster`, as on Vertex AI; with evaluators every
+TF_CONFIG says `"job": {"evaluatorCount": N}` as AI Platform's did, so the
+chief leaves evaluation to them) each run the same command with their own
+`TF_CONFIG`, addressed on free ports of 127.0.0.1. Every line a task
 prints goes to the console prefixed with its role (`[worker-1] ...`) and to
 `<job-dir>/logs/<role>-<i>.log`. The cloud rehearsal
 (`tools/cloud/rehearsal.py`) runs a job's worker pools through the same
@@ -149,8 +151,11 @@ def make_tasks(cluster, evaluator_count, log_dir):
     roles = [(role, i) for role in START_ORDER for i in range(counts[role])]
     tasks = []
     for task_type, index in roles:
-        tf_config = json.dumps({'cluster': cluster,
-                                'task': {'type': task_type, 'index': index}})
+        config = {'cluster': cluster, 'task': {'type': task_type, 'index': index}}
+        if evaluator_count:
+            # As AI Platform did: the chief leaves evaluation to the evaluators.
+            config['job'] = {'evaluatorCount': evaluator_count}
+        tf_config = json.dumps(config)
         tasks.append(Task(task_type, index, tf_config,
                           os.path.join(log_dir, '%s-%d.log' % (task_type, index))))
     return tasks

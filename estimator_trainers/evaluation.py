@@ -1,0 +1,220 @@
+"""Evaluations: in the chief's process while it trains, or by an evaluator task.
+
+Both evaluate checkpoints of the `checkpoints.CheckpointPlan` cadence and
+never the untrained one a run starts with (step 0, or the step it resumed
+from): an evaluator waits for the first checkpoint saved by training. The
+final checkpoint is left to the training driver's final evaluation.
+
+`Evaluator` builds the evaluation graph and session once per process and
+only restores each checkpoint into it: `Estimator.evaluate` rebuilds both
+every time (about a second for the taxi model, more than its whole
+evaluation), which made frequent evaluation expensive.
+"""
+import contextlib
+import os
+import re
+import time
+
+import tensorflow as tf
+
+from estimator_trainers import summaries
+
+
+class Evaluator:
+    """Evaluates checkpoints of `estimator` on `input_fn`, with one graph and session.
+
+    The graph is Estimator's own evaluation graph (the model_fn's
+    `eval_metric_ops` plus the mean `loss` and `global_step`); each call
+    restores a checkpoint, resets the metrics and the input, runs `steps`
+    batches (None: the whole input) and writes the metrics to
+    `<job-dir>/eval` as `Estimator.evaluate` does.
+    """
+
+    def __init__(self, estimator, input_fn, steps=None, clock=None):
+        self._estimator = estimator
+        self._input_fn = input_fn
+        self._steps = steps
+        self._clock = clock or Clock()
+        self._session = None
+        # Time evaluations take once warm: building the graph and the first
+        # run of its session (graph optimisation) are paid once per process.
+        self.run_secs = 0.0
+        self.last_run_secs = 0.0
+        self._warm = False
+
+    def _build(self):
+        graph = tf.Graph()
+        with graph.as_default():
+            scaffold, update_op, metrics, hooks = (
+                self._estimator._evaluate_build_graph(self._input_fn, hooks=[]))  # pylint: disable=protected-access
+            scaffold = scaffold or tf.compat.v1.train.Scaffold()
+            scaffold.finalize()
+            for hook in hooks:
+                hook.begin()
+            self._writer = tf.compat.v1.summary.FileWriterCache.get(
+                os.path.join(self._estimator.model_dir, summaries.EVAL_DIR))
+        config = tf.compat.v1.ConfigProto()
+        if self._estimator.config.session_config is not None:
+            config.CopyFrom(self._estimator.config.session_config)
+        del config.device_filters[:]  # a local session: no cluster devices
+        self._session = tf.compat.v1.Session(graph=graph, config=config)
+        self._scaffold, self._update_op, self._metrics, self._hooks = (
+            scaffold, update_op, metrics, hooks)
+
+    def __call__(self, checkpoint_path=None):
+        """Metrics (with `global_step`) of `checkpoint_path` (None: the latest)."""
+        checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
+            self._estimator.model_dir)
+        with self._clock.timing():
+            if self._session is None:
+                self._build()
+            with self._session.graph.as_default():
+                return self._evaluate(checkpoint_path)
+
+    def _evaluate(self, checkpoint_path):
+        start = time.time()
+        self._scaffold.saver.restore(self._session, checkpoint_path)
+        self._session.run(self._scaffold.local_init_op)
+        for hook in self._hooks:
+            hook.after_create_session(self._session, None)
+        batches = 0
+        while self._steps is None or batches < self._steps:
+            try:
+                self._session.run(self._update_op)
+            except tf.errors.OutOfRangeError:
+                break
+            batches += 1
+        metrics = self._session.run(self._metrics)
+        secs = time.time() - start
+        if self._warm:
+            self.last_run_secs = secs
+            self.run_secs += secs
+        self._warm = True
+        step = int(metrics['global_step'])
+        values = {k: float(v) for k, v in metrics.items()
+                  if k != 'global_step' and getattr(v, 'size', 1) == 1}
+        self._writer.add_summary(tf.compat.v1.Summary(value=[
+            tf.compat.v1.Summary.Value(tag=k, simple_value=v)
+            for k, v in sorted(values.items())]), step)
+        self._writer.flush()
+        tf.compat.v1.logging.info(
+            'Evaluation of step %d (%d batches, %.1fs): %s', step, batches,
+            secs, ', '.join('%s = %.4g' % kv for kv in sorted(values.items())))
+        return dict(values, global_step=step)
+
+
+class Clock:
+    """Seconds this process spent evaluating, and how many evaluations it ran."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.count = 0
+
+    @contextlib.contextmanager
+    def timing(self):
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.seconds += time.time() - start
+            self.count += 1
+
+
+class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
+    """Evaluates the checkpoints the chief saves while it trains.
+
+    Training pauses while it evaluates, so it keeps to the plan's budget:
+    with `eval_every_secs` at most that often, else whenever evaluations
+    (counting the next, estimated as long as the last) take at most
+    `eval_share` of the time since training started. Building the evaluation
+    graph is not counted: the final evaluation needs it anyway.
+    """
+
+    def __init__(self, evaluator, train_steps, checkpoint_plan):
+        """Args:
+          evaluator: the process's `Evaluator`.
+          train_steps: the step target (its checkpoint is evaluated by the driver).
+          checkpoint_plan: `checkpoints.CheckpointPlan` with the budget.
+        """
+        self._evaluator = evaluator
+        self._train_steps = train_steps
+        self._every_secs = checkpoint_plan.eval_every_secs
+        self._share = checkpoint_plan.eval_share
+
+    def begin(self):
+        self._start = time.time()
+        self._start_spent = self._evaluator.run_secs
+        self._last_end = None
+        self._first_save = True
+
+    def after_save(self, session, global_step_value):
+        del session  # unused
+        if self._first_save:
+            # The checkpoint a (re)start saves holds no training of this run.
+            self._first_save = False
+            return
+        if global_step_value >= self._train_steps or not self._due():
+            return
+        self._evaluator(None)
+        self._last_end = time.time()
+
+    def _due(self):
+        now = time.time()
+        if self._every_secs is not None:
+            return self._last_end is None or now - self._last_end >= self._every_secs
+        estimate = self._evaluator.last_run_secs
+        spent = self._evaluator.run_secs - self._start_spent + estimate
+        return spent <= self._share * (now - self._start + estimate)
+
+
+def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
+    """An evaluator task: evaluates the newest checkpoint each time there is a new one.
+
+    Starts with the first checkpoint after step 0 and ends after evaluating one
+    at `train_steps` or beyond. When the chief deletes the checkpoint chosen
+    before it is read (`--keep-checkpoint-max` rotation outpacing evaluation),
+    it evaluates the newest one instead.
+
+    Args:
+      evaluate: function(checkpoint_path) -> metrics.
+      every_secs: start evaluations at least this many seconds apart (None: 0).
+
+    Returns:
+      The metrics of the last evaluation.
+    """
+    evaluated = None
+    waiting_logged = False
+    while True:
+        path = tf.train.latest_checkpoint(job_dir)
+        step = int(path.rsplit('-', 1)[1]) if path else None
+        if not step or path == evaluated:
+            if not waiting_logged and not evaluated:
+                tf.compat.v1.logging.info(
+                    'Waiting for the first checkpoint after step 0 in %s', job_dir)
+                waiting_logged = True
+            time.sleep(poll_secs)
+            continue
+        start = time.time()
+        try:
+            metrics = evaluate(path)
+        except (ValueError, tf.errors.NotFoundError) as e:
+            if not missing_checkpoint(e):
+                raise
+            tf.compat.v1.logging.warning(
+                'Checkpoint %s was deleted before this evaluator read it; evaluating '
+                'the newest one instead', path)
+            continue
+        evaluated = path
+        if step >= train_steps:
+            tf.compat.v1.logging.info('Exiting evaluation, global_step=%d >= train '
+                                      'max_steps=%d', step, train_steps)
+            return metrics
+        time.sleep(max(0.0, (every_secs or 0) - (time.time() - start)))
+
+
+def missing_checkpoint(error):
+    """The checkpoint path `error` names, if that checkpoint no longer exists."""
+    match = re.search(r'(\S*model\.ckpt-\d+)', str(error))
+    if match and not tf.io.gfile.exists(match.group(1) + '.index'):
+        return match.group(1)
+    return None

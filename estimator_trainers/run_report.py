@@ -1,0 +1,89 @@
+"""What a run records for later: its HParams, and the block it ends with.
+
+The chief writes the run's flags into the job-dir's training event file as an
+HParams session (TensorBoard's hparams plugin lists each job-dir with its
+flags, next to the last value of every scalar it wrote: the final metrics),
+and prints one summary block when it is done: wall time, steps, the job's
+average examples/sec, final metrics, where the checkpoints, export and
+TensorBoard logs are, and the command that shows them.
+"""
+import time
+
+import tensorflow as tf
+from tensorboard.plugins.hparams import api_pb2
+from tensorboard.plugins.hparams import summary as hparams_summary
+from tensorboard.plugins.hparams import summary_v2 as hparams_v2
+
+from estimator_trainers import hooks
+
+TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
+# Flags that name places or logging rather than choices: not hyperparameters.
+_NOT_HPARAMS = frozenset(['verbosity', 'hypertune_metric', 'feature_stats'])
+_PATH_SUFFIXES = ('_dir', '_file', '_files')
+
+
+def hparams(args):
+    """The flag values of `args` that the hparams plugin can show (no paths)."""
+    values = {}
+    for name, value in sorted(vars(args).items()):
+        if (name in _NOT_HPARAMS or name.endswith(_PATH_SUFFIXES) or value is None):
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ','.join(map(str, value))
+        if not isinstance(value, (bool, int, float, str)):
+            value = str(value)
+        values[name] = value
+    return values
+
+
+def session_start(args):
+    """The serialized HParams session-start summary of a run with flags `args`.
+
+    The progress hook writes it with the chief's training summaries (one
+    event file per job-dir run).
+    """
+    return hparams_v2.hparams_pb(hparams(args), trial_id=args.job_dir,
+                                 start_time_secs=time.time()).SerializeToString()
+
+
+def end_session(job_dir):
+    """Marks the HParams session of this run successful (after its training)."""
+    # The cached writer the chief trained with; FileWriter cannot start in eager mode.
+    writer = tf.compat.v1.summary.FileWriterCache.get(job_dir)
+    writer.add_summary(hparams_summary.session_end_pb(
+        api_pb2.STATUS_SUCCESS, time.time()).SerializeToString())
+    writer.flush()
+
+
+def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per_sec,
+                  eval_clock, metrics, job_dir, export_dir):
+    """The lines a run ends with (a string of several lines)."""
+    global_step = int(metrics.get('global_step', last_step or 0))
+    if first_step is None:
+        steps = 'step %d (target %d already reached: nothing trained)' % (
+            global_step, train_steps)
+    else:
+        steps = '%d -> %d (%d this run)' % (first_step, global_step,
+                                             global_step - first_step)
+    share = eval_clock.seconds / wall_secs if wall_secs > 0 else 0.0
+    rows = [
+        ('wall time', '%s, of which evaluating %s (%.1f%%, %d evaluation%s)' % (
+            _duration(wall_secs), _duration(eval_clock.seconds),
+            100 * share, eval_clock.count, '' if eval_clock.count == 1 else 's')),
+        ('steps', steps),
+        ('examples/sec', '%.1f (job-wide average while training)' % examples_per_sec
+         if examples_per_sec else 'n/a'),
+        ('final metrics', ', '.join('%s = %.4f' % (k, float(v)) for k, v in
+                                    sorted(metrics.items()) if k != 'global_step')),
+        ('checkpoints', job_dir),
+        ('export', export_dir or 'none'),
+        ('TensorBoard', TENSORBOARD_COMMAND % job_dir),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return '\n'.join(['Run summary:'] + ['  %-*s  %s' % (width, name, value)
+                                         for name, value in rows])
+
+
+def _duration(secs):
+    """`hooks.format_duration`, with tenths under a minute (short runs)."""
+    return '%.1fs' % secs if secs < 60 else hooks.format_duration(secs)

@@ -1,0 +1,138 @@
+"""The TensorBoard tag set every trainer writes, defined once.
+
+Runs (directories) of a job-dir, as TensorBoard lists them:
+
+- `.` (the job-dir): training, written by the chief: `loss`, `accuracy` (and
+  `auc` for binary classifiers) of the training batches, `learning_rate/<optimizer>`
+  for each optimizer, `examples_per_sec` and `global_step/sec` of the whole
+  job, input `images` (CIFAR, rarely), the graph and the HParams of the run.
+- `eval`: each evaluated checkpoint: `loss`, `accuracy`, `auc`, ... under the
+  same names as in training, so both runs share one chart per metric.
+- `workers/<task>` (distributed runs only): `examples_per_sec/worker`, the
+  examples each training task (`chief`, `worker-0`, ...) consumes per second,
+  each task writing its own directory.
+
+The model_fns call `training_metrics` and `learning_rate`; the training
+driver writes throughput and the HParams. Summary ops are created at the top
+of the graph: a name scope would prefix their tags.
+"""
+import os
+import weakref
+
+import tensorflow as tf
+
+
+LOSS = 'loss'
+ACCURACY = 'accuracy'
+AUC = 'auc'
+EXAMPLES_PER_SEC = 'examples_per_sec'
+GLOBAL_STEPS_PER_SEC = 'global_step/sec'
+WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
+IMAGES = 'images'
+WORKERS_DIR = 'workers'
+EVAL_DIR = 'eval'
+# graph -> {name: tensor} of the progress line (not a graph collection: those
+# are serialised into every checkpoint's meta graph, and names are not tensors).
+_PROGRESS = weakref.WeakKeyDictionary()
+
+
+def log_progress(name, tensor):
+    """Adds `tensor` to the values the progress line shows every N steps."""
+    _PROGRESS.setdefault(tf.compat.v1.get_default_graph(), {})[name] = tensor
+
+
+def progress_values():
+    """{name: tensor} that `log_progress` added to the default graph."""
+    return dict(_PROGRESS.get(tf.compat.v1.get_default_graph(), {}))
+
+
+def training_metrics(loss, **metrics):
+    """Summaries and progress-log values of the training batches.
+
+    `loss` is logged only: Estimator writes the `loss` summary itself.
+    `metrics` maps tag (`accuracy`, `auc`) to a scalar tensor of the batch.
+    """
+    log_progress(LOSS, loss)
+    for name, value in sorted(metrics.items()):
+        tf.compat.v1.summary.scalar(name, value)
+        log_progress(name, value)
+
+
+def learning_rate(rate, optimizer):
+    """`learning_rate/<optimizer>` (e.g. `dnn_adam`): one chart per optimizer."""
+    name = 'learning_rate/' + optimizer
+    tf.compat.v1.summary.scalar(name, rate)
+    log_progress(name, rate)
+
+
+def input_images(images, output_dir, every_steps, max_images=3):
+    """A chief-only hook writing `max_images` input images every `every_steps`.
+
+    The image summary is kept out of the merged summaries Estimator writes
+    every `--save-summary-steps`: images are large, so they are written rarely.
+
+    Args:
+      images: float [batch, height, width, channels] in [0, 255], as trained on.
+    """
+    with tf.name_scope('input_images'):
+        pixels = tf.cast(tf.clip_by_value(images[:max_images], 0, 255), tf.uint8)
+    summary = tf.compat.v1.summary.image(IMAGES, pixels, max_outputs=max_images,
+                                         collections=[])
+    return RareSummaryHook(summary, output_dir, every_steps)
+
+
+class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
+    """Writes `summary_op` at the second step of a session, then every `every_steps`.
+
+    Not a second `SummarySaverHook`: that writes a "session start" event, and
+    TensorBoard drops what was written at or after the step of such an event
+    before it; Estimator's own summary hook writes one at the first step.
+    """
+
+    def __init__(self, summary_op, output_dir, every_steps):
+        self._summary_op = summary_op
+        self._output_dir = output_dir
+        self._every_steps = every_steps
+
+    def begin(self):
+        self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
+        self._global_step = tf.compat.v1.train.get_global_step()
+        self._next_step = None
+        self._last_step = None
+
+    def before_run(self, run_context):
+        fetches = {'step': self._global_step}
+        if self._next_step is not None and self._last_step + 1 >= self._next_step:
+            fetches['summary'] = self._summary_op
+        return tf.compat.v1.train.SessionRunArgs(fetches)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results['step']) + 1
+        if self._next_step is None:
+            self._next_step = step + 1
+        elif 'summary' in run_values.results:
+            self._writer.add_summary(run_values.results['summary'], step)
+            self._next_step = step - step % self._every_steps + self._every_steps
+        self._last_step = step
+
+
+def batch_auc(labels, probabilities):
+    """Area under the ROC curve of one batch (0.5 when it holds a single class).
+
+    The share of (positive, negative) pairs the model ranks right, ties half.
+    """
+    with tf.name_scope('batch_auc'):
+        labels = tf.reshape(tf.cast(labels, tf.bool), [-1])
+        scores = tf.reshape(tf.cast(probabilities, tf.float32), [-1])
+        positive = tf.boolean_mask(scores, labels)
+        negative = tf.boolean_mask(scores, tf.logical_not(labels))
+        diff = positive[:, None] - negative[None, :]
+        wins = (tf.reduce_sum(tf.cast(diff > 0, tf.float32))
+                + 0.5 * tf.reduce_sum(tf.cast(tf.equal(diff, 0), tf.float32)))
+        pairs = tf.cast(tf.size(diff), tf.float32)
+        return tf.where(pairs > 0, wins / tf.maximum(pairs, 1.0), 0.5)
+
+
+def worker_dir(job_dir, task_label):
+    """Where a training task of a distributed job writes its own throughput."""
+    return os.path.join(job_dir, WORKERS_DIR, task_label)

@@ -6,8 +6,8 @@ everything around it is the same TF1 machinery as the CIFAR-10 trainer's: a
 `tf.compat.v1` Momentum optimizer (Estimator's parameter-server device
 placement and `multi_worker_mirrored` both drive it), `tf.compat.v1.metrics`
 for evaluation, an `EstimatorSpec` whose export takes raw uint8 images, and
-the same progress log and TensorBoard tags (`loss`, `learning_rate`,
-`train_accuracy`; `accuracy` in evaluation). `model_to_estimator` would need
+the same progress log and TensorBoard tags (`estimator_trainers.summaries`:
+`loss`, `accuracy`, `learning_rate/momentum`). `model_to_estimator` would need
 a compiled model with a legacy Keras optimizer, name the serving signature
 after Keras' layers and leave no place for the progress values.
 
@@ -19,7 +19,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from estimator_trainers import training
+from estimator_trainers import summaries
 from keras_estimator import networks
 from keras_estimator.trainer import MNIST_CNN
 
@@ -50,7 +50,8 @@ def model_fn(features, labels, mode, params):
     loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
     if network.losses:
         loss += tf.add_n(network.losses)
-    accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
+    with tf.name_scope('metrics'):  # a bare `accuracy` scope would rename the summary
+        accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
     if mode == tf.estimator.ModeKeys.EVAL:
         return tf.estimator.EstimatorSpec(mode, loss=loss, predictions=predictions,
                                           eval_metric_ops={'accuracy': accuracy})
@@ -60,12 +61,11 @@ def model_fn(features, labels, mode, params):
     optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
     with tf.control_dependencies(network.updates):
         train_op = optimizer.minimize(loss, global_step=global_step)
-    train_accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
-    tf.compat.v1.summary.scalar('learning_rate', learning_rate)
-    tf.compat.v1.summary.scalar('train_accuracy', train_accuracy)
-    training.log_progress('learning_rate', learning_rate)
-    training.log_progress('train_accuracy', train_accuracy)
+    with tf.name_scope('metrics'):
+        train_accuracy = tf.reduce_mean(tf.cast(
+            tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
+    summaries.learning_rate(learning_rate, 'momentum')
+    summaries.training_metrics(loss, accuracy=train_accuracy)
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                       predictions=predictions,
                                       eval_metric_ops={'accuracy': accuracy})

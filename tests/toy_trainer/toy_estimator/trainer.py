@@ -10,7 +10,7 @@ DATA_FILE = 'points.npz'
 
 def _model_fn(features, labels, mode):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import training  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import summaries  # pylint: disable=g-import-not-at-top
     x = features['x'] if isinstance(features, dict) else features
     weight = tf.compat.v1.get_variable('weight', [1, 1])
     bias = tf.compat.v1.get_variable('bias', [1], initializer=tf.compat.v1.zeros_initializer())
@@ -23,7 +23,8 @@ def _model_fn(features, labels, mode):
     metrics = {'mse': tf.compat.v1.metrics.mean_squared_error(labels, prediction)}
     if mode == tf.estimator.ModeKeys.EVAL:
         return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
-    training.log_progress('weight', weight[0, 0])
+    summaries.training_metrics(loss)
+    summaries.log_progress('weight', weight[0, 0])
     train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
         loss, global_step=tf.compat.v1.train.get_global_step())
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)

@@ -22,7 +22,6 @@ first and replaces the old set only once all are complete, so a bad archive
 leaves an existing data set as it was.
 """
 import codecs
-import hashlib
 import json
 import os
 import pickle
@@ -87,11 +86,7 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
 
 
 def file_md5(path):
-    digest = hashlib.md5()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return safe_io.file_digest(path, 'md5')
 
 
 def check_official(source):

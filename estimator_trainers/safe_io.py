@@ -192,3 +192,13 @@ def staged_files(directory, names, flag):
                 gfile.rmtree(staging)
         else:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def file_digest(path, algorithm):
+    """Hex digest (`hashlib` algorithm name, e.g. sha256) of a local file, read in 1 MiB chunks."""
+    import hashlib  # pylint: disable=g-import-not-at-top
+    digest = hashlib.new(algorithm)
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -20,7 +20,6 @@ CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
 """
 import argparse
 import dataclasses
-import hashlib
 import os
 import shutil
 import sys
@@ -35,6 +34,7 @@ import numpy as np
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 
 MNIST_FILE = 'mnist.npz'
@@ -132,11 +132,7 @@ def input_fn(images, labels, batch_size, *, training, seed=None):
 
 
 def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return safe_io.file_digest(path, 'sha256')
 
 
 def download(url, work_dir, timeout=60):

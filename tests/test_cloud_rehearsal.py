@@ -264,3 +264,17 @@ def test_rehearses_every_shipped_config(gcs, gcs_cifar10_data, tmp_path, config)
                          r'accuracy = [\d.]+ reported', summary)
     if config == 'cmle_config_gpu.yaml':
         assert 'ignores machine types and accelerators' in proc.stderr
+
+
+@pytest.mark.slow
+def test_rehearses_the_keras_trainer_under_multi_worker_mirrored(gcs, gcs_cifar10_data,
+                                                                 tmp_path):
+    """The third trainer, found by discovery, rehearsed like the others (CIFAR-10 MLP)."""
+    proc = _rehearse(gcs, tmp_path, 'keras', 'config_mwms.yaml', '--train-steps=20',
+                     '--model=cifar10_mlp', '--batch-size=32',
+                     '--data-dir=%s' % gcs_cifar10_data[0],
+                     options=['--max-replicas', '1'], bucket='gs://cifar-data',
+                     job='keras_mwms', check=0)
+    step, _ = _assert_passed(gcs, proc, tmp_path, 'cifar-data', 'keras_mwms',
+                             'chief 1, worker 1 of 2')
+    assert step == 20

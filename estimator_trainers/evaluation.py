@@ -120,6 +120,10 @@ class Clock:
             self.count += 1
 
 
+# Points an evaluation curve gets in a run at the least, the final evaluation included.
+MIN_EVAL_POINTS = 5
+
+
 class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
     """Evaluates the checkpoints the chief saves while it trains.
 
@@ -127,7 +131,11 @@ class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
     with `eval_every_secs` at most that often, else whenever evaluations
     (counting the next, estimated as long as the last) take at most
     `eval_share` of the time since training started. Building the evaluation
-    graph is not counted: the final evaluation needs it anyway.
+    graph is not counted: the final evaluation needs it anyway. Without
+    `eval_every_secs`, a curve of `MIN_EVAL_POINTS` points spread over the run
+    wins over the budget where evaluation is costlier than it allows: by a
+    fifth of the run one evaluation, by two fifths two, and so on (the
+    driver's final evaluation is the last point).
     """
 
     def __init__(self, evaluator, train_steps, checkpoint_plan):
@@ -145,26 +153,31 @@ class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
         self._start = time.time()
         self._start_spent = self._evaluator.run_secs
         self._last_end = None
-        self._first_save = True
+        self._start_step = None
+        self._count = 0
 
     def after_save(self, session, global_step_value):
         del session  # unused
-        if self._first_save:
+        if self._start_step is None:
             # The checkpoint a (re)start saves holds no training of this run.
-            self._first_save = False
+            self._start_step = global_step_value
             return
-        if global_step_value >= self._train_steps or not self._due():
+        if global_step_value >= self._train_steps or not self._due(global_step_value):
             return
         self._evaluator(None)
+        self._count += 1
         self._last_end = time.time()
 
-    def _due(self):
+    def _due(self, step):
         now = time.time()
         if self._every_secs is not None:
             return self._last_end is None or now - self._last_end >= self._every_secs
         estimate = self._evaluator.last_run_secs
         spent = self._evaluator.run_secs - self._start_spent + estimate
-        return spent <= self._share * (now - self._start + estimate)
+        if spent <= self._share * (now - self._start + estimate):
+            return True
+        progress = (step - self._start_step) / max(1, self._train_steps - self._start_step)
+        return self._count + 1 <= MIN_EVAL_POINTS * progress + 1e-9
 
 
 def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):

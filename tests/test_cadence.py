@@ -78,3 +78,20 @@ def test_eval_frequency_secs_throttles(clock):
     listener = evaluation.InTrainingEvaluation(evaluator, 1000, plan)
     _saves(listener, clock, [(0, 0)] + [(i, i * 10) for i in range(1, 31)])
     assert len(evaluator.steps) == 3  # at 1 s, 11 s, 21 s
+
+
+def test_costly_evaluations_still_give_five_points_spread_over_the_run(clock):
+    """CIFAR-10 on 2 CPU cores: one evaluation costs more than the share allows."""
+    evaluator = _FakeEvaluator(secs=20.0)
+    plan = checkpoints.CheckpointPlan('/job', every_steps=100, eval_share=0.15)
+    listener = evaluation.InTrainingEvaluation(evaluator, 1000, plan)
+    listener.begin()
+    evaluated = []
+    for step in range(0, 1001, 100):  # 35 s of training per 100 steps
+        clock[0] = step * 0.35 + 20.0 * len(evaluator.steps)
+        before = len(evaluator.steps)
+        listener.after_save(None, step)
+        if len(evaluator.steps) > before:
+            evaluated.append(step)
+    # Four in training, spread over the run, plus the driver's final evaluation.
+    assert evaluated == [100, 400, 600, 800]

@@ -103,7 +103,7 @@ def test_second_trainer_is_refused_and_sigterm_saves_a_checkpoint(files, tmp_pat
     first, log = start(TASK, *files, '--job-dir', job_dir, '--train-steps', '100000',
                        *FAST, '--checkpoint-num-steps', '100000')
     try:
-        wait_for(lambda: re.search(r'step \d+0: ', read(log)), 'training', first)
+        wait_for(lambda: re.search(r'step \d+0/\d+, ', read(log)), 'training', first)
         second = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '20',
                             *FAST)
         assert second.returncode == 2, second.stderr[-3000:]
@@ -326,7 +326,7 @@ def test_parameter_server_lost_during_training_ends_the_chief(files, tmp_path):
     chief, chief_log = start(TASK, *common, '--train-steps', '100000',
                              env=_tf_config(cluster, 'chief'))
     try:
-        wait_for(lambda: re.search(r'step \d+0: ', read(chief_log)), 'training', chief)
+        wait_for(lambda: re.search(r'step \d+0/\d+, ', read(chief_log)), 'training', chief)
         ps.kill()
         chief.wait(timeout=180)
     finally:

@@ -194,7 +194,7 @@ def test_statistics_that_are_not_finite_are_never_recorded(tmp_path):
 
 def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
     good = _write(tmp_path / 'good.csv', good_lines)
-    common = ['--train-files', good, '--eval-files', good, '--train-steps', '1']
+    common = ['--train-files', good, '--eval-files', good, '--train-steps', '1', '--batch-size', '16']
     bad = tmp_path / 'bad_stats.json'
     bad.write_text(json.dumps(_stats(fare={'mean': 1.0, 'std': 0})))
     proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
@@ -240,7 +240,7 @@ def test_predict_on_a_bogus_saved_model_is_one_line(tmp_path, good_lines):
 def test_predict_on_an_export_without_variables_is_one_line(tmp_path, good_lines):
     good = _write(tmp_path / 'good.csv', good_lines)
     run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
-               '--job-dir', tmp_path / 'job', '--train-steps', '1', check=0)
+               '--job-dir', tmp_path / 'job', '--train-steps', '1', '--batch-size', '16', check=0)
     (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
     shutil.rmtree(os.path.join(export, 'variables'))
     assert _error_line(_predict(export, tmp_path, good_lines)) == (
@@ -251,7 +251,7 @@ def test_predict_on_an_export_without_variables_is_one_line(tmp_path, good_lines
 @pytest.mark.slow
 def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_data_dir):
     run_module('cifar10_estimator.cifar10_main', '--data-dir', cifar10_data_dir,
-               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1',
+               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1', '--batch-size', '16',
                '--train-batch-size', '10', '--eval-batch-size', '50', check=0)
     (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
     assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (
@@ -269,7 +269,7 @@ def test_planted_temp_symlinks_in_the_job_dir_are_not_followed(tmp_path, good_li
     for name in planted:
         os.symlink(victim, job_dir / name)
     run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
-               '--job-dir', job_dir, '--train-steps', '1', check=0)
+               '--job-dir', job_dir, '--train-steps', '1', '--batch-size', '16', check=0)
     assert victim.read_text() == 'precious'
     for name in planted:
         assert os.readlink(job_dir / name) == str(victim)

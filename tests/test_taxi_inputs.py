@@ -251,7 +251,7 @@ def test_predict_on_an_export_without_variables_is_one_line(tmp_path, good_lines
 @pytest.mark.slow
 def test_predict_on_a_cifar_export_is_one_line(tmp_path, good_lines, cifar10_data_dir):
     run_module('cifar10_estimator.cifar10_main', '--data-dir', cifar10_data_dir,
-               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1', '--batch-size', '16',
+               '--job-dir', tmp_path / 'job', '--num-layers', '8', '--train-steps', '1',
                '--train-batch-size', '10', '--eval-batch-size', '50', check=0)
     (export,) = glob.glob(str(tmp_path / 'job' / 'export' / '*'))
     assert _error_line(_predict(tmp_path / 'job' / 'export', tmp_path, good_lines)) == (

@@ -135,11 +135,9 @@ def model_fn(features, labels, mode, params, config):
     with tf.control_dependencies(update_ops):
         train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
-    with tf.name_scope('batch_metrics'):
-        batch_accuracy = tf.reduce_mean(tf.cast(
-            tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
     summaries.learning_rate(learning_rate, 'momentum')
-    summaries.training_metrics(loss, accuracy=batch_accuracy)
+    summaries.training_metrics(
+        loss, accuracy=summaries.batch_accuracy(labels, predictions['classes']))
     chief_hooks = []
     if config.save_summary_steps:
         chief_hooks.append(summaries.input_images(

@@ -58,6 +58,16 @@ def training_metrics(loss, **metrics):
         log_progress(name, value)
 
 
+def batch_accuracy(labels, classes):
+    """Accuracy of the training batch, for `training_metrics(accuracy=...)`.
+
+    In its own name scope: a bare `accuracy` op would take the summary's name.
+    """
+    with tf.name_scope('batch_metrics'):
+        return tf.reduce_mean(tf.cast(tf.equal(classes, tf.cast(labels, tf.int64)),
+                                      tf.float32))
+
+
 def learning_rate(rate, optimizer):
     """`learning_rate/<optimizer>` (e.g. `dnn_adam`): one chart per optimizer."""
     name = 'learning_rate/' + optimizer

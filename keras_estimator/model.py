@@ -61,11 +61,9 @@ def model_fn(features, labels, mode, params):
     optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
     with tf.control_dependencies(network.updates):
         train_op = optimizer.minimize(loss, global_step=global_step)
-    with tf.name_scope('metrics'):
-        train_accuracy = tf.reduce_mean(tf.cast(
-            tf.equal(predictions['classes'], tf.cast(labels, tf.int64)), tf.float32))
     summaries.learning_rate(learning_rate, 'momentum')
-    summaries.training_metrics(loss, accuracy=train_accuracy)
+    summaries.training_metrics(
+        loss, accuracy=summaries.batch_accuracy(labels, predictions['classes']))
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                       predictions=predictions,
                                       eval_metric_ops={'accuracy': accuracy})

@@ -52,3 +52,15 @@ def storage_emulator(bucket):
             yield storage.Client(project='test-project')
     finally:
         server.stop()
+
+
+# The AI Platform config a course hands out (docs/cloud.md): a parameter-server
+# type with no parameterServerCount.
+COURSE_CONFIG = """\
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-16
+  workerType: n1-standard-16
+  parameterServerType: n1-standard-16
+  workerCount: 1
+"""

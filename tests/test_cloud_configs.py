@@ -5,6 +5,7 @@ import os
 import pytest
 import yaml
 
+import cloud_fakes
 from conftest import REPO_ROOT
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
@@ -150,15 +151,7 @@ trainingInput:
     assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
 
 
-# The AI Platform config a course hands out: a parameter-server type, no count.
-COURSE_CONFIG = """
-trainingInput:
-  scaleTier: CUSTOM
-  masterType: n1-standard-16
-  workerType: n1-standard-16
-  parameterServerType: n1-standard-16
-  workerCount: 1
-"""
+COURSE_CONFIG = cloud_fakes.COURSE_CONFIG
 
 
 def test_a_machine_type_without_count_runs_nothing_with_one_warning():

@@ -37,15 +37,7 @@ OFFLINE_ENV = {
     'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
     'STORAGE_EMULATOR_HOST': '',
 }
-# The AI Platform config a course hands out (docs/cloud.md): no parameterServerCount.
-COURSE_CONFIG = """\
-trainingInput:
-  scaleTier: CUSTOM
-  masterType: n1-standard-16
-  workerType: n1-standard-16
-  parameterServerType: n1-standard-16
-  workerCount: 1
-"""
+COURSE_CONFIG = cloud_fakes.COURSE_CONFIG
 
 
 def _config(name):

@@ -270,8 +270,8 @@ def _train(trainer, args, task, plan, termination, started):
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
         train_distribute=task.train_distribute)
     watch = distribution.watch_peers(task.distribution)
-    tf.compat.v1.logging.info('Step target %d; %d examples per step on this task',
-                              plan.train_steps, plan.examples_per_step)
+    tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '
+                              'step/target)', plan.examples_per_step)
     train_input_fn, eval_input_fn = trainer.input_fns(args, task, plan)
     loop = training.LoopSettings.from_flags(
         args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,

@@ -35,6 +35,31 @@ def files(tmp_path_factory):
     return ['--train-files', str(train), '--eval-files', str(evals)]
 
 
+def _without_root_privileges(home):
+    """(command prefix, env) that runs a root test's command without root's file powers.
+
+    A user namespace without a uid mapping keeps our uid but drops the override
+    of file permissions, so a clone in a private 0700 directory stays readable.
+    Without user namespaces the command runs as nobody, which needs a checkout
+    other users can read.
+    """
+    if subprocess.run(['unshare', '--user', 'true'], capture_output=True,
+                      check=False).returncode == 0:
+        return ['unshare', '--user'], None
+    if not all(os.stat(path).st_mode & 0o005 == 0o005 for path in _ancestors(REPO_ROOT)):
+        pytest.skip('no user namespaces here, and the checkout is not readable by other users')
+    return ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], {'HOME': home}
+
+
+def _ancestors(path):
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
 def snapshot(directory):
     """{relative path: bytes} of every file under `directory` (byte-for-byte checks)."""
     result = {}
@@ -207,7 +232,7 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
             expected = ('error: --job-dir %s cannot be created: %s is a file'
                         % (job_dir, tmp_path / 'plain'))
         else:
-            # Root writes anywhere: run the trainer as nobody, on data it can read.
+            # Root writes anywhere: run the trainer without root's power over files.
             world = stack.enter_context(tempfile.TemporaryDirectory(prefix='faults-'))
             os.chmod(world, 0o755)
             parent = os.path.join(world, 'locked')
@@ -218,12 +243,10 @@ def test_unusable_job_dir_is_one_line_before_training(case, files, tmp_path):
             expected = ('error: --job-dir %s cannot be created: %s is not writable by '
                         'this user' % (job_dir, parent))
             if os.geteuid() == 0:
-                if not os.access(REPO_ROOT, os.R_OK):
-                    pytest.skip('the repository is not readable by other users')
-                files = files[:1] + [shutil.copy(files[1], world)] + files[2:3] + [
-                    shutil.copy(files[3], world)]
-                prefix = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
-                env = {'HOME': world}
+                prefix, env = _without_root_privileges(world)
+                if prefix[0] == 'setpriv':
+                    files = files[:1] + [shutil.copy(files[1], world)] + files[2:3] + [
+                        shutil.copy(files[3], world)]
         before = snapshot(kept) if case != 'read-only' else {}
         args = prefix + [sys.executable, '-m', TASK] + files + [
             '--job-dir', str(job_dir), '--train-steps', '10'] + FAST

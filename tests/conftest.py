@@ -19,6 +19,17 @@ from processes import kill_test_processes, no_leftover_processes  # pylint: disa
 import taxi_trips  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+def pytest_xdist_auto_num_workers(config):  # pylint: disable=unused-argument
+    """`-n auto` (pytest.ini): a worker per core, at most four.
+
+    Most of the suite's time is spent waiting on subprocesses (TensorFlow
+    imports, servers starting), so two workers keep a 2-core machine busy; a
+    test may itself start a five-process cluster, so more than four would
+    only crowd a big machine.
+    """
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def cli_env(extra=None):
     """Environment for a CLI subprocess: repo importable, no inherited cluster."""
     env = dict(os.environ)

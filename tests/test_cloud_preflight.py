@@ -234,9 +234,9 @@ def test_a_permission_answer_names_the_resource_and_the_role():
 
 def test_a_job_dir_of_another_model_is_named(gcs):
     checks, _ = _checks()
-    job_dir = 'gs://%s/jobs/resnet' % BUCKET
+    job_dir = 'gs://%s/jobs/named' % BUCKET  # no other test writes here
     checks.check_job_dir_model(job_dir, {'num-layers': 44})  # nothing recorded yet
-    gcs.bucket(BUCKET).blob('jobs/resnet/model_params.json').upload_from_string(
+    gcs.bucket(BUCKET).blob('jobs/named/model_params.json').upload_from_string(
         json.dumps({'num-layers': 20}))
     checks.check_job_dir_model(job_dir, {'num-layers': 20})
     with pytest.raises(UserInputError) as raised:

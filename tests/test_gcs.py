@@ -4,7 +4,8 @@ Every run goes to the local emulator of the `gcs` fixture (fake-gcs-server
 behind a loopback TLS proxy, see tests/gcs_emulator.py): the trainers, the
 data steps, a local cluster and TensorBoard read and write `gs://` exactly as
 on Vertex AI, and what they wrote is checked in the bucket itself. The taxi
-tests share one job-dir and run in file order.
+tests read one job-dir that a module fixture trains and then resumes, so each
+runs alone or in any order.
 """
 import json
 import os
@@ -84,28 +85,47 @@ def _train_taxi(gcs, data_dir, steps):
                       '--train-steps', steps, *TAXI_FAST, env=gcs.env(), check=0)
 
 
-def test_taxi_trains_checkpoints_evaluates_and_exports_on_gs(gcs, gcs_taxi_data, tmp_path):
-    job_dir = TAXI_JOB_DIR
-    proc = _train_taxi(gcs, gcs_taxi_data[0], 200)
-    step, metrics = final_metrics(proc.stderr)
+@pytest.fixture(scope='module')
+def taxi_on_gs(gcs, gcs_taxi_data):
+    """The taxi job-dir on gs:// trained to 200, then rerun to 300.
+
+    Returns one record per run: its stderr and the checkpoints, exports and
+    export temp objects the bucket held after it.
+    """
+    runs = []
+    for steps in (200, 300):
+        proc = _train_taxi(gcs, gcs_taxi_data[0], steps)
+        runs.append({
+            'stderr': proc.stderr,
+            'checkpoints': checkpoint_steps(gcs, TAXI_JOB_DIR),
+            'exports': saved_models(gcs, TAXI_JOB_DIR),
+            'export_temps': [n for n in gcs.list_objects('taxi-data', 'jobs/taxi/export/')
+                             if 'temp-' in n]})
+    return runs
+
+
+def test_taxi_trains_checkpoints_evaluates_and_exports_on_gs(gcs, taxi_on_gs, tmp_path):
+    first = taxi_on_gs[0]
+    step, metrics = final_metrics(first['stderr'])
     assert step == 200 and metrics['auc'] > 0.7, metrics
-    assert checkpoint_steps(gcs, job_dir) == [0, 100, 200]
-    exported = saved_models(gcs, job_dir)
-    assert len(exported) == 1 and re.fullmatch(r'export/\d+/saved_model.pb', exported[0])
-    assert not [n for n in gcs.list_objects('taxi-data', 'jobs/taxi/export/') if 'temp-' in n]
-    assert {'accuracy', 'auc', 'loss'} <= event_tags(gcs, job_dir + '/eval', tmp_path)
-    assert json.loads(gcs.read_object(job_dir + '/feature_stats.json'))['fare']['std'] > 0
+    assert first['checkpoints'] == [0, 100, 200]
+    assert len(first['exports']) == 1
+    assert re.fullmatch(r'export/\d+/saved_model.pb', first['exports'][0])
+    assert not first['export_temps']
+    assert {'accuracy', 'auc', 'loss'} <= event_tags(gcs, TAXI_JOB_DIR + '/eval', tmp_path)
+    assert json.loads(gcs.read_object(TAXI_JOB_DIR + '/feature_stats.json'))['fare']['std'] > 0
 
 
-def test_taxi_rerun_resumes_from_gs(gcs, gcs_taxi_data):
-    proc = _train_taxi(gcs, gcs_taxi_data[0], 300)
-    assert 'Resuming from global step 200' in proc.stderr
-    assert final_metrics(proc.stderr)[0] == 300
-    assert checkpoint_steps(gcs, TAXI_JOB_DIR) == [0, 100, 200, 300]
-    assert len(saved_models(gcs, TAXI_JOB_DIR)) == 2
+def test_taxi_rerun_resumes_from_gs(taxi_on_gs):
+    rerun = taxi_on_gs[1]
+    assert 'Resuming from global step 200' in rerun['stderr']
+    assert final_metrics(rerun['stderr'])[0] == 300
+    assert rerun['checkpoints'] == [0, 100, 200, 300]
+    assert len(rerun['exports']) == 2 and not rerun['export_temps']
 
 
-def test_tensorboard_serves_eval_scalars_from_gs(gcs, gcs_taxi_data, tmp_path):
+@pytest.mark.usefixtures('taxi_on_gs')
+def test_tensorboard_serves_eval_scalars_from_gs(gcs, tmp_path):
     """TensorBoard's Python loader (--load_fast=false) reads gs:// through TF's client."""
     log = open(tmp_path / 'tensorboard.log', 'w+')  # pylint: disable=consider-using-with
     board = processes.popen(

@@ -71,11 +71,13 @@ def configure(verbosity='INFO'):
 
 # Messages about TensorFlow's internals, not about the job: the export's report
 # of the signatures it includes and leaves out (the reasons run to kilobytes;
-# `export` logs what was exported), and "X is deprecated" warnings (this
-# package uses the TF1 API on purpose).
+# `export` logs what was exported), the two lines around every checkpoint save
+# that announce listeners ("Saving checkpoints for N" stays), and "X is
+# deprecated" warnings (this package uses the TF1 API on purpose).
 _NOISE = (
     (logging.INFO, re.compile(r'Signatures (INCLUDED in|EXCLUDED from) export')),
     (logging.INFO, re.compile(r"'\w+' : \w+ signatures can only accept")),
+    (logging.INFO, re.compile(r'^Calling checkpoint listeners (before|after) saving')),
     (logging.WARNING, re.compile('deprecated and will be removed')),
 )
 

@@ -139,6 +139,9 @@ def test_console_each_message_once_with_eta_and_summary_block(request, which):
     assert sum('Using config' in m for m in messages) == 1
     assert 'signatures can only accept' not in stderr
     assert 'Signatures EXCLUDED' not in stderr
+    assert 'Calling checkpoint listeners' not in stderr
+    assert re.search(r'INFO Saving checkpoints for %d into ' % (
+        TAXI_STEPS if which == 'taxi' else CIFAR_STEPS), stderr)
     assert re.search(r'INFO step \d+/\d+, [\d.]+ steps/s, ETA (\d+h\d\dm|\d+m\d\ds|\d+s): '
                      r'.*loss = [\d.]+ \([\d.]+ examples/sec, average [\d.]+\)', stderr)
     block = stderr[stderr.index('INFO Run summary:'):].splitlines()

@@ -151,11 +151,8 @@ trainingInput:
     assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
 
 
-COURSE_CONFIG = cloud_fakes.COURSE_CONFIG
-
-
 def test_a_machine_type_without_count_runs_nothing_with_one_warning():
-    config = _parse(COURSE_CONFIG)
+    config = _parse(cloud_fakes.COURSE_CONFIG)
     assert _shape(config) == {'chief': (1, 'n1-standard-16', None, 0),
                               'worker': (1, 'n1-standard-16', None, 0)}
     assert config.warnings == (

@@ -37,7 +37,6 @@ OFFLINE_ENV = {
     'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
     'STORAGE_EMULATOR_HOST': '',
 }
-COURSE_CONFIG = cloud_fakes.COURSE_CONFIG
 
 
 def _config(name):
@@ -101,7 +100,7 @@ def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUC
 
 def test_the_course_config_dry_runs_with_its_warning(tmp_path):
     path = tmp_path / 'course.yaml'
-    path.write_text(COURSE_CONFIG)
+    path.write_text(cloud_fakes.COURSE_CONFIG)
     proc = run_module(MODULE, 'submit', 'cifar10', '--config', path, '--dry-run',
                       '--job-name', 'train_cifar10_course', env=OFFLINE_ENV, timeout=120,
                       check=0)

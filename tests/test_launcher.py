@@ -60,8 +60,9 @@ def _pids(starts):
 def _wait_for_starts(tmp_path, labels, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if set(labels) <= set(_starts(tmp_path)):
-            return _starts(tmp_path)
+        starts = _starts(tmp_path)
+        if all(starts.get(label) for label in labels):  # a file may not hold its line yet
+            return starts
         time.sleep(0.1)
     raise AssertionError('tasks did not start: %s' % sorted(_starts(tmp_path)))
 

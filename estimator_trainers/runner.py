@@ -21,7 +21,10 @@ where it is for a reason:
 7. The checkpoint and evaluation cadence and the `RunConfig` are made once,
    from the flags and the run's length.
 8. `training.train_and_evaluate` trains, evaluates, exports and summarises;
-   the chief records the run's flags for TensorBoard's HParams dashboard.
+   the chief records the run's flags for TensorBoard's HParams dashboard and,
+   however the session ends once it holds the job-dir, its measurements in
+   `<job-dir>/run_record.json` (`run_record`). A seed makes the run
+   reproducible (`make_deterministic`).
 """
 import dataclasses
 import sys
@@ -223,7 +226,9 @@ def run(trainer, args):
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import lease  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import run_record  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
 
     cluster = cluster_lib.load_cluster()
@@ -242,19 +247,23 @@ def run(trainer, args):
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
                                 lease_timeout_secs=args.lease_timeout_secs):
-            return _train(trainer, args, task, plan, termination, started)
+            recorder = run_record.Recorder(args, task, started,
+                                           job_id=lease.cluster_id(cluster))
+            with recorder.recording_failures():
+                return _train(trainer, args, task, plan, termination, recorder)
 
 
-def _train(trainer, args, task, plan, termination, started):
+def _train(trainer, args, task, plan, termination, recorder):
     """Steps 6 to 8 of `run`, on a job-dir this task may write."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
     from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import run_report  # pylint: disable=g-import-not-at-top
     from estimator_trainers import training  # pylint: disable=g-import-not-at-top
     cluster = task.cluster
+    if args.random_seed is not None:
+        make_deterministic(args.random_seed)
     job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args, plan),
                                    write=cluster.is_chief)
     if cluster.is_chief:
@@ -282,8 +291,24 @@ def _train(trainer, args, task, plan, termination, started):
         serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
         extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
             [watch.hook()] if watch else []),
-        distribution=task.distribution, started=started,
-        hparams=run_report.session_start(args) if cluster.is_chief else None)
+        distribution=task.distribution, started=recorder.started, recorder=recorder)
+
+
+def make_deterministic(seed):
+    """`--random-seed` means the same run: seeded Python and NumPy, deterministic ops.
+
+    With TensorFlow's op determinism, ops use deterministic algorithms (or
+    raise where they have none) and tf.data runs stateful map functions in
+    order; the trainers' input functions seed their shuffles and use
+    stateless random augmentation keyed by the seed and the batch, so they
+    keep their parallelism. The graph-level seed is RunConfig's.
+    """
+    import random  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    tf.config.experimental.enable_op_determinism()
 
 
 def _final_save_dir(task, checkpoint_plan):

@@ -7,6 +7,7 @@ and are evaluated as they come (`evaluation`), progress is logged with an
 ETA and examples/sec, and the chief always finishes with an evaluation, a
 SavedModel export and one summary block (`run_report`).
 """
+import contextlib
 import dataclasses
 import time
 
@@ -78,7 +79,7 @@ def serve_parameters(config):
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
                        eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       distribution=None, started=None, hparams=None):
+                       distribution=None, started=None, recorder=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -91,8 +92,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       extra_hooks: more training hooks, run before the checkpoint saver's.
       distribution: `distribution.Distribution` of this task.
       started: when the run started (`time.time()`), for the wall time.
-      hparams: the chief's serialized HParams session start
-        (`run_report.session_start`), written when training starts.
+      recorder: `run_record.Recorder` of this task (None: no run record and
+        no HParams session), told how the session went.
 
     Returns:
       The final evaluation metrics on the chief, else None.
@@ -100,7 +101,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     started = started or time.time()
     train_input_fn, eval_input_fn = _in_scope(train_input_fn), _in_scope(eval_input_fn)
     job_dir = estimator.model_dir
-    clock = evaluation.Clock()
+    clock = recorder.eval_clock if recorder else evaluation.Clock()
     evaluate = evaluation.Evaluator(estimator, eval_input_fn, loop.eval_steps, clock)
 
     if cluster.is_evaluator:
@@ -128,25 +129,33 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             summary_dir=job_dir if is_chief else None,
             worker_dir=(summaries.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
-            save_summary_steps=loop.save_summary_steps, eval_clock=clock,
-            first_summaries=[hparams] if hparams else ())
-        listeners = []
+            save_summary_steps=loop.save_summary_steps, eval_clock=clock)
+        listeners = [recorder.checkpoint_listener()] if recorder else []
         if _evaluates_while_training(cluster, distribution):
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
         train_hooks = ([progress] + list(extra_hooks)
+                       + (recorder.hooks(progress, checkpoint_plan.every_steps)
+                          if recorder else [])
                        + checkpoint_plan.saver_hooks(listeners))
+        if recorder and is_chief:
+            hparams_writer = run_report.start_session(job_dir, recorder.args,
+                                                      recorder.hparams_facts())
         metrics = _checked(job_dir, lambda: _train(
             estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
             checkpoint_plan.eval_every_secs))
 
     if not is_chief:
+        if recorder:
+            recorder.finished()
         return None
     if metrics is None:
         metrics = _checked(job_dir, lambda: evaluate(None))
     export_dir = None
     if serving_input_receiver_fn is not None:
-        export_dir = export.export_saved_model(estimator, job_dir, serving_input_receiver_fn)
+        with recorder.timing_export() if recorder else contextlib.nullcontext():
+            export_dir = export.export_saved_model(estimator, job_dir,
+                                                   serving_input_receiver_fn)
     global_step = int(metrics.get('global_step', 0))
     if loop.hypertune_metric:
         hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
@@ -154,8 +163,10 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         'Final evaluation at global step %d: %s', global_step,
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
-    if progress is not None:
-        run_report.end_session(job_dir)
+    if progress is not None and recorder:
+        run_report.end_session(hparams_writer)
+    if recorder:
+        recorder.finished(metrics, export_dir)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
         first_step=progress.first_step if progress else None,

@@ -11,10 +11,11 @@ A SESSION (all times in seconds, rates in examples/sec):
 - `status`: `succeeded`, `failed` (with `error`, the one line the task
   ended with), `terminated` (SIGTERM, e.g. a preemption or Ctrl-C of a
   sweep) or `aborted` (the process was ended from another thread: a lost
-  peer or lease); `exit_code`. A run refused before it holds the job-dir
-  (a bad flag, another job's lease) writes nothing: the job-dir is not its own.
+  peer or lease); `exit_code`. A run refused for its input before its first
+  step (a bad flag, another job's lease, another model's checkpoints) writes
+  nothing: it was not a session of this job-dir.
 - `started_at`, `ended_at` (ISO 8601, UTC), `started_at_unix`, `wall_secs`.
-- `phases`: `startup_secs` (run start to the end of the first training
+- `phases`: `startup_secs` (process start to the end of the first training
   step: imports, input checks, graph, session, restore), `training_secs`
   (first to last step, without evaluating and checkpointing), `evaluating_secs`,
   `checkpointing_secs`, `export_secs`, `other_secs` (the rest: final
@@ -171,6 +172,22 @@ def memory_bytes(meminfo='/proc/meminfo'):
     return None
 
 
+def process_started_at():
+    """When this process started (`time.time()` scale), from /proc; None where unknown.
+
+    A run's wall time and start-up count from here: importing TensorFlow is
+    part of what a run costs.
+    """
+    try:
+        with open('/proc/self/stat') as f:
+            start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
+        with open('/proc/uptime') as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - start_ticks / os.sysconf('SC_CLK_TCK'))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def load_average():
     """The 1, 5 and 15 minute load averages (a shared machine's figures say why), or None."""
     try:
@@ -254,19 +271,21 @@ class Recorder:
         """Args:
           args: the parsed flags.
           task: `runner.Task` of this process.
-          started: `time.time()` when the run started.
+          started: `time.time()` when the run started; the process's own start
+            where /proc tells it (`process_started_at`).
           job_id: the cluster's id, which its tasks share (`lease.cluster_id`).
         """
         from estimator_trainers import evaluation  # pylint: disable=g-import-not-at-top
         self.args = args
         self._task = task
-        self.started = started
+        self.started = min(started, process_started_at() or started)
         self._job_id = job_id
         self._load_at_start = load_average()
         self._progress = None
         # The driver's evaluation clock: time this process spent evaluating.
         self.eval_clock = evaluation.Clock()
         self._checkpoint_every = None
+        self._train_steps = getattr(args, 'train_steps', None)
         self._checkpoints = 0
         self._checkpoint_secs = 0.0
         self._export_secs = 0.0
@@ -285,15 +304,17 @@ class Recorder:
 
     # Calls from the training driver.
 
-    def hooks(self, progress, checkpoint_every):
+    def hooks(self, progress, train_steps, checkpoint_every):
         """The session hooks that time training.
 
         Args:
           progress: the driver's `hooks.TrainingProgressHook`, whose step
             accounting gives the rates.
+          train_steps: the step target the trainer resolved (e.g. from epochs).
           checkpoint_every: the plan's checkpoint interval.
         """
         self._progress = progress
+        self._train_steps = train_steps
         self._checkpoint_every = checkpoint_every
         return [_timeline_hook(self)]
 
@@ -326,10 +347,21 @@ class Recorder:
         try:
             yield self
         except BaseException as e:  # pylint: disable=broad-except
+            from estimator_trainers import errors  # pylint: disable=g-import-not-at-top
+            if isinstance(e, errors.UserInputError) and not self._trained:
+                # Refused for its input (another model's checkpoints): not a
+                # session of this job-dir, which stays as it was.
+                self._written = True
+                raise
             status, code = failure_status(e)
-            self._write(status, code, first_line(e) if str(e) else type(e).__name__,
+            self._write(status, code, first_line(e) if str(e) else
+                        'stopped on SIGTERM' if status == TERMINATED else type(e).__name__,
                         None, None)
             raise
+
+    @property
+    def _trained(self):
+        return self._progress is not None and self._progress.first_step is not None
 
     def _aborted(self):
         self._write(ABORTED, None, 'the process was ended before the session completed',
@@ -355,7 +387,7 @@ class Recorder:
             if self.is_chief:
                 _append(path(self.args.job_dir),
                         self.session(status, exit_code, error, metrics, export_dir))
-            elif self._progress is not None and self._progress.first_step is not None:
+            elif self._trained:
                 _append(worker_path(self.args.job_dir, self._task.cluster.task_label),
                         {'job_id': self._job_id, 'status': status,
                          'throughput': self._own_throughput()})
@@ -388,7 +420,7 @@ class Recorder:
         phases['other_secs'] = wall - sum(phases.values())
         metrics = {k: (int(v) if k == 'global_step' else float(v))
                    for k, v in (metrics or {}).items()}
-        trained = progress is not None and progress.first_step is not None
+        trained = self._trained
         workers = {}
         if trained:
             workers['chief' if self._task.cluster.is_distributed else 'local'] = (
@@ -405,7 +437,7 @@ class Recorder:
             'steps': {'from': progress.first_step if trained else None,
                       'to': metrics.get('global_step',
                                         progress.last_step if trained else None),
-                      'target': flags.get('train_steps')},
+                      'target': self._train_steps},
             'examples_per_sec': progress.average_examples_per_sec() if trained else None,
             'examples_per_global_step': progress.examples_per_global_step if progress else None,
             'workers': workers,

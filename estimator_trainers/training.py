@@ -135,7 +135,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
         train_hooks = ([progress] + list(extra_hooks)
-                       + (recorder.hooks(progress, checkpoint_plan.every_steps)
+                       + (recorder.hooks(progress, loop.train_steps,
+                                         checkpoint_plan.every_steps)
                           if recorder else [])
                        + checkpoint_plan.saver_hooks(listeners))
         if recorder and is_chief:

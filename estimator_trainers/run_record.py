@@ -1,6 +1,6 @@
 """The run record: what every training session of a job-dir measured, as JSON.
 
-`<job-dir>/run_record.json` (`RUN_RECORD_FILE`) is written by the chief at
+`<job-dir>/run_record.json` (`job_dir.RUN_RECORD_FILE`) is written by the chief at
 the end of each session (a run of the trainer on the job-dir: the first, and
 every resumption), atomically, local or `gs://` (`safe_io.write_atomic`):
 
@@ -52,10 +52,10 @@ import socket
 import sys
 import time
 
+from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 
-RUN_RECORD_FILE = 'run_record.json'
 FORMAT = 1
 SUCCEEDED = 'succeeded'
 FAILED = 'failed'
@@ -65,13 +65,12 @@ ABORTED = 'aborted'
 
 def path(job_dir):
     """The chief's run record of `job_dir`."""
-    return os.path.join(job_dir, RUN_RECORD_FILE)
+    return job_dir_lib.run_record_path(job_dir)
 
 
 def worker_path(job_dir, task_label):
     """Where training task `task_label` (`worker-0`, ...) records its own rate."""
-    from estimator_trainers import summaries  # pylint: disable=g-import-not-at-top
-    return os.path.join(summaries.worker_dir(job_dir, task_label), RUN_RECORD_FILE)
+    return job_dir_lib.worker_run_record_path(job_dir, task_label)
 
 
 def read(job_dir):
@@ -92,8 +91,7 @@ def read(job_dir):
 
 
 def _worker_labels(job_dir):
-    from estimator_trainers import summaries  # pylint: disable=g-import-not-at-top
-    directory = os.path.join(job_dir, summaries.WORKERS_DIR)
+    directory = os.path.join(job_dir, job_dir_lib.WORKERS_DIR)
     if safe_io.is_remote(directory):
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
         if not tf.io.gfile.isdir(directory):
@@ -226,7 +224,7 @@ def precision(args, num_gpus):
 
 
 def cluster_facts(task):
-    """Tasks per role, this task, the resolved strategy (`runner.Task`)."""
+    """Tasks per role, this task, the resolved strategy (`declaration.Task`)."""
     cluster = task.cluster
     roles = {role: len(cluster.addresses(role)) for role in ('chief', 'master', 'worker', 'ps')}
     facts = {role: count for role, count in roles.items() if count}
@@ -270,7 +268,7 @@ class Recorder:
     def __init__(self, args, task, started, job_id=None):
         """Args:
           args: the parsed flags.
-          task: `runner.Task` of this process.
+          task: `declaration.Task` of this process.
           started: `time.time()` when the run started; the process's own start
             where /proc tells it (`process_started_at`).
           job_id: the cluster's id, which its tasks share (`lease.cluster_id`).
@@ -339,11 +337,11 @@ class Recorder:
     def recording_failures(self):
         """Records the session as failed when the block raises, then re-raises.
 
-        Also records it as `aborted` when `faults.hard_exit` ends the process
+        Also records it as `aborted` when `process.exit_now` ends the process
         from another thread (a lost peer or lease) before the block completes.
         """
-        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
-        faults.at_exit(self._aborted)
+        from estimator_trainers import process  # pylint: disable=g-import-not-at-top
+        process.at_exit(self._aborted)
         try:
             yield self
         except BaseException as e:  # pylint: disable=broad-except

@@ -11,7 +11,6 @@ examples/sec, final metrics, where the checkpoints, export and TensorBoard
 logs are, and the command that shows them. (The machine-readable record of
 the same run is `run_record`.)
 """
-import os
 import time
 
 import tensorflow as tf
@@ -20,7 +19,7 @@ from tensorboard.plugins.hparams import summary as hparams_summary
 from tensorboard.plugins.hparams import summary_v2 as hparams_v2
 
 from estimator_trainers import hooks
-from estimator_trainers import summaries
+from estimator_trainers import job_dir as job_dir_lib
 
 TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
 # Flags that name places or logging rather than choices: not hyperparameters.
@@ -50,7 +49,7 @@ def start_session(job_dir, args, facts=None):
       facts: more values to compare runs by (cluster shape, strategy, precision).
     """
     values = dict(hparams(args), **(facts or {}))
-    writer = tf.summary.create_file_writer(os.path.join(job_dir, summaries.EVAL_DIR))
+    writer = tf.summary.create_file_writer(job_dir_lib.eval_dir(job_dir))
     _write(writer, hparams_v2.hparams_pb(values, trial_id=job_dir,
                                          start_time_secs=time.time()))
     return writer

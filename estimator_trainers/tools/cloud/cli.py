@@ -247,7 +247,7 @@ def submit(args, trainer_flags, backend, out, err):
             region=region, job_dir=job_dir, args=trainer_args, **kwargs)
 
     parsed = preflight.check_trainer_flags(make(None, image_uri=args.image_uri))
-    params = preflight.model_params(trainer, parsed)
+    params = trainer.model_params(parsed)
     if args.target == 'tfjob':
         out.write(tfjob.render(make(None, image_uri=args.image_uri)))
         return 0

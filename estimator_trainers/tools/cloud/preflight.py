@@ -13,12 +13,11 @@ checks find it on the user's machine instead:
 Storage is read through the `storage v1` discovery service (`api`), with
 `STORAGE_EMULATOR_HOST` honoured as google-cloud-storage does.
 """
-import contextlib
-import io
-import json
 import re
 
+from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers.cluster import PS
+from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
@@ -26,37 +25,29 @@ from estimator_trainers.tools.cloud.staging import split_gs_uri
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
-MODEL_PARAMS_FILE = 'model_params.json'
 NUM_GPUS_FLAG = '--num-gpus'
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 
 
 def parse_trainer_args(trainer, argv):
-    """Parses `argv` with the trainer's own parser (`runner.Trainer.parse_args`),
-    as its tasks will.
+    """Parses `argv` with the trainer's own parser, as its tasks will.
 
     Returns:
       The `argparse.Namespace`.
 
     Raises:
-      UserInputError: the parser's own message (an unknown flag, a bad value),
-        naming the trainer.
+      UserInputError: the parser's own refusal (an unknown flag, a bad
+        value), naming the trainer, with the flag it names.
     """
-    captured = io.StringIO()
+    if '-h' in argv or '--help' in argv:
+        raise UserInputError('--help is not a flag to submit; run python -m %s --help'
+                             % trainer.module, flag='--help')
     try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
-            return trainer.parse_args(list(argv))
-    except SystemExit as e:
-        if not e.code:
-            raise UserInputError('--help is not a flag to submit; run python -m %s '
-                                 '--help' % trainer.module) from None
-        lines = captured.getvalue().strip().splitlines()
-        reason = lines[-1] if lines else 'rejected'
-        reason = reason[len('error: '):] if reason.startswith('error: ') else reason
-        reason = reason[:-len(' (see --help)')] if reason.endswith(' (see --help)') else reason
+        return trainer.parse_args(list(argv))
+    except FlagError as e:
         raise UserInputError('trainer flags: %s (python -m %s --help lists them)'
-                             % (reason, trainer.module)) from None
+                             % (e, trainer.module), flag=e.flag) from None
 
 
 def check_trainer_flags(sub):
@@ -67,9 +58,10 @@ def check_trainer_flags(sub):
 
     Raises:
       UserInputError: a flag the trainer rejects, a tuned parameter it does
-        not take or a value it refuses, or `--num-gpus` above the GPUs of a
-        pool that computes (naming the pool).
+        not take or a value it refuses, a tuning metric it does not evaluate,
+        or `--num-gpus` above the GPUs of a pool that computes (naming the pool).
     """
+    _check_tuning_metric(sub.trainer, sub.config)
     argv = sub.trainer_args(job_dir_flag=True)
     parsed = parse_trainer_args(sub.trainer, argv)
     trials = [parse_trainer_args(sub.trainer, argv + extra)
@@ -80,6 +72,21 @@ def check_trainer_flags(sub):
         for flags in [parsed] + trials:
             _check_gpus(pool, flags)
     return parsed
+
+
+def _check_tuning_metric(trainer, config):
+    """Refuses a study whose metric the trainer's evaluations never report
+    (the trial would fail after training, at its report)."""
+    if not config.is_tuning:
+        return
+    tag = config.hyperparameters['hyperparameterMetricTag']
+    if tag.startswith('eval/'):
+        tag = tag[len('eval/'):]
+    if tag not in trainer.eval_metrics:
+        raise UserInputError(
+            'trainingInput.hyperparameters.hyperparameterMetricTag: %r is not a metric '
+            'the %s trainer evaluates (expected one of: %s)'
+            % (tag, trainer.name, ', '.join(trainer.eval_metrics)))
 
 
 def _check_gpus(pool, parsed):
@@ -113,18 +120,6 @@ def _tuned_flag_samples(config):
             values = param['discreteValues']
         samples.extend(['--%s=%s' % (param['parameterName'], value)] for value in values)
     return samples
-
-
-def model_params(trainer, parsed):
-    """The flags that shape the model's variables, as the trainer records them
-    in `<job-dir>/model_params.json` (`Trainer.model_params`), or None when the
-    trainer derives them from its input check's plan, which reads the data
-    (taxi's layer sizes): the trainer's own check then guards the job-dir.
-    """
-    try:
-        return trainer.model_params(parsed, None)
-    except AttributeError:
-        return None
 
 
 def data_paths(trainer, parsed):
@@ -218,21 +213,16 @@ class BucketChecks:
     def check_job_dir_model(self, job_dir, params):
         """Raises when `job_dir` holds checkpoints of a model with other `params`."""
         bucket, name = split_gs_uri(job_dir)
-        path = '%s/%s' % (name.rstrip('/'), MODEL_PARAMS_FILE) if name else MODEL_PARAMS_FILE
+        path = (job_dir_lib.model_params_path(name.rstrip('/')) if name
+                else job_dir_lib.MODEL_PARAMS_FILE)
         action = 'reading gs://%s/%s' % (bucket, path)
         if self._object(bucket, path, action) is None:
             return
         data = self._run(self.service.objects().get_media(bucket=bucket, object=path),
                          action)
-        try:
-            recorded = json.loads(data)
-        except ValueError:
-            raise UserInputError('gs://%s/%s is not valid JSON; restore it or use a new '
-                                 '--job-dir' % (bucket, path)) from None
-        from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
-        logs.quiet_tensorflow_native_logs()  # job_dir imports TensorFlow
-        logs.import_tensorflow()
-        from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+        if isinstance(data, bytes):
+            data = data.decode('utf-8', errors='replace')
+        recorded = job_dir_lib.parse_model_params(data, 'gs://%s/%s' % (bucket, path))
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
 
@@ -243,7 +233,7 @@ def check_storage(checks, sub, parsed, params, bucket_uri):
       checks: a `BucketChecks`.
       sub: the `Submission`.
       parsed: the chief's parsed trainer flags.
-      params: `model_params(sub.trainer, parsed)` (None: not compared).
+      params: `sub.trainer.model_params(parsed)` (None: not compared).
       bucket_uri: where the package (or build context) will be staged.
     """
     for flag, path in data_paths(sub.trainer, parsed):

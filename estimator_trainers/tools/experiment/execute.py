@@ -27,8 +27,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
+from estimator_trainers import errors
 from estimator_trainers import run_record
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.experiment import sweep as sweep_lib
@@ -60,7 +62,8 @@ class Layout:
             if not bucket:
                 raise UserInputError('%s: %s.job_dir or %s.bucket (or BUCKET_NAME) is '
                                      'needed: the job-dirs are gs:// directories'
-                                     % (sweep.path, sweep.target, sweep.target))
+                                     % (sweep.path, sweep.target, sweep.target),
+                                     path=sweep.path)
             base = '%s/experiments/%s' % (bucket.rstrip('/'), sweep.name)
         return cls(out=out, job_base=base.rstrip('/'))
 
@@ -167,7 +170,7 @@ def read_records(sweep, layout):
         try:
             sessions = run_record.read(layout.job_dir(point))
         except ValueError as e:
-            raise UserInputError(str(e)) from None
+            raise UserInputError(str(e), path=run_record.path(layout.job_dir(point))) from None
         if sessions:
             records[point.id] = sessions
     return records
@@ -191,7 +194,8 @@ def check_flags(sweep, point, sessions):
             raise UserInputError(
                 '%s: point %s: its job-dir was trained with --%s=%s, the sweep now says '
                 '%s; use another --out, or remove that job-dir to retrain it'
-                % (sweep.path, point.label, name.replace('_', '-'), recorded[name], value))
+                % (sweep.path, point.label, name.replace('_', '-'), recorded[name], value),
+                path=sweep.path)
 
 
 # --- running ------------------------------------------------------------------------
@@ -220,9 +224,22 @@ class Signals:
         self.received = self.received or signum
 
 
+def error_record_path(log_path):
+    """Where a command started with `start` records the error it ends with."""
+    return log_path[:-len('.log')] + '.error.json'
+
+
 def start(argv, env, log_path, stdout_path=None):
-    """Starts `argv` in its own process group, its output appended to `log_path`."""
+    """Starts `argv` in its own process group, its output appended to `log_path`.
+
+    The command records the error it ends with (`errors.ERROR_RECORD_ENV`) for
+    `failure`.
+    """
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    record = error_record_path(log_path)
+    if os.path.exists(record):
+        os.remove(record)
+    env = dict(env, **{errors.ERROR_RECORD_ENV: record})
     with open(log_path, 'ab') as log:
         log.write(('$ %s\n' % shlex.join(argv)).encode())
         log.flush()
@@ -260,15 +277,17 @@ def wait(process, signals):
     return process.returncode
 
 
-def last_error(log_path):
-    """The last `error: ...` line of a log, else its last line."""
+def failure(log_path):
+    """Why a command `start` ran failed: its error record, else its log's last line."""
+    error = errors.read_record(error_record_path(log_path))
+    if error is not None:
+        return errors.line(error)
     try:
         with open(log_path, encoding='utf-8', errors='replace') as f:
             lines = [line.rstrip() for line in f if line.strip()]
     except OSError:
         return ''
-    errors = [line for line in lines if 'error: ' in line]
-    return (errors or lines or [''])[-1][:300]
+    return (lines or [''])[-1][:300]
 
 
 @dataclasses.dataclass
@@ -379,7 +398,8 @@ class Runner:
             os.environ.update(saved)
         if code:
             raise UserInputError('the data step of %s for %s failed (exit %d)'
-                                 % (self.sweep.trainer.name, self.sweep.data_dir, code))
+                                 % (self.sweep.trainer.name, self.sweep.data_dir, code),
+                                 path=self.sweep.data_dir)
 
     def _run_point(self, point, done, progress):
         started = time.time()
@@ -395,7 +415,7 @@ class Runner:
             if code:
                 self.failed.append(point)
                 progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'
-                                  % (code, last_error(log)))
+                                  % (code, failure(log)))
                 return
         sessions = run_record.read(self.layout.job_dir(point))
         progress.finished(point, time.time() - started,
@@ -430,7 +450,7 @@ class Runner:
                         _write_state(state_path, state)
                         self.failed.append(point)
                         progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'
-                                          % (process.returncode, last_error(log)))
+                                          % (process.returncode, failure(log)))
                     elif session + 1 < len(point.sessions):
                         queue.insert(0, (point, session + 1))
                         progress.remaining += 1
@@ -526,17 +546,18 @@ def dry_run(sweep, layout, stream, environ=None, cloud_cli=CLOUD_CLI):
                 stream.write(shlex.join(argv) + '\n')
                 continue
             argv = list(cloud_cli) + argv[len(CLOUD_CLI):]
-            proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                                  stdin=subprocess.DEVNULL, check=False)
+            with tempfile.TemporaryDirectory(prefix='sweep-dry-run-') as tmp:
+                record = os.path.join(tmp, 'error.json')
+                proc = subprocess.run(argv, env=dict(env, **{errors.ERROR_RECORD_ENV: record}),
+                                      capture_output=True, text=True,
+                                      stdin=subprocess.DEVNULL, check=False)
+                error = errors.read_record(record)
             if proc.returncode:
+                why = error.message if error else (proc.stderr.strip().splitlines()
+                                                   or ['exit %d' % proc.returncode])[-1]
                 raise UserInputError('%s: point %s: the cloud CLI refused it: %s' % (
-                    sweep.path, point.label, last_line(proc.stderr)))
+                    sweep.path, point.label, why), path=sweep.path)
             request = json.loads(proc.stdout)['request']
             stream.write(json.dumps(request, indent=1, sort_keys=True) + '\n')
     stream.write('(PYTHONPATH=%s)\n' % env['PYTHONPATH'])
 
-
-def last_line(text):
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    lines = [l[len('error: '):] if l.startswith('error: ') else l for l in lines]
-    return lines[-1] if lines else ''

@@ -38,7 +38,9 @@ import sys
 
 import yaml
 
+from estimator_trainers import declaration
 from estimator_trainers import registry
+from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 
 TARGETS = ('local', 'rehearse', 'vertex')
@@ -109,7 +111,7 @@ class Sweep:
     Attributes:
       name: the sweep's name (the default --out directory).
       path: the sweep file.
-      trainer: the `runner.Trainer` (declared by `trainer`, or by `module`).
+      trainer: the `declaration.Trainer` (declared by `trainer`, or by `module`).
       module: what `python -m` runs.
       package_dir: a directory to put on PYTHONPATH, or None.
       axes: the axis keys, in order (points' keys for a list of points).
@@ -175,7 +177,8 @@ def training_tasks(cluster):
 
 
 def _fail(sweep_path, where, message):
-    raise UserInputError('%s: %s%s' % (sweep_path, '%s: ' % where if where else '', message))
+    raise UserInputError('%s: %s%s' % (sweep_path, '%s: ' % where if where else '', message),
+                         path=sweep_path)
 
 
 def load(path, full=False):
@@ -188,14 +191,14 @@ def load(path, full=False):
         with open(path, encoding='utf-8') as f:
             text = f.read()
     except OSError as e:
-        raise UserInputError('%s: %s' % (path, e.strerror)) from None
+        raise UserInputError('%s: %s' % (path, e.strerror), path=path) from None
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, 'problem_mark', None)
         raise UserInputError('%s%s: not valid YAML (%s)' % (
             path, ' line %d' % (mark.line + 1) if mark else '',
-            getattr(e, 'problem', None) or e)) from None
+            getattr(e, 'problem', None) or e), path=path) from None
     return parse(spec, path, full=full)
 
 
@@ -387,7 +390,6 @@ def _trainer(spec, base_dir, target, fail):
 
 def _module_trainer(module, package_dir, fail):
     """The `TRAINER` that `module` (or its package's `trainer` module) declares."""
-    from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
     if package_dir and package_dir not in sys.path:
         sys.path.insert(0, package_dir)
     candidates = [module, module.split('.')[0] + '.' + registry.DECLARATION]
@@ -400,9 +402,9 @@ def _module_trainer(module, package_dir, fail):
                     module, e, '' if package_dir else '; give `package:`, the directory '
                     'it lives in'))
             continue
-        if isinstance(declared, runner.Trainer):
+        if isinstance(declared, declaration.Trainer):
             return declared
-    fail('module', '%s declares no TRAINER (a runner.Trainer, as in '
+    fail('module', '%s declares no TRAINER (a declaration.Trainer, as in '
          'docs/adding-a-trainer.md), so its flags cannot be checked' % module)
     return None
 
@@ -614,14 +616,10 @@ def _text_value(value):
 
 def _parse_one(parser, args, source, fail):
     """Parses `args` alone with `parser`; a refusal is the sweep file's error at `source`."""
-    def error(message):
-        fail(source, message)
-    saved = parser.error
-    parser.error = error
     try:
         parser.parse_args(args)
-    finally:
-        parser.error = saved
+    except FlagError as e:
+        fail(source, str(e))
 
 
 def _cluster(value, where, fail):

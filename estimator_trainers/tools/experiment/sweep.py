@@ -18,6 +18,7 @@ A sweep file is YAML (see docs/experiments.md for every key):
     sessions: [{train-steps: 100}, {train-steps: 200}]   # train each point's job-dir in turns
     cluster: {parameter-server-count: 1, worker-count: 1}   # a local cluster per point
     metric: accuracy                 # the evaluation metric the results lead with
+                                     # (default: accuracy, else the trainer's first)
     full: {flags: {...}, axes: {...}}  # what --full changes: the course's sizes
     vertex: {config: ../cmle_config.yaml, max_parallel: 4, ...}
     rehearse: {config: ../config_ps.yaml, max_replicas: 1, ...}
@@ -301,7 +302,11 @@ def parse(spec, path, full=False):
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate:
         fail(where('points'), 'two points are the same run (%s)' % duplicate)
-    metric = _text(spec, 'metric', fail) or DEFAULT_METRIC
+    metric = _text(spec, 'metric', fail) or (
+        DEFAULT_METRIC if DEFAULT_METRIC in trainer.eval_metrics else trainer.eval_metrics[0])
+    if metric not in trainer.eval_metrics:
+        fail('metric', '%s evaluates %s, not %r' % (
+            trainer.name, ', '.join(trainer.eval_metrics), metric))
     return Sweep(name=name, path=os.path.abspath(path),
                  description=_text(spec, 'description', fail) or '', trainer=trainer,
                  module=module, package_dir=package_dir, target=target, data_dir=data_dir,

@@ -180,6 +180,21 @@ def test_a_second_invocation_skips_everything(toy):
         assert open(run_record.path(str(out / 'runs' / name))).read() == text
 
 
+def test_a_changed_sweep_is_refused_before_anything_runs(toy):
+    path, out, _, _, records = toy
+    spec = yaml.safe_load(open(path))
+    spec['flags']['eval-frequency-secs'] = 7
+    changed = os.path.join(os.path.dirname(path), 'changed.yaml')
+    with open(changed, 'w') as f:
+        yaml.safe_dump(spec, f)
+    proc = _experiment(changed, '--out', out, check=2)
+    one_error_line(proc, '%s: point batch-size=8 checkpoint-num-steps=10 seed=1: its '
+                   'job-dir was trained with --eval-frequency-secs=0, the sweep now says 7; '
+                   'use another --out, or remove that job-dir to retrain it' % changed)
+    for name, text in records.items():
+        assert open(run_record.path(str(out / 'runs' / name))).read() == text
+
+
 def _free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))

@@ -20,6 +20,7 @@ A sweep file is YAML (see docs/experiments.md for every key):
     metric: accuracy                 # the evaluation metric the results lead with
                                      # (default: accuracy, else the trainer's first)
     full: {flags: {...}, axes: {...}}  # what --full changes: the course's sizes
+                                     # (`flag: null` there: the trainer's default)
     vertex: {config: ../cmle_config.yaml, max_parallel: 4, ...}
     rehearse: {config: ../config_ps.yaml, max_replicas: 1, ...}
 
@@ -132,7 +133,6 @@ class Sweep:
     points: tuple
     repeats: int
     cloud: dict
-    full: bool
 
     @property
     def uses_data_args(self):
@@ -141,9 +141,7 @@ class Sweep:
 
 
 def value_label(value):
-    """An axis value as text: `1ps-2w` for a cluster, a config's file name."""
-    if isinstance(value, dict):
-        return cluster_label(value)
+    """An axis value as text (clusters and configs are shown by their labels already)."""
     if isinstance(value, bool):
         return 'true' if value else 'false'
     if isinstance(value, (list, tuple)):
@@ -170,11 +168,6 @@ def cluster_label(cluster):
     if cluster.get('evaluator-count'):
         label += '-%de' % cluster['evaluator-count']
     return label
-
-
-def training_tasks(cluster):
-    """Chief plus workers of a cluster shape (1 for a single process)."""
-    return 1 + (cluster or {}).get('worker-count', 0)
 
 
 def _fail(sweep_path, where, message):
@@ -224,8 +217,10 @@ def parse(spec, path, full=False):
         if not overrides:
             fail('full', '--full needs a `full` section in the sweep file')
         _check_keys(overrides, FULL_KEYS, 'full', fail)
-        settings['flags'] = dict(_mapping(spec, 'flags', fail) or {},
-                                 **(_mapping(overrides, 'flags', fail, 'full.flags') or {}))
+        merged = dict(_mapping(spec, 'flags', fail) or {},
+                      **(_mapping(overrides, 'flags', fail, 'full.flags') or {}))
+        # `flag: null` in `full.flags` drops a quick-size flag (the trainer's default).
+        settings['flags'] = {k: v for k, v in merged.items() if v is not None}
         for key in FULL_KEYS[1:]:
             if key in overrides:
                 settings[key] = overrides[key]
@@ -286,7 +281,7 @@ def parse(spec, path, full=False):
             argv_sessions.append(tuple(_argv(merged, parser, fail)))
             steps = merged.get('train-steps')
             targets.append(int(steps[0]) if steps else None)
-        shown = tuple((key, cluster if key == CLUSTER else
+        shown = tuple((key, cluster_label(cluster) if key == CLUSTER else
                        config_name(value) if key == CONFIG else value)
                       for key, value in values)
         runs.append((shown, tuple(argv_sessions), tuple(targets), cluster, config))
@@ -311,7 +306,7 @@ def parse(spec, path, full=False):
                  description=_text(spec, 'description', fail) or '', trainer=trainer,
                  module=module, package_dir=package_dir, target=target, data_dir=data_dir,
                  metric=metric, axes=tuple(axes), points=tuple(points), repeats=repeats,
-                 cloud=cloud, full=full)
+                 cloud=cloud)
 
 
 def point_id(values, seed):

@@ -19,7 +19,7 @@ owns the order of everything else; each step is where it is for a reason:
 7. `training.train_and_evaluate` trains, evaluates, exports and summarises;
    the chief records the run's flags for TensorBoard's HParams dashboard and,
    however the session ends once it holds the job-dir, its measurements in
-   the job-dir's run record (`run_record`). A seed makes the run
+   the job-dir's run record (`recorder`, `run_record`). A seed makes the run
    reproducible (`make_deterministic`).
 """
 import random
@@ -38,7 +38,7 @@ from estimator_trainers import faults
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease
 from estimator_trainers import run_config
-from estimator_trainers import run_record
+from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
 
 
@@ -66,8 +66,8 @@ def run(trainer, args):
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
                                 lease_timeout_secs=args.lease_timeout_secs):
-            recorder = run_record.Recorder(args, task, started,
-                                           job_id=lease.cluster_id(cluster))
+            recorder = recorder_lib.Recorder(args, task, started,
+                                             job_id=lease.cluster_id(cluster))
             with recorder.recording_failures():
                 return _train(trainer, runtime, args, task, plan, termination, recorder)
 

@@ -89,7 +89,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       serving_input_receiver_fn: export signature; None skips the export.
       extra_hooks: more training hooks, run before the checkpoint saver's.
       started: when the run started (`time.time()`), for the wall time.
-      recorder: `run_record.Recorder` of this task (None: no run record and
+      recorder: `recorder.Recorder` of this task (None: no run record and
         no HParams session), told how the session went.
 
     Returns:

@@ -15,6 +15,8 @@ from estimator_trainers import flags
 from estimator_trainers import logs
 from estimator_trainers import safe_io
 from estimator_trainers.tools.experiment import execute
+from estimator_trainers.tools.experiment import plots
+from estimator_trainers.tools.experiment import results
 from estimator_trainers.tools.experiment import sweep as sweep_lib
 
 EXIT_FAILED = 1
@@ -88,9 +90,9 @@ def _shape(sweep):
 
 def write_results(sweep, layout, stream):
     """results.csv, results.md, plots and the HParams experiment of what ran."""
-    from estimator_trainers.tools.experiment import plots  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.tools.experiment import results  # pylint: disable=g-import-not-at-top
-    logs.import_tensorflow()  # the event files' reader uses it (gs://), without its noise
+    # TensorBoard's event reader uses TensorFlow's file system (gs:// too): import
+    # it without its start-up noise first.
+    logs.import_tensorflow()
     rows, curves = results.collect(sweep, layout)
     csv_path = os.path.join(layout.out, results.RESULTS_CSV)
     md_path = os.path.join(layout.out, results.RESULTS_MD)

@@ -32,7 +32,9 @@ import time
 
 from estimator_trainers import errors
 from estimator_trainers import run_record
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import local
 from estimator_trainers.tools.experiment import sweep as sweep_lib
 
 CLOUD_CLI = (sys.executable, '-m', 'estimator_trainers.tools.cloud')
@@ -189,7 +191,7 @@ def check_flags(sweep, point, sessions):
     for name, value in sorted(given.items()):
         if name == 'train_steps' or value == defaults.get(name) or name not in recorded:
             continue
-        value = run_record._json_value(value)  # pylint: disable=protected-access
+        value = run_record.json_value(value)
         if recorded[name] != value:
             raise UserInputError(
                 '%s: point %s: its job-dir was trained with --%s=%s, the sweep now says '
@@ -318,8 +320,12 @@ class Progress:
 
 
 def _duration(secs):
-    from estimator_trainers import hooks  # pylint: disable=g-import-not-at-top
-    return '%.1fs' % secs if secs < 60 else hooks.format_duration(secs)
+    """`42.1s`, `3m05s` or `1h02m`, as the trainers' progress lines show times."""
+    if secs < 60:
+        return '%.1fs' % secs
+    minutes, seconds = divmod(int(round(secs)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return '%dh%02dm' % (hours, minutes) if hours else '%dm%02ds' % (minutes, seconds)
 
 
 def describe(sessions, metric):
@@ -386,7 +392,6 @@ class Runner:
                 self._run_point(point, done, progress)
 
     def _prepare_data(self):
-        from estimator_trainers.tools import local  # pylint: disable=g-import-not-at-top
         if not self.sweep.uses_data_args:
             return
         saved = dict(os.environ)
@@ -519,7 +524,6 @@ def _read_state(path):
 
 
 def _write_state(path, state):
-    from estimator_trainers import safe_io  # pylint: disable=g-import-not-at-top
     os.makedirs(os.path.dirname(path), exist_ok=True)
     safe_io.write_atomic(path, json.dumps(state, indent=1, sort_keys=True) + '\n')
 

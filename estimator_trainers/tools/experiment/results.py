@@ -14,11 +14,21 @@ adds the sweep's HParams experiment there, so the dashboard lists the axes
 import collections
 import csv
 import io
+import logging
 import math
 import os
 import statistics
+import time
+
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.compat import tf as tensorboard_tf
+from tensorboard.compat.proto import event_pb2
+from tensorboard.plugins.hparams import summary_v2 as hp
+from tensorboard.summary.writer import event_file_writer
 
 from estimator_trainers import run_record
+from estimator_trainers import safe_io
+from estimator_trainers.tools.experiment import execute
 from estimator_trainers.tools.experiment import sweep as sweep_lib
 
 RESULTS_CSV = 'results.csv'
@@ -51,7 +61,8 @@ def axis_columns(sweep):
 
 def read_eval_events(job_dir):
     """{tag: [(step, wall_time, value)]} of the job-dir's `eval` run, via TensorBoard's reader."""
-    from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+    # A resumed job's `eval` run has a graph per session: TensorBoard warns, rightly.
+    logging.getLogger('tensorboard').setLevel(logging.ERROR)
     path = '%s/%s' % (job_dir, EVAL_DIR) if '://' in job_dir else os.path.join(job_dir, EVAL_DIR)
     accumulator = event_accumulator.EventAccumulator(
         path, size_guidance={event_accumulator.SCALARS: 0})
@@ -63,7 +74,6 @@ def read_eval_events(job_dir):
 def _session_for(sessions, target):
     """The session a row reports for a step target: the last succeeded one that
     reached it, else the last one (failed, still the truth of what happened)."""
-    from estimator_trainers.tools.experiment import execute  # pylint: disable=g-import-not-at-top
     good = [s for s in sessions if execute.session_done([s], target)]
     if good:
         return good[-1]
@@ -166,7 +176,6 @@ def write_csv(rows, path):
 
 
 def _write(path, text):
-    from estimator_trainers import safe_io  # pylint: disable=g-import-not-at-top
     safe_io.write_atomic(path, text)
 
 
@@ -267,8 +276,6 @@ def write_hparams_experiment(sweep, layout, rows):
     a metric is the `eval` run's own scalar (group ''). Replaces the
     experiment an earlier invocation wrote.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from tensorboard.plugins.hparams import summary_v2 as hp  # pylint: disable=g-import-not-at-top
     root = layout.job_base
     names = [sweep_lib.flag_dest(axis) for axis in sweep.axes
              if axis not in (sweep_lib.CLUSTER, sweep_lib.CONFIG)]
@@ -283,10 +290,10 @@ def write_hparams_experiment(sweep, layout, rows):
     experiment = hp.hparams_config_pb(
         hparams=[hp.HParam(name) for name in names],
         metrics=[hp.Metric(tag, group='', display_name='eval %s' % tag) for tag in metrics])
-    tf.io.gfile.makedirs(root)
-    for old in tf.io.gfile.glob(os.path.join(root, 'events.out.tfevents.*')):
-        tf.io.gfile.remove(old)
-    writer = tf.summary.create_file_writer(root)
-    with writer.as_default():
-        tf.summary.experimental.write_raw_pb(experiment.SerializeToString(), step=0)
+    gfile = tensorboard_tf.io.gfile  # TensorFlow's where installed: gs:// too
+    gfile.makedirs(root)
+    for old in gfile.glob(os.path.join(root, 'events.out.tfevents.*')):
+        gfile.remove(old)
+    writer = event_file_writer.EventFileWriter(root)
+    writer.add_event(event_pb2.Event(wall_time=time.time(), step=0, summary=experiment))
     writer.close()

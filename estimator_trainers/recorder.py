@@ -11,6 +11,7 @@ it are `run_record`'s (no TensorFlow there).
 import contextlib
 import os
 import platform
+import resource
 import socket
 import sys
 import time
@@ -240,6 +241,7 @@ class Recorder:
             'started_at': run_record.iso_time(self.started),
             'ended_at': run_record.iso_time(ended),
             'started_at_unix': self.started, 'wall_secs': wall,
+            'cpu_secs': _cpu_secs(),
             'phases': phases,
             'steps': {'from': progress.first_step if trained else None,
                       'to': metrics.get('global_step',
@@ -264,6 +266,12 @@ class Recorder:
             'software': {'tensorflow': tf.__version__, 'python': platform.python_version()},
             'job_id': self._job_id,
         }
+
+
+def _cpu_secs():
+    """CPU seconds this process used, all threads (robust to a shared machine's load)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def failure_status(error):

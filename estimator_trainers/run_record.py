@@ -14,7 +14,9 @@ A SESSION (all times in seconds, rates in examples/sec):
   peer or lease); `exit_code`. A run refused for its input before its first
   step (a bad flag, another job's lease, another model's checkpoints) writes
   nothing: it was not a session of this job-dir.
-- `started_at`, `ended_at` (ISO 8601, UTC), `started_at_unix`, `wall_secs`.
+- `started_at`, `ended_at` (ISO 8601, UTC), `started_at_unix`, `wall_secs`;
+  `cpu_secs`, the CPU time the process used (all its threads): on a shared
+  machine it varies much less than the wall time.
 - `phases`: `startup_secs` (process start to the end of the first training
   step: imports, input checks, graph, session, restore), `training_secs`
   (first to last step, without evaluating and checkpointing), `evaluating_secs`,

@@ -120,6 +120,7 @@ def test_results_csv_is_what_the_records_and_event_files_say(toy):
         assert int(row['steps_to']) == session['steps']['to'] == 30
         assert int(row['steps_from']) == session['steps']['from'] == 0
         for column, value in (('wall_secs', session['wall_secs']),
+                              ('cpu_secs', session['cpu_secs']),
                               ('examples_per_sec', session['examples_per_sec']),
                               ('checkpointing_secs', session['checkpoints']['secs']),
                               ('checkpoint_mean_secs', session['checkpoints']['mean_secs'])):
@@ -283,6 +284,19 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
     assert resumed['steps']['from'] >= 2000 and resumed['steps']['to'] == 30000
     (row,) = _csv_rows(out)
     assert row['status'] == 'succeeded' and int(row['steps_from']) == resumed['steps']['from']
+
+
+SHIPPED = sorted(os.listdir(os.path.join(REPO_ROOT, 'configs', 'experiments')))
+
+
+@pytest.mark.parametrize('name', SHIPPED)
+def test_the_shipped_sweeps_are_sound_at_both_sizes(name):
+    path = os.path.join(REPO_ROOT, 'configs', 'experiments', name)
+    quick, full = sweep_lib.load(path), sweep_lib.load(path, full=True)
+    assert quick.name == name[:-len('.yaml')] and quick.description
+    assert quick.points and len(full.points) >= len(quick.points)
+    steps = lambda s: max(t or 0 for p in s.points for t in p.targets)  # noqa: E731
+    assert steps(quick) <= 300 and (steps(full) >= 1000 or name == 'taxi-strategies.yaml')
 
 
 @pytest.mark.parametrize('spec, where, message', [

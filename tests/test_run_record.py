@@ -118,6 +118,7 @@ def test_the_record_says_what_the_run_did(twice):
                            'checkpointing_secs', 'export_secs', 'other_secs'}
     assert all(phases[p] > 0 for p in phases if p != 'other_secs'), phases
     assert sum(phases.values()) == pytest.approx(session['wall_secs'])
+    assert 0 < session['cpu_secs']
     # Rates and counts as the run itself printed them.
     block = _summary_block(stderr)
     assert '%.1f' % session['examples_per_sec'] == block['examples/sec'].split()[0]

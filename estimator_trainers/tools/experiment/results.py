@@ -37,6 +37,7 @@ EVAL_DIR = 'eval'
 # Measured quantities of a row, as (column, what it is); the plots draw each.
 QUANTITIES = (
     ('wall_secs', 'wall time (s)'),
+    ('cpu_secs', 'CPU time (s)'),
     ('training_secs', 'training (s)'),
     ('examples_per_sec', 'examples/sec (job)'),
     ('checkpointing_secs', 'checkpointing (s)'),
@@ -119,6 +120,7 @@ def _row(sweep, point, index, session, events, job_dir):
     row['steps_to'] = steps.get('to')
     row['steps_target'] = steps.get('target')
     row['wall_secs'] = session.get('wall_secs')
+    row['cpu_secs'] = session.get('cpu_secs')
     for phase in PHASES:
         row[phase] = phases.get(phase)
     row['examples_per_sec'] = session.get('examples_per_sec')

@@ -131,11 +131,13 @@ def _read_text(record_path):
 
 
 def append(record_path, session):
-    """Appends `session` to the record at `record_path`, replacing the file atomically."""
-    try:
-        sessions = _read_sessions(record_path)
-    except ValueError:
-        sessions = []  # not ours to keep: a fresh record replaces it whole
+    """Appends `session` to the record at `record_path`, replacing the file atomically.
+
+    Raises:
+      ValueError: the file there is not a run record (it is left as it is).
+      OSError: it cannot be read or written.
+    """
+    sessions = _read_sessions(record_path)
     safe_io.write_atomic(record_path, json.dumps(
         {'format': FORMAT, 'sessions': sessions + [session]}, indent=1, sort_keys=True) + '\n')
 

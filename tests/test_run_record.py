@@ -193,6 +193,25 @@ def test_sigterm_is_recorded_and_a_refused_run_is_not(data_flags, tmp_path):
     assert open(run_record.path(job_dir)).read() == before
 
 
+@pytest.mark.parametrize('obstacle', ['directory', 'not a record'])
+def test_a_record_that_cannot_be_written_is_a_warning(data_flags, tmp_path, obstacle):
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    record = job_dir / 'run_record.json'
+    if obstacle == 'directory':
+        record.mkdir()
+    else:
+        record.write_text('{"notes": "mine"}')
+    proc = _train('taxi', data_flags, str(job_dir), '--train-steps', '10')
+    (warning,) = [line for line in proc.stderr.splitlines() if line.startswith('warning: run')]
+    assert warning.startswith('warning: run record not written: ')
+    assert 'INFO Run summary:' in proc.stderr
+    if obstacle == 'directory':
+        assert record.is_dir() and not os.listdir(record)
+    else:
+        assert record.read_text() == '{"notes": "mine"}'
+
+
 @pytest.mark.slow
 def test_a_cluster_records_every_training_task(data_flags, tmp_path):
     """multi_worker_mirrored: the chief's session lists its own and worker-0's rates."""

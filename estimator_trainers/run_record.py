@@ -119,10 +119,11 @@ def _read_sessions(record_path):
 def _read_text(record_path):
     if safe_io.is_remote(record_path):
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
-        if not tf.io.gfile.exists(record_path):
+        try:
+            with tf.io.gfile.GFile(record_path) as f:
+                return f.read()
+        except tf.errors.NotFoundError:
             return None
-        with tf.io.gfile.GFile(record_path) as f:
-            return f.read()
     try:
         with open(record_path, encoding='utf-8') as f:
             return f.read()

@@ -8,7 +8,9 @@ and as figures, its HParams experiment through TensorBoard's HTTP API; a
 second invocation skips everything, and a sweep stopped mid-point resumes.
 Bad sweep files are one `error:` line. The cloud targets: `vertex` through
 its dry-run bodies (checked against the bundled aiplatform v1 schema),
-`rehearse` on the gs:// emulator.
+`rehearse` on the gs:// emulator, and the vertex scheduling (bounded parallel
+submission, following, resuming the following) with a stand-in for the cloud
+CLI that writes each job's run record to the emulator.
 """
 import csv
 import io
@@ -421,3 +423,99 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
     # A second invocation finds every record on gs:// and runs nothing.
     again = _experiment(str(path), '--out', out, env=env).stdout
     assert again.count('done earlier') == 2
+
+
+# Stands in for `python -m estimator_trainers.tools.cloud` (tests never reach Google):
+# `submit ... --stream-logs` prints the job's name, "runs" it for a while and writes
+# its run record into the gs:// job-dir (google-cloud-storage to the emulator);
+# `logs NAME` follows a job submitted before. Every call is noted in FAKE_CLOUD_LOG.
+FAKE_CLOUD_CLI = r'''
+import json, os, sys, time
+from google.cloud import storage
+
+def note(*words):
+    with open(os.environ['FAKE_CLOUD_LOG'], 'a') as f:
+        f.write(' '.join(words) + '\n')
+
+def finish(job_dir):
+    bucket, _, prefix = job_dir[len('gs://'):].partition('/')
+    record = {'format': 1, 'sessions': [{
+        'status': 'succeeded', 'steps': {'from': 0, 'to': 10, 'target': 10},
+        'started_at_unix': time.time(), 'wall_secs': 1.0, 'examples_per_sec': 5.0,
+        'final_metrics': {'accuracy': 0.5, 'global_step': 10}}]}
+    storage.Client(project='test-project').bucket(bucket).blob(
+        prefix + '/run_record.json').upload_from_string(json.dumps(record))
+
+argv = sys.argv[1:]
+jobs_file = os.environ['FAKE_CLOUD_LOG'] + '.jobs'
+if argv[0] == 'submit':
+    job_dir, name = argv[argv.index('--job-dir') + 1], argv[argv.index('--job-name') + 1]
+    job = 'projects/test-project/locations/us-central1/customJobs/%s' % name
+    with open(jobs_file, 'a') as f:
+        f.write('%s %s\n' % (job, job_dir))
+    print(job, flush=True)
+    note('start', name, repr(time.time()))
+    time.sleep(1.5)
+    note('end', name, repr(time.time()))
+    finish(job_dir)
+elif argv[0] == 'logs':
+    note('follow', argv[1])
+    finish(dict(line.split() for line in open(jobs_file))[argv[1]])
+'''
+
+
+@pytest.mark.slow
+def test_vertex_submits_at_most_max_parallel_and_a_rerun_follows_its_jobs(
+        gcs, tmp_path, monkeypatch):
+    for name, value in gcs.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = gcs.create_bucket('sweeps')
+    fake = tmp_path / 'fake_cloud.py'
+    fake.write_text(FAKE_CLOUD_CLI)
+    log = tmp_path / 'cloud.log'
+    monkeypatch.setenv('FAKE_CLOUD_LOG', str(log))
+    path = tmp_path / 'vertex.yaml'
+    path.write_text(yaml.safe_dump({
+        'name': 'parallel', 'trainer': 'cifar10', 'target': 'vertex',
+        'flags': {'train-steps': 10}, 'axes': {'num-layers': [8, 14, 20]}, 'repeats': 2,
+        'vertex': {'config': os.path.join(REPO_ROOT, 'configs', 'cmle_config.yaml'),
+                   'project': 'test-project', 'bucket': bucket, 'max_parallel': 2,
+                   'poll_interval': 0}}))
+    sweep = sweep_lib.load(str(path))
+    layout = execute.Layout.of(sweep, str(tmp_path / 'out'))
+
+    def run():
+        out = io.StringIO()
+        runner = execute.Runner(sweep, layout, out, execute.Signals(),
+                                cloud_cli=[sys.executable, str(fake)])
+        runner.run(execute.read_records(sweep, layout))
+        return out.getvalue(), runner.failed
+
+    output, failed = run()
+    assert not failed and output.count(': done (accuracy 0.5') == 6, output
+    calls = [line.split() for line in log.read_text().splitlines()]
+    events = sorted((float(t), +1 if kind == 'start' else -1)
+                    for kind, _, t in calls if kind in ('start', 'end'))
+    running = peak = 0
+    for _, change in events:
+        running += change
+        peak = max(peak, running)
+    assert peak == 2  # bounded, and parallel
+    jobs = json.loads((tmp_path / 'out' / execute.VERTEX_STATE).read_text())
+    assert sorted(jobs) == sorted('%s#0' % p.id for p in sweep.points)
+    rows, _ = results.collect(sweep, layout)
+    assert [r['status'] for r in rows] == ['succeeded'] * 6
+    assert {r['job_dir'] for r in rows} == {'%s/experiments/parallel/%s' % (bucket, p.id)
+                                            for p in sweep.points}
+
+    # A point whose record is missing was submitted before: the rerun follows its job.
+    lost = sweep.points[3]
+    bucket_name, _, prefix = layout.job_dir(lost)[len('gs://'):].partition('/')
+    from google.cloud import storage  # pylint: disable=import-outside-toplevel
+    storage.Client(project='test-project').bucket(bucket_name).blob(
+        prefix + '/run_record.json').delete()
+    log.write_text('')
+    output, failed = run()
+    assert not failed and output.count('done earlier') == 5
+    assert '[4/6] %s: following %s' % (lost.label, jobs[lost.id + '#0']) in output
+    assert log.read_text().split() == ['follow', jobs[lost.id + '#0']]

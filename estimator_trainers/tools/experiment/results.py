@@ -65,6 +65,8 @@ def read_eval_events(job_dir):
     # A resumed job's `eval` run has a graph per session: TensorBoard warns, rightly.
     logging.getLogger('tensorboard').setLevel(logging.ERROR)
     path = '%s/%s' % (job_dir, EVAL_DIR) if '://' in job_dir else os.path.join(job_dir, EVAL_DIR)
+    if not tensorboard_tf.io.gfile.isdir(path):
+        return {}
     accumulator = event_accumulator.EventAccumulator(
         path, size_guidance={event_accumulator.SCALARS: 0})
     accumulator.Reload()

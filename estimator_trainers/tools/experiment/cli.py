@@ -56,6 +56,8 @@ def main(argv=None, stream=None):
     if args.dry_run:
         execute.dry_run(sweep, layout, stream)
         return 0
+    if '://' in layout.job_base:
+        logs.import_tensorflow()  # gs:// records are read through it: without its noise
     records = execute.read_records(sweep, layout)
     for point in sweep.points:  # refuse a changed sweep before anything runs
         if records.get(point.id):

@@ -122,34 +122,49 @@ def metric_vs_time_figure(sweep, curves, points):
 
 
 def throughput_figure(sweep, rows):
-    """Job-wide examples/sec against training tasks, a line per strategy, and the ideal."""
+    """Examples/sec against training tasks, a line per strategy, and the ideal.
+
+    Two figures per strategy: the job's rate as the chief's progress hook
+    accounts it (global steps it saw pass while it trained), and the sum of
+    every task's own rate; where they differ, the tasks did not train at the
+    same time (a chief busy evaluating, a worker that started late).
+    """
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED
            and r.get('examples_per_sec') and r.get('training_tasks')]
     tasks = sorted({r['training_tasks'] for r in ran})
     if len(tasks) < 2:
         return None
-    figure, axis = plt.subplots(figsize=(7, 4.5))
+    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    # One process starts every strategy's line (it has no strategy of its own).
     strategies = []
     for row in ran:
-        name = _strategy(row)
-        if name not in strategies:
-            strategies.append(name)
-    for name in strategies:
-        xs, means, spreads = [], [], []
-        for count in tasks:
-            stats = results.summary([r['examples_per_sec'] for r in ran
-                                     if r['training_tasks'] == count and _strategy(r) == name])
-            if stats:
-                xs.append(count)
-                means.append(stats[0])
-                spreads.append(stats[1])
-        axis.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, label=name)
+        if row['training_tasks'] > 1 and _strategy(row) not in strategies:
+            strategies.append(_strategy(row))
+
+    def members(name, count):
+        return [r for r in ran if r['training_tasks'] == count
+                and (count == 1 or _strategy(r) == name)]
+
+    for index, name in enumerate(strategies or [_strategy(ran[0])]):
+        for column, style, what in (('examples_per_sec', '-', 'job (chief\'s hook)'),
+                                    ('tasks_examples_per_sec', ':', 'sum of the tasks\'')):
+            xs, means, spreads = [], [], []
+            for count in tasks:
+                stats = results.summary([r.get(column) for r in members(name, count)])
+                if stats:
+                    xs.append(count)
+                    means.append(stats[0])
+                    spreads.append(stats[1])
+            if xs:
+                axis.errorbar(xs, means, yerr=spreads, marker='o', capsize=4,
+                              linestyle=style, color='C%d' % index,
+                              label='%s: %s' % (name, what))
     base = results.summary([r['examples_per_sec'] for r in ran
                             if r['training_tasks'] == tasks[0]])
     axis.plot(tasks, [base[0] * count / tasks[0] for count in tasks], linestyle='--',
               color='grey', label=IDEAL_LABEL)
     axis.set_xlabel('training tasks (chief + workers)')
-    axis.set_ylabel('examples/sec (whole job)')
+    axis.set_ylabel('examples/sec')
     axis.set_xticks(tasks)
     axis.set_title('%s: throughput against training tasks' % sweep.name)
     axis.grid(alpha=0.3)

@@ -40,6 +40,7 @@ QUANTITIES = (
     ('cpu_secs', 'CPU time (s)'),
     ('training_secs', 'training (s)'),
     ('examples_per_sec', 'examples/sec (job)'),
+    ('tasks_examples_per_sec', 'examples/sec (sum of the tasks\')'),
     ('checkpointing_secs', 'checkpointing (s)'),
     ('checkpoint_mean_secs', 'one checkpoint (s)'),
     ('evaluating_secs', 'evaluating (s)'),
@@ -133,6 +134,8 @@ def _row(sweep, point, index, session, events, job_dir):
     row['worker_examples_per_sec'] = ';'.join(
         '%s=%r' % (task, (rate or {}).get('examples_per_sec'))
         for task, rate in sorted(workers.items()))
+    rates = [(rate or {}).get('examples_per_sec') for rate in workers.values()]
+    row['tasks_examples_per_sec'] = (sum(r for r in rates if r) if any(rates) else None)
     row['checkpoints'] = checkpoints.get('count')
     row['checkpointing_secs'] = checkpoints.get('secs')
     row['checkpoint_mean_secs'] = checkpoints.get('mean_secs')

@@ -240,7 +240,7 @@ def markdown(sweep, rows, machine=None):
         stats = {c: summary([r.get(c) for r in ran]) for c, _ in QUANTITIES}
         metric_stats = summary([r.get(metric) for r in ran])
         checkpoints = summary([r.get('checkpoints') for r in ran])
-        cells = [str(v) for v in values] + [
+        cells = ['–' if v is None else str(v) for v in values] + [
             '%d of %d' % (len(ran), len(members)),
             ','.join(str(r['seed']) for r in members),
             _mean_sd(stats['wall_secs']), _mean_sd(stats['training_secs']),

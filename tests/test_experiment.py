@@ -114,7 +114,9 @@ def test_results_csv_is_what_the_records_and_event_files_say(toy):
     for row in rows:
         job_dir = row['job_dir']
         assert job_dir == str(out / 'runs' / row['point'])
-        (session,) = run_record.read(job_dir)
+        sessions = run_record.read(job_dir)
+        assert len(sessions) == 1, (row, sessions)
+        session = sessions[0]
         assert row['status'] == 'succeeded' == session['status']
         assert int(row['seed']) == session['flags']['random_seed']
         assert int(row['batch-size']) == session['flags']['batch_size']
@@ -126,16 +128,16 @@ def test_results_csv_is_what_the_records_and_event_files_say(toy):
                               ('examples_per_sec', session['examples_per_sec']),
                               ('checkpointing_secs', session['checkpoints']['secs']),
                               ('checkpoint_mean_secs', session['checkpoints']['mean_secs'])):
-            assert float(row[column]) == value, column
+            assert row[column] and float(row[column]) == value, (column, row, session)
         for phase, value in session['phases'].items():
-            assert float(row[phase]) == value, phase
+            assert float(row[phase]) == value, (phase, row, session)
         assert int(row['checkpoints']) == session['checkpoints']['count']
         # Every checkpoint evaluated but the step-0 one; the final metrics are
         # the last point of each eval curve, and the run record's.
         events = _eval_events(job_dir)
         every = int(row['checkpoint-num-steps'])
         assert [step for step, _ in events['mse']] == list(range(every, 31, every)) + (
-            [30] if 30 % every else [])
+            [30] if 30 % every else []), (row, events)
         assert int(row['eval_points']) == len({step for step, _ in events['mse']})
         for tag in ('mse', 'loss'):
             assert float(row['eval_' + tag]) == events[tag][-1][1]

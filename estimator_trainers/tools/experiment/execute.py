@@ -239,8 +239,7 @@ def start(argv, env, log_path, stdout_path=None):
     """
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     record = error_record_path(log_path)
-    if os.path.exists(record):
-        os.remove(record)
+    _remove(record)
     env = dict(env, **{errors.ERROR_RECORD_ENV: record})
     with open(log_path, 'ab') as log:
         log.write(('$ %s\n' % shlex.join(argv)).encode())
@@ -252,6 +251,13 @@ def start(argv, env, log_path, stdout_path=None):
         finally:
             if stdout_path:
                 stdout.close()
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def stop(process, grace_secs=STOP_GRACE_SECS):
@@ -417,6 +423,10 @@ class Runner:
             progress.say(point, '%s (log %s)' % (what, log))
             process = start(self._argv(point, session), self.env, log)
             code = wait(process, self.signals)
+            if not code:
+                # A cluster's tasks inherit the path: a parameter server stopped at
+                # the end records its SIGTERM there. Only a failure's record is kept.
+                _remove(error_record_path(log))
             if code:
                 self.failed.append(point)
                 progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'

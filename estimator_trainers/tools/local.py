@@ -108,13 +108,16 @@ def trainer_command(trainer, data_dir, job_dir, trainer_flags):
 
 
 def prepare_data(trainer, data_dir, environ=None):
-    """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code."""
+    """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code.
+
+    `environ`: the step's environment (default: this process's).
+    """
     if trainer.data_ready(data_dir):
         return 0
     step = trainer.data_step(data_dir, os.environ if environ is None else environ)
     if not step:
         return 0
-    return subprocess.call([sys.executable, '-m'] + list(step))
+    return subprocess.call([sys.executable, '-m'] + list(step), env=environ)
 
 
 def main(argv=None):

@@ -400,13 +400,7 @@ class Runner:
     def _prepare_data(self):
         if not self.sweep.uses_data_args:
             return
-        saved = dict(os.environ)
-        os.environ.update(self.env)  # the data step runs with the sweep's PYTHONPATH
-        try:
-            code = local.prepare_data(self.sweep.trainer, self.sweep.data_dir)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        code = local.prepare_data(self.sweep.trainer, self.sweep.data_dir, self.env)
         if code:
             raise UserInputError('the data step of %s for %s failed (exit %d)'
                                  % (self.sweep.trainer.name, self.sweep.data_dir, code),
@@ -423,15 +417,14 @@ class Runner:
             progress.say(point, '%s (log %s)' % (what, log))
             process = start(self._argv(point, session), self.env, log)
             code = wait(process, self.signals)
-            if not code:
-                # A cluster's tasks inherit the path: a parameter server stopped at
-                # the end records its SIGTERM there. Only a failure's record is kept.
-                _remove(error_record_path(log))
             if code:
                 self.failed.append(point)
                 progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'
                                   % (code, failure(log)))
                 return
+            # A cluster's tasks inherit the path: a parameter server stopped at
+            # the end records its SIGTERM there. Only a failure's record is kept.
+            _remove(error_record_path(log))
         sessions = run_record.read(self.layout.job_dir(point))
         progress.finished(point, time.time() - started,
                           'done (%s)' % describe(sessions, self.sweep.metric))

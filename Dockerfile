@@ -22,7 +22,7 @@ RUN pip install -r requirements.txt -c constraints.txt \
          pip install -c constraints.txt 'tensorflow[and-cuda]==2.15.1'; \
        fi
 
-# The rest of the repository: setup.py, configs, the runtime and every trainer
+# The rest of the repository: pyproject.toml, configs, the runtime and every trainer
 # package (discovered, not listed); .dockerignore leaves out tests and tooling.
 COPY . ./
 RUN pip install --no-deps . \

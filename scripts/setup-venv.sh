@@ -150,7 +150,7 @@ setup_venv() {
   local stamp="${venv}/.installed-${extra#--}"
   local digest
   digest="$(cat "${reqs[@]}" "${_repo_root}/requirements.txt" \
-    "${_repo_root}/constraints.txt" "${_repo_root}/setup.py" | sha256sum | cut -d' ' -f1)"
+    "${_repo_root}/constraints.txt" "${_repo_root}/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${digest}" ]]; then
     return 0
   fi

@@ -281,7 +281,7 @@ def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypa
     argv = _submit_args('train_cifar10_py')
     argv[argv.index(EXECUTOR)] = jobs.EXECUTOR_IMAGES['cpu']
     with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
-                       r'\(setup\.py\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
+                       r'\(pyproject\.toml\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
         _main(argv, backend)
     assert backend.http.requests == []
     assert gcs.bucket(BUCKET).get_blob(

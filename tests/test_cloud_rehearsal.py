@@ -225,14 +225,14 @@ def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
 
 def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,
                                                                   tmp_path):
-    """A checkout whose setup.py leaves taxi_estimator out of the sdist it stages."""
+    """A checkout whose pyproject.toml leaves taxi_estimator out of the sdist it stages."""
     copy = tmp_path / 'checkout'
     shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(
         '.git', '.venv', '__pycache__', 'tests', 'benchmarks', '*.egg-info', 'build'))
-    setup = (copy / 'setup.py').read_text()
-    assert "exclude=['tests'," in setup
-    (copy / 'setup.py').write_text(setup.replace(
-        "exclude=['tests',", "exclude=['taxi_estimator', 'taxi_estimator.*', 'tests',"))
+    pyproject = (copy / 'pyproject.toml').read_text()
+    assert 'exclude = ["tests",' in pyproject
+    (copy / 'pyproject.toml').write_text(pyproject.replace(
+        'exclude = ["tests",', 'exclude = ["taxi_estimator", "taxi_estimator.*", "tests",'))
     proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
                      *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
                      bucket='gs://taxi-data',

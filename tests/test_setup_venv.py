@@ -26,7 +26,7 @@ import interpreters
 from conftest import REPO_ROOT
 
 SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt',
-               'requirements-dev.txt', 'constraints.txt', 'setup.py')
+               'requirements-dev.txt', 'constraints.txt', 'pyproject.toml')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
                        open(os.path.join(REPO_ROOT, 'scripts', 'setup-venv.sh')).read(),
@@ -364,8 +364,11 @@ def test_pip_installs_without_uv_and_again_only_when_pins_change(box):
     write_wheel(box.tmp / 'wheels', 'pinned_dep', '1.0', {'pinned_dep.py': 'VERSION = "1.0"\n'})
     (box.repo / 'requirements.txt').write_text('pinned_dep\n')
     (box.repo / 'constraints.txt').write_text('pinned_dep==1.0\n')
-    (box.repo / 'setup.py').write_text('import setuptools\nsetuptools.setup(name="scratch", '
-                                       'version="0", py_modules=["scratch"])\n')
+    (box.repo / 'pyproject.toml').write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "scratch"\nversion = "0"\n'
+        '[tool.setuptools]\npy-modules = ["scratch"]\n')
     (box.repo / 'scratch.py').write_text('')
     proc = box.run()
     assert proc.returncode == 0, proc.stderr

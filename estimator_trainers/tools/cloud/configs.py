@@ -231,6 +231,15 @@ def load_config(path):
     Raises:
       UserInputError: naming the file and the offending field.
     """
+    return parse_config(read_config(path), path)
+
+
+def read_config(path):
+    """The YAML (or JSON) document at `path`, parsed but not validated.
+
+    Raises:
+      UserInputError: the file cannot be read or is not YAML.
+    """
     try:
         with open(path) as f:
             text = f.read()
@@ -243,7 +252,7 @@ def load_config(path):
         where = ' at line %d' % (mark.line + 1) if mark else ''
         raise UserInputError('%s: not valid YAML%s (%s)'
                              % (path, where, getattr(e, 'problem', e))) from None
-    return parse_config(data, path)
+    return data
 
 
 def parse_config(data, source):

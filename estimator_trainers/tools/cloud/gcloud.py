@@ -317,6 +317,11 @@ def kms_key_name(key, keyring=None, location=None, project=None):
         project, location, keyring, key)
 
 
+def kms_location(name):
+    """The location of a full KMS key name."""
+    return _KMS_RE.fullmatch(name).group('location')
+
+
 def build_job(name, values, user_args, config_data=None, source='command line'):
     """The job of `jobs submit training NAME` with flag `values`.
 

@@ -134,6 +134,7 @@ def build_package(package_path, out_dir):
         raise UserInputError('%s: %r is not a Python package name' % (flag, name),
                              flag='--package-path')
     root = package_root(path)
+    os.makedirs(out_dir, exist_ok=True)
     if any(os.path.isfile(os.path.join(root, f)) for f in BUILD_FILES):
         return _build(root, out_dir, 'the sdist of %s (with %s)' % (flag, next(
             os.path.join(root, f) for f in BUILD_FILES
@@ -204,6 +205,16 @@ def _holds_python(directory):
         if any(name.endswith('.py') for name in names):
             return True
     return False
+
+
+def archive(path):
+    """An existing archive (a `--packages` sdist or wheel) as an `Sdist`."""
+    if path.endswith(('.tar.gz', '.tgz')):
+        digest = content_sha256(path)
+    else:
+        with open(path, 'rb') as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    return Sdist(path=os.path.abspath(path), sha256=digest, size=os.path.getsize(path))
 
 
 def content_sha256(path):

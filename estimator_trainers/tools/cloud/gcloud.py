@@ -356,8 +356,8 @@ def build_job(name, values, user_args, config_data=None, source='command line'):
     _check_flag_shape(ti, given)
     front, ti = _front_end_fields(ti, source)
     data['trainingInput'] = ti
-    if 'labels' in given:
-        data['labels'] = dict(data.get('labels') or {}, **given['labels'])
+    if '--labels' in given:
+        data['labels'] = dict(data.get('labels') or {}, **given['--labels'])
     config = configs.parse_config(data, source)
 
     module = front.get('pythonModule')
@@ -376,8 +376,9 @@ def build_job(name, values, user_args, config_data=None, source='command line'):
     staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
                            bool(package_path) or any(not p.startswith('gs://')
                                                      for p in packages))
-    warnings = list(_version_warnings(config, module, images))
+    warnings = []
     primary = _primary(config, module, images, warnings)
+    warnings[:0] = _version_warnings(config, images, primary)
     return GcloudJob(
         name=name, config=config, job_dir=job_dir, staging=staging_uri,
         package_path=package_path, packages=packages, module=module, images=images,
@@ -524,7 +525,7 @@ def runtime_version(text):
     return int(match.group(1)), int(match.group(2))
 
 
-def _version_warnings(config, module, images):
+def _version_warnings(config, images, primary):
     """The one line each for --runtime-version and --python-version (MAPPED)."""
     ti = config.training_input
     runtime = runtime_version(ti.get('runtimeVersion'))
@@ -547,14 +548,16 @@ def _version_warnings(config, module, images):
                        '(import tensorflow.compat.v1 as tf)')
         else:
             differs = 'tf.estimator is still there (2.15 is its last release)'
-        primary = ("; TF_CONFIG names pool 0 'master' as AI Platform did"
-                   if _legacy_primary(config, module, images) == MASTER and module else '')
+        named = ("; TF_CONFIG names pool 0 'master' as AI Platform did"
+                 if primary == MASTER else '')
         yield ('warning: --runtime-version %s: Vertex AI has no AI Platform runtimes; the '
-               'job runs TensorFlow %s (this project\'s image): %s%s'
-               % (ti['runtimeVersion'], IMAGE_TENSORFLOW, differs, primary))
+               'job runs TensorFlow %s (%s): %s%s'
+               % (ti['runtimeVersion'], IMAGE_TENSORFLOW if not images.get(CHIEF) else '2.15',
+                  images.get(CHIEF) or "this project's image", differs, named))
     if python is not None and str(python).strip() != IMAGE_PYTHON and not own_image:
-        yield ('warning: --python-version %s: the job runs Python %s (this project\'s '
-               'image)' % (python, IMAGE_PYTHON))
+        yield ('warning: --python-version %s: the job runs Python %s (%s)'
+               % (python, '3.10' if images.get(CHIEF) else IMAGE_PYTHON,
+                  images.get(CHIEF) or "this project's image"))
 
 
 def _legacy_primary(config, module, images):

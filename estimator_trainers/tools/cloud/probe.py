@@ -142,18 +142,34 @@ def _stop_after_parsing(record, argv):
     """Patches argparse and absl: an accepted command line raises `_Parsed`,
     a refused one is recorded and exits 2."""
     parse_known_args = argparse.ArgumentParser.parse_known_args
+    parse_args = argparse.ArgumentParser.parse_args
+    inside = []  # parse_args calls parse_known_args, then refuses what is left
+
+    def parses_argv(args):
+        return args is None or list(args) == list(argv)
+
+    def patched_parse_args(self, args=None, namespace=None):
+        inside.append(self)
+        try:
+            result = parse_args(self, args, namespace)
+        finally:
+            inside.pop()
+        if parses_argv(args):
+            raise _Parsed()
+        return result
 
     def patched_parse(self, args=None, namespace=None):
         result = parse_known_args(self, args, namespace)
-        if args is None or list(args) == list(argv):
+        if not inside and parses_argv(args):
             raise _Parsed()
         return result
 
     def patched_error(self, message):
-        _record(record, 'FlagError', '%s: %s' % (self.prog, message))
+        _record(record, 'FlagError', message)
         raise SystemExit(2)
 
     argparse.ArgumentParser.parse_known_args = patched_parse
+    argparse.ArgumentParser.parse_args = patched_parse_args
     argparse.ArgumentParser.error = patched_error
     try:
         from absl import flags  # pylint: disable=import-outside-toplevel

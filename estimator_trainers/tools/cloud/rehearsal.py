@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time

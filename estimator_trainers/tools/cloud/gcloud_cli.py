@@ -268,7 +268,7 @@ def _env_region():
 
 def _resolve(args, backend):
     """(vertex client, credentials, resource name) of `args.job`."""
-    parsed = jobs.parse_job_name(args.job)
+    parsed = jobs.parse_job_name(getattr(args, 'job', ''))
     credentials, project, region = _location(args.project, None, backend)
     if parsed:
         project, region = parsed['project'], parsed['region']

@@ -168,10 +168,10 @@ FLAGS = tuple([
          '--kms-project complete a short key id',
          'Cloud KMS key (full name, or an id with --kms-keyring/--kms-location/'
          '--kms-project).'),
-    Flag('--async', 'client', 'none: return once the job is created', CLIENT,
+    Flag('--async', 'none (gcloud itself)', 'none: return once the job is created', CLIENT,
          'the default, as in gcloud (the flag was deprecated there)',
          'Return once the job is created (the default).'),
-    Flag('--stream-logs', 'client',
+    Flag('--stream-logs', 'none (gcloud itself)',
          'none: the replicas\' Cloud Logging entries are printed until the job ends',
          CLIENT, 'exit 0 only when the job succeeded',
          'Print the replicas\' log lines until the job ends.'),

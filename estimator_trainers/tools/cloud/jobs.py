@@ -11,6 +11,7 @@ waits, one-line errors).
 """
 import re
 
+from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
@@ -325,11 +326,17 @@ def describe(job):
         if job.get(key):
             lines.append('%s: %s' % (key, job[key]))
     if job.get('error', {}).get('message'):
-        lines.append('error: %s' % job['error']['message'])
+        lines.append(errors.line(job_error(job)))
     best = best_trial(job)
     if best:
         lines.append('bestTrial: %s' % best)
     return lines
+
+
+def job_error(job):
+    """The error a failed job resource reports, as an `errors.TaskFailure` (or None)."""
+    message = job.get('error', {}).get('message')
+    return errors.TaskFailure(errors.first_line(message)) if message else None
 
 
 def best_trial(job):

@@ -13,6 +13,7 @@ import re
 import sys
 import time
 
+from estimator_trainers import errors
 from estimator_trainers.cluster import CHIEF
 from estimator_trainers.cluster import POOL_ORDER
 from estimator_trainers.tools.cloud import api
@@ -153,8 +154,9 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
             best = jobs.best_trial(job)
             if best:
                 out.write('[job] best trial: %s\n' % best)
-            if job.get('error', {}).get('message'):
-                out.write('error: %s\n' % job['error']['message'])
+            failure = jobs.job_error(job)
+            if failure:
+                out.write(errors.line(failure) + '\n')
             out.flush()
             return job
         out.flush()

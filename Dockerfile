@@ -11,11 +11,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONSTRAINT=/opt/estimator-trainers/constraints.txt \
     TRAINER_MODULE=cifar10_estimator.cifar10_main
 
 WORKDIR /opt/estimator-trainers
 
-# Pinned dependencies first, so code changes reuse this layer.
+# Pinned dependencies first, so code changes reuse this layer. PIP_CONSTRAINT
+# keeps them at start-up too, when a job's own package is installed
+# (estimator_trainers.tools.cloud.bootstrap).
 COPY requirements.txt constraints.txt ./
 RUN pip install -r requirements.txt -c constraints.txt \
     && if [ "${VARIANT}" = "gpu" ]; then \

@@ -342,6 +342,11 @@ def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypa
      "--repository 'My_Repo': expected an Artifact Registry repository id"),
     (['submit', 'cifar10', '--bucket', 'gs://my-bucket', '--', '--num-layers=45'],
      'trainer flags: argument --num-layers: expected 6n+2'),
+    (['submit', 'cifar10', '--runtime-version', '1.15', '--config', 'configs/cmle_config.yaml'],
+     '--runtime-version is a flag of gcloud ai-platform jobs submit training: run your gcloud '
+     'line as bash scripts/ai-platform.sh jobs submit training JOB ...'),
+    (['submit', 'cifar10', '--scale-tier=CUSTOM', '--master-machine-type', 'n1-standard-4'],
+     '--scale-tier is a flag of gcloud ai-platform jobs submit training'),
 ])
 def test_input_errors_before_credentials(argv, message):
     backend = FakeBackend()

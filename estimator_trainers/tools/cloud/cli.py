@@ -37,6 +37,12 @@ DEFAULT_REGION = 'us-central1'
 TARGETS = ('vertex', 'ai-platform', 'tfjob')
 CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
 
+# gcloud's own flags (`submit` has --config, --job-dir, --region, --stream-logs too).
+GCLOUD_ONLY_FLAGS = ('--runtime-version', '--python-version', '--scale-tier',
+                     '--master-machine-type', '--worker-machine-type', '--worker-count',
+                     '--parameter-server-machine-type', '--parameter-server-count',
+                     '--package-path', '--module-name', '--packages', '--staging-bucket',
+                     '--master-image-uri', '--use-chief-in-tf-config')
 _REGION_RE = re.compile(r'[a-z]+-[a-z]+[0-9]+')
 _PROJECT_RE = re.compile(r'([a-z0-9.-]+:)?[a-z0-9][a-z0-9-]{4,29}')
 _REPOSITORY_RE = re.compile(r'[a-z]([a-z0-9-]{0,61}[a-z0-9])?')
@@ -199,6 +205,12 @@ def main(argv=None, backend=None, out=None, err=None):
     if '--' in argv:
         split = argv.index('--')
         argv, trainer_flags = argv[:split], argv[split + 1:]
+    gcloud_only = [arg.split('=')[0] for arg in argv if arg.split('=')[0] in GCLOUD_ONLY_FLAGS]
+    if gcloud_only:
+        raise UserInputError('%s is a flag of gcloud ai-platform jobs submit training: run your '
+                             'gcloud line as bash scripts/ai-platform.sh jobs submit training '
+                             'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
+                             flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
     backend = backend or Backend()
     out = out or sys.stdout

@@ -346,9 +346,10 @@ def test_describe_by_job_name_in_the_legacy_shape(monkeypatch):
 
 
 def test_list_cancel_and_stream_logs():
-    code, out, _, _ = _main(['jobs', 'list', '--limit', '5'],
-                            [(200, {'customJobs': [JOB]}), (200, {})])
+    code, out, _, backend = _main(['jobs', 'list', '--limit', '5', '--region', 'europe-west4'],
+                                  [(200, {'customJobs': [JOB]}), (200, {})])
     assert out.splitlines()[1].split() == ['census_1', 'SUCCEEDED', '2026-01-02T03:04:05Z']
+    assert backend.calls[-1] == ('vertex', 'my-project', 'europe-west4')
 
     code, _, err, backend = _main(['jobs', 'cancel', JOB['name']], [(200, {})])
     assert (code, err) == (0, 'Cancelled job [%s].\n' % JOB['name'])

@@ -16,13 +16,13 @@ validated cluster plus what the pools run (the user's package and module,
 or their containers).
 """
 import dataclasses
-import os
 import re
 
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud.submission import PREBUILT_IMAGE_PREFIX
 
 FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
 
@@ -30,10 +30,6 @@ FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
 # and --python-version.
 IMAGE_TENSORFLOW = '2.15.1'
 IMAGE_PYTHON = '3.11'
-# Vertex AI's prebuilt training images install packages themselves
-# (`pythonPackageSpec.executorImageUri`); any other image must be this
-# project's (it runs the package with `bootstrap`).
-PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
 # TF_CONFIG's name for pool 0 (AI Platform said `master` below runtime 2.1
 # and for custom containers unless useChiefInTfConfig; Vertex AI says `chief`).
 MASTER = 'master'
@@ -605,12 +601,3 @@ def _code(text):
     if re.fullmatch(r'[A-Za-z][\w.\[\]*]*', text):
         return '`%s`' % text
     return text
-
-
-def is_prebuilt(image):
-    return bool(image) and image.startswith(PREBUILT_IMAGE_PREFIX)
-
-
-def local_path(path):
-    """A `--packages` entry as an absolute local path (gs:// URIs unchanged)."""
-    return path if path.startswith('gs://') else os.path.abspath(path)

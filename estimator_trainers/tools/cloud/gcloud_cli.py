@@ -120,6 +120,7 @@ def build_parser():
         command.add_argument('job', metavar='JOB', help='Job name (or Vertex AI resource '
                              'name or numeric id).')
         _add_global_flags(command)
+        _add_region_flag(command)
         if name == 'describe':
             command.add_argument('--format', default='yaml',
                                  help='yaml, json or value(FIELD,...).')
@@ -132,6 +133,7 @@ def build_parser():
                                  help='Accepted: each entry\'s lines are printed anyway.')
     listing = commands.add_parser('list', help='list jobs')
     _add_global_flags(listing)
+    _add_region_flag(listing)
     listing.add_argument('--limit', type=flags.positive_int, default=100,
                          help='Most jobs to show.')
     listing.add_argument('--page-size', type=flags.positive_int,
@@ -172,6 +174,11 @@ def _add_global_flags(parser):
     parser.add_argument('--quiet', '-q', action='store_true',
                         help='Accepted: nothing here prompts.')
     parser.add_argument('--verbosity', help='Accepted, not used.')
+
+
+def _add_region_flag(parser):
+    parser.add_argument('--region', help='Region of the jobs (default: '
+                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1).')
 
 
 def _add_submit_flags(parser):
@@ -234,7 +241,7 @@ def main(argv=None, backend=None, out=None, err=None):
             poll_interval=args.poll_interval, backend=backend, out=out, err=err)
     vertex, credentials, name = _resolve(args, backend)
     if args.command == 'describe':
-        return describe(vertex.get(name), args.format, out, err)
+        return describe(vertex.get(name), args.format, out)
     if args.command == 'cancel':
         vertex.cancel(name)
         err.write('Cancelled job [%s].\n' % args.job)
@@ -256,6 +263,7 @@ def _launcher_options(args):
 
 
 def _location(project_flag, region_flag, backend):
+    """(credentials, project, region) for the job commands."""
     credentials, adc_project = backend.credentials()
     project = cli.project_id(project_flag or os.environ.get('PROJECT_ID') or
                              os.environ.get('CLOUDSDK_CORE_PROJECT') or adc_project)
@@ -269,7 +277,7 @@ def _env_region():
 def _resolve(args, backend):
     """(vertex client, credentials, resource name) of `args.job`."""
     parsed = jobs.parse_job_name(getattr(args, 'job', ''))
-    credentials, project, region = _location(args.project, None, backend)
+    credentials, project, region = _location(args.project, args.region, backend)
     if parsed:
         project, region = parsed['project'], parsed['region']
     if args.command == 'list':
@@ -324,12 +332,14 @@ def _formatted(record, fmt):
                          flag='--format')
 
 
-def describe(job, fmt, out, err):
+def describe(job, fmt, out):
+    """Prints `job` as gcloud's describe did (`legacy_job`) in `fmt`."""
     out.write(_formatted(legacy_job(job), fmt))
     return 0
 
 
 def list_jobs(vertex, limit, fmt, out):
+    """gcloud's `jobs list`: a table of JOB_ID, STATUS, CREATED (or `fmt`)."""
     records = [legacy_job(job) for job in vertex.list(limit=limit)]
     if fmt == 'table':
         out.write('%-40s %-12s %s\n' % ('JOB_ID', 'STATUS', 'CREATED'))

@@ -17,6 +17,9 @@ from estimator_trainers.errors import UserInputError
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 # The module this project's image runs a user's package with.
 BOOTSTRAP_MODULE = 'estimator_trainers.tools.cloud.bootstrap'
+# Vertex AI's prebuilt training images install packages themselves
+# (`pythonPackageSpec.executorImageUri`); any other image that runs a user's
+# package must be this project's (it has `bootstrap`).
 PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
 
 

@@ -326,17 +326,11 @@ def describe(job):
         if job.get(key):
             lines.append('%s: %s' % (key, job[key]))
     if job.get('error', {}).get('message'):
-        lines.append(errors.line(job_error(job)))
+        lines.append(errors.line(errors.TaskFailure(job['error']['message'])))
     best = best_trial(job)
     if best:
         lines.append('bestTrial: %s' % best)
     return lines
-
-
-def job_error(job):
-    """The error a failed job resource reports, as an `errors.TaskFailure` (or None)."""
-    message = job.get('error', {}).get('message')
-    return errors.TaskFailure(errors.first_line(message)) if message else None
 
 
 def best_trial(job):

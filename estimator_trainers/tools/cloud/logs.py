@@ -154,9 +154,8 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
             best = jobs.best_trial(job)
             if best:
                 out.write('[job] best trial: %s\n' % best)
-            failure = jobs.job_error(job)
-            if failure:
-                out.write(errors.line(failure) + '\n')
+            if job.get('error', {}).get('message'):
+                out.write(errors.line(errors.TaskFailure(job['error']['message'])) + '\n')
             out.flush()
             return job
         out.flush()

@@ -435,3 +435,28 @@ def test_readme_migrates_a_gcloud_line_by_two_words():
     before = re.findall(r'^gcloud ai-platform (jobs submit training .*)$', readme, re.M)
     after = re.findall(r'^bash scripts/ai-platform\.sh (jobs submit training .*)$', readme, re.M)
     assert before and before == after
+
+
+def test_a_tuning_config_gives_every_trial_the_job_dir(tmp_path, checks):
+    """AI Platform passed --job-dir to every trial (the package adds the trial id
+    itself); no --hypertune-metric, which only the declared trainers take."""
+    config = config_file(tmp_path, """\
+trainingInput:
+  hyperparameters:
+    goal: MAXIMIZE
+    hyperparameterMetricTag: accuracy
+    maxTrials: 4
+    maxParallelTrials: 2
+    params:
+      - parameterName: learning-rate
+        type: DOUBLE
+        minValue: 0.001
+        maxValue: 0.1
+        scaleType: UNIT_LOG_SCALE
+""")
+    printed, _ = dry_run(*PACKAGE, '--config', config)
+    assert printed['request']['uri'].endswith('/hyperparameterTuningJobs?alt=json')
+    body = printed['request']['body']
+    assert body['studySpec']['metrics'] == [{'metricId': 'accuracy', 'goal': 'MAXIMIZE'}]
+    (pool,) = body['trialJobSpec']['workerPoolSpecs']
+    assert pool['containerSpec']['args'][-2:] == ['--', '--job-dir=gs://bkt/out']

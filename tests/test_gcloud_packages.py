@@ -108,10 +108,19 @@ def test_course_line_on_this_repositorys_trainer_package():
                   'cifar10_estimator.cifar10_main', '--dry-run',
                   user_args=['--data-dir', 'gs://my-bucket/data/cifar10'], cwd=REPO_ROOT,
                   env=OFFLINE_ENV)
+    assert lines(proc.stderr)[1:] == []  # the runtime warning only: the flags were parsed
     printed = json.loads(proc.stdout)
     assert printed['staging'][0]['package'] == 'estimator-trainers-0.1.0.tar.gz'
     schema.check('aiplatform', 'v1', 'GoogleCloudAiplatformV1CustomJob',
                  printed['request']['body'])
+
+
+def test_this_repositorys_trainer_flags_are_parsed_by_its_own_parser():
+    proc = submit('cifar10_bad', '--job-dir', 'gs://my-bucket/cifar10', '--package-path',
+                  'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main',
+                  '--dry-run', user_args=['--num-layers=45'], cwd=REPO_ROOT, env=OFFLINE_ENV,
+                  check=2)
+    one_error_line(proc, 'trainer flags: argument --num-layers: expected 6n+2')
 
 
 def test_a_tf_contrib_import_is_one_line_naming_the_module(tmp_path):

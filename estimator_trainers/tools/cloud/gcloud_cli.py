@@ -27,6 +27,7 @@ import yaml
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import registry
 from estimator_trainers.cluster import CHIEF
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local
@@ -428,6 +429,10 @@ def submit_training(job_name, values, user_args, *, project=None, dry_run=False,
         if job.staging and (not job.job_dir or staging.split_gs_uri(job.staging)[0] !=
                             staging.split_gs_uri(job.job_dir)[0]):
             checks.check_writable(job.staging, '--staging-bucket')
+        vertex = None
+        if not rehearse:
+            vertex = backend.vertex(project, region, credentials)
+            _refuse_existing(vertex, job_name, region)
         storage_client = backend.storage(project, credentials)
         for archive in archives:
             cli.stage_archive(storage_client, archive, _staged_uri(job, archive),
@@ -435,8 +440,6 @@ def submit_training(job_name, values, user_args, *, project=None, dry_run=False,
         if rehearse:
             return rehearsal.rehearse(body, storage_client, max_replicas=max_replicas,
                                       out=out, err=err, build_dir=tmp)
-        vertex = backend.vertex(project, region, credentials)
-        _refuse_existing(vertex, job_name, region)
         if context:
             cli.build_image(backend, credentials, sub, repository, poll_interval,
                             storage_client, context, build_body, bucket_uri, err)
@@ -478,9 +481,13 @@ def _check_package(job, archives, tmp, err):
         return
     python = packages.install([a.path for a in archives], os.path.join(tmp, 'check-venv'),
                               os.environ, what=', '.join(a.filename for a in archives))
-    note = packages.check_module(python, job.module, job.config.args + (
-        ('--job-dir=%s' % job.job_dir,) if job.job_dir else ()), tmp, os.environ)
-    if note:
+    args = job.config.args + (('--job-dir=%s' % job.job_dir,) if job.job_dir else ())
+    note = packages.check_module(python, job.module, args, tmp, os.environ)
+    declared = next((trainer for trainer in registry.discover().values()
+                     if trainer.module == job.module), None)
+    if note and declared:  # this repository's trainer: its own parser (flags.py)
+        preflight.parse_trainer_args(declared, list(args))
+    elif note:
         err.write(note + '\n')
 
 

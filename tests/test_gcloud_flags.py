@@ -373,8 +373,11 @@ def test_use_chief_in_tf_config_true_silences_the_container_warning(checks):
      '--module-name is required with --package-path or --packages (the module the job '
      'runs, e.g. trainer.task)'),
     (['--package-path', COURSE_TRAINER, '--module-name', 'trainer.task'],
-     'local packages are staged to Cloud Storage: give --staging-bucket or --job-dir (as '
-     'gcloud required)'),
+     "local packages (and the build context of this project's image) are staged to Cloud "
+     "Storage: give --staging-bucket or --job-dir (as gcloud required)"),
+    (['--packages', 'gs://bkt/trainer-0.1.tar.gz', '--module-name', 'trainer.task'],
+     "local packages (and the build context of this project's image) are staged to Cloud "
+     "Storage: give --staging-bucket or --job-dir (as gcloud required)"),
     ([], 'nothing to run: give --package-path (or --packages) with --module-name, or '
          '--master-image-uri for a container'),
     (CONTAINER + ['--kms-key', 'projects/k/locations/europe-west1/keyRings/r/cryptoKeys/c'],

@@ -371,7 +371,8 @@ def build_job(name, values, user_args, config_data=None, source='command line'):
     job_dir = ti.get('jobDir')
     staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
                            bool(package_path) or any(not p.startswith('gs://')
-                                                     for p in packages))
+                                                     for p in packages)
+                           or (module is not None and CHIEF not in images))
     warnings = []
     primary = _primary(config, module, images, warnings)
     warnings[:0] = _version_warnings(config, images, primary)
@@ -504,9 +505,9 @@ def _staging(bucket, job_dir, name, needed):
     if job_dir:
         return '%s/packages' % job_dir.rstrip('/')
     if needed:
-        raise UserInputError('local packages are staged to Cloud Storage: give '
-                             '--staging-bucket or --job-dir (as gcloud required)',
-                             flag='--staging-bucket')
+        raise UserInputError('local packages (and the build context of this project\'s '
+                             'image) are staged to Cloud Storage: give --staging-bucket or '
+                             '--job-dir (as gcloud required)', flag='--staging-bucket')
     return None
 
 

@@ -91,22 +91,6 @@ def test_stage_replaces_different_contents(gcs, sdist, tmp_path):
     assert blob.size == other.size
 
 
-@pytest.mark.parametrize('text,expected', [
-    ('gs://my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/', 'gs://my-bucket'),
-    ('my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/team/a/', 'gs://my-bucket/team/a'),
-])
-def test_parse_bucket(text, expected):
-    assert staging.parse_bucket(text) == expected
-
-
-@pytest.mark.parametrize('text', ['gs://', 'gs://My_Bucket', 'gs://a', 'https://x/y'])
-def test_parse_bucket_rejects(text):
-    with pytest.raises(UserInputError, match='expected gs://BUCKET_NAME'):
-        staging.parse_bucket(text)
-
-
 def test_python_mismatch_of_prebuilt_images():
     py310 = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
     assert staging.python_mismatch('>=3.10,<3.12', py310) is None

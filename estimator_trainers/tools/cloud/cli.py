@@ -25,6 +25,7 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import preflight
@@ -221,14 +222,13 @@ def submit(args, trainer_flags, backend, out, err):
         err.write('warning: %s\n' % warning)
     if not args.bucket:
         raise UserInputError('no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket')
-    bucket_uri = staging.parse_bucket(args.bucket)
+    bucket_uri = gcs_paths.parse_bucket(args.bucket)
     job_name = submission_lib.check_job_name(
         args.job_name or submission_lib.default_job_name(trainer.name))
-    job_dir = (args.job_dir or config.job_dir or
-               '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
-    if not job_dir.startswith('gs://'):
-        raise UserInputError('--job-dir %s: expected a gs:// path (every task of the '
-                             'job must reach it)' % job_dir)
+    if args.job_dir is not None:
+        job_dir = gcs_paths.directory(args.job_dir, '--job-dir')
+    else:  # trainingInput.jobDir passed the same rule in `configs`
+        job_dir = (config.job_dir or '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
     given = list(config.args) + trainer_flags
     if submission_lib.has_flag(given, '--job-dir'):
         raise UserInputError('--job-dir is a submit option (before --) or '

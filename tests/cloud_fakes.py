@@ -16,6 +16,15 @@ from googleapiclient import http as googleapiclient_http
 
 Request = collections.namedtuple('Request', 'method uri body headers')
 
+# The environment of a dry run, which must need no credentials and touch no
+# network: the key file does not exist and every proxy points at a closed port.
+OFFLINE_ENV = {
+    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
+    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
+    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
+    'STORAGE_EMULATOR_HOST': '',
+}
+
 
 class RecordingHttp(googleapiclient_http.HttpMockSequence):
     """Answers with canned `(status, json)` pairs and records the requests."""

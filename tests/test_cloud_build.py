@@ -215,8 +215,9 @@ def test_a_cloud_build_quota_answer_names_the_resource():
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client
 

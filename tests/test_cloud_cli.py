@@ -176,8 +176,9 @@ class FakeBackend(cli.Backend):
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         # The data the cifar10 trainer reads by default (<bucket>/data/cifar10).
         client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client

@@ -14,8 +14,9 @@ BUCKET = 'test-bucket'
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         yield client
 
 

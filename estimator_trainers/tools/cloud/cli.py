@@ -72,25 +72,15 @@ class Backend:
         return api.authorized_http(credentials)
 
     def service(self, api_name, version, credentials):
-        """A discovery service; storage honours STORAGE_EMULATOR_HOST, as
-        google-cloud-storage does (no credentials there)."""
-        emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
-        if emulator:
-            import httplib2  # pylint: disable=g-import-not-at-top
-            # The emulator is a direct address: no proxy (httplib2 refuses any
-            # proxy setting without PySocks, even for hosts in no_proxy). Its
-            # JSON API is under /storage/v1/, as google-cloud-storage calls it.
-            return api.build(api_name, version,
-                             httplib2.Http(timeout=api.TIMEOUT_SECS, proxy_info=None),
-                             endpoint=emulator.rstrip('/') + '/storage/v1/')
+        """A discovery service (`api.build`) on `transport`."""
         return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
-        from google.cloud import storage  # pylint: disable=g-import-not-at-top
-        return storage.Client(project=project, credentials=credentials)
+        """The google-cloud-storage client of every storage call (`api.storage_client`)."""
+        return api.storage_client(project, credentials)
 
 
 def _credentials_source():
@@ -286,10 +276,9 @@ def submit(args, trainer_flags, backend, out, err):
             raise UserInputError(problem)
 
         vertex = None if args.rehearse else backend.vertex(project, region, credentials)
-        checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
-                                        project)
-        preflight.check_storage(checks, sub, parsed, params, bucket_uri)
         storage_client = backend.storage(project, credentials)
+        preflight.check_storage(preflight.BucketChecks(storage_client, project), sub, parsed,
+                                params, bucket_uri)
         if sdist:
             _stage(storage_client, sdist, package_uri, 'this package', err)
         if context and not args.rehearse:

@@ -25,6 +25,7 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
@@ -250,6 +251,11 @@ def submit(args, trainer_flags, backend, out, err):
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-sdist-') as tmp:
         sdist, context, build_body, image = _image(args, config, project, region,
                                                    bucket_uri, tmp)
+        if context:
+            for note in context.notes():
+                err.write('note: %s\n' % note)
+            for warning in context.warnings():
+                err.write('warning: %s\n' % warning)
         package_uri = sdist and staging.staging_uri(bucket_uri, job_name, sdist.filename)
         executor = sdist and (args.executor_image_uri or jobs.EXECUTOR_IMAGES[
             'gpu' if config.uses_gpus else 'cpu'])
@@ -307,7 +313,14 @@ def _image(args, config, project, region, bucket_uri, tmp):
     if args.image_uri:
         return None, None, None, args.image_uri
     if args.executor_image_uri or args.target != 'vertex':
-        return staging.build_sdist(tmp), None, None, None
+        sdist = staging.build_sdist(tmp)
+        found = credential_files.in_archive(sdist.path)
+        if found:
+            raise UserInputError(
+                'the package sdist holds files that look like credentials: %s; keep them '
+                'out of the packages and MANIFEST.in' % ', '.join('%s (%s)' % item
+                                                                  for item in found))
+        return sdist, None, None, None
     context = build_lib.pack_context(tmp)
     variant = build_lib.variant(config.uses_gpus)
     image = build_lib.image_uri(project, region, args.repository,

@@ -282,8 +282,8 @@ HP = CUSTOM + """  hyperparameters:
     (CUSTOM + '  scheduling: {maxRunningTime: 2h}\n',
      "trainingInput.scheduling.maxRunningTime: expected seconds like 7200s, got '2h'"),
     (CUSTOM + '  scheduling: {maxRunningTime: 0.0s}\n',
-     'trainingInput.scheduling.maxRunningTime: expected more than 0s (Vertex AI reads 0s as '
-     'unset: its 7-day default)'),
+     "trainingInput.scheduling.maxRunningTime: expected more than 0s (no job runs in 0s; leave "
+     "it out for Vertex AI's 7-day default)"),
     (CUSTOM + '  scheduling: {maxWaitTime: 315576000001s}\n',
      "trainingInput.scheduling.maxWaitTime: '315576000001s' is longer than Vertex AI accepts"),
     (CUSTOM + '  jobDir: gs://bucket/a/../b\n',

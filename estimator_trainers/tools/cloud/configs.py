@@ -652,8 +652,8 @@ def _scheduling(check, scheduling, warnings):
                            'google.protobuf.Duration: at most %ds)'
                            % (_show(value), MAX_DURATION_SECS))
             if legacy == 'maxRunningTime' and float(value[:-1]) == 0:
-                check.fail(field, 'expected more than 0s (Vertex AI reads 0s as unset: '
-                           'its 7-day default)')
+                check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
+                           'for Vertex AI\'s 7-day default)')
             translated[vertex] = value
     if 'maxWaitDuration' in translated:
         warnings.append('%s: trainingInput.scheduling.maxWaitTime becomes Vertex AI\'s '

@@ -286,6 +286,14 @@ HP = CUSTOM + """  hyperparameters:
      "it out for Vertex AI's 7-day default)"),
     (CUSTOM + '  scheduling: {maxWaitTime: 315576000001s}\n',
      "trainingInput.scheduling.maxWaitTime: '315576000001s' is longer than Vertex AI accepts"),
+    (CUSTOM + '  args: [--a=1, "--b=\\0x"]\n',
+     "trainingInput.args[1]: '--b=\\x00x': a NUL character cannot be passed to a program"),
+    (CUSTOM + '  serviceAccount: trainer\n',
+     "trainingInput.serviceAccount: expected a service account email like "
+     "trainer@my-project.iam.gserviceaccount.com, got 'trainer'"),
+    (CUSTOM + '  network: projects/my-project/global/networks/vpc\n',
+     'trainingInput.network: expected projects/PROJECT_NUMBER/global/networks/NETWORK (the '
+     "project number, not its id), got 'projects/my-project/global/networks/vpc'"),
     (CUSTOM + '  jobDir: gs://bucket/a/../b\n',
      "trainingInput.jobDir: 'gs://bucket/a/../b': '.' and '..' are not directories in Cloud "
      'Storage'),

@@ -41,6 +41,7 @@ def test_parse_bucket_says_what_is_wrong(text, reason):
     ('gs://bucket/a//b', "empty path segment ('//')"),
     ('gs://bucket/a/./b', "'.' and '..' are not directories in Cloud Storage"),
     ('gs://bucket/a\nb', 'object names cannot hold line breaks'),
+    ('gs://bucket/a\x00b', 'control characters in an object name'),
     ('gs://bucket/' + 'x' * 1025, 'object names are at most 1024 bytes'),
     ('/local/dir', 'expected a gs:// path'),
     (None, 'expected a gs:// path'),

@@ -162,6 +162,9 @@ _DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+_EMAIL_RE = re.compile(r'[^@\s]+@[^@\s]+\.[^@\s]+')
+# CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
+_NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
 
 
 class MachineError(ValueError):
@@ -480,9 +483,20 @@ def parse_config(data, source, lines=None):
                   'serviceAccount', 'network'):
         if field in ti:
             check.string(ti[field], 'trainingInput.%s' % field)
+    for i, arg in enumerate(args):
+        if '\0' in arg:
+            check.fail('trainingInput.args[%d]' % i, '%s: a NUL character cannot be passed '
+                       'to a program' % _show(arg))
     if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
         check.fail('trainingInput.jobDir', '%s: %s'
                    % (_show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
+    if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
+        check.fail('trainingInput.serviceAccount', 'expected a service account email like '
+                   'trainer@my-project.iam.gserviceaccount.com, got %s'
+                   % _show(ti['serviceAccount']))
+    if 'network' in ti and not _NETWORK_RE.fullmatch(ti['network']):
+        check.fail('trainingInput.network', 'expected projects/PROJECT_NUMBER/global/networks/'
+                   'NETWORK (the project number, not its id), got %s' % _show(ti['network']))
     if 'useChiefInTfConfig' in ti:
         check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
 

@@ -15,6 +15,7 @@ address, not starting with `goog` and not containing `google`; object names
 are at most 1024 bytes of UTF-8 without carriage returns or line feeds.
 """
 import re
+import unicodedata
 
 from estimator_trainers.errors import UserInputError
 
@@ -61,6 +62,8 @@ def problem(uri):
     name = name.rstrip('/')
     if '\n' in name or '\r' in name:
         return 'object names cannot hold line breaks'
+    if any(unicodedata.category(char) == 'Cc' for char in name):
+        return 'control characters in an object name'
     if len(name.encode('utf-8', 'surrogatepass')) > MAX_OBJECT_NAME_BYTES:
         return 'object names are at most %d bytes' % MAX_OBJECT_NAME_BYTES
     segments = name.split('/') if name else []

@@ -362,6 +362,27 @@ def test_bad_config_is_one_clear_error(text, message):
     assert '\n' not in text
 
 
+@pytest.mark.parametrize('text,message', [
+    (CUSTOM + '  workerType: standard\n  workerCount: 010\n',
+     "line 5: trainingInput.workerCount: write '010' as a plain decimal number: YAML 1.1 reads "
+     'it as 8'),
+    (CUSTOM + '  workerType: standard\n  workerCount: 0x10\n',
+     "line 5: trainingInput.workerCount: write '0x10' as a plain decimal number: YAML 1.1 "
+     'reads it as 16'),
+    (CUSTOM + '  region: no\n',
+     "line 4: trainingInput.region: expected text, got a boolean False (written 'no')"),
+    (CUSTOM + '  scheduling: {maxRunningTime: 1:30:00}\n',
+     'line 4: trainingInput.scheduling.maxRunningTime: expected text, got int 5400 (written '
+     "'1:30:00')"),
+])
+def test_what_yaml_1_1_reads_differently_is_named_as_written(tmp_path, text, message):
+    path = tmp_path / 'cfg.yaml'
+    path.write_text(text)
+    with pytest.raises(UserInputError) as raised:
+        configs.load_config(str(path))
+    assert str(raised.value) == '%s %s' % (path, message)
+
+
 def test_labels_vertex_accepts():
     config = _parse(CUSTOM + 'labels: {team: vision, owner_2: ana-b, équipe: é, empty: ""}\n')
     assert config.labels == {'team': 'vision', 'owner_2': 'ana-b', 'équipe': 'é', 'empty': ''}

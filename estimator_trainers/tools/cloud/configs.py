@@ -162,6 +162,7 @@ _DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+_DECIMAL_RE = re.compile(r'[-+]?(0|[1-9][0-9]*)')  # YAML 1.1: 010 is octal
 _EMAIL_RE = re.compile(r'[^@\s]+@[^@\s]+\.[^@\s]+')
 # CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
 _NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
@@ -262,12 +263,12 @@ def load_config(path):
     Raises:
       UserInputError: naming the file, the line where known and the field.
     """
-    data, lines = _read_yaml(path)
-    return parse_config(data, path, lines)
+    data, written = _read_yaml(path)
+    return parse_config(data, path, written)
 
 
 def _read_yaml(path):
-    """The parsed YAML at `path` and {field path: line} for messages."""
+    """The parsed YAML at `path` and where and how each field was written."""
     try:
         with open(path, 'rb') as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
@@ -282,7 +283,7 @@ def _read_yaml(path):
     loader = None
     try:
         loader = _BoundedLoader(text)
-        return loader.get_single_data(), loader.lines
+        return loader.get_single_data(), Written(loader.lines, loader.scalars)
     except _ConfigError as e:
         raise UserInputError('%s: %s%s' % (_where(path, e.line), '%s: ' % e.field
                                            if e.field else '', e), path=path) from None
@@ -335,6 +336,18 @@ def _yaml_problem(error):
     return _key_text(text) if len(text) <= 60 else _show(text)[1:-1]
 
 
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """How a config file wrote its fields, for messages.
+
+    Attributes:
+      lines: {field path: the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
+    """
+    lines: dict
+    scalars: dict
+
+
 class _ConfigError(Exception):
     """A limit or a duplicated key found while composing; `line` is 1-based."""
 
@@ -355,11 +368,13 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
 
     Attributes:
       lines: {field path as `_Checker` names it: the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
     """
 
     def __init__(self, stream):
         super().__init__(stream)
         self.lines = {}
+        self.scalars = {}
         self._path = []
         self._depth = 0
         self._sizes = {}
@@ -378,6 +393,8 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
                                event.start_mark, _field_path(self._path[:3]) + '...')
         node = super().compose_node(parent, index)
         self._depth -= 1
+        if isinstance(node, yaml.ScalarNode) and not node.style and label is not None:
+            self.scalars.setdefault(_field_path(self._path), node.value)
         if isinstance(event, yaml.AliasEvent):
             if id(node) not in self._sizes:
                 raise _ConfigError('alias *%s refers to a value that contains it'
@@ -434,14 +451,14 @@ def _key_text(key):
     return text if len(text) <= 60 else text[:57] + '...'
 
 
-def parse_config(data, source, lines=None):
+def parse_config(data, source, written=None):
     """Validates an already parsed config (`{'trainingInput': {...}}`).
 
     Args:
       source: the file (or a description), for messages.
-      lines: {field path: line} of the file, to name the line in messages.
+      written: where and how the file wrote each field (`Written`), for messages.
     """
-    check = _Checker(source, lines)
+    check = _Checker(source, written)
     check.mapping(data, '', ('trainingInput', 'labels'))
     if 'trainingInput' not in data:
         check.fail('trainingInput', 'required (the AI Platform config format '
@@ -839,9 +856,10 @@ def _field(path, key):
 class _Checker:
     """Type checks that fail with `<source> line <n>: <field path>: <what is wrong>`."""
 
-    def __init__(self, source, lines=None):
+    def __init__(self, source, written=None):
         self.source = source
-        self.lines = lines or {}
+        self.lines = written.lines if written else {}
+        self.scalars = written.scalars if written else {}
 
     def fail(self, path, message):
         line = None
@@ -865,9 +883,17 @@ class _Checker:
                 self.fail(_field(path, key), 'not supported: %s' % hint if hint else
                           'unknown field (expected one of %s)' % ', '.join(fields))
 
+    def _describe(self, value, path):
+        """`_describe(value)`, with the text as written where YAML 1.1 read it
+        as something else (`no` as false, `1:30` as 90)."""
+        text = self.scalars.get(path)
+        if text is None or isinstance(value, str) or text == str(value):
+            return _describe(value)
+        return '%s (written %s)' % (_describe(value), _show(text))
+
     def string(self, value, path):
         if not isinstance(value, str):
-            self.fail(path, 'expected text, got %s' % _describe(value))
+            self.fail(path, 'expected text, got %s' % self._describe(value, path))
 
     def string_list(self, value, path):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -875,16 +901,21 @@ class _Checker:
 
     def boolean(self, value, path):
         if not isinstance(value, bool):
-            self.fail(path, 'expected true or false, got %s' % _describe(value))
+            self.fail(path, 'expected true or false, got %s' % self._describe(value, path))
 
     def choice(self, value, path, choices):
         if not isinstance(value, str) or value not in choices:
             self.fail(path, 'expected one of %s, got %s'
-                      % (', '.join(choices), _describe(value)))
+                      % (', '.join(choices), self._describe(value, path)))
 
     def count(self, value, path, minimum=0, maximum=None):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(path, 'expected an integer >= %d, got %s' % (minimum, _describe(value)))
+            self.fail(path, 'expected an integer >= %d, got %s'
+                      % (minimum, self._describe(value, path)))
+        text = self.scalars.get(path)
+        if text is not None and not _DECIMAL_RE.fullmatch(text):
+            self.fail(path, 'write %s as a plain decimal number: YAML 1.1 reads it as %d'
+                      % (_show(text), value))
         if maximum is not None and value > maximum:
             self.fail(path, 'expected at most %d, got %s' % (maximum, _show(value)))
 
@@ -894,7 +925,7 @@ class _Checker:
                       'as a number only with a dot and a sign: write 1.0e-4 or 1.0e+6)'
                       % _show(value))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(path, 'expected a number, got %s' % _describe(value))
+            self.fail(path, 'expected a number, got %s' % self._describe(value, path))
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(path, 'expected a finite number, got %s' % _show(value))
         if integral and value != int(value):

@@ -258,6 +258,9 @@ def test_symlinks_are_packed_as_links_never_followed(tmp_path):
     os.remove(os.path.join(repo, 'notes.txt'))
     os.symlink(outside, os.path.join(repo, 'notes.txt'))
     assert build.pack_context(str(tmp_path), repo).sha256 != context.sha256
+    # A COPY through a symlinked directory packs the link, not the file behind it.
+    _tree(repo, {'Dockerfile': 'FROM x\nCOPY linked-dir/id_rsa /root/.ssh/\n'})
+    assert build.context_files(repo) == ('Dockerfile', 'linked-dir')
 
 
 def test_a_named_pipe_is_refused_not_read(tmp_path):

@@ -100,11 +100,13 @@ class Context:
 
 
 def _size(count):
-    for unit in ('bytes', 'KiB', 'MiB', 'GiB'):
-        if count < 1024 or unit == 'GiB':
-            return '%d %s' % (count, unit) if unit == 'bytes' else '%.1f %s' % (count, unit)
-        count /= 1024.0
-    return None
+    """`count` bytes for people: `17 bytes`, `4.9 KiB`, `1.2 GiB`."""
+    units = ('bytes', 'KiB', 'MiB', 'GiB')
+    power = 0
+    while power < len(units) - 1 and count >= 1024 ** (power + 1):
+        power += 1
+    return ('%d bytes' % count if not power else
+            '%.1f %s' % (count / 1024.0 ** power, units[power]))
 
 
 def dockerfile_sources(text):
@@ -282,16 +284,16 @@ def _select(repo_root):
     left_out, credentials_in = {}, {}
 
     def consider(relpath, explicit_line=None):
-        excluded, reincluded_by = rules.check(relpath)
+        excluded, rule = rules.check(relpath)
         full = os.path.join(repo_root, relpath)
         if excluded:
             if explicit_line:
                 raise UserInputError('%s line %d copies %s, which %s leaves out; the build '
                                      'would not find it' % (DOCKERFILE, explicit_line,
-                                                            relpath, reincluded_by))
+                                                            relpath, rule))
             return
         why = credential_files.reason(relpath, _head(full, relpath))
-        if why and not reincluded_by:
+        if why and not rule:
             if explicit_line:
                 raise UserInputError(
                     '%s line %d copies %s, which looks like a credential (%s): keep it out '
@@ -301,13 +303,16 @@ def _select(repo_root):
             left_out[relpath] = why
             return
         if why:
-            credentials_in[relpath] = (why, reincluded_by)
+            credentials_in[relpath] = (why, rule)
         chosen[relpath] = full
 
     for line, source in _copy_sources(text):
         for relpath in _expand(repo_root, line, source):
             full = os.path.join(repo_root, relpath)
-            if relpath == '.' or (os.path.isdir(full) and not os.path.islink(full)):
+            link = _symlinked_parent(repo_root, relpath)
+            if link:  # the context holds the link, not what it points to
+                consider(link)
+            elif relpath == '.' or (os.path.isdir(full) and not os.path.islink(full)):
                 _walk(repo_root, relpath, rules, consider)
             else:
                 consider(relpath, explicit_line=line)
@@ -333,6 +338,16 @@ def _expand(repo_root, line, source):
     if not os.path.lexists(os.path.join(repo_root, cleaned)):
         raise UserInputError('%s copies %s, which is not in %s' % (DOCKERFILE, source, repo_root))
     return [cleaned]
+
+
+def _symlinked_parent(repo_root, relpath):
+    """The first directory of `relpath` that is a symlink, or None."""
+    parts = relpath.split('/')
+    for end in range(1, len(parts)):
+        parent = '/'.join(parts[:end])
+        if os.path.islink(os.path.join(repo_root, parent)):
+            return parent
+    return None
 
 
 def _walk(repo_root, top, rules, consider):

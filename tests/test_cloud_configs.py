@@ -446,8 +446,12 @@ HOSTILE_CONFIGS = [
     ('deeply nested', ('trainingInput:\n  args: ' + '[' * 3000 + ']' * 3000 + '\n').encode(),
      'F line 2: trainingInput.args[0]...: nested more than 32 levels deep'),
     ('billion laughs', _billion_laughs().encode(),
-     'F line 5: e: more than 10000 values once aliases are expanded; a config has far '
+     'F line 5: e[0]: more than 10000 values once aliases are expanded; a config has far '
      'fewer'),
+    ('a list of 300,000 values', ('trainingInput: {scaleTier: BASIC, args: [%sa]}\n'
+                                  % ('a, ' * 300000)).encode(),
+     'F line 1: trainingInput.args[9996]: more than 10000 values once aliases are expanded; '
+     'a config has far fewer'),
     ('recursive alias', b'trainingInput: {scaleTier: BASIC, args: &a [x, *a]}\n',
      'F line 1: trainingInput.args[1]: alias *a refers to a value that contains it'),
     ('duplicated key', b'trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n'

@@ -377,7 +377,8 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
         self.scalars = {}
         self._path = []
         self._depth = 0
-        self._sizes = {}
+        self._sizes = {}  # id(node) -> values in it, aliases expanded
+        self._total = 0  # values composed so far, aliases expanded
 
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -399,6 +400,7 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
             if id(node) not in self._sizes:
                 raise _ConfigError('alias *%s refers to a value that contains it'
                                    % event.anchor, event.start_mark, field)
+            self._total += self._sizes[id(node)]
         else:
             if isinstance(node, yaml.MappingNode):
                 self._refuse_duplicate_keys(node)
@@ -406,7 +408,8 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
             else:
                 children = node.value if isinstance(node, yaml.SequenceNode) else ()
             self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
-        if self._sizes[id(node)] > MAX_VALUES:
+            self._total += 1
+        if self._total > MAX_VALUES:  # counted as composed: a long list stops early
             raise _ConfigError('more than %d values once aliases are expanded; a config '
                                'has far fewer' % MAX_VALUES, event.start_mark, field)
         if label is not None:

@@ -33,6 +33,7 @@ import pathspec
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import credential_files
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
 
@@ -487,7 +488,7 @@ def context_uri(bucket_uri, context):
 
 def build_body(context_gs_uri, image, build_variant):
     """The Cloud Build `Build`: docker build of the staged context, image pushed."""
-    bucket, name = staging.split_gs_uri(context_gs_uri)
+    bucket, name = gcs_paths.split(context_gs_uri)
     body = {
         'source': {'storageSource': {'bucket': bucket, 'object': name}},
         'steps': [{'name': DOCKER_BUILDER,

@@ -508,6 +508,17 @@ def test_a_job_dir_says_what_is_wrong_with_it(job_dir, expected):
     assert proc.stderr.splitlines() == ['error: ' + expected]
 
 
+def test_read_config_has_the_same_bounds(tmp_path):
+    path = tmp_path / 'config.yaml'
+    path.write_bytes(_billion_laughs().encode())
+    with pytest.raises(UserInputError, match=r'^%s line 5: e\[0\]: more than 10000 values'
+                       % path):
+        configs.read_config(str(path))
+    path.write_text('{"trainingInput": {"scaleTier": "BASIC"}, "labels": {"a": "b"}}')
+    assert configs.read_config(str(path)) == {'trainingInput': {'scaleTier': 'BASIC'},
+                                              'labels': {'a': 'b'}}
+
+
 def test_config_and_flag_share_the_job_dir_rule(tmp_path):
     path = tmp_path / 'config.yaml'
     path.write_text('trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://\n')

@@ -267,6 +267,18 @@ def load_config(path):
     return parse_config(data, path, written)
 
 
+def read_config(path):
+    """The YAML (or JSON) document at `path`, read within `load_config`'s
+    bounds and parsed, but not validated (a front end merges flags into it
+    before `parse_config`).
+
+    Raises:
+      UserInputError: the file cannot be read, is not UTF-8 YAML, exceeds a
+        bound or repeats a key.
+    """
+    return _read_yaml(path)[0]
+
+
 def _read_yaml(path):
     """The parsed YAML at `path` and where and how each field was written."""
     try:

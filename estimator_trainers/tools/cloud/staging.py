@@ -17,6 +17,8 @@ import sys
 import tarfile
 
 from estimator_trainers.errors import UserInputError
+# The gs:// rule lives in gcs_paths; these names stay for the callers of staging.
+from estimator_trainers.tools.cloud.gcs_paths import parse_bucket  # pylint: disable=unused-import
 from estimator_trainers.tools.cloud.gcs_paths import split as split_gs_uri
 
 HASH_METADATA_KEY = 'content-sha256'

@@ -350,6 +350,12 @@ def test_use_chief_in_tf_config_true_silences_the_container_warning(checks):
     assert err == ''
 
 
+def test_a_job_dir_or_bucket_that_is_not_gs_is_one_line(checks):
+    assert str(_error(*CONTAINER, '--job-dir', '/tmp/out')).startswith('--job-dir /tmp/out: ')
+    assert str(_error(*PACKAGE, '--staging-bucket', 'Not_A_Bucket')).startswith(
+        '--staging-bucket Not_A_Bucket: ')
+
+
 @pytest.mark.parametrize('argv, message', [
     (PACKAGE + ['--tpu-tf-version', '1.15'],
      '--tpu-tf-version: not supported: TPUs need TPUEstimator; these runs are for CPUs and '
@@ -403,9 +409,6 @@ def test_refused_flag_is_one_line(argv, message, checks):
      "offers n1-standard in sizes 4, 8, 16, 32, 64, 96"),
     (CONTAINER + ['--use-chief-in-tf-config', 'maybe'],
      "argument --use-chief-in-tf-config: expected true or false, got 'maybe'"),
-    (CONTAINER + ['--job-dir', '/tmp/out'],
-     "argument --job-dir: expected a gs:// path (every replica of the job must reach it), "
-     "got '/tmp/out'"),
     (CONTAINER + ['--labels', 'Team=A'],
      "argument --labels: expected KEY=VALUE,... with lowercase letters, digits, _ and - "
      "(keys start with a letter), got 'Team=A'"),

@@ -21,7 +21,7 @@ import re
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
-from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud.submission import PREBUILT_IMAGE_PREFIX
 
 FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
@@ -501,7 +501,7 @@ def _front_end_fields(ti, source):
 def _staging(bucket, job_dir, name, needed):
     """Where local packages go: gs://BUCKET/JOB, else JOB_DIR/packages (gcloud's rule)."""
     if bucket:
-        return '%s/%s' % (staging.parse_bucket(bucket), name)
+        return '%s/%s' % (gcs_paths.parse_bucket(bucket, '--staging-bucket'), name)
     if job_dir:
         return '%s/packages' % job_dir.rstrip('/')
     if needed:

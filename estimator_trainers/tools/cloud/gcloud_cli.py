@@ -35,6 +35,7 @@ from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcloud
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import preflight
@@ -83,15 +84,12 @@ def _accelerator(text):
     return value
 
 
-def _gs_path(text):
-    if not text.startswith('gs://') or len(text) <= len('gs://'):
-        raise ValueError('expected a gs:// path (every replica of the job must reach '
-                         'it), got %r' % text)
-    return text.rstrip('/')
+def _job_dir(text):
+    return gcs_paths.directory(text, '--job-dir')
 
 
 _TYPES = {
-    '--job-dir': _gs_path, '--packages': gcloud.package_list,
+    '--job-dir': _job_dir, '--packages': gcloud.package_list,
     '--scale-tier': gcloud.scale_tier, '--use-chief-in-tf-config': gcloud.boolean,
     '--labels': gcloud.labels,
 }
@@ -408,6 +406,10 @@ def submit_training(job_name, values, user_args, *, project=None, dry_run=False,
                                         build_lib.image_tag(context.sha256, variant))
             build_body = build_lib.build_body(build_lib.context_uri(bucket_uri, context),
                                               image, variant)
+            for note in context.notes():
+                err.write('note: %s\n' % note)
+            for warning in context.warnings():
+                err.write('warning: %s\n' % warning)
         sub = submission_lib.Submission(
             job_name=job_name, trainer=None, config=job.config, project=project,
             region=region, job_dir=job.job_dir, args=tuple(job.config.args),
@@ -422,8 +424,8 @@ def submit_training(job_name, values, user_args, *, project=None, dry_run=False,
                      repository)
             return 0
 
-        checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
-                                        project)
+        storage_client = backend.storage(project, credentials)
+        checks = preflight.BucketChecks(storage_client, project)
         if job.job_dir:
             checks.check_writable(job.job_dir, '--job-dir')
         if job.staging and (not job.job_dir or staging.split_gs_uri(job.staging)[0] !=
@@ -433,7 +435,6 @@ def submit_training(job_name, values, user_args, *, project=None, dry_run=False,
         if not rehearse:
             vertex = backend.vertex(project, region, credentials)
             _refuse_existing(vertex, job_name, region)
-        storage_client = backend.storage(project, credentials)
         for archive in archives:
             cli.stage_archive(storage_client, archive, _staged_uri(job, archive),
                               archive.filename, err)

@@ -124,7 +124,7 @@ def test_this_repositorys_trainer_flags_are_parsed_by_its_own_parser():
 
 
 def test_a_tf_contrib_import_is_one_line_naming_the_module(tmp_path):
-    proc = submit('contrib_job', '--runtime-version', '1.15', '--job-dir', 'gs://b/out',
+    proc = submit('contrib_job', '--runtime-version', '1.15', '--job-dir', 'gs://my-bucket/out',
                   '--package-path', 'trainer', '--module-name', 'trainer.task', '--dry-run',
                   cwd=os.path.join(PACKAGES, 'contrib'), env=OFFLINE_ENV, check=2)
     one_error_line(proc, "trainer.model (line 4) cannot be imported: module 'tensorflow' has "
@@ -144,7 +144,7 @@ def test_a_flag_the_module_refuses_stops_before_upload(package, user_args, messa
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(UserInputError) as raised:
         gcloud_cli.main(['jobs', 'submit', 'training', 'bad_flag', '--project', 'my-project',
-                         '--job-dir', 'gs://b/out', '--module-name', 'trainer.task',
+                         '--job-dir', 'gs://my-bucket/out', '--module-name', 'trainer.task',
                          '--package-path', os.path.join(PACKAGES, package, 'trainer'),
                          '--dry-run', '--', *user_args], backend=FakeBackend(), out=out,
                         err=err)
@@ -158,7 +158,7 @@ def test_a_requirement_that_does_not_install_stops_before_upload(tmp_path):
     setup = (source / 'setup.py').read_text()
     (source / 'setup.py').write_text(setup.replace(
         "REQUIRED_PACKAGES = [", "REQUIRED_PACKAGES = ['no-such-dependency-for-tests==1.0', "))
-    proc = submit('needs_missing', '--job-dir', 'gs://b/out', '--package-path', 'trainer',
+    proc = submit('needs_missing', '--job-dir', 'gs://my-bucket/out', '--package-path', 'trainer',
                   '--module-name', 'trainer.task', '--dry-run', cwd=source,
                   env=dict(OFFLINE_ENV, PIP_NO_INDEX='1'), check=2)
     one_error_line(proc, 'installing trainer-0.1.tar.gz into a fresh virtualenv failed: '
@@ -170,10 +170,10 @@ def test_structured_sample_dry_run_stages_setup_py_package_and_packages(tmp_path
     helper = _helper_sdist(tmp_path)
     proc = submit('taxi_structured', '--config', 'config.yaml', '--package-path', 'trainer',
                   '--packages', helper, '--module-name', 'trainer.task',
-                  '--staging-bucket', 'gs://stage-bkt', '--job-dir', 'gs://b/taxi',
+                  '--staging-bucket', 'gs://stage-bkt', '--job-dir', 'gs://my-bucket/taxi',
                   '--runtime-version', '2.11', '--python-version', '3.7', '--dry-run',
-                  user_args=['--train-files', 'gs://b/train.csv', '--eval-files',
-                             'gs://b/eval.csv'],
+                  user_args=['--train-files', 'gs://my-bucket/train.csv', '--eval-files',
+                             'gs://my-bucket/eval.csv'],
                   cwd=os.path.join(PACKAGES, 'structured'), env=OFFLINE_ENV)
     printed = json.loads(proc.stdout)
     assert [s['package'] for s in printed['staging']] == ['trainer-0.1.tar.gz',

@@ -389,6 +389,9 @@ def test_a_job_dir_or_bucket_that_is_not_gs_is_one_line(checks):
     (CONTAINER + ['--kms-key', 'projects/k/locations/europe-west1/keyRings/r/cryptoKeys/c'],
      "--kms-key projects/k/locations/europe-west1/keyRings/r/cryptoKeys/c: the key is in "
      "europe-west1; Vertex AI needs it in the job's region us-central1"),
+    (CONTAINER + ['--labels', 'Team=A'],
+     "command line: labels.Team: label key 'Team': 'T' is not allowed (a key starts with a "
+     "lowercase letter)"),
     (CONTAINER + ['--kms-key', 'short'],
      '--kms-key short: expected projects/P/locations/L/keyRings/R/cryptoKeys/K, or a key id '
      'with --kms-keyring, --kms-location and --kms-project'),
@@ -409,9 +412,8 @@ def test_refused_flag_is_one_line(argv, message, checks):
      "offers n1-standard in sizes 4, 8, 16, 32, 64, 96"),
     (CONTAINER + ['--use-chief-in-tf-config', 'maybe'],
      "argument --use-chief-in-tf-config: expected true or false, got 'maybe'"),
-    (CONTAINER + ['--labels', 'Team=A'],
-     "argument --labels: expected KEY=VALUE,... with lowercase letters, digits, _ and - "
-     "(keys start with a letter), got 'Team=A'"),
+    (CONTAINER + ['--labels', 'team'],
+     "argument --labels: expected KEY=VALUE,..., got 'team'"),
     (CONTAINER + ['--master-accelerator', 'count=1,type=nvidia-tesla-x1'],
      "argument --master-accelerator: unknown GPU type 'NVIDIA_TESLA_X1'"),
     (CONTAINER + ['--no-such-flag'], 'unrecognized arguments: --no-such-flag'),

@@ -10,8 +10,8 @@ checks find it on the user's machine instead:
   the buckets of the job-dir and of the staged files are writable, and a
   job-dir that already holds checkpoints was trained with the same model.
 
-Storage is read through the `storage v1` discovery service (`api`), with
-`STORAGE_EMULATOR_HOST` honoured as google-cloud-storage does.
+Storage is read with google-cloud-storage (`BucketChecks`), the tools' one
+storage client, which honours `STORAGE_EMULATOR_HOST` itself.
 """
 import re
 
@@ -21,13 +21,16 @@ from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
-from estimator_trainers.tools.cloud.staging import split_gs_uri
+from estimator_trainers.tools.cloud import gcs_paths
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
 NUM_GPUS_FLAG = '--num-gpus'
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
+_LIST_PAGE_SIZE = 1000
+# A job-dir's model_params.json is a few hundred bytes; a larger one is not read.
+MAX_MODEL_PARAMS_BYTES = 1024 * 1024
 
 
 def parse_trainer_args(trainer, argv):
@@ -133,96 +136,105 @@ def data_paths(trainer, parsed):
 
 
 class BucketChecks:
-    """Reads Cloud Storage through the `storage v1` service; writes nothing."""
+    """Reads Cloud Storage with a google-cloud-storage client; writes nothing.
 
-    def __init__(self, service, project):
-        self.service = service
+    Every request waits at most `api.TIMEOUT_SECS` and is retried at most
+    `api.NUM_RETRIES` times (`api.storage_call`), not the library's default
+    of retrying for two minutes.
+    """
+
+    def __init__(self, client, project):
+        """
+        Args:
+          client: a `google.cloud.storage.Client` (`cli.Backend.storage`).
+          project: the project, for messages.
+        """
+        self.client = client
         self.project = project
 
-    def _run(self, request, action):
-        return api.execute(request, action, 'storage', self.project)
+    def _run(self, call, action):
+        return api.storage_call(call, action, self.project, self.client.api_endpoint)
 
     def check_data(self, flag, path):
         """Raises unless `path` (a file, a directory or a glob) names objects."""
-        if not path.startswith('gs://'):
-            raise UserInputError('%s %s: expected a gs:// path (the job\'s machines '
-                                 'cannot read files on this one)' % (flag, path))
-        bucket, name = split_gs_uri(path)
+        reason = gcs_paths.problem(path)
+        if reason:
+            raise UserInputError('%s %s: %s' % (flag, path, reason), flag=flag)
+        bucket, name = gcs_paths.split(path)
         try:
             if _GLOB_CHARS.search(name):
-                if not self._glob_matches(bucket, name):
-                    raise UserInputError('%s %s: no object matches' % (flag, path))
+                if not self._run(lambda: self._glob_matches(bucket, name),
+                                 'listing gs://%s/%s for %s' % (bucket, name, flag)):
+                    raise UserInputError('%s %s: no object matches' % (flag, path), flag=flag)
                 return
-            if name and self._object(bucket, name, 'checking %s %s' % (flag, path)):
+            if name and self._blob(bucket, name, 'checking %s %s' % (flag, path)):
                 return
             prefix = name.rstrip('/') + '/' if name else ''
-            listing = self._run(self.service.objects().list(
-                bucket=bucket, prefix=prefix, maxResults=1, fields='items/name'),
-                'listing %s for %s' % (path, flag))
+            found = self._run(lambda: list(self.client.list_blobs(
+                bucket, prefix=prefix, max_results=1, fields='items/name',
+                timeout=api.TIMEOUT_SECS, retry=None)), 'listing %s for %s' % (path, flag))
         except api.ApiError as e:
-            if e.status == 404:  # objects.list answers 404 only for the bucket
+            if e.status == 404:  # a listing answers 404 only for the bucket
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
-                                     % (flag, path, bucket)) from None
+                                     % (flag, path, bucket), flag=flag) from None
             raise
-        if not listing.get('items'):
+        if not found:
             raise UserInputError('%s %s: no such object or directory in the bucket'
-                                 % (flag, path))
+                                 % (flag, path), flag=flag)
 
-    def _object(self, bucket, name, action):
-        try:
-            return self._run(self.service.objects().get(bucket=bucket, object=name),
-                             action)
-        except api.ApiError as e:
-            if e.status == 404:
-                return None
-            raise
+    def _blob(self, bucket, name, action):
+        """The object's metadata (a `Blob`), or None when there is none."""
+        return self._run(lambda: self.client.bucket(bucket).get_blob(
+            name, timeout=api.TIMEOUT_SECS, retry=None), action)
 
     def _glob_matches(self, bucket, pattern):
+        """Whether an object in the first `_MAX_LIST_PAGES` pages matches."""
         prefix = pattern[:_GLOB_CHARS.search(pattern).start()]
         regex = glob_regex(pattern)
-        objects = self.service.objects()
-        request = objects.list(bucket=bucket, prefix=prefix, fields='items/name,nextPageToken')
-        for _ in range(_MAX_LIST_PAGES):
-            if request is None:
-                break
-            response = self._run(request, 'listing gs://%s/%s' % (bucket, prefix))
-            if any(regex.fullmatch(item['name']) for item in response.get('items', [])):
+        listing = self.client.list_blobs(bucket, prefix=prefix, fields='items/name,nextPageToken',
+                                         page_size=_LIST_PAGE_SIZE,
+                                         timeout=api.TIMEOUT_SECS, retry=None)
+        for _, page in zip(range(_MAX_LIST_PAGES), listing.pages):
+            if any(regex.fullmatch(blob.name) for blob in page):
                 return True
-            request = objects.list_next(request, response)
         return False
 
     def check_writable(self, uri, what):
         """Raises unless these credentials may create objects in `uri`'s bucket."""
-        bucket, _ = split_gs_uri(uri)
+        bucket, _ = gcs_paths.split(uri)
         try:
-            answer = self._run(self.service.buckets().testIamPermissions(
-                bucket=bucket, permissions=list(WRITE_PERMISSIONS)),
+            granted = self._run(lambda: self.client.bucket(bucket).test_iam_permissions(
+                list(WRITE_PERMISSIONS), timeout=api.TIMEOUT_SECS, retry=None),
                 'checking access to bucket gs://%s' % bucket)
         except api.ApiError as e:
             if e.status == 404:
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
-                                     % (what, uri, bucket)) from None
+                                     % (what, uri, bucket), flag=what) from None
             raise
-        missing = sorted(set(WRITE_PERMISSIONS) - set(answer.get('permissions', [])))
+        missing = sorted(set(WRITE_PERMISSIONS) - set(granted or ()))
         if missing:
             raise UserInputError(
                 '%s %s: these credentials cannot write to bucket gs://%s (missing %s); '
                 'grant them roles/storage.objectAdmin there'
-                % (what, uri, bucket, ', '.join(missing)))
+                % (what, uri, bucket, ', '.join(missing)), flag=what)
 
     def check_job_dir_model(self, job_dir, params):
         """Raises when `job_dir` holds checkpoints of a model with other `params`."""
-        bucket, name = split_gs_uri(job_dir)
+        bucket, name = gcs_paths.split(job_dir)
         path = (job_dir_lib.model_params_path(name.rstrip('/')) if name
                 else job_dir_lib.MODEL_PARAMS_FILE)
-        action = 'reading gs://%s/%s' % (bucket, path)
-        if self._object(bucket, path, action) is None:
+        uri = 'gs://%s/%s' % (bucket, path)
+        blob = self._blob(bucket, path, 'reading %s' % uri)
+        if blob is None:
             return
-        data = self._run(self.service.objects().get_media(bucket=bucket, object=path),
-                         action)
-        if isinstance(data, bytes):
-            data = data.decode('utf-8', errors='replace')
-        recorded = job_dir_lib.parse_model_params(data, 'gs://%s/%s' % (bucket, path))
+        if (blob.size or 0) > MAX_MODEL_PARAMS_BYTES:
+            raise UserInputError('--job-dir %s: %s is %d bytes, not the model parameters a '
+                                 'trainer writes (a few hundred bytes); use a new --job-dir'
+                                 % (job_dir, uri, blob.size), flag='--job-dir', path=uri)
+        data = self._run(lambda: blob.download_as_bytes(
+            end=MAX_MODEL_PARAMS_BYTES, timeout=api.TIMEOUT_SECS, retry=None),
+            'reading %s' % uri)
+        recorded = job_dir_lib.parse_model_params(data.decode('utf-8', errors='replace'), uri)
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
 
@@ -239,7 +251,7 @@ def check_storage(checks, sub, parsed, params, bucket_uri):
     for flag, path in data_paths(sub.trainer, parsed):
         checks.check_data(flag, path)
     checks.check_writable(sub.job_dir, '--job-dir')
-    if split_gs_uri(bucket_uri)[0] != split_gs_uri(sub.job_dir)[0]:
+    if gcs_paths.split(bucket_uri)[0] != gcs_paths.split(sub.job_dir)[0]:
         checks.check_writable(bucket_uri, '--bucket')
     if params is not None and not sub.config.is_tuning:
         checks.check_job_dir_model(sub.job_dir, params)

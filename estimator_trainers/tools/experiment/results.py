@@ -226,9 +226,11 @@ def markdown(sweep, rows, machine=None):
     """`results.md`: one line per point (its repeats aggregated), machine and load noted."""
     metric = eval_column(sweep.metric)
     keys = axis_columns(sweep)
-    header = keys + ['runs', 'seeds', 'wall time (s)', 'training (s)', 'examples/sec',
-                     'checkpoints', 'one checkpoint (s)', 'evaluating (s)',
-                     'eval %s' % sweep.metric, '%s range over seeds' % sweep.metric]
+    clusters = any((r.get('training_tasks') or 1) > 1 for r in rows)
+    header = keys + ['runs', 'seeds', 'wall time (s)', 'training (s)', 'examples/sec'] + (
+        ['examples/sec, sum of the tasks\''] if clusters else []) + [
+        'checkpoints', 'one checkpoint (s)', 'evaluating (s)',
+        'eval %s' % sweep.metric, '%s range over seeds' % sweep.metric]
     lines = ['# %s' % sweep.name, '']
     if sweep.description:
         lines += [sweep.description, '']
@@ -244,7 +246,8 @@ def markdown(sweep, rows, machine=None):
             '%d of %d' % (len(ran), len(members)),
             ','.join(str(r['seed']) for r in members),
             _mean_sd(stats['wall_secs']), _mean_sd(stats['training_secs']),
-            _mean_sd(stats['examples_per_sec']),
+            _mean_sd(stats['examples_per_sec'])] + (
+                [_mean_sd(stats['tasks_examples_per_sec'])] if clusters else []) + [
             _fmt(checkpoints[0]) if checkpoints else 'n/a',
             _mean_sd(stats['checkpoint_mean_secs'], 2), _mean_sd(stats['evaluating_secs']),
             _mean_sd(metric_stats, 4),

@@ -42,8 +42,10 @@ def _number(text):
 def quantities(sweep, rows):
     """(column, label) of every quantity some succeeded row measured, the metric last."""
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED]
+    clusters = any((r.get('training_tasks') or 1) > 1 for r in ran)
     found = [(c, label) for c, label in results.QUANTITIES
-             if any(isinstance(r.get(c), (int, float)) for r in ran)]
+             if any(isinstance(r.get(c), (int, float)) for r in ran)
+             and (clusters or c != 'tasks_examples_per_sec')]
     metric = results.eval_column(sweep.metric)
     if any(isinstance(r.get(metric), (int, float)) for r in ran):
         found.append((metric, 'eval %s' % sweep.metric))

@@ -81,21 +81,35 @@ def by_axis_figure(sweep, rows, axis):
                     xs.append(positions[value])
                     means.append(stats[0])
                     spreads.append(stats[1])
-            name = ', '.join('%s=%s' % kv for kv in zip(others, key)) or sweep.name
+            name = ', '.join('%s=%s' % (k, _shown(v)) for k, v in zip(others, key)) \
+                or sweep.name
             panel.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, label=name)
         panel.set_title(label)
         panel.set_xlabel(axis)
         panel.set_xticks(list(positions.values()))
-        panel.set_xticklabels([str(v) for v in values], rotation=0 if numeric else 20)
+        panel.set_xticklabels([_shown(v) for v in values], rotation=0 if numeric else 20)
         panel.grid(alpha=0.3)
-    for panel in list(axes.flat)[len(panels):]:
+    unused = list(axes.flat)[len(panels):]
+    for panel in unused:
         panel.axis('off')
-    if len(lines) > 1:
-        axes.flat[0].legend(fontsize='small')
     figure.suptitle('%s: against %s (mean ± sd over %d repeat%s)' % (
         sweep.name, axis, sweep.repeats, '' if sweep.repeats == 1 else 's'))
-    figure.tight_layout()
+    bottom = 0
+    if len(lines) > 1:
+        handles = axes.flat[0].get_legend_handles_labels()
+        if unused:  # in a free panel
+            unused[0].legend(*handles, loc='center', fontsize='small')
+        else:  # below the panels
+            figure.legend(*handles, loc='lower center', fontsize='small',
+                          ncol=min(3, len(lines)))
+            bottom = 0.03 * ((len(lines) + 2) // 3 + 1)
+    figure.tight_layout(rect=(0, bottom, 1, 1))
     return figure
+
+
+def _shown(value):
+    """An axis value on a plot; a point of a list that does not set the axis: a dash."""
+    return '–' if value is None else str(value)
 
 
 def metric_vs_time_figure(sweep, curves, points):

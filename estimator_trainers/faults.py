@@ -9,14 +9,16 @@
   job-dir's file system and the last good checkpoint, which a rerun resumes.
 - `check_memory`: the batch a step consumes is estimated against
   MemAvailable before the first step.
-- `Termination`: SIGTERM (cancel, preemption, `timeout`) ends every task
-  promptly; a training chief saves a checkpoint first.
+- `Termination`: SIGTERM (cancel, preemption, `timeout`), Ctrl-C and a
+  closed terminal end every task promptly; a training chief saves a
+  checkpoint first.
 - `hard_exit`: ends the process from any thread, releasing the lease first.
 """
 import contextlib
 import errno
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -25,7 +27,6 @@ import time
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
-EXIT_SIGTERM = 128 + signal.SIGTERM
 # What a task other than a training chief gets to end after SIGTERM, and a
 # training chief to save its checkpoint (Kubernetes kills after 30 s).
 QUICK_EXIT_SECS = 5
@@ -48,9 +49,12 @@ def hard_exit(code, line, stream=None):
     TensorFlow (peer watch, lease heartbeat, SIGTERM watchdog).
     """
     if line is not None:
-        stream = stream or sys.stderr
-        stream.write(line + '\n')
-        stream.flush()
+        try:  # after SIGHUP the terminal may be gone
+            stream = stream or sys.stderr
+            stream.write(line + '\n')
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     for callback in _exit_callbacks:
         try:
             callback()
@@ -223,24 +227,41 @@ def _size(count):
     return None
 
 
-# --- SIGTERM ----------------------------------------------------------------
+# --- SIGTERM, SIGINT, SIGHUP -------------------------------------------------
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 class Terminated(BaseException):
-    """SIGTERM arrived; a BaseException so TensorFlow's retry loops let it through."""
+    """A stop signal arrived; a BaseException so TensorFlow's retry loops let it through."""
+
+    def __init__(self, signum=signal.SIGTERM):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_code(signum):
+    """The shell's status for a process that stopped on `signum` (143 for SIGTERM)."""
+    return 128 + signum
 
 
 class Termination:
-    """Ends the task promptly on SIGTERM, saving a checkpoint first on a training chief.
+    """Ends the task promptly on SIGTERM, SIGINT or SIGHUP; a training chief saves first.
+
+    The three mean the same (cancel or preemption, Ctrl-C, a closed
+    terminal): stop after the current step, save, and exit with the
+    signal's status (143, 130, 129). A second Ctrl-C ends the task at once.
 
     Python runs signal handlers only in the main thread between bytecodes,
     and TensorFlow's preemption notifier may install its own handler that
-    ignores SIGTERM. So `install` puts back a Python handler and also has
-    the signal written to a pipe that a watchdog thread reads: when the main
-    thread does not end the process in time (blocked inside TensorFlow), the
-    watchdog ends it.
+    ignores SIGTERM. So `install` puts back Python handlers and also has each
+    signal passed to a watchdog thread: when the main thread does not end
+    the process in time (blocked inside TensorFlow), the watchdog ends it.
+    Where TensorFlow blocks holding the interpreter lock, no thread runs at
+    all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=None):
+    def __init__(self, task_label, log, quick_exit_secs=None, use_sentinel=True):
         """`quick_exit_secs`: how long the main thread gets to end when not saving
         (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
         waits inside TensorFlow)."""
@@ -248,63 +269,135 @@ class Termination:
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
+        self._use_sentinel = use_sentinel
+        self._sentinel = None
         self.requested = threading.Event()
+        self.signum = None  # the first stop signal
         self._said = False  # the main thread reports it: the watchdog stays silent
         self.saving = False  # a training chief's stop hook is active
         self.checkpoint_dir = None
 
     def install(self):
-        """Takes SIGTERM over; call from the main thread (`hook` takes it back later,
-        should TensorFlow's runtime have installed its own handler meanwhile)."""
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        threading.Thread(target=self._watchdog, args=(read_fd,), name='sigterm-watchdog',
+        """Takes the stop signals over; call from the main thread (`hook` takes them
+        back later, should TensorFlow's runtime have installed its own handlers)."""
+        from estimator_trainers import sentinel as sentinel_lib  # pylint: disable=g-import-not-at-top
+        if self._use_sentinel:
+            self._sentinel = sentinel_lib.Sentinel.start(self.task_label,
+                                                         self._quick_exit_secs)
+        if self._sentinel:
+            wakeup_fd, watch_fd = self._sentinel.wakeup_fd, self._sentinel.echo_fd
+        else:
+            watch_fd, wakeup_fd = os.pipe()
+            os.set_blocking(wakeup_fd, False)
+        self._take_signals()
+        signal.set_wakeup_fd(wakeup_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watchdog, args=(watch_fd,), name='signal-watchdog',
                          daemon=True).start()
         return self
 
+    def _take_signals(self):
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    @contextlib.contextmanager
+    def inside_tensorflow(self, what, deadline_secs=None, deadline_line=None):
+        """Around a TensorFlow call that keeps the interpreter lock while it waits.
+
+        A stop signal inside ends the task at once with one line naming `what`
+        (no Python code can run to do better), and so does `deadline_secs`
+        passing, with `deadline_line`: the sentinel writes the line and kills
+        the task. Without a sentinel this only runs the call.
+        """
+        try:
+            if self._sentinel is None:
+                yield
+            else:
+                with self._sentinel.window(what, deadline_secs, deadline_line):
+                    yield
+        finally:
+            # TensorFlow's preemption notifier may have taken SIGTERM meanwhile.
+            self._take_signals()
+
+    def _set_saving(self, saving):
+        self.saving = saving
+        if self._sentinel:
+            self._sentinel.tell(grace_secs=self._grace(), saving=saving)
+
+    def _grace(self):
+        return SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
+
     def _on_signal(self, signum, frame):
-        del signum, frame
+        del frame
+        if self.requested.is_set():
+            if signum == signal.SIGINT:
+                self._second_interrupt()
+            return
+        self.signum = signum
         self.requested.set()
         if not self.saving:
-            raise Terminated()
-        self._log('SIGTERM: stopping training after a final checkpoint')
+            raise Terminated(signum)
+        self._log('%s: stopping training after a final checkpoint'
+                  % signal.Signals(signum).name)
+
+    def _second_interrupt(self):
+        hard_exit(exit_code(signal.SIGINT), 'error: %s: stopped on a second SIGINT, at once%s'
+                  % (self.task_label, '; no checkpoint saved' if self.saving else ''))
 
     def _watchdog(self, read_fd):
-        while os.read(read_fd, 1)[0] != signal.SIGTERM:
-            pass
-        self.requested.set()
-        grace = SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
-        time.sleep(grace)
-        hard_exit(EXIT_SIGTERM, None if self._said else 'error: %s: stopped on SIGTERM%s' % (
-            self.task_label, ' (it did not end by itself within %ds; no checkpoint '
-            'saved)' % grace if grace else ''))
+        first = None
+        deadline = None
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if select.select([read_fd], [], [], timeout)[0]:
+                data = os.read(read_fd, 64)
+                if not data:
+                    return
+                for signum in data:
+                    if signum not in STOP_SIGNALS:
+                        continue
+                    if first is None:
+                        first = signum
+                        self.signum = self.signum or signum
+                        self.requested.set()
+                        deadline = time.monotonic() + self._grace()
+                    elif signum == signal.SIGINT:
+                        self._second_interrupt()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        grace = self._grace()
+        hard_exit(exit_code(first), None if self._said else (
+            'error: %s: stopped on %s%s' % (
+                self.task_label, signal.Signals(first).name,
+                ' (it did not end by itself within %ds; no checkpoint saved)' % grace
+                if self.saving else '')))
 
     @contextlib.contextmanager
     def ending_run(self):
-        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`.
+        """Turns a stop signal the main thread handled into the one-line `TaskFailure`.
 
-        After the run, SIGTERM gets its default action back (the process is
-        ending anyway; no exception may surface during interpreter shutdown).
+        After the run, the signals get their default actions back (the process
+        is ending anyway; no exception may surface during interpreter shutdown).
         """
         try:
             yield self
-        except Terminated:
-            raise self.failure() from None
+        except Terminated as e:
+            raise self.failure(e.signum) from None
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
 
-    def failure(self):
-        """The one-line `TaskFailure` for a SIGTERM the main thread handled."""
+    def failure(self, signum=None):
+        """The one-line `TaskFailure` for a stop signal the main thread handled."""
+        signum = signum or self.signum or signal.SIGTERM
         self._said = True
         saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
-        return TaskFailure('%s: stopped on SIGTERM%s' % (
-            self.task_label, '; saved checkpoint %s' % saved if saved else ''),
-            exit_code=EXIT_SIGTERM)
+        return TaskFailure('%s: stopped on %s%s' % (
+            self.task_label, signal.Signals(signum).name,
+            '; saved checkpoint %s' % saved if saved else ''),
+            exit_code=exit_code(signum))
 
     def hook(self, checkpoint_dir):
-        """A training hook that stops training on SIGTERM, saving into `checkpoint_dir`.
+        """A training hook that stops training on a stop signal, saving into `checkpoint_dir`.
 
         It must run before the checkpoint saver hook: its `end` saves without
         the saver's listeners (which would evaluate) and ends the run.
@@ -313,15 +406,15 @@ class Termination:
         termination = self
 
         class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
-            """Requests a stop after SIGTERM; `end` saves a checkpoint and ends the run."""
+            """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
-                signal.signal(signal.SIGTERM, termination._on_signal)  # pylint: disable=protected-access
-                termination.saving = checkpoint_dir is not None
+                termination._take_signals()  # pylint: disable=protected-access
                 termination.checkpoint_dir = checkpoint_dir
+                termination._set_saving(checkpoint_dir is not None)  # pylint: disable=protected-access
                 if termination.requested.is_set():
-                    raise Terminated()
+                    raise Terminated(termination.signum or signal.SIGTERM)
 
             def after_run(self, run_context, run_values):
                 if termination.requested.is_set():
@@ -334,8 +427,8 @@ class Termination:
                         saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
                         saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
                                    global_step=step)
-                    raise Terminated()
-                termination.saving = False
+                    raise Terminated(termination.signum or signal.SIGTERM)
+                termination._set_saving(False)  # pylint: disable=protected-access
 
         return StopOnTerminationHook()
 

@@ -9,17 +9,21 @@ where it is for a reason:
 1. Native log noise is silenced and flags are parsed before TensorFlow is
    imported, so `--help` and flag errors are instant.
 2. The cluster is read from `TF_CONFIG` / `CLUSTER_SPEC` and written back in
-   normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself.
+   normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself;
+   then stop signals are taken over (`faults.Termination`), so that SIGTERM,
+   Ctrl-C or SIGHUP end the task wherever it is from here on.
 3. Devices and the distribution strategy are resolved, and the strategy is
    built, before any TensorFlow op runs (reading data included):
-   `multi_worker_mirrored` must configure collectives first.
+   `multi_worker_mirrored` must configure collectives first, once its peers
+   accept connections.
 4. A parameter server stops here and serves variables; it needs no data.
 5. A job-dir another user owns is refused, then `Trainer.check` validates
    every input; nothing has been written yet.
 6. The job-dir: a model that cannot restore its checkpoints is refused, then
    the chief records what the job-dir must remember (`prepare_job_dir`).
 7. The checkpoint and evaluation cadence and the `RunConfig` are made once,
-   from the flags and the run's length.
+   from the flags and the run's length; the task waits for its peers, saying
+   so, before TensorFlow's own endless wait for them.
 8. `training.train_and_evaluate` trains, evaluates, exports and summarises;
    the chief records the run's flags for TensorBoard's HParams dashboard.
 """
@@ -228,11 +232,12 @@ def run(trainer, args):
 
     cluster = cluster_lib.load_cluster()
     cluster_lib.export_tf_config(cluster)
-    task = _task(args, cluster)
-    # A parameter server waits inside TensorFlow: it ends at once on SIGTERM.
+    # From here a stop signal ends the task wherever it is. A parameter server
+    # waits inside TensorFlow: it ends at once.
     termination = faults.Termination(cluster.task_label, _log,
                                      quick_exit_secs=0 if cluster.is_ps else None).install()
     with termination.ending_run():
+        task = _task(args, cluster, termination)
         if cluster.is_ps:
             config = run_config.from_flags(args, task.distribution)
             return training.serve_parameters(config)
@@ -269,6 +274,7 @@ def _train(trainer, args, task, plan, termination, started):
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
         train_distribute=task.train_distribute)
+    distribution.wait_for_peers(task.distribution, _log)
     watch = distribution.watch_peers(task.distribution)
     tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '
                               'step/target)', plan.examples_per_step)
@@ -325,8 +331,12 @@ def examples_per_global_step(plan, task):
     return plan.examples_per_step
 
 
-def _task(args, cluster):
-    """Devices, distribution and strategy of this task, before any TensorFlow op runs."""
+def _task(args, cluster, termination):
+    """Devices, distribution and strategy of this task, before any TensorFlow op runs.
+
+    An all-reduce strategy waits for its peers first (`wait_for_peers`), and
+    its set-up runs inside `termination.inside_tensorflow`.
+    """
     from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     num_gpus = getattr(args, 'num_gpus', None)
@@ -336,5 +346,6 @@ def _task(args, cluster):
     devices = devices_lib.local_devices(num_gpus)
     dist = distribution.from_flags(args, cluster, devices)
     return Task(cluster=cluster, distribution=dist, devices=devices, num_gpus=num_gpus,
-                train_distribute=dist.make_train_distribute())
+                train_distribute=dist.make_train_distribute(
+                    _log, inside_tensorflow=termination.inside_tensorflow))
 

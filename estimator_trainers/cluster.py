@@ -38,6 +38,10 @@ TASK_TYPES = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
 POOL_ORDER = (CHIEF, WORKER, PS, EVALUATOR)
 # The order a local cluster starts its tasks: servers the others connect to first.
 START_ORDER = (PS, CHIEF, WORKER, EVALUATOR)
+# The order it stops them: the chief saves its last checkpoint while the
+# parameter servers still serve (evaluators need no one), then the workers,
+# then the parameter servers.
+STOP_ORDER = ((CHIEF, MASTER, EVALUATOR), (WORKER,), (PS,))
 _VERTEX_POOLS = {'workerpool%d' % i: role for i, role in enumerate(POOL_ORDER)}
 
 

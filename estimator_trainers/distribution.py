@@ -144,8 +144,11 @@ class Distribution:
             return tf.distribute.MirroredStrategy(
                 list(self.devices),
                 cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
-        wait_for_peers(self, log or (lambda line: None), listen=True)
+        log = log or (lambda line: None)
+        wait_for_peers(self, log, listen=True)
         peers = ', '.join('%s at %s' % peer for peer in self.peers)
+        log('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
+            '--peer-timeout-secs=%g)' % (peers, self.peer_timeout_secs))
         guard = (inside_tensorflow or _unguarded)(
             'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
             'with %s' % peers, self.peer_timeout_secs,

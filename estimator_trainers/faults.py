@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
@@ -31,6 +32,8 @@ from estimator_trainers.errors import UserInputError
 # training chief to save its checkpoint (Kubernetes kills after 30 s).
 QUICK_EXIT_SECS = 5
 SAVE_GRACE_SECS = 25
+# How often a saving task checks that the parameter servers it saves from are up.
+_SAVE_CHECK_SECS = 1
 
 _exit_callbacks = []
 
@@ -273,9 +276,12 @@ class Termination:
         self._sentinel = None
         self.requested = threading.Event()
         self.signum = None  # the first stop signal
+        self._handled = None  # the first the main thread handled
         self._said = False  # the main thread reports it: the watchdog stays silent
         self.saving = False  # a training chief's stop hook is active
         self.checkpoint_dir = None
+        self._save_needs = ()  # (label, address) of the tasks a save needs (ps)
+        self._not_saved = None  # why the final save was not made
 
     def install(self):
         """Takes the stop signals over; call from the main thread (`hook` takes them
@@ -328,11 +334,12 @@ class Termination:
 
     def _on_signal(self, signum, frame):
         del frame
-        if self.requested.is_set():
+        if self._handled is not None:  # the watchdog sees each signal too: count our own
             if signum == signal.SIGINT:
                 self._second_interrupt()
             return
-        self.signum = signum
+        self._handled = signum
+        self.signum = self.signum or signum
         self.requested.set()
         if not self.saving:
             raise Terminated(signum)
@@ -347,7 +354,8 @@ class Termination:
         first = None
         deadline = None
         while True:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            timeout = None if deadline is None else max(0.0, min(
+                deadline - time.monotonic(), _SAVE_CHECK_SECS))
             if select.select([read_fd], [], [], timeout)[0]:
                 data = os.read(read_fd, 64)
                 if not data:
@@ -364,12 +372,28 @@ class Termination:
                         self._second_interrupt()
             if deadline is not None and time.monotonic() >= deadline:
                 break
-        grace = self._grace()
+            if deadline is not None and self.saving and self._save_impossible():
+                break
+        reason = self._not_saved or 'it did not end by itself within %ds' % self._grace()
         hard_exit(exit_code(first), None if self._said else (
             'error: %s: stopped on %s%s' % (
                 self.task_label, signal.Signals(first).name,
-                ' (it did not end by itself within %ds; no checkpoint saved)' % grace
-                if self.saving else '')))
+                self._no_checkpoint(reason) if self.saving else '')))
+
+    def _save_impossible(self):
+        """True (and says why) when a task the final save needs is unreachable."""
+        from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+        down = distribution.unreachable_peers(self._save_needs, 0)
+        if down:
+            self._not_saved = '%s unreachable' % ', '.join('%s at %s' % p for p in down)
+        return bool(down)
+
+    def _no_checkpoint(self, reason):
+        """`; no final checkpoint (reason); the job-dir keeps ...`, read without TensorFlow."""
+        from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+        kept = self.checkpoint_dir and job_dir_lib.listed_checkpoint(self.checkpoint_dir)
+        return '; no final checkpoint (%s); %s' % (
+            reason, 'the job-dir keeps %s' % kept if kept else 'no checkpoint was saved')
 
     @contextlib.contextmanager
     def ending_run(self):
@@ -390,18 +414,25 @@ class Termination:
         """The one-line `TaskFailure` for a stop signal the main thread handled."""
         signum = signum or self.signum or signal.SIGTERM
         self._said = True
-        saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
+        if self._not_saved:
+            detail = self._no_checkpoint(self._not_saved)
+        else:
+            saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
+            detail = '; saved checkpoint %s' % saved if saved else ''
         return TaskFailure('%s: stopped on %s%s' % (
-            self.task_label, signal.Signals(signum).name,
-            '; saved checkpoint %s' % saved if saved else ''),
+            self.task_label, signal.Signals(signum).name, detail),
             exit_code=exit_code(signum))
 
-    def hook(self, checkpoint_dir):
+    def hook(self, checkpoint_dir, save_needs=()):
         """A training hook that stops training on a stop signal, saving into `checkpoint_dir`.
 
         It must run before the checkpoint saver hook: its `end` saves without
-        the saver's listeners (which would evaluate) and ends the run.
+        the saver's listeners (which would evaluate) and ends the run. When a
+        task in `save_needs` ((label, address) pairs: the parameter servers)
+        is unreachable, there is nothing to save: the task ends at once,
+        naming it and the checkpoint the job-dir keeps.
         """
+        self._save_needs = tuple(save_needs)
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
         termination = self
 
@@ -422,11 +453,15 @@ class Termination:
 
             def end(self, session):
                 if termination.requested.is_set():
-                    if checkpoint_dir is not None:
-                        step = session.run(tf.compat.v1.train.get_global_step())
-                        saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
-                        saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
-                                   global_step=step)
+                    if checkpoint_dir is not None and not termination._save_impossible():  # pylint: disable=protected-access
+                        try:
+                            step = session.run(tf.compat.v1.train.get_global_step())
+                            saver = tf.compat.v1.get_collection(
+                                tf.compat.v1.GraphKeys.SAVERS)[0]
+                            saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                       global_step=step)
+                        except tf.errors.OpError as e:
+                            termination._not_saved = first_line(e)  # pylint: disable=protected-access
                     raise Terminated(termination.signum or signal.SIGTERM)
                 termination._set_saving(False)  # pylint: disable=protected-access
 

@@ -286,7 +286,8 @@ def _train(trainer, args, task, plan, termination, started):
         trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
         train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
         serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
-        extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
+        extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan),
+                                      save_needs=task.distribution.peers)] + (
             [watch.hook()] if watch else []),
         distribution=task.distribution, started=started,
         hparams=run_report.session_start(args) if cluster.is_chief else None)

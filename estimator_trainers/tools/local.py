@@ -7,7 +7,9 @@ prepares its data when the data directory lacks it (the trainer's data
 step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
-of a local cluster (`estimator_trainers.tools.launcher`).
+of a local cluster: this process execs `python -m estimator_trainers.tools.launcher`,
+which must start without the threads that importing the trainers started
+(its private network namespace needs a single-threaded process).
 """
 import argparse
 import os
@@ -22,7 +24,8 @@ from estimator_trainers.tools import launcher
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODEL = 'cifar10'
 LAUNCHER_OPTIONS = ('--parameter-server-count', '--worker-count', '--evaluator-count',
-                    '--start-port', '--max-restarts')
+                    '--start-port', '--max-restarts', '--network', '--shutdown-grace-secs',
+                    '--stop-timeout-secs')
 
 USAGE = """\
 Usage: bash scripts/train-local.sh [MODEL] [options] [-- TRAINER_FLAGS...]
@@ -47,8 +50,14 @@ gcloud ai-platform local train --distributed; see docs/distributed.md):
   --evaluator-count N           evaluators (default 0)
   --start-port PORT             first port to try (default: free ports)
   --max-restarts N              restarts of each failed task (default 0)
+  --network auto|private|host   private network namespace for the tasks
+                                (default auto: private where the kernel allows
+                                and no gs:// path is named)
+  --shutdown-grace-secs N       after the chief: time for workers to end (120)
+  --stop-timeout-secs N         after SIGTERM: time before SIGKILL (30)
   Each task's output is prefixed with its role ([worker-1] ...) and saved to
-  <job-dir>/logs/<role>-<i>.log.
+  <job-dir>/logs/<role>-<i>.log. Ctrl-C stops the tasks in order (the chief
+  saves a checkpoint first); a second Ctrl-C kills them at once.
 
 Everything after '--' goes to the trainer, e.g.
   bash scripts/train-local.sh -- --train-steps=2000
@@ -131,7 +140,8 @@ def main(argv=None):
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
     if args.distributed:
-        return launcher.main(['--job-dir', job_dir] + extra + ['--'] + command)
+        command = [sys.executable, '-m', launcher.__name__, '--job-dir', job_dir] + extra + [
+            '--'] + command
     os.execv(command[0], command)
 
 

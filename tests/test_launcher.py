@@ -491,3 +491,32 @@ def test_train_local_runs_the_tasks_in_a_private_network_namespace(tmp_path):
     cluster.process.send_signal(signal.SIGTERM)
     assert cluster.finish(timeout=120) == 143, cluster.output[-3000:]
     assert_all_exited(cluster.pids())
+
+
+def test_sigterm_to_train_local_stops_its_data_step(tmp_path):
+    """`timeout` or `kill` during the data step: the step is stopped too, not left running."""
+    toy = tmp_path / 'packages' / 'toy_estimator'
+    shutil.copytree(os.path.join(REPO_ROOT, 'tests', 'toy_trainer', 'toy_estimator'), toy)
+    (toy / 'data.py').write_text(  # a data step that takes its time
+        'import os, sys, time\n'
+        'with open(sys.argv[1] + ".pid", "w") as f:\n'
+        '    f.write(str(os.getpid()))\n'
+        'time.sleep(600)\n')
+    data_dir = tmp_path / 'data'
+    proc = processes.popen(
+        ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'toy', '--job-dir',
+         str(tmp_path / 'job'), '--data-dir', str(data_dir)], cwd=REPO_ROOT,
+        env=cli_env({'PYTHONPATH': str(toy.parent) + os.pathsep + cli_env()['PYTHONPATH']}),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / 'data.pid'
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # to train-local.sh's pid alone, as `timeout` does
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        'error: stopped on SIGTERM during the data step (python -m toy_estimator.data %s); the '
+        'same command starts it again' % data_dir)
+    assert_all_exited([int(pid_file.read_text())])

@@ -13,6 +13,7 @@ which must start without the threads that importing the trainers started
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 
@@ -123,7 +124,38 @@ def prepare_data(trainer, data_dir, environ=None):
     step = trainer.data_step(data_dir, os.environ if environ is None else environ)
     if not step:
         return 0
-    return subprocess.call([sys.executable, '-m'] + list(step))
+    return run_passing_signals([sys.executable, '-m'] + list(step))
+
+
+def run_passing_signals(command):
+    """Runs `command` to its end, passing SIGTERM and SIGHUP on to it; returns its status.
+
+    A signal sent to this process alone (`timeout`, `kill`) would otherwise
+    end it and leave the data step running. Ctrl-C reaches the step from the
+    terminal by itself (same process group), so this process only waits for
+    it. Stopped by a signal, this process says so in one line and returns
+    128 + its number.
+    """
+    process = subprocess.Popen(command)  # pylint: disable=consider-using-with
+    received = []
+
+    def pass_on(signum, _):
+        received.append(signum)
+        process.send_signal(signum)
+
+    handlers = {signal.SIGTERM: pass_on, signal.SIGHUP: pass_on, signal.SIGINT: signal.SIG_IGN}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        code = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        sys.stderr.write('error: stopped on %s during the data step (python %s); the same '
+                         'command starts it again\n' % (signal.Signals(received[0]).name,
+                                                 ' '.join(command[1:])))
+        return 128 + received[0]
+    return code if code >= 0 else 128 - code
 
 
 def main(argv=None):

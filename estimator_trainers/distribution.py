@@ -33,7 +33,10 @@ import threading
 import time
 
 from estimator_trainers import cluster as cluster_lib
-from estimator_trainers.errors import first_line, TaskFailure, UserInputError
+from estimator_trainers import process
+from estimator_trainers.errors import first_line
+from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import UserInputError
 
 PARAMETER_SERVER = 'parameter_server'
 MIRRORED = 'mirrored'
@@ -120,7 +123,7 @@ class Distribution:
         signal handler and no thread of this process runs meanwhile. So the
         peers are waited for first, in Python (`wait_for_peers`, listening on
         this task's own port meanwhile so they can see it too), and the call
-        runs in `inside_tensorflow(what, deadline_secs, deadline_line)`
+        runs in `inside_tensorflow(what, deadline_secs, deadline_error)`
         (`faults.Termination.inside_tensorflow`), which ends the task on a
         signal, or when a peer that was up never joins within
         `peer_timeout_secs` (TensorFlow itself would wait forever).
@@ -152,9 +155,10 @@ class Distribution:
         guard = (inside_tensorflow or _unguarded)(
             'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
             'with %s' % peers, self.peer_timeout_secs,
-            'error: %s: the collective set-up of multi_worker_mirrored with %s (from '
-            'TF_CONFIG) did not complete within %gs; did one of them die? '
-            '(--peer-timeout-secs)' % (self.label, peers, self.peer_timeout_secs))
+            TaskFailure('%s: the collective set-up of multi_worker_mirrored with %s (from '
+                        'TF_CONFIG) did not complete within %gs; did one of them die? '
+                        '(--peer-timeout-secs)' % (self.label, peers, self.peer_timeout_secs),
+                        flag='--peer-timeout-secs'))
         try:
             with guard:
                 return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
@@ -167,12 +171,12 @@ class Distribution:
             raise TaskFailure(
                 '%s: the collective set-up of multi_worker_mirrored with %s (from '
                 'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
-                % (self.label, peers, first_line(e))) from None
+                % (self.label, peers, first_line(e)), flag='--peer-timeout-secs') from None
 
 
 @contextlib.contextmanager
-def _unguarded(what, deadline_secs, deadline_line):
-    del what, deadline_secs, deadline_line
+def _unguarded(what, deadline_secs, deadline_error):
+    del what, deadline_secs, deadline_error
     yield
 
 
@@ -374,7 +378,8 @@ def wait_for_peers(distribution, log, listen=False):
         raise UserInputError(
             'cannot reach %s (from TF_CONFIG) after %gs; is that task running, and is '
             'the address right? (--peer-timeout-secs)'
-            % (', '.join('%s at %s' % peer for peer in missing), timeout))
+            % (', '.join('%s at %s' % peer for peer in missing), timeout),
+            flag='--peer-timeout-secs')
 
 
 def _listen(distribution):
@@ -396,7 +401,7 @@ def _listen(distribution):
         raise UserInputError('cannot listen on port %d of %s (%s in TF_CONFIG): %s; is '
                              'another process using it?'
                              % (port, distribution.label, distribution.address,
-                                e.strerror or e)) from None
+                                e.strerror or e), flag='TF_CONFIG') from None
     return sock
 
 
@@ -431,9 +436,8 @@ class PeerWatch:
         """Stops watching: peers may end once training has."""
         self._stopped.set()
 
-    def _fail(self, code, line):
-        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
-        faults.hard_exit(code, line, self._stderr)
+    def _fail(self, error):
+        process.exit_now(error, stream=self._stderr)
 
     def _watch(self):
         dist = self._distribution
@@ -448,10 +452,11 @@ class PeerWatch:
             lost = [peer for peer, since in down_since.items()
                     if now - since >= dist.peer_timeout_secs]
             if lost and not self._stopped.is_set():
-                self._fail(1, 'error: lost %s (from TF_CONFIG): unreachable for %gs '
-                           'during training; did that task die? (--peer-timeout-secs)'
-                           % (', '.join('%s at %s' % peer for peer in lost),
-                              dist.peer_timeout_secs))
+                self._fail(TaskFailure(
+                    'lost %s (from TF_CONFIG): unreachable for %gs during training; did '
+                    'that task die? (--peer-timeout-secs)'
+                    % (', '.join('%s at %s' % peer for peer in lost),
+                       dist.peer_timeout_secs), flag='--peer-timeout-secs'))
 
     def hook(self):
         """A training hook that stops the watch when training ends."""

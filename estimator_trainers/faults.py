@@ -12,18 +12,18 @@
 - `Termination`: SIGTERM (cancel, preemption, `timeout`), Ctrl-C and a
   closed terminal end every task promptly; a training chief saves a
   checkpoint first.
-- `hard_exit`: ends the process from any thread, releasing the lease first.
 """
 import contextlib
 import errno
 import os
-import re
 import select
 import signal
 import sys
 import threading
 import time
 
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import process
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
@@ -34,37 +34,6 @@ QUICK_EXIT_SECS = 5
 SAVE_GRACE_SECS = 25
 # How often a saving task checks that the parameter servers it saves from are up.
 _SAVE_CHECK_SECS = 1
-
-_exit_callbacks = []
-
-
-def at_exit(callback):
-    """Runs `callback()` when the process ends, by `hard_exit` or normally."""
-    import atexit  # pylint: disable=g-import-not-at-top
-    _exit_callbacks.append(callback)
-    atexit.register(callback)
-
-
-def hard_exit(code, line, stream=None):
-    """Writes `line` (unless None), runs the `at_exit` callbacks and ends the process now.
-
-    For threads that must end a process whose main thread may be blocked in
-    TensorFlow (peer watch, lease heartbeat, SIGTERM watchdog).
-    """
-    if line is not None:
-        try:  # after SIGHUP the terminal may be gone
-            stream = stream or sys.stderr
-            stream.write(line + '\n')
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    for callback in _exit_callbacks:
-        try:
-            callback()
-        except Exception:  # pylint: disable=broad-except
-            pass
-    os._exit(code)  # pylint: disable=protected-access
-
 
 # --- the job-dir itself -----------------------------------------------------
 
@@ -102,14 +71,6 @@ def _read_only_mount(path):
         return False
 
 
-# TensorFlow's temporary names: a sharded save's `<prefix>_temp/`, an atomic
-# write's `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file),
-# an export's `temp-<timestamp>/`; and this package's lease heartbeat file.
-_LEFTOVERS = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
-              re.compile(r'^LEASE\.json\.[0-9a-f]{32}\.tmp$'))
-_EXPORT_LEFTOVER = re.compile(r'^temp-\d+$')
-
-
 def clean_leftovers(job_dir, log):
     """Removes the temporary files and directories interrupted saves left.
 
@@ -118,8 +79,7 @@ def clean_leftovers(job_dir, log):
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     removed = []
-    for directory, patterns in ((job_dir, _LEFTOVERS),
-                                (os.path.join(job_dir, 'export'), (_EXPORT_LEFTOVER,))):
+    for directory, patterns in job_dir_lib.leftover_places(job_dir):
         if not tf.io.gfile.isdir(directory):
             continue
         for name in sorted(tf.io.gfile.listdir(directory)):
@@ -306,19 +266,20 @@ class Termination:
             signal.signal(signum, self._on_signal)
 
     @contextlib.contextmanager
-    def inside_tensorflow(self, what, deadline_secs=None, deadline_line=None):
+    def inside_tensorflow(self, what, deadline_secs=None, deadline_error=None):
         """Around a TensorFlow call that keeps the interpreter lock while it waits.
 
         A stop signal inside ends the task at once with one line naming `what`
-        (no Python code can run to do better), and so does `deadline_secs`
-        passing, with `deadline_line`: the sentinel writes the line and kills
-        the task. Without a sentinel this only runs the call.
+        (no Python code can run to do better; TensorFlow may take SIGTERM sent
+        to the pid alone over there, see `sentinel`), and `deadline_secs`
+        passing ends it with status 1 and `deadline_error`'s line. Without a
+        sentinel this only runs the call.
         """
         try:
             if self._sentinel is None:
                 yield
             else:
-                with self._sentinel.window(what, deadline_secs, deadline_line):
+                with self._sentinel.window(what, deadline_secs, deadline_error):
                     yield
         finally:
             # TensorFlow's preemption notifier may have taken SIGTERM meanwhile.
@@ -347,8 +308,9 @@ class Termination:
                   % signal.Signals(signum).name)
 
     def _second_interrupt(self):
-        hard_exit(exit_code(signal.SIGINT), 'error: %s: stopped on a second SIGINT, at once%s'
-                  % (self.task_label, '; no checkpoint saved' if self.saving else ''))
+        process.exit_now(TaskFailure('%s: stopped on a second SIGINT, at once%s' % (
+            self.task_label, '; no checkpoint saved' if self.saving else ''),
+            exit_code=exit_code(signal.SIGINT)))
 
     def _watchdog(self, read_fd):
         first = None
@@ -375,10 +337,10 @@ class Termination:
             if deadline is not None and self.saving and self._save_impossible():
                 break
         reason = self._not_saved or 'it did not end by itself within %ds' % self._grace()
-        hard_exit(exit_code(first), None if self._said else (
-            'error: %s: stopped on %s%s' % (
-                self.task_label, signal.Signals(first).name,
-                self._no_checkpoint(reason) if self.saving else '')))
+        process.exit_now(None if self._said else TaskFailure('%s: stopped on %s%s' % (
+            self.task_label, signal.Signals(first).name,
+            self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
+                         code=exit_code(first))
 
     def _save_impossible(self):
         """True (and says why) when a task the final save needs is unreachable."""
@@ -390,7 +352,6 @@ class Termination:
 
     def _no_checkpoint(self, reason):
         """`; no final checkpoint (reason); the job-dir keeps ...`, read without TensorFlow."""
-        from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
         kept = self.checkpoint_dir and job_dir_lib.listed_checkpoint(self.checkpoint_dir)
         return '; no final checkpoint (%s); %s' % (
             reason, 'the job-dir keeps %s' % kept if kept else 'no checkpoint was saved')
@@ -488,7 +449,7 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
         if cluster.is_chief:
             tf.io.gfile.makedirs(job_dir)
             lease.acquire()
-            at_exit(lease.release)
+            process.at_exit(lease.release)
             clean_leftovers(job_dir, log)
         else:
             lease.check_shared()

@@ -28,8 +28,8 @@ a small separate process that needs nothing from the task:
   the end of that pipe (the task exited) ends the sentinel.
 
 Run by `Sentinel.start` as `python -m estimator_trainers.sentinel PID SIG_FD
-CONTROL_FD ECHO_FD DUMP_FD LABEL GRACE_SECS`; it imports only the standard
-library.
+CONTROL_FD ECHO_FD DUMP_FD LABEL GRACE_SECS`; besides the standard library it
+imports only `errors`, to report the task's error as every command does.
 """
 import contextlib
 import faulthandler
@@ -40,6 +40,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from estimator_trainers import errors
 
 # The signals a task stops on (faults.Termination): cancel/preemption,
 # Ctrl-C, a closed terminal.
@@ -90,13 +92,15 @@ class Sentinel:
             pass
 
     @contextlib.contextmanager
-    def window(self, what, deadline_secs=None, deadline_line=None):
+    def window(self, what, deadline_secs=None, deadline_error=None):
         """Marks a call that keeps the interpreter lock while it waits in TensorFlow.
 
         Inside, a signal ends the task at once with a line naming `what`;
-        `deadline_secs` passing ends it with status 1 and `deadline_line`.
+        `deadline_secs` passing ends it with status 1 and `deadline_error`'s
+        line (an `errors.Error`).
         """
-        self.tell(window=what, deadline_secs=deadline_secs, deadline_line=deadline_line)
+        self.tell(window=what, deadline_secs=deadline_secs,
+                  deadline_error=deadline_error.record() if deadline_error else None)
         if deadline_secs is not None:
             faulthandler.dump_traceback_later(deadline_secs, exit=True, file=self._dump_fd)
         try:
@@ -130,24 +134,29 @@ class _Watch:
         if 'window' in message:
             self.window = message['window']
             secs = message.get('deadline_secs')
+            record = message.get('deadline_error')
             self.deadline = ((time.monotonic() + secs + MARGIN_SECS,
-                              message.get('deadline_line'))
-                             if self.window and secs is not None else None)
+                              errors.from_record(record))
+                             if self.window and secs is not None and record else None)
 
     def _due(self):
         return time.monotonic() + self.grace_secs + MARGIN_SECS
 
+    def stopped(self, signum, why):
+        """The task's error for a stop by `signum`, `why` it is the sentinel's to say."""
+        return errors.TaskFailure('%s: stopped on %s (%s)' % (
+            self.label, signal.Signals(signum).name, why), exit_code=128 + signum)
+
     def on_signal(self, signum):
-        """Returns the line to end the task with now, or None."""
+        """Returns the error to end the task with now, or None."""
         try:
             os.write(self.echo_fd, bytes([signum]))
         except OSError:
             pass
         if signum not in SIGNALS:
             return None
-        name = signal.Signals(signum).name
         if self.window:
-            return 'error: %s: stopped on %s (%s)' % (self.label, name, self.window)
+            return self.stopped(signum, self.window)
         if self.pending is None:
             self.pending = (signum, self._due())
         elif signum == signal.SIGINT and self.pending[0] == signal.SIGINT:
@@ -161,16 +170,15 @@ class _Watch:
         return max(0.0, min(times) - time.monotonic()) if times else None
 
     def expired(self):
-        """The line to end the task with when a deadline passed, else None."""
+        """The error to end the task with when a deadline passed, else None."""
         now = time.monotonic()
         if self.deadline and now >= self.deadline[0]:
             return self.deadline[1]
         if self.pending and now >= self.pending[1]:
-            return ('error: %s: stopped on %s (it did not end within %gs: its main thread '
-                    'is blocked inside TensorFlow%s)'
-                    % (self.label, signal.Signals(self.pending[0]).name,
-                       self.grace_secs + MARGIN_SECS,
-                       '; no checkpoint saved' if self.saving else ''))
+            return self.stopped(self.pending[0], 'it did not end within %gs: its main thread '
+                                'is blocked inside TensorFlow%s' % (
+                                    self.grace_secs + MARGIN_SECS,
+                                    '; no checkpoint saved' if self.saving else ''))
         return None
 
 
@@ -189,17 +197,17 @@ def main(argv):
     readers = [dump_fd, sig_fd, control_fd, own_r]
     while True:
         ready = select.select(readers, [], [], watch.next_timeout())[0]
-        line = None
+        error = None
         if own_r in ready:
             for signum in os.read(own_r, 256):
                 if watch.window and signum == signal.SIGTERM:
-                    line = 'error: %s: stopped on SIGTERM (%s)' % (label, watch.window)
+                    error = watch.stopped(signum, watch.window)
         if dump_fd in ready:
             if not os.read(dump_fd, 65536):
                 readers.remove(dump_fd)
             elif watch.deadline:
                 # faulthandler's watchdog: the window's deadline passed, the task exits 1.
-                _write(watch.deadline[1])
+                _report(watch.deadline[1])
                 watch.deadline = None
         if control_fd in ready:
             data = os.read(control_fd, 65536)
@@ -214,28 +222,29 @@ def main(argv):
             if not data:
                 return 0
             for signum in data:
-                line = line or watch.on_signal(signum)
-        line = line or watch.expired()
-        if line:
-            _end(pid, control_fd, line)
+                error = error or watch.on_signal(signum)
+        error = error or watch.expired()
+        if error:
+            _end(pid, control_fd, error)
             return 0
 
 
-def _end(pid, control_fd, line):
-    """Writes `line` and kills the task, unless it has ended meanwhile."""
+def _end(pid, control_fd, error):
+    """Reports the task's `error` and kills it, unless it has ended meanwhile."""
     if select.select([control_fd], [], [], 0)[0] and not os.read(control_fd, 65536):
         return
-    _write(line)
+    _report(error)
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
 
-def _write(line):
+def _report(error):
+    """The task's line on the stderr it shares with the task (gone after SIGHUP: silent)."""
     try:
-        os.write(2, (line + '\n').encode())
-    except OSError:
+        errors.report(error, sys.stderr)
+    except (OSError, ValueError):
         pass
 
 

@@ -3,7 +3,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +14,9 @@ import pytest
 import processes
 from cluster_helpers import assert_all_exited, Cluster
 from conftest import cli_env, REPO_ROOT
+from estimator_trainers import errors
 from estimator_trainers.tools import launcher
+from test_trainer_discovery import write_guide_package
 
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
 
@@ -278,12 +279,12 @@ def test_make_cluster_without_workers_or_ps():
     (['--job-dir', 'gs://b/j', '--', 'true'], 'pass --log-dir'),
     (['--job-dir', 'j', '--worker-count', '-1', '--', 'true'], '--worker-count'),
 ])
-def test_usage_errors_are_one_line(argv, message, capsys):
-    with pytest.raises(SystemExit) as raised:
+def test_usage_errors_are_one_line(argv, message):
+    with pytest.raises(errors.FlagError) as raised:
         launcher.parse_args(argv)
-    assert raised.value.code == 2
-    err = capsys.readouterr().err
-    assert message in err and err.count('\n') == 1
+    assert raised.value.exit_code == 2
+    line = errors.line(raised.value)
+    assert message in line and '\n' not in line
 
 
 def _listening_ports(proc_net):
@@ -469,8 +470,7 @@ def test_train_local_runs_the_tasks_in_a_private_network_namespace(tmp_path):
     if subprocess.run(['unshare', '-rn', 'true'], check=False).returncode:
         pytest.skip('this kernel refuses unprivileged network namespaces')
     toy = tmp_path / 'packages'
-    shutil.copytree(os.path.join(REPO_ROOT, 'tests', 'toy_trainer', 'toy_estimator'),
-                    toy / 'toy_estimator')
+    write_guide_package(toy)
     job_dir = tmp_path / 'job'
     cluster = Cluster(['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'toy',
                        '--job-dir', str(job_dir), '--data-dir', str(tmp_path / 'data'),
@@ -495,11 +495,11 @@ def test_train_local_runs_the_tasks_in_a_private_network_namespace(tmp_path):
 
 def test_sigterm_to_train_local_stops_its_data_step(tmp_path):
     """`timeout` or `kill` during the data step: the step is stopped too, not left running."""
+    write_guide_package(tmp_path / 'packages')
     toy = tmp_path / 'packages' / 'toy_estimator'
-    shutil.copytree(os.path.join(REPO_ROOT, 'tests', 'toy_trainer', 'toy_estimator'), toy)
     (toy / 'data.py').write_text(  # a data step that takes its time
         'import os, sys, time\n'
-        'with open(sys.argv[1] + ".pid", "w") as f:\n'
+        'with open(sys.argv[2] + ".pid", "w") as f:\n'
         '    f.write(str(os.getpid()))\n'
         'time.sleep(600)\n')
     data_dir = tmp_path / 'data'
@@ -517,6 +517,6 @@ def test_sigterm_to_train_local_stops_its_data_step(tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 143, stderr
     assert stderr.strip().splitlines()[-1] == (
-        'error: stopped on SIGTERM during the data step (python -m toy_estimator.data %s); the '
-        'same command starts it again' % data_dir)
+        'error: stopped on SIGTERM during the data step (python -m toy_estimator.data '
+        '--data-dir %s); the same command starts it again' % data_dir)
     assert_all_exited([int(pid_file.read_text())])

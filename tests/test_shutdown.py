@@ -4,8 +4,8 @@ Each test holds a promise of docs/reliability.md ("Signals, hangs and
 shutdown order"): a task ends within a bound of --peer-timeout-secs or a few
 seconds of a signal, wherever it is, with one line; a training chief saves
 first; no task prints a traceback. Tasks run the toy trainer
-(tests/toy_trainer), whose steps take no time, with TF_CONFIG by hand or
-through the launcher. Hang bounds are bounds on a hang, not speed checks.
+of docs/adding-a-trainer.md, whose steps take no time, with TF_CONFIG by hand
+or through the launcher. Hang bounds are bounds on a hang, not speed checks.
 """
 import json
 import os
@@ -23,24 +23,31 @@ from cluster_helpers import assert_all_exited, Cluster
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import faults
 from estimator_trainers.tools import launcher
+from test_trainer_discovery import write_guide_package
 
-TOY = os.path.join(REPO_ROOT, 'tests', 'toy_trainer')
 TRAINER = 'toy_estimator.trainer'
 # What a process gets beyond a bound to end: interpreter exit, a loaded machine.
 SLACK_SECS = 10
+_TOY = {}  # 'path': where the module fixture wrote the guide's toy package
+
+
+@pytest.fixture(scope='module', autouse=True)
+def toy_package(tmp_path_factory):
+    _TOY['path'] = tmp_path_factory.mktemp('toy_package')
+    write_guide_package(_TOY['path'])
 
 
 @pytest.fixture(scope='module')
 def data_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp('toy_data')
-    proc = processes.run([sys.executable, '-m', 'toy_estimator.data', str(folder)], 120,
-                         cwd=REPO_ROOT, env=_env())
+    proc = processes.run([sys.executable, '-m', 'toy_estimator.data', '--data-dir',
+                          str(folder)], 120, cwd=REPO_ROOT, env=_env())
     assert proc.returncode == 0, proc.stderr
     return folder
 
 
 def _env(tf_config=None):
-    env = cli_env({'PYTHONPATH': TOY + os.pathsep + cli_env()['PYTHONPATH']})
+    env = cli_env({'PYTHONPATH': str(_TOY['path']) + os.pathsep + cli_env()['PYTHONPATH']})
     if tf_config is not None:
         env['TF_CONFIG'] = json.dumps(tf_config)
     return env

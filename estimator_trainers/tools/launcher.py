@@ -168,7 +168,7 @@ def make_tasks(cluster, evaluator_count, log_dir):
     return tasks
 
 
-class TaskFailed(Exception):
+class TaskFailed(errors.TaskFailure):
     """A task failed with no restarts left."""
 
 
@@ -239,8 +239,7 @@ class Launcher:
         except TaskFailed as e:
             self._stop_in_order()
             with self._output_lock:
-                self._stderr.write('error: %s\n' % e)
-                self._stderr.flush()
+                errors.report(e, self._stderr)
             return EXIT_FAILED
         except Interrupted as e:
             self.say('got %s; stopping the tasks: the chief (which saves a checkpoint) '
@@ -480,7 +479,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not command:
         parser.error('missing the task command after "--"')
-    log_dir = args.log_dir or os.path.join(args.job_dir, 'logs')
+    log_dir = args.log_dir or job_dir_lib.logs_dir(args.job_dir)
     if '://' in log_dir:
         parser.error('task logs need a local directory; --job-dir %s is remote, so '
                      'pass --log-dir' % args.job_dir)
@@ -544,7 +543,7 @@ def check_size(args, available_bytes=None):
     if count > MAX_TASKS:
         raise UserInputError('%s is more than the %d this launcher starts on one machine '
                              '(each is a TensorFlow process of its own); lower the counts'
-                             % (given, MAX_TASKS))
+                             % (given, MAX_TASKS), flag='--worker-count')
     available = faults.mem_available_bytes() if available_bytes is None else available_bytes
     need = count * TASK_MEMORY_MIB * 2 ** 20
     if available is not None and need > available:
@@ -553,7 +552,8 @@ def check_size(args, available_bytes=None):
                              '(MemAvailable); at most %d tasks fit: lower the counts'
                              % (given, need / 2 ** 30, TASK_MEMORY_MIB,
                                 available / 2 ** 30,
-                                available // (TASK_MEMORY_MIB * 2 ** 20)))
+                                available // (TASK_MEMORY_MIB * 2 ** 20)),
+                             flag='--worker-count')
 
 
 def main(argv=None):
@@ -565,13 +565,13 @@ def main(argv=None):
     try:
         warning = isolate_network(args.network, args.job_dir, command)
     except private_network.SetupFailed as e:
-        sys.stderr.write('error: %s\n' % e)
+        errors.report(errors.TaskFailure(str(e)))
         return EXIT_FAILED
     count = 1 + args.worker_count + args.parameter_server_count
     try:
         ports = free_ports(count, args.start_port)
     except OSError as e:
-        raise UserInputError(str(e)) from None
+        raise UserInputError(str(e), flag='--start-port') from None
     cluster = make_cluster(ports, args.worker_count, args.parameter_server_count)
     tasks = make_tasks(cluster, args.evaluator_count, log_dir)
     _create_logs(log_dir, [task.log_path for task in tasks])
@@ -613,7 +613,8 @@ def _create_logs(log_dir, paths):
                 pass
         if isinstance(e, UserInputError):
             raise
-        raise UserInputError('--log-dir %s: %s' % (log_dir, e.strerror or e)) from None
+        raise UserInputError('--log-dir %s: %s' % (log_dir, e.strerror or e),
+                             flag='--log-dir', path=log_dir) from None
 
 
 if __name__ == '__main__':

@@ -151,9 +151,9 @@ def run_passing_signals(command):
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if received:
-        sys.stderr.write('error: stopped on %s during the data step (python %s); the same '
-                         'command starts it again\n' % (signal.Signals(received[0]).name,
-                                                 ' '.join(command[1:])))
+        errors.report(errors.TaskFailure(
+            'stopped on %s during the data step (python %s); the same command starts it '
+            'again' % (signal.Signals(received[0]).name, ' '.join(command[1:]))))
         return 128 + received[0]
     return code if code >= 0 else 128 - code
 

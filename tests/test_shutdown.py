@@ -136,16 +136,15 @@ def test_task_whose_peers_never_come_up_says_so_and_gives_up(data_dir, tmp_path,
     assert not (tmp_path / 'job').exists()
 
 
-@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_ends_an_all_reduce_task_waiting_for_its_peers(data_dir, tmp_path,
-                                                              refused_port, signum):
+                                                              refused_port):
     cluster = _cluster(chief=[refused_port], worker=[launcher.free_ports(1)[0]])
     task = Task(tmp_path, 'worker', _flags(data_dir, tmp_path / 'job'),
                 _tf_config(cluster, 'worker'))
     task.wait_for('Waiting for chief-0')
-    task.process.send_signal(signum)
-    assert task.ends_within(SLACK_SECS) == 128 + signum
-    assert task.last_line() == 'error: worker-0: stopped on %s' % signal.Signals(signum).name
+    task.process.send_signal(signal.SIGTERM)
+    assert task.ends_within(SLACK_SECS) == 143
+    assert task.last_line() == 'error: worker-0: stopped on SIGTERM'
     assert 'Traceback' not in task.output
 
 
@@ -253,6 +252,7 @@ def _training(cluster):
                      'the worker training')
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_lets_the_chief_save_before_the_ps_stop(data_dir, tmp_path):
     job_dir = tmp_path / 'job'
     cluster = _launch(data_dir, job_dir, '--checkpoint-num-steps', '100000000')
@@ -272,6 +272,7 @@ def test_sigterm_to_the_launcher_lets_the_chief_save_before_the_ps_stop(data_dir
     assert_all_exited(cluster.pids())
 
 
+@pytest.mark.slow
 def test_killed_parameter_server_ends_the_job_within_seconds(data_dir, tmp_path):
     job_dir = tmp_path / 'job'
     cluster = _launch(data_dir, job_dir)

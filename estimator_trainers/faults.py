@@ -242,6 +242,7 @@ class Termination:
         self.checkpoint_dir = None
         self._save_needs = ()  # (label, address) of the tasks a save needs (ps)
         self._not_saved = None  # why the final save was not made
+        self._saved = None  # the final save's checkpoint
 
     def install(self):
         """Takes the stop signals over; call from the main thread (`hook` takes them
@@ -377,9 +378,11 @@ class Termination:
         self._said = True
         if self._not_saved:
             detail = self._no_checkpoint(self._not_saved)
-        else:
-            saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
-            detail = '; saved checkpoint %s' % saved if saved else ''
+        elif self._saved:
+            detail = '; saved checkpoint %s' % self._saved
+        else:  # stopped before training, or after it (evaluating, exporting)
+            kept = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
+            detail = '; the job-dir keeps %s' % kept if kept else ''
         return TaskFailure('%s: stopped on %s%s' % (
             self.task_label, signal.Signals(signum).name, detail),
             exit_code=exit_code(signum))
@@ -419,8 +422,9 @@ class Termination:
                             step = session.run(tf.compat.v1.train.get_global_step())
                             saver = tf.compat.v1.get_collection(
                                 tf.compat.v1.GraphKeys.SAVERS)[0]
-                            saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
-                                       global_step=step)
+                            termination._saved = saver.save(  # pylint: disable=protected-access
+                                session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                global_step=step)
                         except tf.errors.OpError as e:
                             termination._not_saved = first_line(e)  # pylint: disable=protected-access
                     raise Terminated(termination.signum or signal.SIGTERM)

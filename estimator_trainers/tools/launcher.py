@@ -28,10 +28,16 @@ Lifecycle:
   chief's session fails, and it restores its last checkpoint into the ps
   tasks (the steps since are lost). Otherwise every other task is stopped and
   the launcher exits 1 naming the task.
-- Ctrl-C (or SIGTERM) stops every task and exits 130 (143). Tasks run in
-  their own process groups, are stopped group by group (SIGTERM, then SIGKILL
-  after `--stop-timeout-secs`), and on Linux are also killed by the kernel if
-  the launcher itself dies, so no process is left behind.
+- SIGTERM, Ctrl-C or SIGHUP stops the tasks in `cluster.STOP_ORDER` (the
+  chief and evaluators, then the workers, then the parameter servers, so the
+  chief saves while the ps still serve; a failed task stops the others the
+  same way), names the checkpoint the job-dir keeps, and exits 143 (130,
+  129); a second Ctrl-C kills every task at once. Tasks run in their own
+  process groups, are stopped group by group (SIGTERM, then SIGKILL after
+  `--stop-timeout-secs`), and on Linux are also killed by the kernel if the
+  launcher itself dies, so no process is left behind.
+- Before anything starts it refuses, in one line and leaving nothing behind,
+  more than `MAX_TASKS` tasks or more than the available memory holds.
 
 Network (`--network`): TensorFlow's gRPC servers are unauthenticated, run
 any graph sent to them and listen on all interfaces. By default (`auto`) the

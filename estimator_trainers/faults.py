@@ -224,7 +224,7 @@ class Termination:
     all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=None, use_sentinel=True):
+    def __init__(self, task_label, log, quick_exit_secs=None):
         """`quick_exit_secs`: how long the main thread gets to end when not saving
         (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
         waits inside TensorFlow)."""
@@ -232,7 +232,6 @@ class Termination:
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
-        self._use_sentinel = use_sentinel
         self._sentinel = None
         self.requested = threading.Event()
         self.signum = None  # the first stop signal
@@ -248,9 +247,7 @@ class Termination:
         """Takes the stop signals over; call from the main thread (`hook` takes them
         back later, should TensorFlow's runtime have installed its own handlers)."""
         from estimator_trainers import sentinel as sentinel_lib  # pylint: disable=g-import-not-at-top
-        if self._use_sentinel:
-            self._sentinel = sentinel_lib.Sentinel.start(self.task_label,
-                                                         self._quick_exit_secs)
+        self._sentinel = sentinel_lib.Sentinel.start(self.task_label, self._quick_exit_secs)
         if self._sentinel:
             wakeup_fd, watch_fd = self._sentinel.wakeup_fd, self._sentinel.echo_fd
         else:

@@ -56,7 +56,7 @@ class Sentinel:
     """The task's side: start it, give Python's wakeup fd to it, tell it windows."""
 
     def __init__(self, process, wakeup_fd, control_fd, echo_fd, dump_fd):
-        self.process = process
+        self.process = process  # held: never reaped while the task runs
         self.wakeup_fd = wakeup_fd  # for signal.set_wakeup_fd
         self.echo_fd = echo_fd  # the signal numbers, back for the task's watchdog
         self._control_fd = control_fd
@@ -114,14 +114,13 @@ class Sentinel:
 class _Watch:
     """The sentinel's state: the task's grace, its window, the signal being acted on."""
 
-    def __init__(self, pid, echo_fd, label, grace_secs):
-        self.pid = pid
+    def __init__(self, echo_fd, label, grace_secs):
         self.echo_fd = echo_fd
         self.label = label
         self.grace_secs = grace_secs
         self.saving = False
         self.window = None
-        self.deadline = None  # (monotonic time, line)
+        self.deadline = None  # (monotonic time, errors.Error)
         self.pending = None  # (signal number, monotonic time to act)
 
     def control(self, message):
@@ -159,7 +158,7 @@ class _Watch:
             return self.stopped(signum, self.window)
         if self.pending is None:
             self.pending = (signum, self._due())
-        elif signum == signal.SIGINT and self.pending[0] == signal.SIGINT:
+        elif signum == signal.SIGINT:  # Ctrl-C after a stop signal: at once
             self.pending = (signum, min(self.pending[1],
                                         time.monotonic() + SECOND_INTERRUPT_SECS))
         return None
@@ -192,7 +191,7 @@ def main(argv):
     signal.set_wakeup_fd(own_w, warn_on_full_buffer=False)
     for signum in SIGNALS:
         signal.signal(signum, lambda *_: None)
-    watch = _Watch(pid, echo_fd, label, grace_secs)
+    watch = _Watch(echo_fd, label, grace_secs)
     buffered = b''
     readers = [dump_fd, sig_fd, control_fd, own_r]
     while True:

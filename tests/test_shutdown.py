@@ -122,15 +122,15 @@ def test_task_whose_peers_never_come_up_says_so_and_gives_up(data_dir, tmp_path,
     else:
         cluster = _cluster(chief=[refused_port], worker=[own])
         missing = 'chief-0 at 127.0.0.1:%d' % refused_port
-    task = Task(tmp_path, role, _flags(data_dir, tmp_path / 'job', '--peer-timeout-secs', '5',
+    task = Task(tmp_path, role, _flags(data_dir, tmp_path / 'job', '--peer-timeout-secs', '3',
                                        '--distribution-strategy', strategy),
                 _tf_config(cluster, role))
     waiting = task.wait_for(r'Waiting for %s \(from TF_CONFIG\) to accept connections'
                             % re.escape(missing))
-    assert task.ends_within(5 + SLACK_SECS) == 2
-    assert time.monotonic() - waiting <= 5 + SLACK_SECS
+    assert task.ends_within(3 + SLACK_SECS) == 2
+    assert time.monotonic() - waiting <= 3 + SLACK_SECS
     assert task.last_line() == (
-        'error: cannot reach %s (from TF_CONFIG) after 5s; is that task running, and is the '
+        'error: cannot reach %s (from TF_CONFIG) after 3s; is that task running, and is the '
         'address right? (--peer-timeout-secs)' % missing)
     assert 'Traceback' not in task.output
     assert not (tmp_path / 'job').exists()
@@ -161,13 +161,13 @@ def test_all_reduce_peer_that_never_joins_the_set_up_ends_the_task(data_dir, tmp
     but never joins the collective set-up: the bound holds there too."""
     cluster = _cluster(chief=[launcher.free_ports(1)[0]], worker=[silent_peer])
     task = Task(tmp_path, 'chief', _flags(data_dir, tmp_path / 'job', '--peer-timeout-secs',
-                                          '5'), _tf_config(cluster, 'chief'))
+                                          '3'), _tf_config(cluster, 'chief'))
     setting_up = task.wait_for('Setting up multi_worker_mirrored with worker-0')
-    assert task.ends_within(5 + SLACK_SECS) == 1
-    assert time.monotonic() - setting_up <= 5 + SLACK_SECS
+    assert task.ends_within(3 + SLACK_SECS) == 1
+    assert time.monotonic() - setting_up <= 3 + SLACK_SECS
     assert task.last_line() == (
         'error: chief-0: the collective set-up of multi_worker_mirrored with worker-0 at '
-        '127.0.0.1:%d (from TF_CONFIG) did not complete within 5s; did one of them die? '
+        '127.0.0.1:%d (from TF_CONFIG) did not complete within 3s; did one of them die? '
         '(--peer-timeout-secs)' % silent_peer)
     assert 'Traceback' not in task.output
 

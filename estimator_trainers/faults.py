@@ -253,13 +253,14 @@ class Termination:
         else:
             watch_fd, wakeup_fd = os.pipe()
             os.set_blocking(wakeup_fd, False)
-        self._take_signals()
+        self.take_signals()
         signal.set_wakeup_fd(wakeup_fd, warn_on_full_buffer=False)
         threading.Thread(target=self._watchdog, args=(watch_fd,), name='signal-watchdog',
                          daemon=True).start()
         return self
 
-    def _take_signals(self):
+    def take_signals(self):
+        """(Re)installs the handlers of the stop signals; TensorFlow may have taken them."""
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
 
@@ -281,9 +282,10 @@ class Termination:
                     yield
         finally:
             # TensorFlow's preemption notifier may have taken SIGTERM meanwhile.
-            self._take_signals()
+            self.take_signals()
 
-    def _set_saving(self, saving):
+    def set_saving(self, saving):
+        """Whether a stop now saves a checkpoint first (and so gets the longer grace)."""
         self.saving = saving
         if self._sentinel:
             self._sentinel.tell(grace_secs=self._grace(), saving=saving)
@@ -332,7 +334,7 @@ class Termination:
                         self._second_interrupt()
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            if deadline is not None and self.saving and self._save_impossible():
+            if deadline is not None and self.saving and self.save_impossible():
                 break
         reason = self._not_saved or 'it did not end by itself within %ds' % self._grace()
         process.exit_now(None if self._said else TaskFailure('%s: stopped on %s%s' % (
@@ -340,7 +342,18 @@ class Termination:
             self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
                          code=exit_code(first))
 
-    def _save_impossible(self):
+    def final_save(self, session, checkpoint_dir):
+        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised."""
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        try:
+            step = session.run(tf.compat.v1.train.get_global_step())
+            saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
+            self._saved = saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                     global_step=step)
+        except tf.errors.OpError as e:
+            self._not_saved = first_line(e)
+
+    def save_impossible(self):
         """True (and says why) when a task the final save needs is unreachable."""
         from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
         down = distribution.unreachable_peers(self._save_needs, 0)
@@ -402,9 +415,9 @@ class Termination:
 
             def begin(self):
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
-                termination._take_signals()  # pylint: disable=protected-access
+                termination.take_signals()
                 termination.checkpoint_dir = checkpoint_dir
-                termination._set_saving(checkpoint_dir is not None)  # pylint: disable=protected-access
+                termination.set_saving(checkpoint_dir is not None)
                 if termination.requested.is_set():
                     raise Terminated(termination.signum or signal.SIGTERM)
 
@@ -414,18 +427,10 @@ class Termination:
 
             def end(self, session):
                 if termination.requested.is_set():
-                    if checkpoint_dir is not None and not termination._save_impossible():  # pylint: disable=protected-access
-                        try:
-                            step = session.run(tf.compat.v1.train.get_global_step())
-                            saver = tf.compat.v1.get_collection(
-                                tf.compat.v1.GraphKeys.SAVERS)[0]
-                            termination._saved = saver.save(  # pylint: disable=protected-access
-                                session, os.path.join(checkpoint_dir, 'model.ckpt'),
-                                global_step=step)
-                        except tf.errors.OpError as e:
-                            termination._not_saved = first_line(e)  # pylint: disable=protected-access
+                    if checkpoint_dir is not None and not termination.save_impossible():
+                        termination.final_save(session, checkpoint_dir)
                     raise Terminated(termination.signum or signal.SIGTERM)
-                termination._set_saving(False)  # pylint: disable=protected-access
+                termination.set_saving(False)
 
         return StopOnTerminationHook()
 

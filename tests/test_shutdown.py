@@ -289,7 +289,8 @@ def test_killed_parameter_server_ends_the_job_within_seconds(data_dir, tmp_path)
                      r'\(ps-0 at 127\.0\.0\.1:\d+ unreachable\); the job-dir keeps \S+$',
                      output, re.M), output[-3000:]
     assert '[worker-0] error: worker-0: stopped on SIGTERM\n' in output
-    for noise in ('Traceback', 'killing'):
+    # TensorFlow's session recovery in one line, without the failing op's definition trace.
+    for noise in ('Traceback', 'killing', 'An error was raised', '(most recent call last)'):
         assert noise not in output, noise
     assert_all_exited(cluster.pids())
 
@@ -305,3 +306,24 @@ def test_evaluator_without_a_cluster_never_trains(data_dir, tmp_path):
         'evaluates the checkpoints a training cluster writes and never trains; give the '
         'cluster, or unset TF_CONFIG to train in one process']
     assert not (tmp_path / 'job').exists()
+
+
+def test_session_recovery_messages_are_one_line_naming_the_cause(capsys):
+    """TensorFlow logs a peer's failure with the failing op's definition trace."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from estimator_trainers import logs  # pylint: disable=import-outside-toplevel
+    logs.configure('INFO')
+    error = tf.errors.UnavailableError(
+        None, None, "Graph execution error:\n\nDetected at node 'CollectiveReduceV2' defined "
+        'at (most recent call last):\n    File "<frozen runpy>", line 198\n'
+        "Node: 'CollectiveReduceV2'\nFrom /job:worker/replica:0/task:0:\n"
+        'Collective ops is aborted by: Connection reset by peer\nAdditional GRPC')
+    tf.compat.v1.logging.info(  # as tensorflow/python/training/monitored_session.py does
+        'An error was raised. This may be due to a preemption in a connected worker or '
+        'parameter server. The current session will be closed and a new session will be '
+        'created. Error: %s', error)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        'INFO A connected task failed (From /job:worker/replica:0/task:0: Collective ops is '
+        'aborted by: Connection reset by peer); TensorFlow creates a new session and waits '
+        'for it (bounded by --peer-timeout-secs)'), lines

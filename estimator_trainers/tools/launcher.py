@@ -77,9 +77,9 @@ from estimator_trainers.tools import private_network
 LOOPBACK = '127.0.0.1'
 NETWORK_MODES = ('auto', 'private', 'host')
 EXIT_FAILED = 1
-# A local cluster rehearses a job's shape; every task is a TensorFlow process
-# of its own (MiB of resident memory before any model: a TF 2.15 parameter
-# server measured 470 MiB).
+# A local cluster rehearses a job's shape: at most MAX_TASKS tasks, each a
+# TensorFlow process of its own that needs about TASK_MEMORY_MIB of resident
+# memory before any model (a TF 2.15 parameter server measured 470 MiB).
 MAX_TASKS = 64
 TASK_MEMORY_MIB = 500
 # The signals that stop the cluster: cancel, Ctrl-C, a closed terminal.

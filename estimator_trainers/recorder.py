@@ -12,6 +12,7 @@ import contextlib
 import os
 import platform
 import resource
+import signal
 import socket
 import sys
 import time
@@ -157,11 +158,10 @@ class Recorder:
                 self._written = True
                 raise
             status, code = failure_status(e)
-            if str(e):
-                text = first_line(e)
+            if isinstance(e, faults.Terminated):
+                text = 'stopped on %s' % signal.Signals(e.signum).name
             else:
-                text = ('stopped on SIGTERM' if status == run_record.TERMINATED
-                        else type(e).__name__)
+                text = first_line(e) if str(e) else type(e).__name__
             self._write(status, code, text, None, None)
             raise
 
@@ -276,16 +276,17 @@ def _cpu_secs():
 
 def failure_status(error):
     """(status, exit code) of a session that ended with `error`."""
+    stopped = {faults.exit_code(signum) for signum in faults.STOP_SIGNALS}
     if isinstance(error, faults.Terminated):
-        return run_record.TERMINATED, faults.EXIT_SIGTERM
+        return run_record.TERMINATED, faults.exit_code(error.signum)
     if isinstance(error, errors.TaskFailure):
-        terminated = error.exit_code == faults.EXIT_SIGTERM
-        return (run_record.TERMINATED if terminated else run_record.FAILED, error.exit_code)
+        return (run_record.TERMINATED if error.exit_code in stopped else run_record.FAILED,
+                error.exit_code)
     if isinstance(error, errors.UserInputError):
         return run_record.FAILED, errors.EXIT_USAGE
     if isinstance(error, KeyboardInterrupt):
-        return run_record.TERMINATED, 130
-    return run_record.FAILED, 1
+        return run_record.TERMINATED, faults.exit_code(signal.SIGINT)
+    return run_record.FAILED, errors.EXIT_FAILED
 
 
 class _TimelineHook(tf.compat.v1.train.SessionRunHook):

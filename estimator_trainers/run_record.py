@@ -9,8 +9,8 @@ every resumption), atomically, local or `gs://` (`safe_io.write_atomic`):
 A SESSION (all times in seconds, rates in examples/sec):
 
 - `status`: `succeeded`, `failed` (with `error`, the one line the task
-  ended with), `terminated` (SIGTERM, e.g. a preemption or Ctrl-C of a
-  sweep) or `aborted` (the process was ended from another thread: a lost
+  ended with), `terminated` (a stop signal: SIGTERM, SIGINT, SIGHUP, e.g. a
+  preemption or a sweep's Ctrl-C) or `aborted` (the process was ended from another thread: a lost
   peer or lease); `exit_code`. A run refused for its input before its first
   step (a bad flag, another job's lease, another model's checkpoints) writes
   nothing: it was not a session of this job-dir.

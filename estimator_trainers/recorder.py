@@ -92,6 +92,7 @@ class Recorder:
         self.eval_clock = evaluation.Clock()
         self._checkpoint_every = None
         self._train_steps = getattr(args, 'train_steps', None)
+        self._start_step = None
         self._checkpoints = 0
         self._checkpoint_secs = 0.0
         self._export_secs = 0.0
@@ -110,7 +111,7 @@ class Recorder:
 
     # Calls from the training driver.
 
-    def hooks(self, progress, train_steps, checkpoint_every):
+    def hooks(self, progress, train_steps, checkpoint_every, start_step):
         """The session hooks that time training.
 
         Args:
@@ -118,10 +119,14 @@ class Recorder:
             accounting gives the rates.
           train_steps: the step target the trainer resolved (e.g. from epochs).
           checkpoint_every: the plan's checkpoint interval.
+          start_step: the global step of the checkpoint the session starts
+            from (0 for a new job-dir). The progress hook's first step can be
+            one more: it reads the global step while the first update runs.
         """
         self._progress = progress
         self._train_steps = train_steps
         self._checkpoint_every = checkpoint_every
+        self._start_step = start_step
         return [_TimelineHook(self)]
 
     def checkpoint_listener(self):
@@ -243,7 +248,7 @@ class Recorder:
             'started_at_unix': self.started, 'wall_secs': wall,
             'cpu_secs': _cpu_secs(),
             'phases': phases,
-            'steps': {'from': progress.first_step if trained else None,
+            'steps': {'from': self._start_step if trained else None,
                       'to': metrics.get('global_step',
                                         progress.last_step if trained else None),
                       'target': self._train_steps},

@@ -133,7 +133,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                 evaluate, loop.train_steps, checkpoint_plan))
         train_hooks = ([progress] + list(extra_hooks)
                        + (recorder.hooks(progress, loop.train_steps,
-                                         checkpoint_plan.every_steps)
+                                         checkpoint_plan.every_steps, step or 0)
                           if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners))
         if recorder and is_chief:

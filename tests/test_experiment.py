@@ -414,12 +414,20 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
         assert row['status'] == session['status'] == 'succeeded'
         assert session['cluster']['strategy'] == 'parameter_server'
         assert session['cluster']['training_tasks'] == 2  # chief + 1 of 4 workers
-        # Whichever task started first trained; each that did records its rate.
+        # Each task that trained records its own rate: the chief in its session,
+        # the worker in its own record, which may come after the chief's.
+        workers = dict(session['workers'])
+        for task in ('chief', 'worker-0'):
+            name = '%s/workers/%s/run_record.json' % (row['job_dir'], task)
+            if task not in workers and gcs.list_objects('taxi-data', name[len('gs://taxi-data/'):]):
+                (entry,) = json.loads(gcs.read_object(name))['sessions']
+                assert entry['job_id'] == session['job_id']
+                workers[task] = entry['throughput']
         rates = dict(kv.split('=') for kv in row['worker_examples_per_sec'].split(';'))
-        assert set(rates) == {'chief', 'worker-0'}
-        assert any(session['workers'][task]['examples_per_sec'] for task in rates)
+        assert set(rates) == set(workers) == {'chief', 'worker-0'}
+        assert any(workers[task]['examples_per_sec'] for task in rates)
         for task, rate in rates.items():
-            assert rate == repr(session['workers'][task]['examples_per_sec'])
+            assert rate == repr(workers[task]['examples_per_sec'])
         assert float(row['eval_auc']) == tf.constant(
             session['final_metrics']['auc'], tf.float32).numpy()
     # A second invocation finds every record on gs:// and runs nothing.

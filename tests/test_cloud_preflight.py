@@ -138,18 +138,20 @@ def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
 @pytest.mark.slow  # imports TensorFlow
 def test_a_parameter_server_ignores_num_gpus_so_its_pool_is_not_checked(monkeypatch):
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
     args = registry.get('cifar10').parse_args(['--data-dir=gs://b/d', '--job-dir=gs://b/j',
                                                '--num-gpus=64'])
+    termination = faults.Termination('task', log=lambda *_: None)  # not installed: no signals
     spec = {'chief': ['localhost:2222'], 'worker': ['localhost:2223'],
             'ps': ['localhost:2224']}
     monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
                                                 'task': {'type': 'ps', 'index': 0}}))
-    assert runner._task(args, cluster_lib.load_cluster()).num_gpus == 0  # pylint: disable=protected-access
+    assert runner._task(args, cluster_lib.load_cluster(), termination).num_gpus == 0  # pylint: disable=protected-access
     monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
                                                 'task': {'type': 'worker', 'index': 0}}))
     with pytest.raises(UserInputError, match=r'^--num-gpus=64 but this machine has'):
-        runner._task(args, cluster_lib.load_cluster())  # pylint: disable=protected-access
+        runner._task(args, cluster_lib.load_cluster(), termination)  # pylint: disable=protected-access
 
 
 # ---------------------------------------------------------------- storage

@@ -47,13 +47,16 @@ class CheckpointPlan:
     eval_every_secs: float = None
     eval_share: float = EVALUATION_SHARE
 
-    def saver_hooks(self, listeners=()):
-        """The training hooks that carry the plan out (empty: no saving)."""
+    def saver_hooks(self, listeners=(), steps_per_run=1):
+        """The training hooks that carry the plan out (empty: no saving).
+
+        `steps_per_run`: the most steps one `Session.run` trains (`--steps-per-loop`).
+        """
         if not self.directory:
             return []
         return [hooks.AlignedCheckpointSaverHook(
             self.directory, save_steps=self.every_steps, listeners=list(listeners),
-            write_summaries=self.write_summaries)]
+            write_summaries=self.write_summaries, steps_per_run=steps_per_run)]
 
 
 def default_every_steps(train_steps, max_default_steps):

@@ -195,6 +195,24 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
         num_workers=trainers)
 
 
+def check_steps_per_loop(steps_per_loop, distribution):
+    """Refuses `--steps-per-loop` > 1 where the strategy cannot run a training loop.
+
+    `mirrored` and `multi_worker_mirrored` call the model_fn once per replica
+    and all-reduce inside it; Estimator's strategy path cannot place that in
+    an in-graph loop over the input (`steps_loop`). Parameter servers can.
+
+    Raises:
+      UserInputError: naming the flag and the strategy.
+    """
+    if steps_per_loop > 1 and distribution.builds_strategy:
+        raise UserInputError(
+            '--steps-per-loop=%d cannot run under --distribution-strategy=%s (its '
+            'replicas all-reduce inside each step, which an in-graph training loop '
+            'cannot hold); use --steps-per-loop 1, or parameter servers'
+            % (steps_per_loop, distribution.strategy))
+
+
 def from_flags(args, cluster, devices=('/cpu:0',)):
     """`resolve` with the values of `flags.add_distribution_flags`."""
     return resolve(args.distribution_strategy, cluster, devices,

@@ -1,9 +1,14 @@
-"""Session hooks: progress logging and step-aligned checkpoints."""
+"""Session hooks: progress logging, training summaries and step-aligned checkpoints.
+
+A `Session.run` may train several steps (`--steps-per-loop`): the hooks
+count global-step deltas (`steps_loop.step_fetches`), never their own calls.
+"""
 import time
 
 import tensorflow as tf
 from tensorflow.python.training import training_util  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import steps_loop
 from estimator_trainers import summaries
 
 
@@ -20,7 +25,7 @@ def format_duration(seconds):
 
 
 class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Logs progress with an ETA every N steps and writes throughput summaries.
+    """Logs progress with an ETA every N steps and writes the training summaries.
 
     One line per interval and one at the step target:
     `step 4100/80000, 2.1 steps/s, ETA 10h02m: loss = ... (268.8 examples/sec,
@@ -30,11 +35,14 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     distributed job every training task also writes its own rate,
     `examples_per_sec/worker`, into its own directory (`summaries.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
-    (`evaluation.Clock`) is left out of the rates, as is the first interval
-    after a (re)start, which includes graph warm-up, from the average.
+    (`evaluation.Clock`) is left out of the rates, as is the first run after a
+    (re)start, which includes graph warm-up, from the average.
 
-    At the step target the chief also writes the training summaries of the
-    last step, so training curves reach the end of the run.
+    With `summary_dir` it is also the chief's one writer of the model's
+    training summaries (Estimator's own summary hook is off, see
+    `run_config`): at every multiple of `save_summary_steps` and at the step
+    target, so the curves land on the same steps whatever `--steps-per-loop`
+    and wherever a run resumed.
     """
 
     def __init__(self, *, examples_per_step, every_n_steps, train_steps,
@@ -50,8 +58,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             step (default `examples_per_step`).
           summary_dir: the chief's job-dir for job-wide summaries (None: none).
           worker_dir: where this task writes its own rate (None: not distributed).
-          save_summary_steps: Estimator's summary interval; with `summary_dir`
-            the last step's summaries are written unless it falls on one.
+          save_summary_steps: write the model's training summaries into
+            `summary_dir` at multiples of this (None or 0: never).
           eval_clock: `evaluation.Clock` of evaluations run by this process.
           first_summaries: serialized summaries to write into `summary_dir`
             when training starts (the run's HParams).
@@ -69,17 +77,17 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self.last_step = None
 
     def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
-        if self._global_step is None:
+        if tf.compat.v1.train.get_global_step() is None:
             raise RuntimeError('TrainingProgressHook needs a global step.')
+        self._step_fetches = steps_loop.step_fetches()
         self._tensors = summaries.progress_values()
         self._writer = self._writer_for(self._summary_dir)
         self._worker_writer = self._writer_for(self._worker_dir)
         for summary in self._first_summaries if self._writer else ():
             self._writer.add_summary(summary)
-        self._summary_op = (tf.compat.v1.summary.merge_all()
+        self._summary_op = (summaries.merged_training_summaries()
                             if self._summary_dir and self._save_summary_steps else None)
-        self._final_summary_written = False
+        self._summary_step = None
         self._last_time = None
         self._next_log = None
         self._local_steps = 0
@@ -92,36 +100,43 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         return tf.compat.v1.summary.FileWriterCache.get(directory) if directory else None
 
     def before_run(self, run_context):
-        fetches = {'values': self._tensors, 'step': self._global_step}
-        if self._wants_final_summary():
+        fetches = {'values': self._tensors, 'step': self._step_fetches}
+        if self._wants_summary():
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
-    def _wants_final_summary(self):
-        """True before the step that reaches the target, off Estimator's own cadence."""
-        if self._summary_op is None or self._final_summary_written or self.last_step is None:
+    def _wants_summary(self):
+        """True when the next run ends at a summary step (a multiple, or the target)."""
+        if self._summary_op is None or self.last_step is None:
             return False
-        step = self.last_step + 1
-        return step >= self._train_steps and step % self._save_summary_steps
+        end = steps_loop.run_end(self.last_step)
+        return (end != self._summary_step
+                and (end >= self._train_steps or end % self._save_summary_steps == 0))
 
     def after_run(self, run_context, run_values):
         results = run_values.results
-        # The global step is read concurrently with the update: +1 is this step.
-        step = int(results['step']) + 1
+        step, steps = steps_loop.steps_done(results['step'])
         now = time.time()
+        if self._last_time is None and self._writer is not None:
+            # TensorBoard drops events a previous run wrote after the step it
+            # resumed from (this run trains them again).
+            self._writer.add_session_log(
+                tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START),
+                step - steps + 1)
         if 'summary' in results:
             self._writer.add_summary(results['summary'], step)
-            self._final_summary_written = True
+            self._summary_step = step
         self._ended_at = now
         self._eval_secs_at_end = self._eval_secs_since(0.0)
         if self._last_time is None:
-            self.first_step = step - 1
+            self.first_step = step - steps
+            self._first_run_end = step
             self.last_step = step
             self._started_at = now
             self._eval_secs_at_start = self._eval_secs_since(0.0)
             self._start_interval(now, step)
             return
-        self._local_steps += 1
+        self._local_steps += steps
         self.last_step = step
         if step < self._next_log and step < self._train_steps:
             return
@@ -162,17 +177,18 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._worker_writer.flush()
 
     def average_examples_per_sec(self):
-        """Examples the job trained on per second since this task's first step.
+        """Examples the job trained on per second since this task's first run.
 
-        Time this process spent evaluating is left out; None before two steps.
+        Time this process spent evaluating is left out, and so is the first
+        run (graph warm-up); None before a second run.
         """
-        if self.first_step is None or self.last_step <= self.first_step + 1:
+        if self.first_step is None or self.last_step <= self._first_run_end:
             return None
         secs = (self._ended_at - self._started_at
                 - (self._eval_secs_at_end - self._eval_secs_at_start))
         if secs <= 0:
             return None
-        return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs
+        return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
 
     def end(self, session):
         for writer in (self._writer, self._worker_writer):
@@ -215,16 +231,22 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     CheckpointSaverHook), and saving listeners such as the in-training
     evaluation attach to it as usual.
 
+    `steps_per_run`: the most steps one `Session.run` trains.
+
     With `write_summaries=False` (a multi_worker_mirrored worker saving only
     because the save ops all-reduce) it writes no graph and no events: no one
     reads them.
     """
 
-    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True):
+    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True,
+                 steps_per_run=1):
         super().__init__(checkpoint_dir, save_steps=save_steps, listeners=listeners,
                          save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
+        # With several steps per run (`--steps-per-loop`) the saver reads the
+        # real global step after any run that may have reached a multiple.
+        self._set_steps_per_run(steps_per_run)
 
     def begin(self):
         if self._write_summaries:

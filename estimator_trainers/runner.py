@@ -101,6 +101,8 @@ class Trainer:
       train_steps: `--train-steps` default.
       checkpoint_steps: the longest checkpoint interval of the default cadence
         (`checkpoints.plan`).
+      steps_per_loop: `--steps-per-loop` default: training steps per
+        Session.run (`steps_loop`), measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
       local_args: trainer flags `train-local.sh` adds before the user's.
     """
@@ -109,6 +111,7 @@ class Trainer:
     description = ''
     train_steps = None
     checkpoint_steps = 1000
+    steps_per_loop = 1
     mixed_precision = False
     local_args = ()
 
@@ -177,7 +180,8 @@ class Trainer:
         self.add_flags(parser)
         flags.add_job_flags(parser)
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
-                                      checkpoint_steps=self.checkpoint_steps)
+                                      checkpoint_steps=self.checkpoint_steps,
+                                      steps_per_loop=self.steps_per_loop)
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
@@ -221,6 +225,7 @@ def run(trainer, args):
     """
     started = time.time()
     from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import distribution as distribution_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
@@ -238,6 +243,7 @@ def run(trainer, args):
             return training.serve_parameters(config)
 
         job_dir_lib.check_owner(args.job_dir)
+        distribution_lib.check_steps_per_loop(args.steps_per_loop, task.distribution)
         plan = trainer.check(args, task)
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,

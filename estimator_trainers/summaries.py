@@ -92,11 +92,14 @@ def input_images(images, output_dir, every_steps, max_images=3):
 
 
 class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
-    """Writes `summary_op` at the second step of a session, then every `every_steps`.
+    """Writes `summary_op` after the second run of a session, then every `every_steps`.
 
     Not a second `SummarySaverHook`: that writes a "session start" event, and
     TensorBoard drops what was written at or after the step of such an event
-    before it; Estimator's own summary hook writes one at the first step.
+    before it; the progress hook writes one at the first run. A run may
+    train several steps (`--steps-per-loop`): the step comes from
+    `steps_loop`, and the summary is fetched for the run that reaches the
+    next multiple.
     """
 
     def __init__(self, summary_op, output_dir, every_steps):
@@ -105,25 +108,40 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
         self._every_steps = every_steps
 
     def begin(self):
+        # steps_loop imports this module: imported here, once the graph is built.
+        from estimator_trainers import steps_loop  # pylint: disable=g-import-not-at-top
+        self._steps_loop = steps_loop
         self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
-        self._global_step = tf.compat.v1.train.get_global_step()
+        self._step_fetches = steps_loop.step_fetches()
         self._next_step = None
         self._last_step = None
 
     def before_run(self, run_context):
-        fetches = {'step': self._global_step}
-        if self._next_step is not None and self._last_step + 1 >= self._next_step:
+        fetches = {'step': self._step_fetches}
+        if (self._next_step is not None
+                and self._steps_loop.run_end(self._last_step) >= self._next_step):
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
     def after_run(self, run_context, run_values):
-        step = int(run_values.results['step']) + 1
+        step, _ = self._steps_loop.steps_done(run_values.results['step'])
         if self._next_step is None:
             self._next_step = step + 1
         elif 'summary' in run_values.results:
             self._writer.add_summary(run_values.results['summary'], step)
             self._next_step = step - step % self._every_steps + self._every_steps
         self._last_step = step
+
+
+def merged_training_summaries():
+    """The training graph's merged summary op (None: no summaries).
+
+    Scaffold's own choice: the `SUMMARY_OP` collection, else all summaries
+    merged. A model trained in a loop (`steps_loop`) puts the merge of the
+    summaries' after-loop copies there.
+    """
+    return tf.compat.v1.train.Scaffold.get_or_default(
+        'summary_op', tf.compat.v1.GraphKeys.SUMMARY_OP, tf.compat.v1.summary.merge_all)
 
 
 def batch_auc(labels, probabilities):

@@ -169,7 +169,7 @@ def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     dist = _resolve(None, cluster)
     config = run_config.make_run_config(
-        str(tmp_path), keep_checkpoint_max=2, save_summary_steps=10,
+        str(tmp_path), keep_checkpoint_max=2,
         session=run_config.session_config(num_intra_threads=3), distribution=dist)
     assert list(config.session_config.device_filters) == expected
     assert config.session_config.intra_op_parallelism_threads == 3
@@ -182,7 +182,7 @@ def test_run_config_passes_the_worker_delay_cap(monkeypatch, tmp_path):
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     dist = distribution.resolve(None, cluster, max_worker_delay_secs=0)
     config = run_config.make_run_config(
-        str(tmp_path), keep_checkpoint_max=2, save_summary_steps=10,
+        str(tmp_path), keep_checkpoint_max=2,
         distribution=dist)
     assert config.experimental_max_worker_delay_secs == 0
     assert (config.task_type, config.task_id, config.num_ps_replicas) == ('worker', 1, 1)

@@ -1,0 +1,348 @@
+"""Many training steps per `Session.run`: an in-graph loop over the input iterator.
+
+`--steps-per-loop N` is TPUEstimator's `iterations_per_loop` for CPU/GPU
+Estimators. A small model's step costs little arithmetic and a lot of
+per-call overhead (Python, `Session.run`, the hooks), so running N steps in
+one call trains several times faster. `wrap` turns any Estimator (a canned
+one included) into one whose training graph is
+
+    while i < N and step < target and (i == 0 or step is at no boundary):
+        features, labels = iterator.get_next()
+        the trainer's model_fn(features, labels, TRAIN)   # its train_op
+        i, step = i + 1, global_step
+
+The construction, and why:
+
+- The trainer's whole model_fn is called once, inside the loop body, as
+  TPUEstimator does. TF1 variables cannot take an initial value computed in
+  a loop, but every variable the trainers create (`get_variable`, Keras
+  layers and optimizers, metrics) takes an initializer function, which
+  TensorFlow lifts out of the loop (`init_scope`); variable names are those
+  of a plain build, so checkpoints restore across N.
+- The body reads its own batch from the input iterator (`wrap_input_fn`
+  keeps it per graph), so a run consumes exactly one batch per step.
+- `parallel_iterations=1` and the loop variables depending on the train op
+  make the steps strictly sequential: step i+1 reads the weights step i wrote.
+- The loop ends at every multiple of the run's boundaries (checkpoint,
+  progress and summary intervals) and at the step target, reading the real
+  global step in the graph, so checkpoints, evaluations, summaries and
+  progress lines land on the same steps as with N=1; a resumed run at an
+  unaligned step first runs to the next multiple.
+- Tensors the hooks need from the last step (the loss, training summaries,
+  progress values) cannot be fetched from inside a loop: each is copied into
+  a local (unsaved) variable at every step and read after the loop; the
+  model_fn's own hooks have their fetches mapped to those copies. Hooks of
+  the training driver learn the step a run ended at and how many steps it
+  ran from `step_fetches` / `steps_done`, with or without a loop.
+
+Strategies that replicate the model_fn (`mirrored`, `multi_worker_mirrored`)
+cannot run it inside a loop; `distribution.check_steps_per_loop` refuses them.
+"""
+import dataclasses
+import weakref
+
+import tensorflow as tf
+
+from estimator_trainers import summaries
+
+# Op types whose output is a serialized Summary: copied out of the loop.
+_SUMMARY_OPS = frozenset(['ScalarSummary', 'HistogramSummary', 'ImageSummary',
+                          'AudioSummary', 'AudioSummaryV2', 'TensorSummary',
+                          'TensorSummaryV2', 'MergeSummary'])
+# graph -> the iterator `wrap_input_fn` made; graph -> `Loop`.
+_ITERATORS = weakref.WeakKeyDictionary()
+_LOOPS = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What one `Session.run` may do.
+
+    Attributes:
+      steps_per_loop: at most this many steps per run.
+      intervals: a run ends at every multiple of each of these global steps.
+      target: and at this global step (`--train-steps`).
+    """
+    steps_per_loop: int
+    intervals: tuple
+    target: int
+
+    def run_end(self, step):
+        """The global step a run starting at `step` ends at (one training task)."""
+        end = min(step + self.steps_per_loop, self.target)
+        for every in self.intervals:
+            end = min(end, step - step % every + every)
+        return max(end, step + 1) if step < self.target else step
+
+
+def settings(steps_per_loop, *, train_steps, every_steps=()):
+    """`Settings` for a run to `train_steps` that must stop at multiples of `every_steps`."""
+    return Settings(steps_per_loop=steps_per_loop, target=train_steps,
+                    intervals=tuple(sorted({int(e) for e in every_steps if e})))
+
+
+class Loop:
+    """The loop of one training graph, as hooks see it.
+
+    Attributes:
+      settings: `Settings`.
+      iterations: the steps the last run ran (a tensor, fetch it).
+      step_after: the global step when the last run ended (a tensor).
+    """
+
+    def __init__(self, loop_settings, iterations, step_after, lifted):
+        self.graph = iterations.graph
+        self.settings = loop_settings
+        self.iterations = iterations
+        self.step_after = step_after
+        self._lifted = lifted
+
+    def outside(self, tensor):
+        """The copy of `tensor` read after the loop, if it was copied out; else None."""
+        return self._lifted.get(_ref(tensor))
+
+
+def current(graph=None):
+    """The `Loop` of `graph` (default: the default graph), or None without one."""
+    return _LOOPS.get(graph or tf.compat.v1.get_default_graph())
+
+
+def step_fetches():
+    """What a hook fetches to learn the global step after a run (`steps_done`)."""
+    loop = current()
+    if loop is None:
+        return {'step': tf.compat.v1.train.get_global_step()}
+    return {'step': loop.step_after, 'steps': loop.iterations}
+
+
+def steps_done(results):
+    """(global step after the run, steps this task ran in it) from `step_fetches`' results.
+
+    Without a loop the global step is read concurrently with the update: one
+    step was run and +1 is the step it made.
+    """
+    if 'steps' in results:
+        return int(results['step']), int(results['steps'])
+    return int(results['step']) + 1, 1
+
+
+def run_end(step):
+    """The global step the next run of the default graph ends at, from `step`."""
+    loop = current()
+    return loop.settings.run_end(step) if loop else step + 1
+
+
+def wrap_input_fn(input_fn):
+    """`input_fn` (returning a `tf.data.Dataset`) with its iterator kept for the loop."""
+    def looped_input_fn():
+        dataset = input_fn()
+        if not isinstance(dataset, tf.data.Dataset):
+            raise ValueError('--steps-per-loop needs a training input_fn that returns a '
+                             'tf.data.Dataset, got %r' % (dataset,))
+        iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+        _ITERATORS[tf.compat.v1.get_default_graph()] = iterator
+        # Estimator hands these to the model_fn, which reads its own batches.
+        return iterator.get_next()
+    return looped_input_fn
+
+
+def wrap(estimator, loop_settings):
+    """An Estimator training `estimator`'s model_fn in the loop of `loop_settings`.
+
+    Evaluation and prediction call the model_fn as before. Train it with an
+    input_fn from `wrap_input_fn`.
+    """
+    model_fn = estimator.model_fn
+
+    def looped_model_fn(features, labels, mode, config):
+        if mode != tf.estimator.ModeKeys.TRAIN:
+            return model_fn(features, labels, mode, config)
+        return _build(model_fn, config, loop_settings)
+
+    return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
+
+
+def _build(model_fn, config, loop_settings):
+    graph = tf.compat.v1.get_default_graph()
+    iterator = _ITERATORS.get(graph)
+    if iterator is None:
+        raise ValueError('--steps-per-loop: the training input_fn was not wrapped '
+                         'with steps_loop.wrap_input_fn')
+    global_step = tf.compat.v1.train.get_global_step()
+    built = {}
+
+    def cond(i, step):
+        more = tf.logical_and(i < loop_settings.steps_per_loop, step < loop_settings.target)
+        if not loop_settings.intervals:
+            return more
+        # The first step of a run always runs: the run starts at a boundary.
+        unaligned = [tf.not_equal(step % every, 0) for every in loop_settings.intervals]
+        return tf.logical_and(more, tf.logical_or(tf.equal(i, 0), tf.reduce_all(unaligned)))
+
+    def body(i, step):
+        del step  # read again after this step's update
+        batch = iterator.get_next()
+        features, labels = batch if isinstance(batch, (tuple, list)) else (batch, None)
+        spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, config)
+        progress = summaries.progress_values()
+        to_copy = _tensors_to_copy(spec, progress, tf.compat.v1.get_default_graph())
+        mirrors = [_mirror(t) for t in to_copy]
+        assigns = [m.assign(t, read_value=False) for m, t in zip(mirrors, to_copy)]
+        built.update(spec=spec, progress=progress, copied=list(zip(to_copy, mirrors)))
+        with tf.control_dependencies([spec.train_op] + assigns):
+            return i + 1, global_step.read_value()
+
+    with tf.name_scope('steps_loop/'):
+        start = global_step.read_value()
+    # The body is a function graph (control flow v2). name='': its ops are
+    # named as in a plain build (summary tags, Keras variable names).
+    iterations, step_after = tf.compat.v1.while_loop(
+        cond, body, [tf.constant(0), start], parallel_iterations=1,
+        back_prop=False, name='')
+    spec = built['spec']
+    with tf.name_scope('steps_loop/'), tf.control_dependencies([iterations, step_after]):
+        iterations, step_after = tf.identity(iterations), tf.identity(step_after)
+        lifted = {_ref(t): tf.identity(mirror.read_value()) for t, mirror in built['copied']}
+        train_op = tf.group(iterations, step_after, name='train_op')
+    loss = lifted[_ref(tf.convert_to_tensor(spec.loss))]
+    for name, tensor in sorted(built["progress"].items()):
+        if _ref(tensor) not in lifted: continue
+        summaries.log_progress(name, lifted[_ref(tensor)])
+    _merge_summaries(lifted, loss)
+    loop = Loop(loop_settings, iterations, step_after, lifted)
+    _LOOPS[graph] = loop
+    hooks = [_IteratorInitializerHook(_ITERATORS[graph]), _StopAtTargetHook(loop)]
+    return tf.estimator.EstimatorSpec(
+        tf.estimator.ModeKeys.TRAIN, loss=loss, train_op=train_op,
+        training_hooks=hooks + [_outside_fetches(h, loop) for h in spec.training_hooks],
+        training_chief_hooks=[_outside_fetches(h, loop)
+                              for h in spec.training_chief_hooks],
+        scaffold=spec.scaffold)
+
+
+def _ref(tensor):
+    return tensor.ref()
+
+
+def _tensors_to_copy(spec, progress, body_graph):
+    """The loss, the progress values and every summary the loop body computes."""
+    tensors = [tf.convert_to_tensor(spec.loss)]
+    tensors += [t for _, t in sorted(progress.items())]
+    tensors += [op.outputs[0] for op in body_graph.get_operations()
+                if op.type in _SUMMARY_OPS]
+    unique = {}
+    for t in tensors:
+        unique.setdefault(_ref(t), t)
+    return list(unique.values())
+
+
+def _mirror(tensor):
+    """A local variable (not checkpointed) beside `tensor` that holds its last value."""
+    if not tensor.shape.is_fully_defined():
+        raise ValueError('--steps-per-loop: %s has no fixed shape (%s); it cannot be read '
+                         'after the loop' % (tensor.name, tensor.shape))
+    shape, dtype = tensor.shape, tensor.dtype
+    with tf.init_scope(), tf.compat.v1.colocate_with(tensor.op), \
+            tf.name_scope('steps_loop/last/'):
+        return tf.compat.v1.Variable(
+            lambda: tf.zeros(shape, dtype), trainable=False, use_resource=True,
+            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES],
+            name=tensor.op.name.replace('/', '_'))
+
+
+def _merge_summaries(lifted, loss):
+    """The training summaries read after the loop, merged, as Estimator's machinery expects.
+
+    The merged op goes into `SUMMARY_OP`, which Scaffold and the progress
+    hook use. The SUMMARIES collection keeps the loop's own tensors:
+    Estimator adds a `loss` summary unless it finds an op named `loss` there,
+    and the model_fn's `loss` summary holds that name (and tag).
+    """
+    collection = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+    merged = [lifted.get(_ref(t), t) for t in collection]
+    graph = tf.compat.v1.get_default_graph()
+    outside_graph = [t for t in merged if t.graph is graph]
+    if len(outside_graph) < len(merged):
+        tf.compat.v1.logging.warning(
+            '--steps-per-loop: summaries made in a nested function of the model are '
+            'not written: %s', ', '.join(t.name for t in merged if t.graph is not graph))
+    if not any(t.op.name == 'loss' for t in collection):
+        # The name is free (the body's ops are named in its own graph): tag `loss`.
+        outside_graph.append(tf.compat.v1.summary.scalar('loss', loss))
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SUMMARY_OP,
+                                   tf.compat.v1.summary.merge(outside_graph))
+
+
+class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):
+    """Initialises the loop's input iterator (Estimator's dataset hook, for `wrap_input_fn`)."""
+
+    def __init__(self, iterator):
+        self._initializer = iterator.initializer
+
+    def after_create_session(self, session, coord):
+        del coord  # unused
+        session.run(self._initializer)
+
+
+class _StopAtTargetHook(tf.compat.v1.train.SessionRunHook):
+    """Stops after the run that reached the target (Estimator's hook counts one step per run)."""
+
+    def __init__(self, loop):
+        self._loop = loop
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._loop.step_after)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results >= self._loop.settings.target:
+            run_context.request_stop()
+
+
+def _outside_fetches(hook, loop):
+    """`hook` (from the model_fn) fetching the after-loop copies of loop tensors."""
+    if isinstance(hook, tf.compat.v1.train.CheckpointSaverHook):
+        hook._set_steps_per_run(loop.settings.steps_per_loop)  # pylint: disable=protected-access
+        return hook
+    return _OutsideFetchesHook(hook, loop)
+
+
+class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
+    """Forwards to a hook, mapping what it fetches from the loop to the copies."""
+
+    def __init__(self, hook, loop):
+        self._hook = hook
+        self._loop = loop
+
+    def begin(self):
+        self._hook.begin()
+
+    def after_create_session(self, session, coord):
+        self._hook.after_create_session(session, coord)
+
+    def before_run(self, run_context):
+        args = self._hook.before_run(run_context)
+        if args is None:
+            return None
+        fetches = tf.nest.map_structure(self._map, args.fetches)
+        return tf.compat.v1.train.SessionRunArgs(fetches, args.feed_dict, args.options)
+
+    def _map(self, fetch):
+        if not isinstance(fetch, (tf.Tensor, tf.Operation)):
+            return fetch
+        if isinstance(fetch, tf.Tensor):
+            lifted = self._loop.outside(fetch)
+            if lifted is not None:
+                return lifted
+        if fetch.graph is not self._loop.graph:
+            raise ValueError(
+                '%s fetches %s, which is computed inside the --steps-per-loop loop; only '
+                'the loss, summaries and progress values are read after it. Use '
+                '--steps-per-loop 1 with this model.' % (type(self._hook).__name__,
+                                                         fetch.name))
+        return fetch
+
+    def after_run(self, run_context, run_values):
+        self._hook.after_run(run_context, run_values)
+
+    def end(self, session):
+        self._hook.end(session)

@@ -81,7 +81,7 @@ def _taxi_csv_dataset(files):
     dataset = tf.data.Dataset.from_tensor_slices(files).repeat().interleave(
         lambda f: tf.data.experimental.CsvDataset(f, defaults, header=True),
         cycle_length=1, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.shuffle(input_lib.SHUFFLE_BUFFER).batch(BATCH)
+    dataset = dataset.shuffle(input_lib.SHUFFLE_ROWS).batch(BATCH)
     dataset = dataset.map(input_lib._features_and_label,
                           num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -24,10 +24,11 @@ from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
 from taxi_estimator import schema
 
-SHUFFLE_BUFFER = 10000
-CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory
+CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory, parsed
+CHUNK_ROWS = 1024  # lines read and parsed together
+SHUFFLE_ROWS = 16 * CHUNK_ROWS  # rows a streaming window permutes (memory stays flat)
+_READ_PARALLEL = 8  # files read at once
 _ALL_ROWS = 1 << 62
-_CHUNK_LINES = 1024
 CSV_INPUT = 'csv_row'
 EXAMPLE_INPUT = 'examples'
 
@@ -172,57 +173,84 @@ def _plural(items):
 def make_input_fn(files, batch_size, *, training, seed=None):
     """Estimator input_fn over validated CSV files.
 
-    Rows are read as text lines, shuffled and batched, and each batch is
-    parsed by one vectorised `decode_csv`: about 10x the rows/sec of parsing
-    row by row with `CsvDataset`, which was as slow as training itself
-    (benchmarks/RESULTS.md). Training files of at most `CACHE_BYTES` in all are
-    held in memory as one tensor of lines that every epoch is permuted whole
-    and sliced into batches (the last one partial), which costs per batch, not
-    per row; larger ones stream through a `SHUFFLE_BUFFER`-row shuffle. Rows
-    never span lines: `scan` checks every line as `decode_csv` will read it.
+    Files are read in parallel (`_READ_PARALLEL` at a time, local or gs://)
+    in chunks of `CHUNK_ROWS` lines, and each chunk is parsed by one
+    vectorised `decode_csv`, on tf.data's threads: parsing row by row with
+    `CsvDataset` was as slow as training itself (benchmarks/RESULTS.md).
+    Rows never span lines: `scan` checks every line as `decode_csv` will
+    read it.
+
+    Training repeats forever (the step target ends training), in one of two
+    ways, both costing per batch rather than per row:
+    - files of at most `CACHE_BYTES` in all are parsed once and held in
+      memory as columns; every epoch is a fresh permutation of all rows,
+      sliced into batches (the last one partial);
+    - larger ones stream: each epoch reads the files in a fresh order, and
+      every `SHUFFLE_ROWS` consecutive rows are permuted before being cut into
+      batches, so memory stays flat however large the files are.
 
     Args:
       files: paths from `scan` (each with a header line).
       batch_size: examples per batch.
-      training: shuffle and repeat forever (the step target ends training);
-        else read every row once, in order.
+      training: shuffle and repeat forever; else read every row once, in order.
       seed: shuffle seed (None: nondeterministic).
     """
     files = list(files)
-    cache = sum(tf.io.gfile.stat(f).length for f in files) <= CACHE_BYTES
+    in_memory = training and sum(tf.io.gfile.stat(f).length for f in files) <= CACHE_BYTES
 
     def input_fn():
-        defaults = [_csv_default(c) for c in schema.COLUMNS]
-        dataset = tf.data.Dataset.from_tensor_slices(files)
-        if training:
-            dataset = dataset.shuffle(len(files), seed=seed)
-        # Files are read in parallel in chunks of lines: a parallel interleave
-        # of single lines costs more per line than parsing it (~40k lines/s).
-        dataset = dataset.interleave(
-            lambda f: tf.data.TextLineDataset(f).skip(1).batch(_CHUNK_LINES),
-            cycle_length=min(len(files), 4), deterministic=not training,
-            num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-        if training and cache:
-            dataset = dataset.batch(_ALL_ROWS).cache().repeat().flat_map(
-                lambda lines: _shuffled_batches(lines, batch_size, seed))
+        chunks = _parsed_chunks(files, training, seed)
+        if not training:
+            return chunks.rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
+        if in_memory:
+            batches = chunks.unbatch().batch(_ALL_ROWS).cache().repeat().flat_map(
+                lambda features, label: _shuffled_batches(features, label, batch_size,
+                                                          seed))
         else:
-            if training:
-                dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
-            dataset = dataset.batch(batch_size)
-        dataset = dataset.map(
-            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults)),
-            num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+            batches = chunks.repeat().rebatch(SHUFFLE_ROWS).map(
+                lambda features, label: _permuted(features, label, seed),
+                num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size)
+        return batches.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
 
 
-def _shuffled_batches(lines, batch_size, seed):
-    """One epoch: `lines` in a fresh random order, in batches of `batch_size`."""
-    lines = tf.random.shuffle(lines, seed=seed)
-    count = (tf.size(lines, out_type=tf.int64) + batch_size - 1) // batch_size
+def _parsed_chunks(files, training, seed):
+    """(features, label) of up to `CHUNK_ROWS` rows each; a fresh file order per epoch."""
+    defaults = [_csv_default(c) for c in schema.COLUMNS]
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if training:
+        dataset = dataset.shuffle(len(files), seed=seed)
+    dataset = dataset.interleave(
+        lambda f: tf.data.TextLineDataset(f).skip(1).batch(CHUNK_ROWS),
+        cycle_length=min(len(files), _READ_PARALLEL), deterministic=not training,
+        num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.map(
+        tf.autograph.experimental.do_not_convert(
+            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults))),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+
+
+def _rows(features, label, indices):
+    return {k: tf.gather(v, indices) for k, v in features.items()}, tf.gather(label, indices)
+
+
+@tf.autograph.experimental.do_not_convert
+def _shuffled_batches(features, label, batch_size, seed):
+    """One epoch: all rows in a fresh random order, in batches of `batch_size`."""
+    rows = tf.size(label, out_type=tf.int64)
+    order = tf.random.shuffle(tf.range(rows), seed=seed)
+    count = (rows + batch_size - 1) // batch_size
     return tf.data.Dataset.range(count).map(
-        lambda i: lines[i * batch_size:(i + 1) * batch_size])
+        tf.autograph.experimental.do_not_convert(
+            lambda i: _rows(features, label, order[i * batch_size:(i + 1) * batch_size])))
+
+
+@tf.autograph.experimental.do_not_convert
+def _permuted(features, label, seed):
+    """The rows of one streaming window, in a random order."""
+    return _rows(features, label, tf.random.shuffle(
+        tf.range(tf.size(label, out_type=tf.int64)), seed=seed))
 
 
 def _csv_default(column):

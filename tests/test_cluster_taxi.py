@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 TASK = 'taxi_estimator.task'
 VARIABLES = ['global_step', 'dnn/hiddenlayer_0/kernel',
-             'linear/linear_model/fare_bucketized_X_payment_type/weights']
+             'linear/linear_model/wide_ids/weights']
 
 
 @pytest.fixture(scope='module')

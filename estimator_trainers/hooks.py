@@ -33,7 +33,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     steps, times the examples one global step consumes). The chief writes them
     as `examples_per_sec` and `global_step/sec` into the job-dir; in a
     distributed job every training task also writes its own rate,
-    `examples_per_sec/worker`, into its own directory (`summaries.worker_dir`),
+    `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
     (`evaluation.Clock`) is left out of the rates, as is the first run after a
     (re)start, which includes graph warm-up, from the average.
@@ -222,6 +222,19 @@ class _NoSummaries:
         return lambda *args, **kwargs: None
 
 
+def checkpoint_saver_hooks(checkpoint_plan, listeners=(), steps_per_run=1):
+    """The training hooks that carry out a `checkpoints.CheckpointPlan` (none: no saving).
+
+    `steps_per_run`: the most steps one `Session.run` trains (`--steps-per-loop`).
+    """
+    if not checkpoint_plan.directory:
+        return []
+    return [AlignedCheckpointSaverHook(
+        checkpoint_plan.directory, save_steps=checkpoint_plan.every_steps,
+        listeners=list(listeners), write_summaries=checkpoint_plan.write_summaries,
+        steps_per_run=steps_per_run)]
+
+
 class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     """CheckpointSaverHook that saves at global steps N, 2N, 3N, ...
 
@@ -229,9 +242,9 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     a resumed run saves at 1300, 1600, ... for N=300. Passing this hook in the
     train hooks replaces Estimator's default saver (it detects any
     CheckpointSaverHook), and saving listeners such as the in-training
-    evaluation attach to it as usual.
-
-    `steps_per_run`: the most steps one `Session.run` trains.
+    evaluation attach to it as usual. With `steps_per_run` > 1 (the most steps
+    one `Session.run` trains) it reads the real global step after any run
+    that may have reached a multiple.
 
     With `write_summaries=False` (a multi_worker_mirrored worker saving only
     because the save ops all-reduce) it writes no graph and no events: no one
@@ -244,8 +257,6 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
                          save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
-        # With several steps per run (`--steps-per-loop`) the saver reads the
-        # real global step after any run that may have reached a multiple.
         self._set_steps_per_run(steps_per_run)
 
     def begin(self):

@@ -127,7 +127,8 @@ def test_bad_input_is_one_error_line(tmp_path):
     bad.write_text('trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard\n  workerCount: 2\n')
     proc = _dry_run('cifar10', '--config', str(bad), '--dry-run', check=2)
     assert proc.stderr.splitlines() == [
-        'error: %s: trainingInput.workerCount: 2 replicas need trainingInput.workerType' % bad]
+        'error: %s line 4: trainingInput.workerCount: 2 replicas need trainingInput.workerType'
+        % bad]
     assert proc.stdout == ''
     proc = run_module(MODULE, 'submit', 'taxi', '--dry-run', check=2,
                       env=dict(OFFLINE_ENV, BUCKET_NAME=''))
@@ -175,8 +176,9 @@ class FakeBackend(cli.Backend):
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         # The data the cifar10 trainer reads by default (<bucket>/data/cifar10).
         client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client

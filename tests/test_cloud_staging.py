@@ -14,8 +14,9 @@ BUCKET = 'test-bucket'
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         yield client
 
 
@@ -89,22 +90,6 @@ def test_stage_replaces_different_contents(gcs, sdist, tmp_path):
     blob = gcs.bucket(BUCKET).get_blob('staging/train_taxi_2/' + sdist.filename)
     assert blob.metadata == {'content-sha256': other.sha256}
     assert blob.size == other.size
-
-
-@pytest.mark.parametrize('text,expected', [
-    ('gs://my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/', 'gs://my-bucket'),
-    ('my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/team/a/', 'gs://my-bucket/team/a'),
-])
-def test_parse_bucket(text, expected):
-    assert staging.parse_bucket(text) == expected
-
-
-@pytest.mark.parametrize('text', ['gs://', 'gs://My_Bucket', 'gs://a', 'https://x/y'])
-def test_parse_bucket_rejects(text):
-    with pytest.raises(UserInputError, match='expected gs://BUCKET_NAME'):
-        staging.parse_bucket(text)
 
 
 def test_python_mismatch_of_prebuilt_images():

@@ -25,6 +25,8 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import credential_files
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import preflight
@@ -71,25 +73,15 @@ class Backend:
         return api.authorized_http(credentials)
 
     def service(self, api_name, version, credentials):
-        """A discovery service; storage honours STORAGE_EMULATOR_HOST, as
-        google-cloud-storage does (no credentials there)."""
-        emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
-        if emulator:
-            import httplib2  # pylint: disable=g-import-not-at-top
-            # The emulator is a direct address: no proxy (httplib2 refuses any
-            # proxy setting without PySocks, even for hosts in no_proxy). Its
-            # JSON API is under /storage/v1/, as google-cloud-storage calls it.
-            return api.build(api_name, version,
-                             httplib2.Http(timeout=api.TIMEOUT_SECS, proxy_info=None),
-                             endpoint=emulator.rstrip('/') + '/storage/v1/')
+        """A discovery service (`api.build`) on `transport`."""
         return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
-        from google.cloud import storage  # pylint: disable=g-import-not-at-top
-        return storage.Client(project=project, credentials=credentials)
+        """The google-cloud-storage client of every storage call (`api.storage_client`)."""
+        return api.storage_client(project, credentials)
 
 
 def _credentials_source():
@@ -221,14 +213,13 @@ def submit(args, trainer_flags, backend, out, err):
         err.write('warning: %s\n' % warning)
     if not args.bucket:
         raise UserInputError('no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket')
-    bucket_uri = staging.parse_bucket(args.bucket)
+    bucket_uri = gcs_paths.parse_bucket(args.bucket)
     job_name = submission_lib.check_job_name(
         args.job_name or submission_lib.default_job_name(trainer.name))
-    job_dir = (args.job_dir or config.job_dir or
-               '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
-    if not job_dir.startswith('gs://'):
-        raise UserInputError('--job-dir %s: expected a gs:// path (every task of the '
-                             'job must reach it)' % job_dir)
+    if args.job_dir is not None:
+        job_dir = gcs_paths.directory(args.job_dir, '--job-dir')
+    else:  # trainingInput.jobDir passed the same rule in `configs`
+        job_dir = (config.job_dir or '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
     given = list(config.args) + trainer_flags
     if submission_lib.has_flag(given, '--job-dir'):
         raise UserInputError('--job-dir is a submit option (before --) or '
@@ -247,7 +238,7 @@ def submit(args, trainer_flags, backend, out, err):
             region=region, job_dir=job_dir, args=trainer_args, **kwargs)
 
     parsed = preflight.check_trainer_flags(make(None, image_uri=args.image_uri))
-    params = preflight.model_params(trainer, parsed)
+    params = trainer.model_params(parsed)
     if args.target == 'tfjob':
         out.write(tfjob.render(make(None, image_uri=args.image_uri)))
         return 0
@@ -260,6 +251,11 @@ def submit(args, trainer_flags, backend, out, err):
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-sdist-') as tmp:
         sdist, context, build_body, image = _image(args, config, project, region,
                                                    bucket_uri, tmp)
+        if context:
+            for note in context.notes():
+                err.write('note: %s\n' % note)
+            for warning in context.warnings():
+                err.write('warning: %s\n' % warning)
         package_uri = sdist and staging.staging_uri(bucket_uri, job_name, sdist.filename)
         executor = sdist and (args.executor_image_uri or jobs.EXECUTOR_IMAGES[
             'gpu' if config.uses_gpus else 'cpu'])
@@ -286,10 +282,9 @@ def submit(args, trainer_flags, backend, out, err):
             raise UserInputError(problem)
 
         vertex = None if args.rehearse else backend.vertex(project, region, credentials)
-        checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
-                                        project)
-        preflight.check_storage(checks, sub, parsed, params, bucket_uri)
         storage_client = backend.storage(project, credentials)
+        preflight.check_storage(preflight.BucketChecks(storage_client, project), sub, parsed,
+                                params, bucket_uri)
         if sdist:
             _stage(storage_client, sdist, package_uri, 'this package', err)
         if context and not args.rehearse:
@@ -318,7 +313,14 @@ def _image(args, config, project, region, bucket_uri, tmp):
     if args.image_uri:
         return None, None, None, args.image_uri
     if args.executor_image_uri or args.target != 'vertex':
-        return staging.build_sdist(tmp), None, None, None
+        sdist = staging.build_sdist(tmp)
+        found = credential_files.in_archive(sdist.path)
+        if found:
+            raise UserInputError(
+                'the package sdist holds files that look like credentials: %s; keep them '
+                'out of the packages and MANIFEST.in' % ', '.join('%s (%s)' % item
+                                                                  for item in found))
+        return sdist, None, None, None
     context = build_lib.pack_context(tmp)
     variant = build_lib.variant(config.uses_gpus)
     image = build_lib.image_uri(project, region, args.repository,

@@ -11,6 +11,7 @@ waits, one-line errors).
 """
 import re
 
+from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
@@ -328,7 +329,7 @@ def describe(job):
         if job.get(key):
             lines.append('%s: %s' % (key, job[key]))
     if job.get('error', {}).get('message'):
-        lines.append('error: %s' % job['error']['message'])
+        lines.append(errors.line(errors.TaskFailure(job['error']['message'])))
     best = best_trial(job)
     if best:
         lines.append('bestTrial: %s' % best)

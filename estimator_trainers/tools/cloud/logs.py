@@ -13,6 +13,7 @@ import re
 import sys
 import time
 
+from estimator_trainers import errors
 from estimator_trainers.cluster import CHIEF
 from estimator_trainers.cluster import POOL_ORDER
 from estimator_trainers.tools.cloud import api
@@ -149,7 +150,7 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
             if best:
                 out.write('[job] best trial: %s\n' % best)
             if job.get('error', {}).get('message'):
-                out.write('error: %s\n' % job['error']['message'])
+                out.write(errors.line(errors.TaskFailure(job['error']['message'])) + '\n')
             out.flush()
             return job
         out.flush()

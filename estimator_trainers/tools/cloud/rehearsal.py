@@ -40,6 +40,7 @@ import sysconfig
 import tempfile
 import time
 
+from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import gcs
 from estimator_trainers.cluster import CHIEF, EVALUATOR, POOL_ORDER, START_ORDER
@@ -57,20 +58,22 @@ _NOT_INHERITED = ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'TF_CONFIG', 'CLUST
 _FINAL_RE = re.compile(r'Final evaluation at global step (\d+)')
 _EXPORT_RE = re.compile(r'Exported SavedModel to (\S+)')
 _PIP_ERROR_RE = re.compile(r'^ERROR: (.*)$', re.M)
-# A parser's error line: the trainers' `error: ...`, or argparse's `prog: error: ...`.
-_FLAG_ERROR_RE = re.compile(r'(?:\S.*: )?error: (.*)$')
-
 # Run by the fresh virtualenv's Python: imports the pool's module (a module
 # left out of the package fails here) and parses its args with the trainer's
-# parser (a bad flag fails here). Trainers expose the parser as the module's
-# `parse_args`, or as `TRAINER.parse_args` in `<package>/trainer.py`.
+# parser (a bad flag fails here), found through the registry by module name.
+# A refusal is written to the error record `errors.run_cli` keeps.
 _PREFLIGHT = '''
 import importlib, sys
-module = importlib.import_module(sys.argv[1])
-parse = getattr(module, 'parse_args', None)
-if parse is None:
-    parse = importlib.import_module(sys.argv[1].split('.')[0] + '.trainer').TRAINER.parse_args
-parse(sys.argv[2:])
+from estimator_trainers import errors, registry
+def check(argv):
+    try:
+        importlib.import_module(argv[0])
+    except Exception as e:
+        raise errors.Error('%s: %s' % (type(e).__name__, errors.first_line(e)))
+    for trainer in registry.discover().values():
+        if trainer.module == argv[0]:
+            trainer.parse_args(argv[1:])
+errors.run_cli(check, sys.argv[1:])
 '''
 
 
@@ -311,14 +314,14 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
         lines = _outcome(plan, storage_client, os.path.join(log_dir, 'chief-0.log'),
                          metric_file)
     except _Failed as e:
-        err.write('error: %s\n' % e)
+        errors.report(e, err)
         return launcher_lib.EXIT_FAILED
     lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
     err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
     return 0
 
 
-class _Failed(Exception):
+class _Failed(errors.TaskFailure):
     """The tasks ended well but the job did not do its job."""
 
 
@@ -374,10 +377,11 @@ def install(package, venv_dir, environ):
     env.pop('PYTHONPATH', None)
     proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
-        errors = _PIP_ERROR_RE.findall(proc.stderr)
+        pip_errors = _PIP_ERROR_RE.findall(proc.stderr)
         lines = proc.stderr.strip().splitlines() or ['exit code %d' % proc.returncode]
         raise UserInputError('installing %s into a fresh virtualenv failed: %s'
-                             % (os.path.basename(package), errors[0] if errors else lines[-1]))
+                             % (os.path.basename(package),
+                                pip_errors[0] if pip_errors else lines[-1]))
     return python
 
 
@@ -387,19 +391,24 @@ def preflight(python, replica, env, cwd):
     Raises:
       UserInputError: the module is missing or broken, or the args are refused.
     """
+    record = os.path.join(cwd, 'preflight-error-%d.json' % replica.pool)
+    env = dict(env, **{errors.ERROR_RECORD_ENV: record})
     proc = subprocess.run([python, '-c', _PREFLIGHT, replica.module, *replica.args],
                           env=env, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode == 0:
         return
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    last = lines[-1] if lines else 'exit code %d' % proc.returncode
-    flag_error = _FLAG_ERROR_RE.match(last)
-    if flag_error:
+    error = errors.read_record(record)
+    if isinstance(error, errors.FlagError):
         raise UserInputError('%s rejects the args of worker pool %d (%s): %s'
-                             % (replica.module, replica.pool, replica.role,
-                                flag_error.group(1)))
+                             % (replica.module, replica.pool, replica.role, error.message),
+                             flag=error.flag)
+    if error is not None:
+        reason = error.message
+    else:  # the interpreter itself failed: its last words
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1] if lines else 'exit code %d' % proc.returncode
     raise UserInputError('the staged package cannot run %s (worker pool %d, %s): %s'
-                         % (replica.module, replica.pool, replica.role, last))
+                         % (replica.module, replica.pool, replica.role, reason))
 
 
 def _notes(plan, body, max_replicas, environ, err):

@@ -17,12 +17,13 @@ import sys
 import tarfile
 
 from estimator_trainers.errors import UserInputError
+# The gs:// rule lives in gcs_paths; these names stay for the callers of staging.
+from estimator_trainers.tools.cloud.gcs_paths import parse_bucket  # pylint: disable=unused-import
+from estimator_trainers.tools.cloud.gcs_paths import split as split_gs_uri
 
 HASH_METADATA_KEY = 'content-sha256'
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-
-_BUCKET_RE = re.compile(r'[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,23 +44,6 @@ class Sdist:
     @property
     def filename(self):
         return os.path.basename(self.path)
-
-
-def parse_bucket(text):
-    """`gs://bucket[/prefix]` or `bucket[/prefix]` -> normalised `gs://bucket[/prefix]`."""
-    path = text[len('gs://'):] if text.startswith('gs://') else text
-    path = path.strip('/')
-    name = path.split('/', 1)[0]
-    if not _BUCKET_RE.fullmatch(name):
-        raise UserInputError('bucket %r: expected gs://BUCKET_NAME (lowercase letters, '
-                             'digits, dots, dashes, underscores)' % text)
-    return 'gs://' + path
-
-
-def split_gs_uri(uri):
-    """`gs://bucket/some/object` -> `('bucket', 'some/object')`."""
-    bucket, _, name = uri[len('gs://'):].partition('/')
-    return bucket, name
 
 
 def staging_uri(bucket_uri, job_name, filename):

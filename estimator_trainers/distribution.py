@@ -212,7 +212,7 @@ def check_steps_per_loop(steps_per_loop, distribution):
             '--steps-per-loop=%d cannot run under --distribution-strategy=%s (its '
             'replicas all-reduce inside each step, which an in-graph training loop '
             'cannot hold); use --steps-per-loop 1, or parameter servers'
-            % (steps_per_loop, distribution.strategy))
+            % (steps_per_loop, distribution.strategy), flag='--steps-per-loop')
 
 
 def from_flags(args, cluster, devices=('/cpu:0',)):

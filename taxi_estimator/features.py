@@ -68,6 +68,22 @@ class StatsAccumulator:
         moments[1] += delta / moments[0]
         moments[2] += delta * (value - moments[1])
 
+    def merge(self, other):
+        """Adds the values another accumulator saw (Chan et al.'s pairwise update)."""
+        for column, (count, mean, m2) in other._moments.items():  # pylint: disable=protected-access
+            self.add_moments(column, count, mean, m2)
+
+    def add_moments(self, column, count, mean, m2):
+        """Adds `count` values of `column` with that mean and sum of squared deviations."""
+        moments = self._moments[column]
+        total = moments[0] + count
+        if not count:
+            return
+        delta = mean - moments[1]
+        moments[1] += delta * count / total
+        moments[2] += m2 + delta * delta * moments[0] * count / total
+        moments[0] = total
+
     def stats(self):
         """{column: {'mean', 'std'}}; a column without values gets 0 and 1."""
         result = {}

@@ -54,11 +54,6 @@ def _free_input():
     taxi_input.make_input_fn = free_input_fn
 
 
-def _streaming():
-    """Taxi training files streamed as if larger than memory (no in-memory cache)."""
-    taxi_input.CACHE_BYTES = -1
-
-
 def _per_column_wide():
     """The taxi model's wide side before it became one id space: fourteen
     linear columns, five of them hashed `crossed_column`s (1000 buckets each)."""
@@ -103,7 +98,6 @@ LEVERS = {
     'ungated_gradients': _ungated_gradients,
     'free_input': _free_input,
     'per_column_wide': _per_column_wide,
-    'streaming': _streaming,
 }
 
 

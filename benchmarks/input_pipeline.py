@@ -67,13 +67,9 @@ def _cifar_decoded_cache(data_dir, count):
 
 
 def _taxi_default(files, streaming=False):
-    cache_bytes = input_lib.CACHE_BYTES
     if streaming:
-        input_lib.CACHE_BYTES = -1
-    try:
-        return input_lib.make_input_fn(files, BATCH, training=True)()
-    finally:
-        input_lib.CACHE_BYTES = cache_bytes
+        return input_lib.make_input_fn(files, BATCH, training=True, in_memory_mb=0)()
+    return input_lib.make_input_fn(files, BATCH, training=True)()
 
 
 def _taxi_csv_dataset(files):

@@ -149,17 +149,33 @@ def wrap_input_fn(input_fn):
 def wrap(estimator, loop_settings):
     """An Estimator training `estimator`'s model_fn in the loop of `loop_settings`.
 
-    Evaluation and prediction call the model_fn as before. Train it with an
-    input_fn from `wrap_input_fn`.
+    Evaluation and prediction call the model_fn as before. With more than one
+    step per loop, train it with an input_fn from `wrap_input_fn`. With one,
+    the graph is the model_fn's own, plus the global step read after its train
+    op, so that hooks learn the exact step each run made (`step_fetches`;
+    without it a read runs concurrently with the update, and a hook sees the
+    step before or after it). Not under a `tf.distribute` strategy, which
+    calls the model_fn per replica.
     """
     model_fn = estimator.model_fn
 
     def looped_model_fn(features, labels, mode, config):
         if mode != tf.estimator.ModeKeys.TRAIN:
             return model_fn(features, labels, mode, config)
+        if loop_settings.steps_per_loop == 1:
+            return _one_step(model_fn(features, labels, mode, config), loop_settings)
         return _build(model_fn, config, loop_settings)
 
     return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
+
+
+def _one_step(spec, loop_settings):
+    """`spec` of one step per run, with the global step read after it for the hooks."""
+    with tf.name_scope('steps_loop/'), tf.control_dependencies([spec.train_op]):
+        step_after = tf.compat.v1.train.get_global_step().read_value()
+    _LOOPS[step_after.graph] = Loop(loop_settings, tf.constant(1, name='steps_loop/one'),
+                                    step_after, {})
+    return spec
 
 
 def _build(model_fn, config, loop_settings):
@@ -314,7 +330,15 @@ class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
         self._loop = loop
 
     def begin(self):
-        self._hook.begin()
+        try:
+            self._hook.begin()
+        except ValueError as e:  # e.g. LoggingTensorHook: its tensors are not in this graph
+            raise ValueError(self._refusal('%s' % e)) from e
+
+    def _refusal(self, what):
+        return ('%s of the model uses %s, which is computed inside the --steps-per-loop '
+                'loop; only the loss, summaries and progress values are read after it. '
+                'Use --steps-per-loop 1 with this model.' % (type(self._hook).__name__, what))
 
     def after_create_session(self, session, coord):
         self._hook.after_create_session(session, coord)
@@ -334,11 +358,7 @@ class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
             if lifted is not None:
                 return lifted
         if fetch.graph is not self._loop.graph:
-            raise ValueError(
-                '%s fetches %s, which is computed inside the --steps-per-loop loop; only '
-                'the loss, summaries and progress values are read after it. Use '
-                '--steps-per-loop 1 with this model.' % (type(self._hook).__name__,
-                                                         fetch.name))
+            raise ValueError(self._refusal(fetch.name))
         return fetch
 
     def after_run(self, run_context, run_values):

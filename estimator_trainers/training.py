@@ -180,17 +180,21 @@ def _in_scope(input_fn):
 
 
 def _looped(estimator, train_input_fn, loop, checkpoint_plan):
-    """The estimator and input_fn to train with: in a `steps_loop` when N > 1.
+    """The estimator and input_fn to train with (`steps_loop`).
 
-    A run ends at every step some hook acts on: checkpoints (and so
-    evaluations), progress lines, summaries and the target.
+    With N > 1 steps per run, a run ends at every step some hook acts on:
+    checkpoints (and so evaluations), progress lines, summaries and the
+    target. With one, the hooks still learn the exact step of each run,
+    except under a `tf.distribute` strategy (which N > 1 refuses).
     """
-    if loop.steps_per_loop <= 1:
+    if loop.steps_per_loop <= 1 and estimator.config.train_distribute is not None:
         return estimator, train_input_fn
     settings = steps_loop.settings(
         loop.steps_per_loop, train_steps=loop.train_steps,
         every_steps=[checkpoint_plan.every_steps, loop.log_step_count_steps,
                      loop.save_summary_steps])
+    if loop.steps_per_loop <= 1:
+        return steps_loop.wrap(estimator, settings), train_input_fn
     return (steps_loop.wrap(estimator, settings),
             steps_loop.wrap_input_fn(train_input_fn))
 

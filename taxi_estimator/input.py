@@ -29,8 +29,8 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
 from taxi_estimator import schema
+from taxi_estimator import trainer
 
-CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory, parsed
 CHUNK_ROWS = 1024  # lines read and parsed together
 SHUFFLE_ROWS = 16 * CHUNK_ROWS  # rows a streaming window permutes (memory stays flat)
 _READ_PARALLEL = 8  # files read at once
@@ -325,7 +325,8 @@ def _plural(items):
     return 's' if len(items) > 1 else ''
 
 
-def make_input_fn(files, batch_size, *, training, seed=None):
+def make_input_fn(files, batch_size, *, training, seed=None,
+                  in_memory_mb=trainer.DEFAULT_MAX_IN_MEMORY_MB):
     """Estimator input_fn over validated CSV files.
 
     Files are read in parallel (`_READ_PARALLEL` at a time, local or gs://)
@@ -337,7 +338,7 @@ def make_input_fn(files, batch_size, *, training, seed=None):
 
     Training repeats forever (the step target ends training), in one of two
     ways, both costing per batch rather than per row:
-    - files of at most `CACHE_BYTES` in all are parsed once and held in
+    - files of at most `in_memory_mb` in all are parsed once and held in
       memory as columns; every epoch is a fresh permutation of all rows,
       sliced into batches (the last one partial);
     - larger ones stream: each epoch reads the files in a fresh order, and
@@ -349,11 +350,12 @@ def make_input_fn(files, batch_size, *, training, seed=None):
       batch_size: examples per batch.
       training: shuffle and repeat forever; else read every row once, in order.
       seed: shuffle seed (None: nondeterministic).
+      in_memory_mb: `--max-in-memory-mb`.
     """
     files = list(files)
     cache = len(files) == 1 and is_cache(files[0])
-    in_memory = (training and not cache
-                 and sum(tf.io.gfile.stat(f).length for f in files) <= CACHE_BYTES)
+    in_memory = (training and not cache and in_memory_mb > 0 and sum(
+        tf.io.gfile.stat(f).length for f in files) <= in_memory_mb * 2 ** 20)
 
     def input_fn():
         chunks = (cached_chunks(files[0], training, seed) if cache

@@ -2,8 +2,8 @@
 
 Equivalent to the trainer's `DNNLinearCombinedClassifier`: the same feature
 columns (`taxi_estimator.features.wide_and_deep_columns`, the wide side's
-one id space computed by `features.with_wide_ids` as the trainer's model_fn
-does), a linear wide side (a zero-initialised 1-d sum embedding, which is
+one id space computed by `features.with_wide_ids` in the trainer's input_fn),
+a linear wide side (a zero-initialised 1-d sum embedding, which is
 what a linear model over sparse columns computes) trained with FTRL(0.1, L2
 1.0), a ReLU DNN of the same hidden units on the deep columns trained with
 Adam(0.001), logits added, sigmoid cross-entropy. Keras' `WideDeepModel`
@@ -94,12 +94,6 @@ class _EvaluateEvery(tf.keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def _with_wide_ids(dataset):
-    """The wide side's ids added to each batch, as the trainer's model_fn adds them."""
-    return dataset.map(lambda features, label: (features_lib.with_wide_ids(features), label),
-                       num_parallel_calls=tf.data.AUTOTUNE)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--train-files', nargs='+', required=True)
@@ -116,8 +110,7 @@ def main(argv=None):
 
     train = input_lib.scan(args.train_files, '--train-files')
     model = build_model(train.stats, steps_per_execution=args.steps_per_execution)
-    train_data = _with_wide_ids(
-        input_lib.make_input_fn(train.files, args.batch_size, training=True)())
+    train_data = input_lib.make_input_fn(train.files, args.batch_size, training=True)()
     if args.mode == 'throughput':
         timer = _Timer()
         model.fit(train_data, epochs=1, steps_per_epoch=args.warmup_steps + args.steps,
@@ -129,8 +122,8 @@ def main(argv=None):
                           'examples_per_cpu_sec': examples / (end[2] - start[2])}))
     else:
         evaluation = input_lib.scan(args.eval_files, '--eval-files')
-        eval_data = _with_wide_ids(input_lib.make_input_fn(evaluation.files, args.batch_size,
-                                                           training=False)())
+        eval_data = input_lib.make_input_fn(evaluation.files, args.batch_size,
+                                            training=False)()
         eval_batches = -(-evaluation.rows // args.batch_size)
         model.fit(train_data, epochs=1, steps_per_epoch=args.max_steps, verbose=0,
                   callbacks=[_EvaluateEvery(eval_data, eval_batches, args.eval_every,

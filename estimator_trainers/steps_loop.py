@@ -28,8 +28,9 @@ The construction, and why:
   global step in the graph, so checkpoints, evaluations, summaries and
   progress lines land on the same steps as with N=1; a resumed run at an
   unaligned step first runs to the next multiple.
-- Tensors the hooks need from the last step (the loss, training summaries,
-  progress values) cannot be fetched from inside a loop: each is copied into
+- Tensors the hooks need from the last step (the loss, the training
+  summaries, those a model_fn's hook fetches (`summaries.hook_summaries`),
+  the progress values) cannot be fetched from inside a loop: each is copied into
   a local (unsaved) variable at every step and read after the loop; the
   model_fn's own hooks have their fetches mapped to those copies. Hooks of
   the training driver learn the step a run ended at and how many steps it
@@ -45,10 +46,6 @@ import tensorflow as tf
 
 from estimator_trainers import summaries
 
-# Op types whose output is a serialized Summary: copied out of the loop.
-_SUMMARY_OPS = frozenset(['ScalarSummary', 'HistogramSummary', 'ImageSummary',
-                          'AudioSummary', 'AudioSummaryV2', 'TensorSummary',
-                          'TensorSummaryV2', 'MergeSummary'])
 # graph -> the iterator `wrap_input_fn` made; graph -> `Loop`.
 _ITERATORS = weakref.WeakKeyDictionary()
 _LOOPS = weakref.WeakKeyDictionary()
@@ -241,11 +238,15 @@ def _ref(tensor):
 
 
 def _tensors_to_copy(spec, progress, body_graph):
-    """The loss, the progress values and every summary the loop body computes."""
+    """The loss, the progress values, the training summaries and those of the hooks.
+
+    Only what the body computes: anything else there is computed only when a
+    copy needs it.
+    """
     tensors = [tf.convert_to_tensor(spec.loss)]
     tensors += [t for _, t in sorted(progress.items())]
-    tensors += [op.outputs[0] for op in body_graph.get_operations()
-                if op.type in _SUMMARY_OPS]
+    tensors += [t for t in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+                + summaries.hook_summaries(body_graph) if t.graph is body_graph]
     unique = {}
     for t in tensors:
         unique.setdefault(_ref(t), t)

@@ -24,6 +24,7 @@ import tensorflow as tf
 LOSS = 'loss'
 ACCURACY = 'accuracy'
 AUC = 'auc'
+LEARNING_RATE = 'learning_rate'
 EXAMPLES_PER_SEC = 'examples_per_sec'
 GLOBAL_STEPS_PER_SEC = 'global_step/sec'
 WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
@@ -31,6 +32,8 @@ IMAGES = 'images'
 # graph -> {name: tensor} of the progress line (not a graph collection: those
 # are serialised into every checkpoint's meta graph, and names are not tensors).
 _PROGRESS = weakref.WeakKeyDictionary()
+# graph -> summaries that a hook of the model_fn writes (kept out of SUMMARIES).
+_HOOK_SUMMARIES = weakref.WeakKeyDictionary()
 
 
 def log_progress(name, tensor):
@@ -55,6 +58,24 @@ def training_metrics(loss, **metrics):
         log_progress(name, value)
 
 
+def keep_tag_set():
+    """Drops from the training summaries every summary outside the shared tag set.
+
+    For models whose library adds its own (the canned estimators' per-layer
+    activation histograms and zero fractions): in a `--steps-per-loop` loop
+    every training summary is computed at every step.
+    """
+    collection = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.SUMMARIES)
+    collection[:] = [t for t in collection
+                     if t.op.name in (LOSS, ACCURACY, AUC)
+                     or t.op.name.startswith(LEARNING_RATE + '/')]
+
+
+def hook_summaries(graph=None):
+    """Summaries of `graph` that a model_fn's hook fetches itself (`input_images`)."""
+    return list(_HOOK_SUMMARIES.get(graph or tf.compat.v1.get_default_graph(), ()))
+
+
 def batch_accuracy(labels, classes):
     """Accuracy of the training batch, for `training_metrics(accuracy=...)`.
 
@@ -67,7 +88,7 @@ def batch_accuracy(labels, classes):
 
 def learning_rate(rate, optimizer):
     """`learning_rate/<optimizer>` (e.g. `dnn_adam`): one chart per optimizer."""
-    name = 'learning_rate/' + optimizer
+    name = LEARNING_RATE + '/' + optimizer
     tf.compat.v1.summary.scalar(name, rate)
     log_progress(name, rate)
 
@@ -85,6 +106,7 @@ def input_images(images, output_dir, every_steps, max_images=3):
         pixels = tf.cast(tf.clip_by_value(images[:max_images], 0, 255), tf.uint8)
     summary = tf.compat.v1.summary.image(IMAGES, pixels, max_outputs=max_images,
                                          collections=[])
+    _HOOK_SUMMARIES.setdefault(summary.graph, []).append(summary)
     return RareSummaryHook(summary, output_dir, every_steps)
 
 

@@ -26,6 +26,7 @@ from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
 from estimator_trainers.errors import UserInputError
+from taxi_estimator import features as features_lib
 from taxi_estimator import input as input_lib
 
 FORMAT = 1
@@ -51,7 +52,10 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
                              % (flag, summary.files[0]), flag=flag)
     tf.compat.v1.logging.info('Checked %d rows in %d file(s) in %.1fs', summary.rows,
                               len(summary.files), time.time() - started)
-    chunks = input_lib.parsed_chunks(list(summary.files)).enumerate()
+    # Only the columns: ids derived from them are computed when read.
+    chunks = input_lib.parsed_chunks(list(summary.files)).map(
+        lambda features, label: ({k: v for k, v in features.items()
+                                  if k != features_lib.WIDE_IDS}, label)).enumerate()
     chunks.save(out_dir, shard_func=lambda index, chunk: index % shards)
     record = {'format': FORMAT, 'rows': summary.rows, 'stats': summary.stats,
               'sources': list(summary.files), 'chunk_rows': input_lib.CHUNK_ROWS,

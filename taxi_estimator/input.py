@@ -407,7 +407,8 @@ def cached_chunks(directory, training=False, seed=None):
                                  num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=not training)
     return tf.data.Dataset.load(directory, reader_func=reader).map(
-        lambda index, chunk: chunk)
+        lambda index, chunk: (features_lib.with_wide_ids(chunk[0]), chunk[1]),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
 
 
 def _rows(features, label, indices):
@@ -445,9 +446,11 @@ def _csv_default(column):
 
 
 def _features_and_label(*columns):
+    """Model features (with the wide side's ids, computed here on tf.data's threads,
+    once for data held in memory) and the int label."""
     values = dict(zip(schema.COLUMNS, columns))
     label = tf.cast(values.pop(schema.LABEL), tf.int32)
-    return _model_features(values), label
+    return features_lib.with_wide_ids(_model_features(values)), label
 
 
 def _model_features(values):

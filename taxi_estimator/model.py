@@ -70,8 +70,9 @@ def build_estimator(config, stats, hparams):
         2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
 
     def model_fn(features, labels, mode, config):
-        with tf.name_scope('wide_ids'):
-            features = features_lib.with_wide_ids(features)
+        if features_lib.WIDE_IDS not in features:  # serving (the input_fns add them)
+            with tf.name_scope('wide_ids'):
+                features = features_lib.with_wide_ids(features)
         evaluating = mode == tf.estimator.ModeKeys.EVAL
         spec = dnn_linear_combined._dnn_linear_combined_model_fn_v2(  # pylint: disable=protected-access
             features=features, labels=None if evaluating else labels,
@@ -88,6 +89,7 @@ def build_estimator(config, stats, hparams):
             dnn_dropout=hparams.dropout or None,
             config=config, loss_reduction=LOSS_REDUCTION)
         if mode == tf.estimator.ModeKeys.TRAIN:
+            summaries.keep_tag_set()
             _training_metrics(spec, labels)
         elif evaluating:
             spec = _evaluation_spec(spec.predictions, labels)

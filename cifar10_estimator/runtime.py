@@ -75,7 +75,7 @@ class Cifar10Runtime(declaration.Runtime):
             raise UserInputError(
                 '--sync wraps the optimizer for parameter servers; '
                 '--distribution-strategy=%s is synchronous already' % dist.strategy)
-        if args.sync and args.steps_per_loop > 1:
+        if args.sync and (args.steps_per_loop or 1) > 1:
             raise UserInputError(
                 '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
                 'hands each worker one token per Session.run, not per step); use '

@@ -37,7 +37,8 @@ The construction, and why:
   ran from `step_fetches` / `steps_done`, with or without a loop.
 
 Strategies that replicate the model_fn (`mirrored`, `multi_worker_mirrored`)
-cannot run it inside a loop; `distribution.check_steps_per_loop` refuses them.
+cannot run it inside a loop: they train one step per run, and
+`distribution.steps_per_loop` refuses more in one line.
 """
 import dataclasses
 import weakref

@@ -51,8 +51,9 @@ class LoopSettings:
 
     @classmethod
     def from_flags(cls, args, *, train_steps, examples_per_step,
-                   examples_per_global_step=None):
-        """Settings from the shared flag groups; the step target is the trainer's."""
+                   examples_per_global_step=None, steps_per_loop=1):
+        """Settings from the shared flag groups; the step target is the trainer's,
+        the steps per loop `distribution.steps_per_loop`'s."""
         return cls(train_steps=train_steps,
                    eval_steps=args.eval_steps,
                    log_step_count_steps=args.log_step_count_steps,
@@ -60,7 +61,7 @@ class LoopSettings:
                    examples_per_global_step=examples_per_global_step,
                    hypertune_metric=args.hypertune_metric,
                    save_summary_steps=args.save_summary_steps,
-                   steps_per_loop=args.steps_per_loop)
+                   steps_per_loop=steps_per_loop)
 
 
 def serve_parameters(config):

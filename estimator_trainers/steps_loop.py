@@ -40,7 +40,9 @@ Strategies that replicate the model_fn (`mirrored`, `multi_worker_mirrored`)
 cannot run it inside a loop: they train one step per run, and
 `distribution.steps_per_loop` refuses more in one line.
 """
+import contextlib
 import dataclasses
+import logging
 import weakref
 
 import tensorflow as tf
@@ -155,7 +157,12 @@ def wrap(estimator, loop_settings):
     step before or after it). Not under a `tf.distribute` strategy, which
     calls the model_fn per replica.
     """
-    model_fn = estimator.model_fn
+    public_model_fn = estimator.model_fn
+
+    def model_fn(*args):
+        # The wrapped Estimator logs the call already.
+        with _without_model_fn_lines():
+            return public_model_fn(*args)
 
     def looped_model_fn(features, labels, mode, config):
         if mode != tf.estimator.ModeKeys.TRAIN:
@@ -165,6 +172,23 @@ def wrap(estimator, loop_settings):
         return _build(model_fn, config, loop_settings)
 
     return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
+
+
+class _DropModelFnLines(logging.Filter):
+    """Drops Estimator's 'Calling model_fn.' / 'Done calling model_fn.' lines."""
+
+    def filter(self, record):
+        return record.getMessage() not in ('Calling model_fn.', 'Done calling model_fn.')
+
+
+@contextlib.contextmanager
+def _without_model_fn_lines():
+    logger, dropping = tf.get_logger(), _DropModelFnLines()
+    logger.addFilter(dropping)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropping)
 
 
 def _one_step(spec, loop_settings):

@@ -160,8 +160,7 @@ def wrap(estimator, loop_settings):
     public_model_fn = estimator.model_fn
 
     def model_fn(*args):
-        # The wrapped Estimator logs the call already.
-        with _without_model_fn_lines():
+        with _without_repeated_lines():  # the wrapping Estimator logs the call
             return public_model_fn(*args)
 
     def looped_model_fn(features, labels, mode, config):
@@ -171,19 +170,22 @@ def wrap(estimator, loop_settings):
             return _one_step(model_fn(features, labels, mode, config), loop_settings)
         return _build(model_fn, config, loop_settings)
 
-    return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
+    with _without_repeated_lines():  # the wrapped Estimator said 'Using config: ...'
+        return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
 
 
-class _DropModelFnLines(logging.Filter):
-    """Drops Estimator's 'Calling model_fn.' / 'Done calling model_fn.' lines."""
+class _DropRepeatedLines(logging.Filter):
+    """Drops the lines Estimator logs that the wrapping Estimator logs as well."""
 
     def filter(self, record):
-        return record.getMessage() not in ('Calling model_fn.', 'Done calling model_fn.')
+        message = record.getMessage()
+        return not (message in ('Calling model_fn.', 'Done calling model_fn.')
+                    or message.startswith('Using config:'))
 
 
 @contextlib.contextmanager
-def _without_model_fn_lines():
-    logger, dropping = tf.get_logger(), _DropModelFnLines()
+def _without_repeated_lines():
+    logger, dropping = tf.get_logger(), _DropRepeatedLines()
     logger.addFilter(dropping)
     try:
         yield

@@ -3,7 +3,7 @@
 A trainer is a top-level package with a `trainer.py` that declares
 `TRAINER = <a declaration.Trainer subclass>()`. Every tool that needs the
 trainers (train-local.sh, train-cloud.sh, the rehearsal, the launcher)
-asks `get(name)` or `discover()`; packaging (setup.py, the Dockerfile)
+asks `get(name)` or `discover()`; packaging (pyproject.toml, the Dockerfile)
 ships every package of the repository. Candidates are recognised from the
 text of their `trainer.py` before anything is imported, so scanning
 site-packages imports nothing else.

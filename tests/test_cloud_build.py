@@ -58,7 +58,7 @@ def test_the_context_holds_everything_the_dockerfile_copies():
         wanted = {f for f in tracked if f.startswith(prefix) and not any(
             f == p or f.startswith(p + '/') for p in ignored)}
         assert wanted and wanted <= files, (source, sorted(wanted - files))
-    for name in ('Dockerfile', 'setup.py', 'estimator_trainers/runner.py',
+    for name in ('Dockerfile', 'pyproject.toml', 'estimator_trainers/runner.py',
                  'cifar10_estimator/trainer.py', 'taxi_estimator/trainer.py',
                  'configs/cmle_config.yaml'):
         assert name in files

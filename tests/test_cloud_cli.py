@@ -283,7 +283,7 @@ def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypa
     argv = _submit_args('train_cifar10_py')
     argv[argv.index(EXECUTOR)] = jobs.EXECUTOR_IMAGES['cpu']
     with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
-                       r'\(setup\.py\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
+                       r'\(pyproject\.toml\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
         _main(argv, backend)
     assert backend.http.requests == []
     assert gcs.bucket(BUCKET).get_blob(
@@ -344,6 +344,11 @@ def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypa
      "--repository 'My_Repo': expected an Artifact Registry repository id"),
     (['submit', 'cifar10', '--bucket', 'gs://my-bucket', '--', '--num-layers=45'],
      'trainer flags: argument --num-layers: expected 6n+2'),
+    (['submit', 'cifar10', '--runtime-version', '1.15', '--config', 'configs/cmle_config.yaml'],
+     '--runtime-version is a flag of gcloud ai-platform jobs submit training: run your gcloud '
+     'line as bash scripts/ai-platform.sh jobs submit training JOB ...'),
+    (['submit', 'cifar10', '--scale-tier=CUSTOM', '--master-machine-type', 'n1-standard-4'],
+     '--scale-tier is a flag of gcloud ai-platform jobs submit training'),
 ])
 def test_input_errors_before_credentials(argv, message):
     backend = FakeBackend()

@@ -1,4 +1,5 @@
 """Package sdist build and upload to a local GCS emulator."""
+import concurrent.futures
 import io
 import os
 import tarfile
@@ -38,15 +39,24 @@ def _tar_gz(path, files, mtime):
 def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
     before = sorted(os.listdir(REPO_ROOT))
     built = staging.build_sdist(str(tmp_path))
-    assert sorted(os.listdir(REPO_ROOT)) == before  # egg-info went to tmp_path
+    assert sorted(os.listdir(REPO_ROOT)) == before  # built from a copy in tmp_path
     assert built.filename == 'estimator-trainers-0.1.0.tar.gz'
     assert built.size == os.path.getsize(built.path)
-    assert built.requires_python == '>=3.10,<3.12'
+    assert built.requires_python == '<3.12,>=3.10'
     with tarfile.open(built.path) as tar:
         names = set(tar.getnames())
-    for member in ('setup.py', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
+    for member in ('pyproject.toml', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
                    'estimator_trainers/training.py', 'cifar10_estimator/cifar10_main.py'):
         assert 'estimator-trainers-0.1.0/' + member in names
+
+
+def test_two_builds_at_once_do_not_meet(tmp_path):
+    """Each build works on its own copy of the tree: `setup.py sdist` in the
+    checkout made its release tree there, and a second build removed it."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(staging.build_sdist, [str(tmp_path / 'a'), str(tmp_path / 'b')]))
+    assert built[0].sha256 == built[1].sha256
+    assert os.listdir(tmp_path / 'a') == [built[0].filename]
 
 
 def test_content_hash_ignores_timestamps_but_not_contents(tmp_path):
@@ -98,6 +108,6 @@ def test_python_mismatch_of_prebuilt_images():
     assert staging.python_mismatch(None, py310) is None
     assert staging.python_mismatch('==3.11.*', 'us-docker.pkg.dev/p/r/tf:latest') is None
     assert staging.python_mismatch('==3.11.*', py310) == (
-        'the package requires Python ==3.11.* (setup.py) but %s runs Python 3.10, so pip '
+        'the package requires Python ==3.11.* (pyproject.toml) but %s runs Python 3.10, so pip '
         'cannot install it there; build the container in Dockerfile and pass --image-uri'
         % py310)

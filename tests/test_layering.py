@@ -26,8 +26,10 @@ TENSORFLOW_FREE = (
     'estimator_trainers.declaration', 'estimator_trainers.cli', 'estimator_trainers.flags',
     'estimator_trainers.errors', 'estimator_trainers.registry', 'estimator_trainers.cluster',
     'estimator_trainers.checkpoints', 'estimator_trainers.job_dir',
-    'estimator_trainers.process', 'estimator_trainers.tools.local',
+    'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.tools.local',
     'estimator_trainers.tools.launcher', 'estimator_trainers.tools.cloud.cli',
+    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
+    'estimator_trainers.tools.cloud.packages',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
 
 # Command-line modules whose `--help` must be instant.
@@ -35,6 +37,7 @@ ENTRY_POINTS = (
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
     'estimator_trainers.tools.cloud', 'cifar10_estimator.generate_cifar10_tfrecords',
     'taxi_estimator.data', 'taxi_estimator.predict', 'keras_estimator.data',
+    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
 )
 
 

@@ -22,6 +22,7 @@ import processes
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import build
+from estimator_trainers.tools.cloud import staging
 
 GUIDE = os.path.join(REPO_ROOT, 'docs', 'adding-a-trainer.md')
 # A code block of the guide that is a file: its first line names it.
@@ -141,10 +142,7 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
     assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= set(
         build.context_files(str(copy)))
 
-    built = processes.run([sys.executable, 'setup.py', '-q', 'sdist', '-d',
-                           str(tmp_path / 'dist')], 300, cwd=str(copy))
-    assert built.returncode == 0, built.stderr[-3000:]
-    (sdist,) = (tmp_path / 'dist').iterdir()
+    sdist = staging.build_sdist(str(tmp_path / 'dist'), repo_root=str(copy)).path
     with tarfile.open(sdist) as tar:
         members = {m.split('/', 1)[1] for m in tar.getnames() if '/' in m}
     assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= members

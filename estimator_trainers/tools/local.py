@@ -1,18 +1,29 @@
-"""Train a discovered trainer on this machine (behind `scripts/train-local.sh`).
+"""Train a discovered trainer, or any package, on this machine (behind `scripts/train-local.sh`).
 
     python -m estimator_trainers.tools.local [MODEL] [options] [-- TRAINER_FLAGS...]
+    python -m estimator_trainers.tools.local --package-path DIR --module-name M [options] [-- ARGS...]
 
 Finds MODEL among the declared trainers (`estimator_trainers.registry`),
 prepares its data when the data directory lacks it (the trainer's data
 step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
-of a local cluster (`estimator_trainers.tools.launcher`).
+of a local cluster: this process execs `python -m estimator_trainers.tools.launcher`
+(`launcher_command`), which must start without the threads that importing
+the trainers started (its private network namespace needs a single-threaded
+process).
+
+A package this repository has never seen runs the way `gcloud ai-platform
+local train --package-path DIR --module-name M` ran it (`run_package`):
+`python -m M ARGS --job-dir JOB_DIR` from DIR's parent, which goes on
+PYTHONPATH, once or once per task of the same local cluster.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 
 from estimator_trainers import errors
 from estimator_trainers import registry
@@ -22,7 +33,8 @@ from estimator_trainers.tools import launcher
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODEL = 'cifar10'
 LAUNCHER_OPTIONS = ('--parameter-server-count', '--worker-count', '--evaluator-count',
-                    '--start-port', '--max-restarts')
+                    '--start-port', '--max-restarts', '--network', '--shutdown-grace-secs',
+                    '--stop-timeout-secs')
 
 USAGE = """\
 Usage: bash scripts/train-local.sh [MODEL] [options] [-- TRAINER_FLAGS...]
@@ -31,6 +43,9 @@ Trains a model locally, resuming from --job-dir when it holds checkpoints.
 
 Models (every package that declares a trainer; default %(default)s):
 %(models)s
+
+  or any package: --package-path DIR --module-name MODULE (as gcloud ai-platform
+  local train ran it: python -m MODULE from DIR's parent, --job-dir passed on)
 
 Options:
   --job-dir DIR    checkpoints, TensorBoard summaries, exports
@@ -47,8 +62,14 @@ gcloud ai-platform local train --distributed; see docs/distributed.md):
   --evaluator-count N           evaluators (default 0)
   --start-port PORT             first port to try (default: free ports)
   --max-restarts N              restarts of each failed task (default 0)
+  --network auto|private|host   private network namespace for the tasks
+                                (default auto: private where the kernel allows
+                                and no gs:// path is named)
+  --shutdown-grace-secs N       after the chief: time for workers to end (120)
+  --stop-timeout-secs N         after SIGTERM: time before SIGKILL (30)
   Each task's output is prefixed with its role ([worker-1] ...) and saved to
-  <job-dir>/logs/<role>-<i>.log.
+  <job-dir>/logs/<role>-<i>.log. Ctrl-C stops the tasks in order (the chief
+  saves a checkpoint first); a second Ctrl-C kills them at once.
 
 Everything after '--' goes to the trainer, e.g.
   bash scripts/train-local.sh -- --train-steps=2000
@@ -80,6 +101,8 @@ def parse_args(argv):
     parser.add_argument('--job-dir', default=os.environ.get('JOB_DIR') or None)
     parser.add_argument('--data-dir', default=os.environ.get('DATA_DIR') or None)
     parser.add_argument('--distributed', action='store_true')
+    parser.add_argument('--package-path', default=None)
+    parser.add_argument('--module-name', default=None)
     for option in LAUNCHER_OPTIONS:
         parser.add_argument(option, default=None)
     args, unknown = parser.parse_known_args(argv)
@@ -114,7 +137,79 @@ def prepare_data(trainer, data_dir, environ=None):
     step = trainer.data_step(data_dir, os.environ if environ is None else environ)
     if not step:
         return 0
-    return subprocess.call([sys.executable, '-m'] + list(step))
+    return run_passing_signals([sys.executable, '-m'] + list(step))
+
+
+def run_passing_signals(command):
+    """Runs `command` to its end, passing SIGTERM and SIGHUP on to it; returns its status.
+
+    A signal sent to this process alone (`timeout`, `kill`) would otherwise
+    end it and leave the data step running. Ctrl-C reaches the step from the
+    terminal by itself (same process group), so this process only waits for
+    it. Stopped by a signal, this process says so in one line and returns
+    128 + its number.
+    """
+    process = subprocess.Popen(command)  # pylint: disable=consider-using-with
+    received = []
+
+    def pass_on(signum, _):
+        received.append(signum)
+        process.send_signal(signum)
+
+    handlers = {signal.SIGTERM: pass_on, signal.SIGHUP: pass_on, signal.SIGINT: signal.SIG_IGN}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        code = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        errors.report(errors.TaskFailure(
+            'stopped on %s during the data step (python %s); the same command starts it '
+            'again' % (signal.Signals(received[0]).name, ' '.join(command[1:]))))
+        return 128 + received[0]
+    return code if code >= 0 else 128 - code
+
+
+def run_package(package_path, module, job_dir, user_args, distributed, launcher_options):
+    """Runs `python -m module user_args [--job-dir job_dir]` from the package's parent
+    (default: the current directory), once or on a local cluster; either replaces
+    this process."""
+    root = os.getcwd()
+    if package_path:
+        if not os.path.isfile(os.path.join(package_path, '__init__.py')):
+            raise UserInputError('--package-path %s: not a Python package directory (no '
+                                 '__init__.py)' % package_path, flag='--package-path')
+        root = os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
+    if launcher_options and not distributed:
+        raise UserInputError('%s needs --distributed' % launcher_options[0],
+                             flag=launcher_options[0])
+    if job_dir and '://' not in job_dir:
+        job_dir = os.path.abspath(job_dir)
+    command = [sys.executable, '-m', module, *user_args] + (
+        ['--job-dir', job_dir] if job_dir else [])
+    os.environ['PYTHONPATH'] = root + (os.pathsep + os.environ['PYTHONPATH']
+                                       if os.environ.get('PYTHONPATH') else '')
+    os.environ.pop('TF_CONFIG', None)
+    os.chdir(root)
+    if not distributed:
+        os.execv(command[0], command)
+    logs = []
+    if not job_dir or '://' in job_dir:
+        logs = ['--log-dir', tempfile.mkdtemp(prefix='local-train-logs-')]
+    command = launcher_command(job_dir or logs[1], [*logs, *launcher_options], command)
+    os.execv(command[0], command)
+
+
+def launcher_command(job_dir, options, task_command):
+    """argv of the launcher running `task_command` as every task of a local cluster.
+
+    The launcher runs as a process of its own (exec'd, not called): its private
+    network namespace can only be made by a process that runs no threads yet,
+    and importing the trainers here started numpy's.
+    """
+    return ([sys.executable, '-m', launcher.__name__, '--job-dir', job_dir] + list(options)
+            + ['--'] + list(task_command))
 
 
 def main(argv=None):
@@ -122,6 +217,12 @@ def main(argv=None):
     if args.help:
         sys.stdout.write(usage(registry.discover()))
         return 0
+    if args.module_name or args.package_path:
+        if not args.module_name:
+            raise UserInputError('--package-path needs --module-name (the module to run)',
+                                 flag='--module-name')
+        return run_package(args.package_path, args.module_name, args.job_dir,
+                           trainer_flags, args.distributed, launcher_args(args))
     trainer = registry.get(args.model)
     extra = launcher_args(args)
     job_dir = args.job_dir or '/tmp/%s' % trainer.name
@@ -131,7 +232,7 @@ def main(argv=None):
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
     if args.distributed:
-        return launcher.main(['--job-dir', job_dir] + extra + ['--'] + command)
+        command = launcher_command(job_dir, extra, command)
     os.execv(command[0], command)
 
 

@@ -1,14 +1,14 @@
 """Session hooks: progress logging, training summaries and step-aligned checkpoints.
 
 A `Session.run` may train several steps (`--steps-per-loop`): the hooks
-count global-step deltas (`steps_loop.step_fetches`), never their own calls.
+count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
 import time
 
 import tensorflow as tf
 from tensorflow.python.training import training_util  # pylint: disable=g-direct-tensorflow-import
 
-from estimator_trainers import steps_loop
+from estimator_trainers import run_steps
 from estimator_trainers import summaries
 
 
@@ -79,7 +79,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     def begin(self):
         if tf.compat.v1.train.get_global_step() is None:
             raise RuntimeError('TrainingProgressHook needs a global step.')
-        self._step_fetches = steps_loop.step_fetches()
+        self._step_fetches = run_steps.step_fetches()
         self._tensors = summaries.progress_values()
         self._writer = self._writer_for(self._summary_dir)
         self._worker_writer = self._writer_for(self._worker_dir)
@@ -109,13 +109,13 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         """True when the next run ends at a summary step (a multiple, or the target)."""
         if self._summary_op is None or self.last_step is None:
             return False
-        end = steps_loop.run_end(self.last_step)
+        end = run_steps.run_end(self.last_step)
         return (end != self._summary_step
                 and (end >= self._train_steps or end % self._save_summary_steps == 0))
 
     def after_run(self, run_context, run_values):
         results = run_values.results
-        step, steps = steps_loop.steps_done(results['step'])
+        step, steps = run_steps.steps_done(results['step'])
         now = time.time()
         if self._last_time is None and self._writer is not None:
             # TensorBoard drops events a previous run wrote after the step it

@@ -34,102 +34,23 @@ The construction, and why:
   a local (unsaved) variable at every step and read after the loop; the
   model_fn's own hooks have their fetches mapped to those copies. Hooks of
   the training driver learn the step a run ended at and how many steps it
-  ran from `step_fetches` / `steps_done`, with or without a loop.
+  ran from `run_steps`, with or without a loop.
 
 Strategies that replicate the model_fn (`mirrored`, `multi_worker_mirrored`)
 cannot run it inside a loop: they train one step per run, and
 `distribution.steps_per_loop` refuses more in one line.
 """
 import contextlib
-import dataclasses
 import logging
 import weakref
 
 import tensorflow as tf
 
+from estimator_trainers import run_steps
 from estimator_trainers import summaries
 
-# graph -> the iterator `wrap_input_fn` made; graph -> `Loop`.
+# graph -> the iterator `wrap_input_fn` made.
 _ITERATORS = weakref.WeakKeyDictionary()
-_LOOPS = weakref.WeakKeyDictionary()
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """What one `Session.run` may do.
-
-    Attributes:
-      steps_per_loop: at most this many steps per run.
-      intervals: a run ends at every multiple of each of these global steps.
-      target: and at this global step (`--train-steps`).
-    """
-    steps_per_loop: int
-    intervals: tuple
-    target: int
-
-    def run_end(self, step):
-        """The global step a run starting at `step` ends at (one training task)."""
-        end = min(step + self.steps_per_loop, self.target)
-        for every in self.intervals:
-            end = min(end, step - step % every + every)
-        return max(end, step + 1) if step < self.target else step
-
-
-def settings(steps_per_loop, *, train_steps, every_steps=()):
-    """`Settings` for a run to `train_steps` that must stop at multiples of `every_steps`."""
-    return Settings(steps_per_loop=steps_per_loop, target=train_steps,
-                    intervals=tuple(sorted({int(e) for e in every_steps if e})))
-
-
-class Loop:
-    """The loop of one training graph, as hooks see it.
-
-    Attributes:
-      settings: `Settings`.
-      iterations: the steps the last run ran (a tensor, fetch it).
-      step_after: the global step when the last run ended (a tensor).
-    """
-
-    def __init__(self, loop_settings, iterations, step_after, lifted):
-        self.graph = iterations.graph
-        self.settings = loop_settings
-        self.iterations = iterations
-        self.step_after = step_after
-        self._lifted = lifted
-
-    def outside(self, tensor):
-        """The copy of `tensor` read after the loop, if it was copied out; else None."""
-        return self._lifted.get(_ref(tensor))
-
-
-def current(graph=None):
-    """The `Loop` of `graph` (default: the default graph), or None without one."""
-    return _LOOPS.get(graph or tf.compat.v1.get_default_graph())
-
-
-def step_fetches():
-    """What a hook fetches to learn the global step after a run (`steps_done`)."""
-    loop = current()
-    if loop is None:
-        return {'step': tf.compat.v1.train.get_global_step()}
-    return {'step': loop.step_after, 'steps': loop.iterations}
-
-
-def steps_done(results):
-    """(global step after the run, steps this task ran in it) from `step_fetches`' results.
-
-    Without a loop the global step is read concurrently with the update: one
-    step was run and +1 is the step it made.
-    """
-    if 'steps' in results:
-        return int(results['step']), int(results['steps'])
-    return int(results['step']) + 1, 1
-
-
-def run_end(step):
-    """The global step the next run of the default graph ends at, from `step`."""
-    loop = current()
-    return loop.settings.run_end(step) if loop else step + 1
 
 
 def wrap_input_fn(input_fn):
@@ -197,8 +118,8 @@ def _one_step(spec, loop_settings):
     """`spec` of one step per run, with the global step read after it for the hooks."""
     with tf.name_scope('steps_loop/'), tf.control_dependencies([spec.train_op]):
         step_after = tf.compat.v1.train.get_global_step().read_value()
-    _LOOPS[step_after.graph] = Loop(loop_settings, tf.constant(1, name='steps_loop/one'),
-                                    step_after, {})
+    run_steps.register(run_steps.Loop(
+        loop_settings, tf.constant(1, name='steps_loop/one'), step_after, {}))
     return spec
 
 
@@ -245,12 +166,11 @@ def _build(model_fn, config, loop_settings):
         lifted = {_ref(t): tf.identity(mirror.read_value()) for t, mirror in built['copied']}
         train_op = tf.group(iterations, step_after, name='train_op')
     loss = lifted[_ref(tf.convert_to_tensor(spec.loss))]
-    for name, tensor in sorted(built["progress"].items()):
-        if _ref(tensor) not in lifted: continue
+    for name, tensor in sorted(built['progress'].items()):
         summaries.log_progress(name, lifted[_ref(tensor)])
     _merge_summaries(lifted, loss)
-    loop = Loop(loop_settings, iterations, step_after, lifted)
-    _LOOPS[graph] = loop
+    loop = run_steps.Loop(loop_settings, iterations, step_after, lifted)
+    run_steps.register(loop)
     hooks = [_IteratorInitializerHook(_ITERATORS[graph]), _StopAtTargetHook(loop)]
     return tf.estimator.EstimatorSpec(
         tf.estimator.ModeKeys.TRAIN, loss=loss, train_op=train_op,
@@ -394,3 +314,10 @@ class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session):
         self._hook.end(session)
+
+
+def settings(steps_per_loop, *, train_steps, every_steps=()):
+    """`run_steps.Settings` of a run to `train_steps` that must stop at multiples of
+    `every_steps`."""
+    return run_steps.Settings(steps_per_loop=steps_per_loop, target=train_steps,
+                              intervals=tuple(sorted({int(e) for e in every_steps if e})))

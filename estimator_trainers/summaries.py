@@ -20,6 +20,7 @@ import weakref
 
 import tensorflow as tf
 
+from estimator_trainers import run_steps
 
 LOSS = 'loss'
 ACCURACY = 'accuracy'
@@ -117,7 +118,7 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
     TensorBoard drops what was written at or after the step of such an event
     before it; the progress hook writes one at the first run. A run may
     train several steps (`--steps-per-loop`): the step comes from
-    `steps_loop`, and the summary is fetched for the run that reaches the
+    `run_steps`, and the summary is fetched for the run that reaches the
     next multiple.
     """
 
@@ -127,23 +128,20 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
         self._every_steps = every_steps
 
     def begin(self):
-        # steps_loop imports this module: imported here, once the graph is built.
-        from estimator_trainers import steps_loop  # pylint: disable=g-import-not-at-top
-        self._steps_loop = steps_loop
         self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
-        self._step_fetches = steps_loop.step_fetches()
+        self._step_fetches = run_steps.step_fetches()
         self._next_step = None
         self._last_step = None
 
     def before_run(self, run_context):
         fetches = {'step': self._step_fetches}
         if (self._next_step is not None
-                and self._steps_loop.run_end(self._last_step) >= self._next_step):
+                and run_steps.run_end(self._last_step) >= self._next_step):
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
     def after_run(self, run_context, run_values):
-        step, _ = self._steps_loop.steps_done(run_values.results['step'])
+        step, _ = run_steps.steps_done(run_values.results['step'])
         if self._next_step is None:
             self._next_step = step + 1
         elif 'summary' in run_values.results:

@@ -20,16 +20,13 @@ import json
 import os
 import time
 
-import tensorflow as tf
-
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
 from estimator_trainers.errors import UserInputError
-from taxi_estimator import features as features_lib
-from taxi_estimator import input as input_lib
 
 FORMAT = 1
+DEFAULT_SHARDS = 16
 
 
 def write_cache(patterns, out_dir, shards, flag='--files'):
@@ -42,6 +39,10 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
       UserInputError: a bad file (as `input.scan`), a cache given as input,
         or an `out_dir` that is not empty.
     """
+    # Here, not at the top: flags are parsed first, so --help is instant.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from taxi_estimator import features as features_lib  # pylint: disable=g-import-not-at-top
+    from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
     if tf.io.gfile.exists(out_dir) and tf.io.gfile.listdir(out_dir):
         raise UserInputError('--out-dir %s is not empty; give a new or empty directory'
                              % out_dir, flag='--out-dir', path=out_dir)
@@ -75,7 +76,7 @@ def parse_args(argv=None):
                              'data step (header line first).')
     parser.add_argument('--out-dir', required=True,
                         help='New or empty directory, local or gs://, for the cache.')
-    parser.add_argument('--shards', type=flags.positive_int, default=16,
+    parser.add_argument('--shards', type=flags.positive_int, default=DEFAULT_SHARDS,
                         help='Files the rows are spread over (read in parallel while '
                              'training).')
     return parser.parse_args(argv)

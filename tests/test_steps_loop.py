@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 import taxi_trips
 from conftest import one_error_line, run_module
+from estimator_trainers import run_steps
 from estimator_trainers import steps_loop
 from taxi_trips import final_metrics
 
@@ -74,14 +75,14 @@ class _RunRecorder(tf.compat.v1.train.SessionRunHook):
     """Records (global step after the run, steps it ran) of every Session.run."""
 
     def begin(self):
-        self.fetches = steps_loop.step_fetches()
+        self.fetches = run_steps.step_fetches()
         self.runs = []
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self.fetches)
 
     def after_run(self, run_context, run_values):
-        self.runs.append(steps_loop.steps_done(run_values.results))
+        self.runs.append(run_steps.steps_done(run_values.results))
 
 
 def _train(model_dir, steps_per_loop, target, intervals=(), resume_target=None):

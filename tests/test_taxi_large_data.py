@@ -142,6 +142,13 @@ def test_cache_step_refusals_are_one_line(shards, tmp_path):
                       '--job-dir', tmp_path / 'job', *FAST)
     one_error_line(proc, '--train-files %s: a cache directory is the whole data set' % cache)
 
+    # An interrupted cache step leaves no record: not a cache, refused as a directory.
+    os.remove(cache / input_lib.CACHE_RECORD)
+    proc = run_module(TAXI, '--train-files', cache, '--eval-files', evals,
+                      '--job-dir', tmp_path / 'job', *FAST)
+    one_error_line(proc, '--train-files %s: %s is a directory; expected CSV files'
+                   % (cache, cache))
+
 
 @pytest.mark.slow
 def test_streams_csv_shards_and_a_cache_on_gs(gcs, shards, tmp_path):

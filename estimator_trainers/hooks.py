@@ -99,6 +99,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     def _writer_for(directory):
         return tf.compat.v1.summary.FileWriterCache.get(directory) if directory else None
 
+    def after_create_session(self, session, coord):
+        del coord  # unused
+        # Where the first run starts: it may end at a summary step already.
+        self._session_step = int(session.run(tf.compat.v1.train.get_global_step()))
+
     def before_run(self, run_context):
         fetches = {'values': self._tensors, 'step': self._step_fetches}
         if self._wants_summary():
@@ -107,9 +112,10 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def _wants_summary(self):
         """True when the next run ends at a summary step (a multiple, or the target)."""
-        if self._summary_op is None or self.last_step is None:
+        if self._summary_op is None:
             return False
-        end = run_steps.run_end(self.last_step)
+        end = run_steps.run_end(self._session_step if self.last_step is None
+                                else self.last_step)
         return (end != self._summary_step
                 and (end >= self._train_steps or end % self._save_summary_steps == 0))
 

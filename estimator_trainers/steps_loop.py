@@ -1,10 +1,11 @@
 """Many training steps per `Session.run`: an in-graph loop over the input iterator.
 
 `--steps-per-loop N` is TPUEstimator's `iterations_per_loop` for CPU/GPU
-Estimators. A small model's step costs little arithmetic and a lot of
-per-call overhead (Python, `Session.run`, the hooks), so running N steps in
-one call trains several times faster. `wrap` turns any Estimator (a canned
-one included) into one whose training graph is
+Estimators. A small model's step pays a per-call overhead (Python,
+`Session.run`, the hooks) besides its ops; running N steps in one call pays
+it once (the taxi model: ~1.3x the examples per CPU-second,
+benchmarks/RESULTS.md). `wrap` turns any Estimator (a canned one included)
+into one whose training graph is
 
     while i < N and step < target and (i == 0 or step is at no boundary):
         features, labels = iterator.get_next()
@@ -53,6 +54,13 @@ from estimator_trainers import summaries
 _ITERATORS = weakref.WeakKeyDictionary()
 
 
+def settings(steps_per_loop, *, train_steps, every_steps=()):
+    """`run_steps.Settings` of a run to `train_steps` that must stop at multiples of
+    `every_steps`."""
+    return run_steps.Settings(steps_per_loop=steps_per_loop, target=train_steps,
+                              intervals=tuple(sorted({int(e) for e in every_steps if e})))
+
+
 def wrap_input_fn(input_fn):
     """`input_fn` (returning a `tf.data.Dataset`) with its iterator kept for the loop."""
     def looped_input_fn():
@@ -73,7 +81,7 @@ def wrap(estimator, loop_settings):
     Evaluation and prediction call the model_fn as before. With more than one
     step per loop, train it with an input_fn from `wrap_input_fn`. With one,
     the graph is the model_fn's own, plus the global step read after its train
-    op, so that hooks learn the exact step each run made (`step_fetches`;
+    op, so that hooks learn the exact step each run made (`run_steps`;
     without it a read runs concurrently with the update, and a hook sees the
     step before or after it). Not under a `tf.distribute` strategy, which
     calls the model_fn per replica.
@@ -314,10 +322,3 @@ class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session):
         self._hook.end(session)
-
-
-def settings(steps_per_loop, *, train_steps, every_steps=()):
-    """`run_steps.Settings` of a run to `train_steps` that must stop at multiples of
-    `every_steps`."""
-    return run_steps.Settings(steps_per_loop=steps_per_loop, target=train_steps,
-                              intervals=tuple(sorted({int(e) for e in every_steps if e})))

@@ -219,11 +219,14 @@ def test_resume_from_an_unaligned_step_still_lands_on_multiples(files, tmp_path)
     job_dir = tmp_path / 'job'
     _taxi(files, job_dir, *CADENCE[2:], '--train-steps', '13', '--steps-per-loop', '1')
     assert _checkpoints(job_dir) == [0, 13]
-    proc = _taxi(files, job_dir, *CADENCE[2:], '--train-steps', '60', '--steps-per-loop', '8')
+    proc = _taxi(files, job_dir, *CADENCE[2:], '--train-steps', '60', '--steps-per-loop', '8',
+                 '--save-summary-steps', '20')
     assert 'Resuming from global step 13' in proc.stderr
     assert _checkpoints(job_dir) == [0, 13, 20, 40, 60]
     assert _steps(r'Evaluation of step (\d+) ', proc.stderr) == [20, 40, 60]
     assert _steps(r'INFO step (\d+)/60, ', proc.stderr) == [30, 60]
+    # The first run after the resume ends at 20, a summary step too.
+    assert _summary_steps(job_dir, 'loss') == [13, 20, 40, 60]
 
 
 def test_refused_in_one_line_where_the_strategy_cannot_loop(files, tmp_path):

@@ -1,4 +1,4 @@
-"""Benchmark 8: taxi training as the data grows (1M, 3M, 10M rows).
+"""Benchmark 9: taxi training as the data grows (1M, 3M, 10M rows).
 
 For each size, `benchmarks.taxi_bigdata` draws that many jittered rows from
 the real trips into `--shards` CSV files (once, kept in `--work-dir`), and

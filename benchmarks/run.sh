@@ -3,9 +3,10 @@
 #
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
 #   BENCHMARK: resnet taxi input cluster cold_start eval_share levers
-#   steps_per_loop data_size (default: all, in this order; input reads what
-#   training consumes from resnet and taxi), and install (only when named: pip
-#   vs uv installing the pins, cold and warm cache; downloads ~1.2 GB from PyPI).
+#   determinism steps_per_loop data_size (default: all, in this order; input
+#   reads what training consumes from resnet and taxi), and install (only
+#   when named: pip vs uv installing the pins, cold and warm cache; downloads
+#   ~1.2 GB from PyPI).
 #   --quick   tiny settings (a smoke test of a few minutes); its results go to
 #             $BENCH_WORK_DIR/results-quick.json and RESULTS-quick.md, never
 #             over the real figures.
@@ -24,14 +25,14 @@ benchmarks=()
 for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|eval_share|levers|steps_per_loop|data_size|install)
+    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|steps_per_loop|data_size|install)
       benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start eval_share levers
-                                            steps_per_loop data_size)
+                                            determinism steps_per_loop data_size)
 
 # shellcheck source=scripts/setup-venv.sh
 source "${repo_root}/scripts/setup-venv.sh"
@@ -118,6 +119,11 @@ for benchmark in "${benchmarks[@]}"; do
                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
                     --cifar-train-steps 50 ;;
     levers:0) run levers --data-dir "${cifar}" ;;
+    determinism:0) run determinism --cifar-data-dir "${cifar}" \
+                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" ;;
+    determinism:1) run determinism --cifar-data-dir "${cifar}" \
+                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
+                     --num-layers 8 --repeats 1 --intervals 2 ;;
     steps_per_loop:0) run steps_per_loop --taxi-train-files "${taxi_train}" \
                         --taxi-eval-files "${taxi_eval}" --mnist-data-dir "${mnist}" \
                         --cifar-data-dir "${cifar}" ${baseline_args[@]+"${baseline_args[0]}" "${baseline_args[1]}"} ;;

@@ -1,4 +1,4 @@
-"""Benchmark 9: where `--steps-per-loop` pays, per trainer.
+"""Benchmark 10: where `--steps-per-loop` pays, per trainer.
 
 Each trainer's real command line with its defaults, at each `--steps-per-loop`
 of the sweep, steady-state examples/sec (and per CPU-second), alternating

@@ -36,7 +36,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
     (`evaluation.Clock`) is left out of the rates, as is the first run after a
-    (re)start, which includes graph warm-up, from the average.
+    (re)start, which includes graph warm-up, from the average. The run record
+    (`run_record`) reads its averages from here.
 
     With `summary_dir` it is also the chief's one writer of the model's
     training summaries (Estimator's own summary hook is off, see
@@ -47,7 +48,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(self, *, examples_per_step, every_n_steps, train_steps,
                  examples_per_global_step=None, summary_dir=None, worker_dir=None,
-                 save_summary_steps=None, eval_clock=None, first_summaries=()):
+                 save_summary_steps=None, eval_clock=None):
         """Creates the hook.
 
         Args:
@@ -61,8 +62,6 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
           save_summary_steps: write the model's training summaries into
             `summary_dir` at multiples of this (None or 0: never).
           eval_clock: `evaluation.Clock` of evaluations run by this process.
-          first_summaries: serialized summaries to write into `summary_dir`
-            when training starts (the run's HParams).
         """
         self._examples_per_step = examples_per_step
         self._examples_per_global_step = examples_per_global_step or examples_per_step
@@ -72,9 +71,9 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._worker_dir = worker_dir
         self._save_summary_steps = save_summary_steps
         self._eval_clock = eval_clock
-        self._first_summaries = first_summaries
         self.first_step = None
         self.last_step = None
+        self.local_steps = 0  # steps this task trained
 
     def begin(self):
         if tf.compat.v1.train.get_global_step() is None:
@@ -83,8 +82,6 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._tensors = summaries.progress_values()
         self._writer = self._writer_for(self._summary_dir)
         self._worker_writer = self._writer_for(self._worker_dir)
-        for summary in self._first_summaries if self._writer else ():
-            self._writer.add_summary(summary)
         self._summary_op = (summaries.merged_training_summaries()
                             if self._summary_dir and self._save_summary_steps else None)
         self._summary_step = None
@@ -134,9 +131,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._summary_step = step
         self._ended_at = now
         self._eval_secs_at_end = self._eval_secs_since(0.0)
+        self.local_steps += steps
         if self._last_time is None:
             self.first_step = step - steps
             self._first_run_end = step
+            self._first_run_steps = steps
             self.last_step = step
             self._started_at = now
             self._eval_secs_at_start = self._eval_secs_since(0.0)
@@ -188,13 +187,28 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         Time this process spent evaluating is left out, and so is the first
         run (graph warm-up); None before a second run.
         """
-        if self.first_step is None or self.last_step <= self._first_run_end:
+        secs = self._training_secs()
+        if secs is None or self.last_step <= self._first_run_end:
+            return None
+        return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
+
+    def average_worker_examples_per_sec(self):
+        """Examples this task trained on per second since its first run (None: too few)."""
+        secs = self._training_secs()
+        if secs is None or self.local_steps <= self._first_run_steps:
+            return None
+        return (self.local_steps - self._first_run_steps) * self._examples_per_step / secs
+
+    def _training_secs(self):
+        if self.first_step is None:
             return None
         secs = (self._ended_at - self._started_at
                 - (self._eval_secs_at_end - self._eval_secs_at_start))
-        if secs <= 0:
-            return None
-        return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
+        return secs if secs > 0 else None
+
+    @property
+    def examples_per_global_step(self):
+        return self._examples_per_global_step
 
     def end(self, session):
         for writer in (self._writer, self._worker_writer):

@@ -348,8 +348,10 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     Args:
       files: paths from `scan` (each with a header line).
       batch_size: examples per batch.
-      training: shuffle and repeat forever; else read every row once, in order.
-      seed: shuffle seed (None: nondeterministic).
+      training: shuffle and repeat forever (the step target ends training);
+        else read every row once, in order.
+      seed: shuffle seed; with one, files are also read in a fixed order
+        (None: nondeterministic, the fastest).
       in_memory_mb: `--max-in-memory-mb`.
     """
     files = list(files)
@@ -381,36 +383,40 @@ def parsed_chunks(files, training=False, seed=None):
     """(features, label) of up to `CHUNK_ROWS` rows each, parsed from CSV files.
 
     In training the files are read in a fresh order per epoch, several at
-    once; else in order.
+    once, chunks as they come (in a fixed order with a `seed`); else in order.
     """
+    ordered = not training or seed is not None
     defaults = [_csv_default(c) for c in schema.COLUMNS]
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if training:
         dataset = dataset.shuffle(len(files), seed=seed)
     dataset = dataset.interleave(
         lambda f: tf.data.TextLineDataset(f).skip(1).batch(CHUNK_ROWS),
-        cycle_length=min(len(files), _READ_PARALLEL), deterministic=not training,
+        cycle_length=min(len(files), _READ_PARALLEL), deterministic=ordered,
         num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.map(
         tf.autograph.experimental.do_not_convert(
             lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults))),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
 def cached_chunks(directory, training=False, seed=None):
     """`parsed_chunks` as `taxi_estimator.cache` saved them in `directory`.
 
-    In training the shards are read in a fresh order per epoch, several at once.
+    In training the shards are read in a fresh order per epoch, several at
+    once (chunks in a fixed order with a `seed`).
     """
+    ordered = not training or seed is not None
+
     def reader(shards):
         if training:
             shards = shards.shuffle(_MAX_SHARDS, seed=seed)
         return shards.interleave(lambda shard: shard, cycle_length=_READ_PARALLEL,
                                  num_parallel_calls=tf.data.AUTOTUNE,
-                                 deterministic=not training)
+                                 deterministic=ordered)
     return tf.data.Dataset.load(directory, reader_func=reader).map(
         lambda index, chunk: (features_lib.with_wide_ids(chunk[0]), chunk[1]),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
 def _rows(features, label, indices):

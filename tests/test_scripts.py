@@ -32,3 +32,16 @@ def test_tensorboard_help_and_errors(tmp_path):
                           'gs:// path)\n' % (tmp_path / 'missing')
     proc = _bash('scripts/tensorboard.sh', str(tmp_path), '--port', 'http')
     assert proc.returncode == 2 and "--port expects a port number, got 'http'" in proc.stderr
+
+
+def test_experiment_help_and_errors(tmp_path):
+    proc = _bash('scripts/experiment.sh', '--help')
+    assert proc.returncode == 0
+    assert proc.stdout.startswith('usage: bash scripts/experiment.sh')
+    assert '--dry-run' in proc.stdout and '--full' in proc.stdout
+    proc = _bash('scripts/experiment.sh', str(tmp_path / 'missing.yaml'))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == 'error: %s: No such file or directory' % (
+        tmp_path / 'missing.yaml')
+    proc = _bash('scripts/experiment.sh', 'configs/experiments/resume.yaml', '--bogus')
+    assert proc.returncode == 2 and '--bogus' in proc.stderr.splitlines()[-1]

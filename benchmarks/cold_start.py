@@ -14,9 +14,9 @@ MILESTONES = (
     ('configured', 'Using config:',
      'flags parsed, TensorFlow imported, RunConfig built'),
     ('graph_built', 'Done calling model_fn.', 'the training graph built'),
-    ('first_checkpoint', 'Calling checkpoint listeners after saving checkpoint 0',
-     'model.ckpt-0 written (Estimator saves the initial variables before training)'),
-    ('first_step', 'Calling checkpoint listeners before saving checkpoint 1',
+    ('first_checkpoint', 'Saving checkpoints for 0 into',
+     'model.ckpt-0 being written (the initial variables, saved before training)'),
+    ('first_step', 'Saving checkpoints for 1 into',
      'the first training step done'),
 )
 

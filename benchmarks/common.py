@@ -21,12 +21,12 @@ RESULTS_JSON = os.environ.get('BENCHMARK_RESULTS') or os.path.join(
 _PROGRESS = re.compile(r'INFO step (\d+)/\d+, .*examples/sec')
 
 
-def env(extra=None):
-    """Environment for a measured subprocess: repo importable, no cluster."""
+def env(extra=None, root=REPO_ROOT):
+    """Environment for a measured subprocess: `root` importable, no cluster."""
     result = dict(os.environ)
     for name in ('TF_CONFIG', 'CLUSTER_SPEC', 'AIP_MODEL_DIR'):
         result.pop(name, None)
-    result['PYTHONPATH'] = REPO_ROOT + os.pathsep + result.get('PYTHONPATH', '')
+    result['PYTHONPATH'] = root + os.pathsep + result.get('PYTHONPATH', '')
     result.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
     result.update(extra or {})
     return result
@@ -44,6 +44,15 @@ def python_module(module, *args):
     return [sys.executable, '-m', module] + [str(a) for a in args]
 
 
+def peak_rss_mb(pid):
+    """The high-water mark of a live process's resident memory, in MB."""
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024.0
+    return None
+
+
 def cpu_seconds(pid):
     """User + system CPU seconds a live process has used (all its threads)."""
     with open('/proc/%d/stat' % pid) as f:
@@ -51,17 +60,18 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def stream_lines(cmd, on_line, *, extra_env=None, timeout=600):
-    """Runs `cmd`, calling `on_line(seconds_since_start, line, pid)` per line.
+def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
+    """Runs `cmd` in `root`, calling `on_line(seconds_since_start, line, pid)` per line.
 
     Stops the process as soon as `on_line` returns True (the measurement is
     complete: no need to wait for evaluation and export). Returns the output.
+    `root` is the checkout whose code runs (another one: an earlier version).
 
     Raises:
       RuntimeError: the process failed or timed out before `on_line` was done.
     """
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env(extra_env), text=True,
+    proc = subprocess.Popen(cmd, cwd=root, env=env(extra_env, root), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
     lines = []
@@ -95,7 +105,7 @@ def stream_lines(cmd, on_line, *, extra_env=None, timeout=600):
     return output
 
 
-def progress_throughput(cmd, *, batch_size, intervals, extra_env=None):
+def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO_ROOT):
     """Steady-state throughput of a trainer command, timed on its progress log.
 
     The command logs a progress line every N global steps. Timing covers the
@@ -103,23 +113,26 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None):
     `intervals`-th line after it, as the lines arrive; the process is then
     stopped. Returns examples/sec of wall time and examples per CPU-second of
     the process (all its threads): the second is robust to other load on the
-    machine and shows cost rather than speed.
+    machine and shows cost rather than speed. Also the seconds from the
+    start to the first line (start-up, graph build, warm-up) and the
+    process's peak resident memory (MB) at the last.
     """
     marks = []
 
     def on_line(elapsed, line, pid):
         match = _PROGRESS.search(line)
         if match:
-            marks.append((int(match.group(1)), elapsed, cpu_seconds(pid)))
+            marks.append((int(match.group(1)), elapsed, cpu_seconds(pid), peak_rss_mb(pid)))
         return len(marks) > intervals
 
-    output = stream_lines(cmd, on_line, extra_env=extra_env)
+    output = stream_lines(cmd, on_line, extra_env=extra_env, root=root)
     if len(marks) <= intervals:
         raise RuntimeError('no steady-state progress lines:\n' + output[-4000:])
-    (first_step, first_time, first_cpu), (step, now, cpu) = marks[0], marks[-1]
+    (first_step, first_time, first_cpu, _), (step, now, cpu, rss) = marks[0], marks[-1]
     examples = (step - first_step) * batch_size
     return {'examples_per_sec': examples / (now - first_time),
-            'examples_per_cpu_sec': examples / (cpu - first_cpu)}
+            'examples_per_cpu_sec': examples / (cpu - first_cpu),
+            'first_line_secs': first_time, 'peak_rss_mb': rss}
 
 
 def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,

@@ -69,13 +69,9 @@ def _cifar_decoded_cache(data_dir, count):
 
 
 def _taxi_default(files, streaming=False):
-    cache_bytes = input_lib.CACHE_BYTES
     if streaming:
-        input_lib.CACHE_BYTES = -1
-    try:
-        return input_lib.make_input_fn(files, BATCH, training=True)()
-    finally:
-        input_lib.CACHE_BYTES = cache_bytes
+        return input_lib.make_input_fn(files, BATCH, training=True, in_memory_mb=0)()
+    return input_lib.make_input_fn(files, BATCH, training=True)()
 
 
 def _taxi_csv_dataset(files):
@@ -83,7 +79,7 @@ def _taxi_csv_dataset(files):
     dataset = tf.data.Dataset.from_tensor_slices(files).repeat().interleave(
         lambda f: tf.data.experimental.CsvDataset(f, defaults, header=True),
         cycle_length=1, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.shuffle(input_lib.SHUFFLE_BUFFER).batch(BATCH)
+    dataset = dataset.shuffle(input_lib.SHUFFLE_ROWS).batch(BATCH)
     dataset = dataset.map(input_lib._features_and_label,
                           num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

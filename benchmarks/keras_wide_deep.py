@@ -1,16 +1,18 @@
 """The Keras reference for benchmark 3: the taxi wide-and-deep model under `fit`.
 
 Equivalent to the trainer's `DNNLinearCombinedClassifier`: the same feature
-columns (`taxi_estimator.features.wide_and_deep_columns`), a linear wide side
-(each wide column as a zero-initialised 1-d sum embedding, which is what a
-linear model over sparse columns computes) trained with FTRL(0.1, L2 1.0), a
-ReLU DNN of the same hidden units on the deep columns trained with
-Adam(0.001), logits added, sigmoid cross-entropy. Keras'
-`WideDeepModel` applies the two optimizers. It reads the same CSVs through the
-trainer's own input_fn.
+columns (`taxi_estimator.features.wide_and_deep_columns`, the wide side's
+one id space computed by `features.with_wide_ids` in the trainer's input_fn),
+a linear wide side (a zero-initialised 1-d sum embedding, which is
+what a linear model over sparse columns computes) trained with FTRL(0.1, L2
+1.0), a ReLU DNN of the same hidden units on the deep columns trained with
+Adam(0.001), logits added, sigmoid cross-entropy. Keras' `WideDeepModel`
+applies the two optimizers. It reads the same CSVs through the trainer's own
+input_fn. `--steps-per-execution N` is Keras' many steps per call (its
+counterpart of the trainer's `--steps-per-loop`).
 
     python -m benchmarks.keras_wide_deep --mode throughput --train-files T \
-        --eval-files E --warmup-steps 200 --steps 600
+        --eval-files E --warmup-steps 200 --steps 600 [--steps-per-execution 32]
     python -m benchmarks.keras_wide_deep --mode auc --train-files T \
         --eval-files E --target 0.94 --eval-every 50 --max-steps 3000
 
@@ -22,7 +24,7 @@ import time
 
 import tensorflow as tf
 
-from taxi_estimator import features
+from taxi_estimator import features as features_lib
 from taxi_estimator import input as input_lib
 
 
@@ -41,8 +43,8 @@ class _Linear(tf.keras.Model):
         return tf.reduce_sum(self._weights(inputs), axis=1, keepdims=True) + self._bias
 
 
-def build_model(stats, hidden_units=(32, 16)):
-    wide, deep = features.wide_and_deep_columns(stats)
+def build_model(stats, hidden_units=(32, 16), steps_per_execution=1):
+    wide, deep = features_lib.wide_and_deep_columns(stats)
     dnn = tf.keras.Sequential(
         [tf.keras.layers.DenseFeatures(deep)]
         + [tf.keras.layers.Dense(units, activation='relu') for units in hidden_units]
@@ -52,37 +54,42 @@ def build_model(stats, hidden_units=(32, 16)):
         optimizer=[tf.keras.optimizers.Ftrl(0.1, l2_regularization_strength=1.0),
                    tf.keras.optimizers.Adam(0.001)],
         loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
-        metrics=[tf.keras.metrics.AUC(name='auc', from_logits=True)])
+        metrics=[tf.keras.metrics.AUC(name='auc', from_logits=True)],
+        steps_per_execution=steps_per_execution)
     return model
 
 
 class _Timer(tf.keras.callbacks.Callback):
-    """Records wall and process CPU time at the end of every training batch."""
+    """Records (steps done, wall time, process CPU time) after every execution."""
 
     def __init__(self):
         super().__init__()
         self.times = []
 
     def on_train_batch_end(self, batch, logs=None):
-        self.times.append((time.perf_counter(), time.process_time()))
+        # With steps_per_execution N, called every N steps with the last one's index.
+        self.times.append((batch + 1, time.perf_counter(), time.process_time()))
 
 
 class _EvaluateEvery(tf.keras.callbacks.Callback):
-    """Evaluates AUC every N steps, prints it, stops at the target AUC."""
+    """Evaluates AUC once per N steps, prints it, stops at the target AUC."""
 
-    def __init__(self, eval_data, every, target):
+    def __init__(self, eval_data, eval_batches, every, target):
         super().__init__()
         self._eval_data = eval_data
+        self._eval_batches = eval_batches
         self._every = every
         self._target = target
-        self._step = 0
+        self._evaluated = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self._step % self._every:
+        step = batch + 1
+        if step // self._every <= self._evaluated // self._every:
             return
-        auc = self.model.evaluate(self._eval_data, verbose=0, return_dict=True)['auc']
-        print(json.dumps({'step': self._step, 'auc': auc}), flush=True)
+        self._evaluated = step
+        auc = self.model.evaluate(self._eval_data, steps=self._eval_batches, verbose=0,
+                                  return_dict=True)['auc']
+        print(json.dumps({'step': step, 'auc': auc}), flush=True)
         if auc >= self._target:
             self.model.stop_training = True
 
@@ -98,26 +105,29 @@ def main(argv=None):
     parser.add_argument('--target', type=float, default=0.94, help='auc')
     parser.add_argument('--eval-every', type=int, default=50, help='auc')
     parser.add_argument('--max-steps', type=int, default=3000, help='auc')
+    parser.add_argument('--steps-per-execution', type=int, default=1)
     args = parser.parse_args(argv)
 
     train = input_lib.scan(args.train_files, '--train-files')
-    model = build_model(train.stats)
+    model = build_model(train.stats, steps_per_execution=args.steps_per_execution)
     train_data = input_lib.make_input_fn(train.files, args.batch_size, training=True)()
     if args.mode == 'throughput':
         timer = _Timer()
         model.fit(train_data, epochs=1, steps_per_epoch=args.warmup_steps + args.steps,
                   verbose=0, callbacks=[timer])
-        (start, start_cpu), (end, end_cpu) = (timer.times[args.warmup_steps - 1],
-                                              timer.times[-1])
-        examples = args.steps * args.batch_size
-        print(json.dumps({'examples_per_sec': examples / (end - start),
-                          'examples_per_cpu_sec': examples / (end_cpu - start_cpu)}))
+        start = next(t for t in timer.times if t[0] >= args.warmup_steps)
+        end = timer.times[-1]
+        examples = (end[0] - start[0]) * args.batch_size
+        print(json.dumps({'examples_per_sec': examples / (end[1] - start[1]),
+                          'examples_per_cpu_sec': examples / (end[2] - start[2])}))
     else:
-        eval_files = input_lib.resolve_files(args.eval_files, '--eval-files')
-        eval_data = input_lib.make_input_fn(eval_files, args.batch_size,
+        evaluation = input_lib.scan(args.eval_files, '--eval-files')
+        eval_data = input_lib.make_input_fn(evaluation.files, args.batch_size,
                                             training=False)()
+        eval_batches = -(-evaluation.rows // args.batch_size)
         model.fit(train_data, epochs=1, steps_per_epoch=args.max_steps, verbose=0,
-                  callbacks=[_EvaluateEvery(eval_data, args.eval_every, args.target)])
+                  callbacks=[_EvaluateEvery(eval_data, eval_batches, args.eval_every,
+                                             args.target)])
 
 
 if __name__ == '__main__':

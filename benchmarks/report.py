@@ -65,12 +65,49 @@ def targets(results):
                          '%.2f×' % default['times_training'],
                          _verdict(default['times_training'] >= 10)])
     taxi = results.get('taxi')
-    if taxi:
-        rows.append(['Taxi trainer ≥ Keras wide-and-deep examples/sec',
+    if taxi and 'ratios' in taxi:
+        ratios, keras = taxi['ratios'], taxi['keras_best']
+        if 'estimator/baseline' in ratios:
+            rows.append(['Taxi examples/sec ≥ 3× today\'s default (the trainer before #22, '
+                         'same run)', '%.2f× (per CPU-second %.2f×)' % (
+                             ratios['estimator/baseline'],
+                             ratios['estimator/baseline per CPU-s']),
+                         _verdict(ratios['estimator/baseline'] >= 3)])
+        rows.append(['Taxi examples/sec ≥ 1.5× Keras with its best steps_per_execution',
+                     '%.2f× %s (per CPU-second %.2f×)' % (
+                         ratios['estimator/' + keras], keras,
+                         ratios['estimator/%s per CPU-s' % keras]),
+                     _verdict(ratios['estimator/' + keras] >= 1.5)])
+        mine = taxi['variants']['estimator'].get('time_to_auc', {}).get('seconds')
+        theirs = taxi['variants'][keras].get('time_to_auc', {}).get('seconds')
+        if mine and theirs:
+            rows.append(['Taxi time to eval AUC %.2f ≤ Keras\'' % taxi['target_auc'],
+                         '%.1f s vs %.1f s' % (mine['median'], theirs['median']),
+                         _verdict(mine['median'] <= theirs['median'])])
+    cluster_result = results.get('cluster', {}).get('trainers', {}).get('taxi')
+    if cluster_result:
+        rows.append(['Local 1-ps/2-worker taxi ≥ 0.6× one process',
+                     '%.2f×' % cluster_result['cluster_over_single'],
+                     _verdict(cluster_result['cluster_over_single'] >= 0.6)])
+    size = results.get('data_size', {}).get('ratios', {})
+    for name, value in sorted(size.items()):
+        if ' / memory rows/sec' in name:
+            rows.append(['Streaming (%s) ≥ 0.9× the in-memory path' % name.split(' ')[0],
+                         '%.2f× (per CPU-second %.2f×)' % (
+                             value, size[name.replace('rows/sec', 'per CPU-s')]),
+                         _verdict(value >= 0.9)])
+        elif 'peak RSS' in name:
+            rows.append(['Peak RSS (%s) within 10%% as the rows grow' % name.split(' ')[0],
+                         '%s: %.2f×' % (name.split('RSS ')[1], value),
+                         _verdict(value <= 1.1)])
+    loop = results.get('steps_per_loop', {}).get('trainers', {}).get('cifar10 ResNet-20')
+    if loop and 'baseline' in loop:
+        rows.append(['CIFAR-10 ResNet speed unchanged or better (vs before #22, same run)',
                      '%.2f× (per CPU-second %.2f×)' % (
-                         taxi['estimator_over_keras'],
-                         taxi['estimator_over_keras_per_cpu_second']),
-                     _verdict(taxi['estimator_over_keras'] >= 1)])
+                         loop['1']['median'] / loop['baseline']['median'],
+                         loop['1']['per_cpu_second']['median']
+                         / loop['baseline']['per_cpu_second']['median']),
+                     _verdict(loop['1']['median'] >= 0.95 * loop['baseline']['median'])])
     shares = results.get('eval_share', {}).get('runs', {})
     for name, runs in shares.items():
         share = common.summarize([r['eval_share'] for r in runs])['median']
@@ -139,6 +176,8 @@ def input_pipeline(result):
 
 
 def taxi(result):
+    if 'ratios' not in result:  # the format before issue #22
+        return 'Measured in an older format; rerun `bash benchmarks/run.sh taxi`.'
     rows = []
     for name, s in result['variants'].items():
         row = [name, _spread(s), '%.0f' % s['per_cpu_second']['median']]
@@ -150,13 +189,50 @@ def taxi(result):
                            if 'seconds' in auc else 'not reached',
                            _spread(auc['steps']) if 'steps' in auc else '–',
                            auc['reached']])
+    baseline = (' `baseline` is the trainer at commit %s (before issue #22), run from its '
+                'own checkout.' % result['baseline_commit']
+                if result.get('baseline_commit') else '')
     return (_table(['variant', 'examples/sec median (min–max)', 'per CPU-second',
                     's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
                     'reached'], rows)
-            + '\n\nEvaluation of the whole eval file every %d steps on both sides; '
-              'estimator / Keras examples/sec = %.2f (per CPU-second %.2f).'
-            % (result['eval_every_steps'], result['estimator_over_keras'],
-               result['estimator_over_keras_per_cpu_second']))
+            + '\n\n`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
+              '`keras_speN`: Keras `fit` with `steps_per_execution` N, the best of which '
+              '(%s) is the peer.%s Evaluation of the whole eval file every %d steps on '
+              'every side. Ratios (medians): %s.'
+            % (result['keras_best'], baseline, result['eval_every_steps'],
+               ', '.join('%s %.2f' % kv for kv in result['ratios'].items())))
+
+
+def data_size(result):
+    rows = []
+    for size, by_variant in result['sizes'].items():
+        for variant, v in by_variant.items():
+            rows.append(['{:,}'.format(int(size)), variant, _spread(v['rows_per_sec']),
+                         '%.0f' % v['rows_per_cpu_sec']['median'],
+                         _spread(v['peak_rss_mb']), _spread(v['start_up_secs'], '%.1f')])
+    data = ', '.join('%s rows: %.0f MB of CSV in %d files%s' % (
+        '{:,}'.format(int(size)), d['csv_mb'], result['shards'],
+        ', cache step %.0f s' % d['cache_step_secs'] if d.get('cache_step_secs') else '')
+        for size, d in result['data'].items())
+    return ('Jittered rows drawn from the real trips (`benchmarks.taxi_bigdata`): %s. '
+            '`csv`: the shards streamed; `cache`: their `taxi_estimator.cache` directory; '
+            '`memory`: the shards held in memory (sizes under the in-memory limit). '
+            'Start-up: seconds to the first progress line (checking every row, or reading '
+            'the cache\'s record).\n\n' % data
+            + _table(['rows', 'input', 'rows/sec median (min–max)', 'per CPU-second',
+                      'peak RSS MB', 'start-up s'], rows)
+            + '\n\nRatios: %s.' % ', '.join('%s %.2f' % kv
+                                            for kv in sorted(result['ratios'].items())))
+
+
+def steps_per_loop(result):
+    rows = [[name, n, _spread(s), '%.0f' % s['per_cpu_second']['median'],
+             '%.2f' % s['vs_1'], '%.2f' % s['vs_1_per_cpu_second']]
+            for name, by_n in result['trainers'].items() for n, s in by_n.items()]
+    return ('Each trainer\'s defaults at each `--steps-per-loop` (`baseline`: the trainer '
+            'before issue #22, from its own checkout).\n\n'
+            + _table(['trainer', 'steps per loop', 'examples/sec median (min–max)',
+                      'per CPU-second', '× N=1', '× N=1 per CPU-s'], rows))
 
 
 def eval_share(result):
@@ -250,6 +326,8 @@ def render(results, notes):
         ('6. Evaluation cost of the default runs', 'eval_share', eval_share),
         ('7. Installing the pinned requirements: pip vs uv', 'install', install),
         ('8. The cost of a seed (reproducible runs)', 'determinism', determinism),
+        ('9. Taxi training as the data grows', 'data_size', data_size),
+        ('10. Where --steps-per-loop pays', 'steps_per_loop', steps_per_loop),
         ('Lever study', 'levers', levers),
     ]
     parts = [

@@ -1,15 +1,20 @@
 """Benchmark 3: the taxi trainer vs an equivalent Keras wide-and-deep model.
 
 On the same CSVs (the data step's real trips), alternating order, repeated:
-- examples/sec: steady state of `python -m taxi_estimator.task` (defaults,
-  progress log every `--interval` steps) and of `keras_wide_deep` under
-  `fit`, after the same number of warm-up steps; also the trainer with its
-  input replaced by batches replayed from memory (`estimator_free_input`),
-  which shows how much the real input pipeline slows training;
+- examples/sec: steady state of `python -m taxi_estimator.task` with its
+  defaults (`--steps-per-loop` included), of the same with
+  `--steps-per-loop 1`, of the trainer as it was before issue #22 (the
+  checkout `--baseline-dir`, "today's default": one step per Session.run,
+  fourteen wide columns, CSV parsed every epoch), and of `keras_wide_deep`
+  under `fit` with each `steps_per_execution` of `--keras-steps-per-execution`
+  (the best is the fair peer); all after the same warm-up. The trainer with
+  its input replaced by batches replayed from memory (`estimator_free_input`)
+  shows what the input pipeline costs;
 - time to a fixed eval AUC: wall seconds from process start until an
-  evaluation reaches `--target-auc`, both evaluating the whole eval file every
-  `--eval-every` steps (the Estimator after a checkpoint, in a fresh graph
-  that restores it, as `train_and_evaluate` does; Keras in memory).
+  evaluation of the whole eval file reaches `--target-auc`, every
+  `--eval-every` steps (the trainer after each checkpoint, restoring it into
+  its evaluation graph; Keras in memory), for the trainer's defaults, the
+  baseline and Keras with its best `steps_per_execution`.
 """
 import argparse
 import json
@@ -31,30 +36,28 @@ def _taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
         '--job-dir', job_dir, *flags)
 
 
-def estimator_throughput(train_files, eval_files, interval, intervals, levers=()):
+def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=(),
+                         levers=(), root=common.REPO_ROOT):
+    """Steady-state examples/sec of the trainer (in checkout `root`) with `flags`."""
     with tempfile.TemporaryDirectory() as job_dir:
         # No checkpoint (nor the evaluation it triggers) inside the window.
         cmd = _taxi_cli(train_files, eval_files, job_dir,
                         '--train-steps', interval * (intervals + 3),
                         '--checkpoint-num-steps', interval * (intervals + 3),
-                        '--log-step-count-steps', interval, levers=levers)
-        return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
+                        '--log-step-count-steps', interval, *flags, levers=levers)
+        return common.progress_throughput(cmd, batch_size=128, intervals=intervals,
+                                          root=root)
 
 
-def free_input_throughput(train_files, eval_files, interval, intervals):
-    """The trainer with its input replaced by batches replayed from memory."""
-    return estimator_throughput(train_files, eval_files, interval, intervals,
-                                levers=['free_input'])
-
-
-def keras_throughput(train_files, eval_files, interval, intervals):
+def keras_throughput(train_files, eval_files, interval, intervals, steps_per_execution):
     return common.json_result(common.python_module(
         'benchmarks.keras_wide_deep', '--mode', 'throughput',
         '--train-files', *train_files, '--eval-files', *eval_files,
-        '--warmup-steps', interval, '--steps', interval * intervals))
+        '--warmup-steps', interval, '--steps', interval * intervals,
+        '--steps-per-execution', steps_per_execution))
 
 
-def _time_to_auc(cmd, parse, target):
+def _time_to_auc(cmd, parse, target, root=common.REPO_ROOT):
     """Runs `cmd` until `parse(line)` gives (step, auc >= target)."""
     reached = {}
 
@@ -64,21 +67,23 @@ def _time_to_auc(cmd, parse, target):
             reached.update(seconds=elapsed, step=found[0], auc=found[1])
             return True
         return False
-    common.stream_lines(cmd, on_line)
+    common.stream_lines(cmd, on_line, root=root)
     return reached or {'seconds': None, 'step': None, 'auc': None}
 
 
-def estimator_time_to_auc(train_files, eval_files, target, every, max_steps):
+def estimator_time_to_auc(train_files, eval_files, target, every, max_steps,
+                          root=common.REPO_ROOT):
     def parse(line):
         match = _EVAL.search(line)
         return (int(match.group(1)), float(match.group(2))) if match else None
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = _taxi_cli(train_files, eval_files, job_dir, '--train-steps', max_steps,
                         '--checkpoint-num-steps', every, '--eval-frequency-secs', 0)
-        return _time_to_auc(cmd, parse, target)
+        return _time_to_auc(cmd, parse, target, root=root)
 
 
-def keras_time_to_auc(train_files, eval_files, target, every, max_steps):
+def keras_time_to_auc(train_files, eval_files, target, every, max_steps,
+                      steps_per_execution):
     def parse(line):
         if not line.startswith('{'):
             return None
@@ -87,86 +92,112 @@ def keras_time_to_auc(train_files, eval_files, target, every, max_steps):
     cmd = common.python_module(
         'benchmarks.keras_wide_deep', '--mode', 'auc', '--train-files', *train_files,
         '--eval-files', *eval_files, '--target', target, '--eval-every', every,
-        '--max-steps', max_steps)
+        '--max-steps', max_steps, '--steps-per-execution', steps_per_execution)
     return _time_to_auc(cmd, parse, target)
+
+
+def _summary(runs):
+    summary = common.summarize([r['examples_per_sec'] for r in runs])
+    summary['per_cpu_second'] = common.summarize([r['examples_per_cpu_sec'] for r in runs])
+    return summary
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--train-files', nargs='+', required=True)
     parser.add_argument('--eval-files', nargs='+', required=True)
+    parser.add_argument('--baseline-dir', default=None,
+                        help='A checkout of the trainer before issue #22 (run.sh makes '
+                             'one with git archive); none: no baseline rows.')
+    parser.add_argument('--baseline-commit', default=None,
+                        help='The commit --baseline-dir holds (for the record).')
+    parser.add_argument('--keras-steps-per-execution', default='1,8,32,128')
     parser.add_argument('--repeats', type=int, default=3)
-    parser.add_argument('--interval', type=int, default=300)
+    parser.add_argument('--interval', type=int, default=500)
     parser.add_argument('--intervals', type=int, default=3)
-    parser.add_argument('--target-auc', type=float, default=0.943)
+    parser.add_argument('--target-auc', type=float, default=0.94)
     parser.add_argument('--eval-every', type=int, default=50)
     parser.add_argument('--max-steps', type=int, default=2000)
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     files = (args.train_files, args.eval_files)
-    throughputs = {'estimator': estimator_throughput, 'keras': keras_throughput,
-                   'estimator_free_input': free_input_throughput}
-    throughput = {name: [] for name in throughputs}
-    to_auc = {'estimator': [], 'keras': []}
+    spe = [int(n) for n in args.keras_steps_per_execution.split(',')]
+    throughputs = {
+        'estimator': lambda: estimator_throughput(*files, args.interval, args.intervals),
+        'estimator_loop1': lambda: estimator_throughput(
+            *files, args.interval, args.intervals, flags=['--steps-per-loop', '1']),
+        'estimator_free_input': lambda: estimator_throughput(
+            *files, args.interval, args.intervals, levers=['free_input']),
+    }
+    if args.baseline_dir:
+        throughputs['baseline'] = lambda: estimator_throughput(
+            *files, args.interval, args.intervals, root=args.baseline_dir)
+    for n in spe:
+        throughputs['keras_spe%d' % n] = (
+            lambda n=n: keras_throughput(*files, args.interval, args.intervals, n))
+    runs = {name: [] for name in throughputs}
     loads = []
     for repeat in range(args.repeats):
         order = list(throughputs) if repeat % 2 == 0 else list(throughputs)[::-1]
         for name in order:
             loads.append(common.load_average())
-            throughput[name].append(throughputs[name](*files, args.interval,
-                                                      args.intervals))
+            runs[name].append(throughputs[name]())
             print('taxi %-20s %8.0f examples/sec' % (
-                name, throughput[name][-1]['examples_per_sec']), flush=True)
-        for name in [n for n in order if n in to_auc]:
-            run = estimator_time_to_auc if name == 'estimator' else keras_time_to_auc
-            to_auc[name].append(run(*files, args.target_auc, args.eval_every,
-                                    args.max_steps))
-            print('taxi %-9s AUC %s after %s steps, %s s' % (
-                name, to_auc[name][-1]['auc'], to_auc[name][-1]['step'],
-                to_auc[name][-1]['seconds']), flush=True)
+                name, runs[name][-1]['examples_per_sec']), flush=True)
+    variants = {name: _summary(values) for name, values in runs.items()}
+    best = max(spe, key=lambda n: variants['keras_spe%d' % n]['median'])
+    keras = 'keras_spe%d' % best
+
+    to_auc = {'estimator': lambda: estimator_time_to_auc(
+                  *files, args.target_auc, args.eval_every, args.max_steps),
+              keras: lambda: keras_time_to_auc(
+                  *files, args.target_auc, args.eval_every, args.max_steps, best)}
+    if args.baseline_dir:
+        to_auc['baseline'] = lambda: estimator_time_to_auc(
+            *files, args.target_auc, args.eval_every, args.max_steps,
+            root=args.baseline_dir)
+    auc_runs = {name: [] for name in to_auc}
+    for repeat in range(args.repeats):
+        order = list(to_auc) if repeat % 2 == 0 else list(to_auc)[::-1]
+        for name in order:
+            loads.append(common.load_average())
+            auc_runs[name].append(to_auc[name]())
+            print('taxi %-12s AUC %s after %s steps, %s s' % (
+                name, auc_runs[name][-1]['auc'], auc_runs[name][-1]['step'],
+                auc_runs[name][-1]['seconds']), flush=True)
+    for name, values in auc_runs.items():
+        reached = [r for r in values if r['seconds'] is not None]
+        summary = {'reached': '%d of %d runs' % (len(reached), len(values)), 'runs': values}
+        if reached:
+            summary.update(seconds=common.summarize([r['seconds'] for r in reached]),
+                           steps=common.summarize([r['step'] for r in reached]))
+        variants[name]['time_to_auc'] = summary
+
+    def ratio(a, b, key=None):
+        pick = (lambda v: v['per_cpu_second']['median']) if key else (lambda v: v['median'])
+        return pick(variants[a]) / pick(variants[b])
+
     results = {'machine': common.machine_info(), 'batch_size': 128,
                'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
-               'load_average_range': [min(loads), max(loads)], 'variants': {}}
+               'load_average_range': [min(loads), max(loads)], 'variants': variants,
+               'keras_best': keras, 'baseline_commit': args.baseline_commit,
+               'ratios': {'estimator/' + keras: ratio('estimator', keras),
+                          'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),
+                          'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1')}}
+    if args.baseline_dir:
+        results['ratios'].update({
+            'estimator/baseline': ratio('estimator', 'baseline'),
+            'estimator/baseline per CPU-s': ratio('estimator', 'baseline', 1)})
     rows = []
-    for name in throughputs:
-        summary = common.summarize([r['examples_per_sec'] for r in throughput[name]])
-        summary['per_cpu_second'] = common.summarize(
-            [r['examples_per_cpu_sec'] for r in throughput[name]])
-        if name not in to_auc:
-            results['variants'][name] = summary
-            rows.append([name, '%.0f' % summary['median'], '%.0f' % summary['min'],
-                         '%.0f' % summary['max'],
-                         '%.0f' % summary['per_cpu_second']['median'], '-', '-'])
-            continue
-        reached = [r for r in to_auc[name] if r['seconds'] is not None]
-        summary['time_to_auc'] = {
-            'reached': '%d of %d runs' % (len(reached), len(to_auc[name])),
-            'runs': to_auc[name]}
-        if reached:
-            summary['time_to_auc'].update(
-                seconds=common.summarize([r['seconds'] for r in reached]),
-                steps=common.summarize([r['step'] for r in reached]))
-        results['variants'][name] = summary
-        seconds = summary['time_to_auc'].get('seconds')
-        rows.append([name, '%.0f' % summary['median'], '%.0f' % summary['min'],
-                     '%.0f' % summary['max'],
-                     '%.0f' % summary['per_cpu_second']['median'],
-                     '%.1f (%.1f-%.1f)' % (seconds['median'], seconds['min'],
-                                           seconds['max']) if seconds else 'not reached',
-                     '%.0f' % summary['time_to_auc']['steps']['median'] if seconds
-                     else '-'])
-    ratio = (results['variants']['estimator']['median']
-             / results['variants']['keras']['median'])
-    results['estimator_over_keras'] = ratio
-    results['estimator_over_keras_per_cpu_second'] = (
-        results['variants']['estimator']['per_cpu_second']['median']
-        / results['variants']['keras']['per_cpu_second']['median'])
-    common.print_table(
-        'Taxi wide-and-deep, batch 128: examples/sec and seconds to eval AUC %.3f'
-        % args.target_auc,
-        ['variant', 'median ex/s', 'min', 'max', 'per CPU-s', 's to AUC',
-         'steps to AUC'], rows)
-    print('  estimator / keras examples/sec: %.2f' % ratio)
+    for name, s in variants.items():
+        seconds = s.get('time_to_auc', {}).get('seconds')
+        rows.append([name, '%.0f' % s['median'], '%.0f' % s['per_cpu_second']['median'],
+                     '%.1f' % seconds['median'] if seconds else '-'])
+    common.print_table('Taxi wide-and-deep, batch 128: examples/sec and seconds to eval '
+                       'AUC %.3f' % args.target_auc,
+                       ['variant', 'median ex/s', 'per CPU-s', 's to AUC'], rows)
+    for name, value in results['ratios'].items():
+        print('  %s: %.2f' % (name, value))
     common.update_results('taxi', results)
 
 

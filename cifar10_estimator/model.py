@@ -51,6 +51,7 @@ class HParams:
     cluster_has_ps: bool = False
     mixed_precision: str = 'none'
     replicas_in_sync: int = 1
+    image_summary_steps: int = 0
 
 
 def steps_per_epoch(hparams):
@@ -80,7 +81,7 @@ def model_fn(features, labels, mode, params, config):
 
     Training writes the documented tag set (`summaries`): `accuracy` of the
     training batches, `learning_rate/momentum`, and a few augmented input
-    `images` every `IMAGE_SUMMARY_INTERVALS` summary intervals.
+    `images` every `hparams.image_summary_steps` (0: none).
     """
     hparams = params['hparams']
     images = features['images'] if isinstance(features, dict) else features
@@ -139,10 +140,9 @@ def model_fn(features, labels, mode, params, config):
     summaries.training_metrics(
         loss, accuracy=summaries.batch_accuracy(labels, predictions['classes']))
     chief_hooks = []
-    if config.save_summary_steps:
+    if hparams.image_summary_steps:
         chief_hooks.append(summaries.input_images(
-            images, config.model_dir,
-            every_steps=config.save_summary_steps * IMAGE_SUMMARY_INTERVALS))
+            images, config.model_dir, every_steps=hparams.image_summary_steps))
     return tf.estimator.EstimatorSpec(
         mode, loss=loss, train_op=train_op, training_hooks=training_hooks,
         training_chief_hooks=chief_hooks, predictions=predictions,

@@ -75,6 +75,11 @@ class Cifar10Runtime(declaration.Runtime):
             raise UserInputError(
                 '--sync wraps the optimizer for parameter servers; '
                 '--distribution-strategy=%s is synchronous already' % dist.strategy)
+        if args.sync and (args.steps_per_loop or 1) > 1:
+            raise UserInputError(
+                '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
+                'hands each worker one token per Session.run, not per step); use '
+                '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
         mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision,
                                                               task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
@@ -94,7 +99,8 @@ class Cifar10Runtime(declaration.Runtime):
             replicas_in_sync=dist.replicas_in_sync,
             variable_strategy=args.variable_strategy, sync=args.sync,
             num_workers=cluster.num_workers, is_chief=cluster.is_chief,
-            cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision)
+            cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision,
+            image_summary_steps=args.save_summary_steps * model.IMAGE_SUMMARY_INTERVALS)
         counts = check_inputs(args.data_dir, hparams, args.eval_batch_size,
                               validate_files=not cluster.is_evaluator)
         hparams = dataclasses.replace(hparams, train_examples=counts['train'])

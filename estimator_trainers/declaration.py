@@ -98,6 +98,8 @@ class Trainer:
       train_steps: `--train-steps` default (None: the runtime's check decides).
       checkpoint_steps: the longest checkpoint interval of the default cadence
         (`checkpoints.plan`).
+      steps_per_loop: `--steps-per-loop` default: training steps per
+        Session.run (`steps_loop`), measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
       local_args: trainer flags `train-local.sh` adds before the user's.
       eval_metrics: names of the metrics each evaluation reports (what a
@@ -110,6 +112,7 @@ class Trainer:
     description = ''
     train_steps = None
     checkpoint_steps = 1000
+    steps_per_loop = 1
     mixed_precision = False
     local_args = ()
     eval_metrics = ('loss',)
@@ -159,7 +162,8 @@ class Trainer:
         self.add_flags(parser)
         flags.add_job_flags(parser)
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
-                                      checkpoint_steps=self.checkpoint_steps)
+                                      checkpoint_steps=self.checkpoint_steps,
+                                      steps_per_loop=self.steps_per_loop)
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)

@@ -250,6 +250,33 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                  if cluster.task_index < len(addresses) else None))
 
 
+def steps_per_loop(requested, default, distribution):
+    """The training steps per Session.run of this task (`steps_loop`).
+
+    Args:
+      requested: `--steps-per-loop`, or None.
+      default: the trainer's measured default.
+
+    `mirrored` and `multi_worker_mirrored` call the model_fn once per replica
+    and all-reduce inside it; Estimator's strategy path cannot place that in
+    an in-graph loop over the input. They train one step per run; parameter
+    servers and single tasks loop.
+
+    Raises:
+      UserInputError: more than one step asked for under such a strategy,
+        naming the flag and the strategy.
+    """
+    if requested is None:
+        return 1 if distribution.builds_strategy else default
+    if requested > 1 and distribution.builds_strategy:
+        raise UserInputError(
+            '--steps-per-loop=%d cannot run under --distribution-strategy=%s (its '
+            'replicas all-reduce inside each step, which an in-graph training loop '
+            'cannot hold); use --steps-per-loop 1, or parameter servers'
+            % (requested, distribution.strategy), flag='--steps-per-loop')
+    return requested
+
+
 def from_flags(args, cluster, devices=('/cpu:0',)):
     """`resolve` with the values of `flags.add_distribution_flags`."""
     return resolve(args.distribution_strategy, cluster, devices,

@@ -143,17 +143,29 @@ def add_job_flags(parser):
              'older than this is stale and taken over.')
 
 
-def add_training_loop_flags(parser, *, train_steps, checkpoint_steps):
-    """Step targets, evaluation, checkpoint and summary cadence.
+def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_loop=1):
+    """Step targets, steps per Session.run, evaluation, checkpoint and summary cadence.
 
     `checkpoint_steps` is the longest interval of the default cadence, which
-    `checkpoints.plan` derives from the run's length.
+    `checkpoints.plan` derives from the run's length; `steps_per_loop` the
+    trainer's measured default of `--steps-per-loop`.
     """
     group = parser.add_argument_group('training loop')
     group.add_argument(
         '--train-steps', type=positive_int, default=train_steps,
         help='Global step to train to. A rerun on the same --job-dir resumes '
              'from the latest checkpoint and stops at this step.')
+    group.add_argument(
+        '--steps-per-loop', type=positive_int, default=None,
+        help='Training steps per Session.run: an in-graph loop over the input '
+             'runs up to N steps per call, which saves the per-call overhead of '
+             'small models (1: one step per call). A loop also ends at every '
+             'multiple of --checkpoint-num-steps, --log-step-count-steps and '
+             '--save-summary-steps and at --train-steps, so checkpoints, '
+             'evaluations, summaries and progress lines land on the same steps '
+             'as with 1. Default: %d for this trainer, 1 under '
+             '--distribution-strategy mirrored or multi_worker_mirrored (which '
+             'refuse more).' % steps_per_loop)
     group.add_argument(
         '--eval-steps', type=positive_int, default=None,
         help='Batches per evaluation (default: the whole eval set once).')

@@ -1,9 +1,14 @@
-"""Session hooks: progress logging and step-aligned checkpoints."""
+"""Session hooks: progress logging, training summaries and step-aligned checkpoints.
+
+A `Session.run` may train several steps (`--steps-per-loop`): the hooks
+count global-step deltas (`run_steps.step_fetches`), never their own calls.
+"""
 import time
 
 import tensorflow as tf
 from tensorflow.python.training import training_util  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import run_steps
 from estimator_trainers import summaries
 
 
@@ -20,7 +25,7 @@ def format_duration(seconds):
 
 
 class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
-    """Logs progress with an ETA every N steps and writes throughput summaries.
+    """Logs progress with an ETA every N steps and writes the training summaries.
 
     One line per interval and one at the step target:
     `step 4100/80000, 2.1 steps/s, ETA 10h02m: loss = ... (268.8 examples/sec,
@@ -30,12 +35,15 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     distributed job every training task also writes its own rate,
     `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
-    (`evaluation.Clock`) is left out of the rates, as is the first interval
-    after a (re)start, which includes graph warm-up, from the average. The run
-    record (`run_record`) reads its averages from here.
+    (`evaluation.Clock`) is left out of the rates, as is the first run after a
+    (re)start, which includes graph warm-up, from the average. The run record
+    (`run_record`) reads its averages from here.
 
-    At the step target the chief also writes the training summaries of the
-    last step, so training curves reach the end of the run.
+    With `summary_dir` it is also the chief's one writer of the model's
+    training summaries (Estimator's own summary hook is off, see
+    `run_config`): at every multiple of `save_summary_steps` and at the step
+    target, so the curves land on the same steps whatever `--steps-per-loop`
+    and wherever a run resumed.
     """
 
     def __init__(self, *, examples_per_step, every_n_steps, train_steps,
@@ -51,8 +59,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             step (default `examples_per_step`).
           summary_dir: the chief's job-dir for job-wide summaries (None: none).
           worker_dir: where this task writes its own rate (None: not distributed).
-          save_summary_steps: Estimator's summary interval; with `summary_dir`
-            the last step's summaries are written unless it falls on one.
+          save_summary_steps: write the model's training summaries into
+            `summary_dir` at multiples of this (None or 0: never).
           eval_clock: `evaluation.Clock` of evaluations run by this process.
         """
         self._examples_per_step = examples_per_step
@@ -65,18 +73,18 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._eval_clock = eval_clock
         self.first_step = None
         self.last_step = None
-        self.local_steps = 0
+        self.local_steps = 0  # steps this task trained
 
     def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
-        if self._global_step is None:
+        if tf.compat.v1.train.get_global_step() is None:
             raise RuntimeError('TrainingProgressHook needs a global step.')
+        self._step_fetches = run_steps.step_fetches()
         self._tensors = summaries.progress_values()
         self._writer = self._writer_for(self._summary_dir)
         self._worker_writer = self._writer_for(self._worker_dir)
-        self._summary_op = (tf.compat.v1.summary.merge_all()
+        self._summary_op = (summaries.merged_training_summaries()
                             if self._summary_dir and self._save_summary_steps else None)
-        self._final_summary_written = False
+        self._summary_step = None
         self._last_time = None
         self._next_log = None
         self._local_steps = 0
@@ -88,38 +96,52 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     def _writer_for(directory):
         return tf.compat.v1.summary.FileWriterCache.get(directory) if directory else None
 
+    def after_create_session(self, session, coord):
+        del coord  # unused
+        # Where the first run starts: it may end at a summary step already.
+        self._session_step = int(session.run(tf.compat.v1.train.get_global_step()))
+
     def before_run(self, run_context):
-        fetches = {'values': self._tensors, 'step': self._global_step}
-        if self._wants_final_summary():
+        fetches = {'values': self._tensors, 'step': self._step_fetches}
+        if self._wants_summary():
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
-    def _wants_final_summary(self):
-        """True before the step that reaches the target, off Estimator's own cadence."""
-        if self._summary_op is None or self._final_summary_written or self.last_step is None:
+    def _wants_summary(self):
+        """True when the next run ends at a summary step (a multiple, or the target)."""
+        if self._summary_op is None:
             return False
-        step = self.last_step + 1
-        return step >= self._train_steps and step % self._save_summary_steps
+        end = run_steps.run_end(self._session_step if self.last_step is None
+                                else self.last_step)
+        return (end != self._summary_step
+                and (end >= self._train_steps or end % self._save_summary_steps == 0))
 
     def after_run(self, run_context, run_values):
         results = run_values.results
-        # The global step is read concurrently with the update: +1 is this step.
-        step = int(results['step']) + 1
+        step, steps = run_steps.steps_done(results['step'])
         now = time.time()
+        if self._last_time is None and self._writer is not None:
+            # TensorBoard drops events a previous run wrote after the step it
+            # resumed from (this run trains them again).
+            self._writer.add_session_log(
+                tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START),
+                step - steps + 1)
         if 'summary' in results:
             self._writer.add_summary(results['summary'], step)
-            self._final_summary_written = True
+            self._summary_step = step
         self._ended_at = now
         self._eval_secs_at_end = self._eval_secs_since(0.0)
-        self.local_steps += 1
+        self.local_steps += steps
         if self._last_time is None:
-            self.first_step = step - 1
+            self.first_step = step - steps
+            self._first_run_end = step
+            self._first_run_steps = steps
             self.last_step = step
             self._started_at = now
             self._eval_secs_at_start = self._eval_secs_since(0.0)
             self._start_interval(now, step)
             return
-        self._local_steps += 1
+        self._local_steps += steps
         self.last_step = step
         if step < self._next_log and step < self._train_steps:
             return
@@ -160,21 +182,22 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._worker_writer.flush()
 
     def average_examples_per_sec(self):
-        """Examples the job trained on per second since this task's first step.
+        """Examples the job trained on per second since this task's first run.
 
-        Time this process spent evaluating is left out; None before two steps.
+        Time this process spent evaluating is left out, and so is the first
+        run (graph warm-up); None before a second run.
         """
         secs = self._training_secs()
-        if secs is None or self.last_step <= self.first_step + 1:
+        if secs is None or self.last_step <= self._first_run_end:
             return None
-        return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs
+        return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
 
     def average_worker_examples_per_sec(self):
-        """Examples this task trained on per second since its first step (None: too few)."""
+        """Examples this task trained on per second since its first run (None: too few)."""
         secs = self._training_secs()
-        if secs is None or self.local_steps < 2:
+        if secs is None or self.local_steps <= self._first_run_steps:
             return None
-        return (self.local_steps - 1) * self._examples_per_step / secs
+        return (self.local_steps - self._first_run_steps) * self._examples_per_step / secs
 
     def _training_secs(self):
         if self.first_step is None:
@@ -219,13 +242,17 @@ class _NoSummaries:
         return lambda *args, **kwargs: None
 
 
-def checkpoint_saver_hooks(checkpoint_plan, listeners=()):
-    """The training hooks that carry out a `checkpoints.CheckpointPlan` (none: no saving)."""
+def checkpoint_saver_hooks(checkpoint_plan, listeners=(), steps_per_run=1):
+    """The training hooks that carry out a `checkpoints.CheckpointPlan` (none: no saving).
+
+    `steps_per_run`: the most steps one `Session.run` trains (`--steps-per-loop`).
+    """
     if not checkpoint_plan.directory:
         return []
     return [AlignedCheckpointSaverHook(
         checkpoint_plan.directory, save_steps=checkpoint_plan.every_steps,
-        listeners=list(listeners), write_summaries=checkpoint_plan.write_summaries)]
+        listeners=list(listeners), write_summaries=checkpoint_plan.write_summaries,
+        steps_per_run=steps_per_run)]
 
 
 class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
@@ -235,18 +262,22 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     a resumed run saves at 1300, 1600, ... for N=300. Passing this hook in the
     train hooks replaces Estimator's default saver (it detects any
     CheckpointSaverHook), and saving listeners such as the in-training
-    evaluation attach to it as usual.
+    evaluation attach to it as usual. With `steps_per_run` > 1 (the most steps
+    one `Session.run` trains) it reads the real global step after any run
+    that may have reached a multiple.
 
     With `write_summaries=False` (a multi_worker_mirrored worker saving only
     because the save ops all-reduce) it writes no graph and no events: no one
     reads them.
     """
 
-    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True):
+    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True,
+                 steps_per_run=1):
         super().__init__(checkpoint_dir, save_steps=save_steps, listeners=listeners,
                          save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
+        self._set_steps_per_run(steps_per_run)
 
     def begin(self):
         if self._write_summaries:

@@ -26,13 +26,15 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
     return config
 
 
-def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
-                    random_seed=None, session=None, distribution=None,
-                    train_distribute=None):
-    """RunConfig for `job_dir`, which never saves checkpoints by itself.
+def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session=None,
+                    distribution=None, train_distribute=None):
+    """RunConfig for `job_dir`, which never saves checkpoints or summaries by itself.
 
     Checkpoints are the `checkpoints.CheckpointPlan`'s saver hook's alone (step
-    aligned, on the tasks the plan names), so RunConfig's own savers are off.
+    aligned, on the tasks the plan names), so RunConfig's own savers are off;
+    training summaries are the training driver's progress hook's (at exact
+    multiples of `--save-summary-steps`, with any `--steps-per-loop`), so
+    Estimator's summary hook is off too.
     TF_CONFIG is read by RunConfig itself: call `cluster.export_tf_config`
     first. Estimator's own loss/steps-per-second logging is off: the training
     driver's progress hook logs one line with loss, learning rate and
@@ -48,7 +50,7 @@ def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
     config = tf.estimator.RunConfig(
         model_dir=job_dir,
         tf_random_seed=random_seed,
-        save_summary_steps=save_summary_steps,
+        save_summary_steps=0,
         save_checkpoints_steps=None,
         save_checkpoints_secs=None,
         keep_checkpoint_max=keep_checkpoint_max,
@@ -62,16 +64,9 @@ def make_run_config(job_dir, *, save_summary_steps, keep_checkpoint_max=5,
 
 def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None,
                train_distribute=None):
-    """`make_run_config` with the values of the shared flag groups.
-
-    A task whose checkpoint plan writes no summaries (a multi_worker_mirrored
-    worker) gets no summary hook either: TensorFlow would write its training
-    summaries into `tmp_worker_<i>`, where no one reads them.
-    """
-    writes = checkpoint_plan is None or checkpoint_plan.write_summaries
+    """`make_run_config` with the values of the shared flag groups."""
     return make_run_config(
-        args.job_dir, save_summary_steps=args.save_summary_steps if writes else 0,
-        keep_checkpoint_max=checkpoint_plan.keep_max if checkpoint_plan else 5,
+        args.job_dir, keep_checkpoint_max=checkpoint_plan.keep_max if checkpoint_plan else 5,
         random_seed=args.random_seed,
         session=session_config(args.num_intra_threads, args.num_inter_threads,
                                args.log_device_placement,

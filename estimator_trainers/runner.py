@@ -67,6 +67,8 @@ def run(trainer, args):
 
         runtime = trainer.load_runtime()
         job_dir_lib.check_owner(args.job_dir)
+        steps_per_loop = distribution_lib.steps_per_loop(
+            args.steps_per_loop, trainer.steps_per_loop, task.distribution)
         plan = runtime.check(args, task)
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
@@ -74,10 +76,11 @@ def run(trainer, args):
             recorder = recorder_lib.Recorder(args, task, started,
                                              job_id=lease.cluster_id(cluster))
             with recorder.recording_failures():
-                return _train(trainer, runtime, args, task, plan, termination, recorder)
+                return _train(trainer, runtime, args, task, plan, termination, recorder,
+                              steps_per_loop)
 
 
-def _train(trainer, runtime, args, task, plan, termination, recorder):
+def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_loop):
     """Steps 5 to 7 of `run`, on a job-dir this task may write."""
     cluster = task.cluster
     if args.random_seed is not None:
@@ -103,7 +106,8 @@ def _train(trainer, runtime, args, task, plan, termination, recorder):
     train_input_fn, eval_input_fn = runtime.input_fns(args, task, plan)
     loop = training.LoopSettings.from_flags(
         args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,
-        examples_per_global_step=examples_per_global_step(plan, task))
+        examples_per_global_step=examples_per_global_step(plan, task),
+        steps_per_loop=steps_per_loop)
     return training.train_and_evaluate(
         runtime.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
         train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,

@@ -20,10 +20,12 @@ import weakref
 
 import tensorflow as tf
 
+from estimator_trainers import run_steps
 
 LOSS = 'loss'
 ACCURACY = 'accuracy'
 AUC = 'auc'
+LEARNING_RATE = 'learning_rate'
 EXAMPLES_PER_SEC = 'examples_per_sec'
 GLOBAL_STEPS_PER_SEC = 'global_step/sec'
 WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
@@ -31,6 +33,8 @@ IMAGES = 'images'
 # graph -> {name: tensor} of the progress line (not a graph collection: those
 # are serialised into every checkpoint's meta graph, and names are not tensors).
 _PROGRESS = weakref.WeakKeyDictionary()
+# graph -> summaries that a hook of the model_fn writes (kept out of SUMMARIES).
+_HOOK_SUMMARIES = weakref.WeakKeyDictionary()
 
 
 def log_progress(name, tensor):
@@ -55,6 +59,24 @@ def training_metrics(loss, **metrics):
         log_progress(name, value)
 
 
+def keep_tag_set():
+    """Drops from the training summaries every summary outside the shared tag set.
+
+    For models whose library adds its own (the canned estimators' per-layer
+    activation histograms and zero fractions): in a `--steps-per-loop` loop
+    every training summary is computed at every step.
+    """
+    collection = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.SUMMARIES)
+    collection[:] = [t for t in collection
+                     if t.op.name in (LOSS, ACCURACY, AUC)
+                     or t.op.name.startswith(LEARNING_RATE + '/')]
+
+
+def hook_summaries(graph=None):
+    """Summaries of `graph` that a model_fn's hook fetches itself (`input_images`)."""
+    return list(_HOOK_SUMMARIES.get(graph or tf.compat.v1.get_default_graph(), ()))
+
+
 def batch_accuracy(labels, classes):
     """Accuracy of the training batch, for `training_metrics(accuracy=...)`.
 
@@ -67,7 +89,7 @@ def batch_accuracy(labels, classes):
 
 def learning_rate(rate, optimizer):
     """`learning_rate/<optimizer>` (e.g. `dnn_adam`): one chart per optimizer."""
-    name = 'learning_rate/' + optimizer
+    name = LEARNING_RATE + '/' + optimizer
     tf.compat.v1.summary.scalar(name, rate)
     log_progress(name, rate)
 
@@ -85,15 +107,19 @@ def input_images(images, output_dir, every_steps, max_images=3):
         pixels = tf.cast(tf.clip_by_value(images[:max_images], 0, 255), tf.uint8)
     summary = tf.compat.v1.summary.image(IMAGES, pixels, max_outputs=max_images,
                                          collections=[])
+    _HOOK_SUMMARIES.setdefault(summary.graph, []).append(summary)
     return RareSummaryHook(summary, output_dir, every_steps)
 
 
 class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
-    """Writes `summary_op` at the second step of a session, then every `every_steps`.
+    """Writes `summary_op` after the second run of a session, then every `every_steps`.
 
     Not a second `SummarySaverHook`: that writes a "session start" event, and
     TensorBoard drops what was written at or after the step of such an event
-    before it; Estimator's own summary hook writes one at the first step.
+    before it; the progress hook writes one at the first run. A run may
+    train several steps (`--steps-per-loop`): the step comes from
+    `run_steps`, and the summary is fetched for the run that reaches the
+    next multiple.
     """
 
     def __init__(self, summary_op, output_dir, every_steps):
@@ -103,24 +129,36 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
 
     def begin(self):
         self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
-        self._global_step = tf.compat.v1.train.get_global_step()
+        self._step_fetches = run_steps.step_fetches()
         self._next_step = None
         self._last_step = None
 
     def before_run(self, run_context):
-        fetches = {'step': self._global_step}
-        if self._next_step is not None and self._last_step + 1 >= self._next_step:
+        fetches = {'step': self._step_fetches}
+        if (self._next_step is not None
+                and run_steps.run_end(self._last_step) >= self._next_step):
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
     def after_run(self, run_context, run_values):
-        step = int(run_values.results['step']) + 1
+        step, _ = run_steps.steps_done(run_values.results['step'])
         if self._next_step is None:
             self._next_step = step + 1
         elif 'summary' in run_values.results:
             self._writer.add_summary(run_values.results['summary'], step)
             self._next_step = step - step % self._every_steps + self._every_steps
         self._last_step = step
+
+
+def merged_training_summaries():
+    """The training graph's merged summary op (None: no summaries).
+
+    Scaffold's own choice: the `SUMMARY_OP` collection, else all summaries
+    merged. A model trained in a loop (`steps_loop`) puts the merge of the
+    summaries' after-loop copies there.
+    """
+    return tf.compat.v1.train.Scaffold.get_or_default(
+        'summary_op', tf.compat.v1.GraphKeys.SUMMARY_OP, tf.compat.v1.summary.merge_all)
 
 
 def batch_auc(labels, probabilities):

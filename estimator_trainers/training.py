@@ -5,7 +5,9 @@
 only evaluates), checkpoints land at exact multiples of the plan's interval
 and are evaluated as they come (`evaluation`), progress is logged with an
 ETA and examples/sec, and the chief always finishes with an evaluation, a
-SavedModel export and one summary block (`run_report`).
+SavedModel export and one summary block (`run_report`). With
+`--steps-per-loop N` each Session.run trains up to N steps in an in-graph
+loop (`steps_loop`) that ends at all of those steps.
 """
 import contextlib
 import dataclasses
@@ -19,6 +21,7 @@ from estimator_trainers import hooks
 from estimator_trainers import hypertune
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import run_report
+from estimator_trainers import steps_loop
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -35,7 +38,8 @@ class LoopSettings:
       examples_per_global_step: examples the whole job consumes per global
         step (None: `examples_per_step`).
       hypertune_metric: metric to report to a tuning study, or None.
-      save_summary_steps: Estimator's training summary interval.
+      save_summary_steps: training summary interval.
+      steps_per_loop: training steps per Session.run at most.
     """
     train_steps: int
     eval_steps: int = None
@@ -44,18 +48,21 @@ class LoopSettings:
     examples_per_global_step: int = None
     hypertune_metric: str = None
     save_summary_steps: int = 100
+    steps_per_loop: int = 1
 
     @classmethod
     def from_flags(cls, args, *, train_steps, examples_per_step,
-                   examples_per_global_step=None):
-        """Settings from the shared flag groups; the step target is the trainer's."""
+                   examples_per_global_step=None, steps_per_loop=1):
+        """Settings from the shared flag groups; the step target is the trainer's,
+        the steps per loop `distribution.steps_per_loop`'s."""
         return cls(train_steps=train_steps,
                    eval_steps=args.eval_steps,
                    log_step_count_steps=args.log_step_count_steps,
                    examples_per_step=examples_per_step,
                    examples_per_global_step=examples_per_global_step,
                    hypertune_metric=args.hypertune_metric,
-                   save_summary_steps=args.save_summary_steps)
+                   save_summary_steps=args.save_summary_steps,
+                   steps_per_loop=steps_per_loop)
 
 
 def serve_parameters(config):
@@ -135,12 +142,14 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                        + (recorder.hooks(progress, loop.train_steps,
                                          checkpoint_plan.every_steps, step or 0)
                           if recorder else [])
-                       + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners))
+                       + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners,
+                                                      loop.steps_per_loop))
+        trained, train_input_fn = _looped(estimator, train_input_fn, loop, checkpoint_plan)
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,
                                                       recorder.hparams_facts())
         metrics = _checked(job_dir, lambda: _train(
-            estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+            trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
             checkpoint_plan.eval_every_secs))
 
     if not is_chief:
@@ -181,6 +190,26 @@ def _in_scope(input_fn):
         with tf.name_scope('input'):
             return input_fn()
     return scoped
+
+
+def _looped(estimator, train_input_fn, loop, checkpoint_plan):
+    """The estimator and input_fn to train with (`steps_loop`).
+
+    With N > 1 steps per run, a run ends at every step some hook acts on:
+    checkpoints (and so evaluations), progress lines, summaries and the
+    target. With one, the hooks still learn the exact step of each run,
+    except under a `tf.distribute` strategy (which N > 1 refuses).
+    """
+    if loop.steps_per_loop <= 1 and estimator.config.train_distribute is not None:
+        return estimator, train_input_fn
+    settings = steps_loop.settings(
+        loop.steps_per_loop, train_steps=loop.train_steps,
+        every_steps=[checkpoint_plan.every_steps, loop.log_step_count_steps,
+                     loop.save_summary_steps])
+    if loop.steps_per_loop <= 1:
+        return steps_loop.wrap(estimator, settings), train_input_fn
+    return (steps_loop.wrap(estimator, settings),
+            steps_loop.wrap_input_fn(train_input_fn))
 
 
 def _worker_label(cluster):

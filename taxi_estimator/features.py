@@ -6,7 +6,13 @@ tracts and coordinates but never fed them to the model):
 - wide side (linear): payment type, company, trip start month/hour/day,
   community areas and census tracts, plus crosses of bucketised pickup and
   dropoff latitude x longitude, trip miles x seconds, hour x day and payment
-  type x fare;
+  type x fare. All fourteen are one id space (`wide_ids`): each feature's
+  ids are offset past the previous ones, and the linear model sums one
+  weight per id. That is the sum of fourteen per-column linear models (FTRL
+  and its L2 work per weight), at one sparse lookup and one sparse update
+  per step instead of fourteen: those per-column ops made up most of a
+  step's time (benchmarks/RESULTS.md). The crosses are exact (bucket x
+  bucket), so they never collide, unlike hashed `crossed_column`s;
 - deep side (DNN): the numeric features as z-scores (statistics from the
   training files), one-hot payment type and an embedding of the hashed
   company. Time, areas and tracts stay on the wide side: as DNN inputs
@@ -44,8 +50,8 @@ _MISSING_NUMBER = -2e9
 
 _COMPANY_BUCKETS = 100
 _TRACT_BUCKETS = 1000
-_CROSS_BUCKETS = 1000
 _EMBEDDING_DIM = 8
+WIDE_IDS = 'wide_ids'
 
 
 class StatsAccumulator:
@@ -61,6 +67,22 @@ class StatsAccumulator:
         delta = value - moments[1]
         moments[1] += delta / moments[0]
         moments[2] += delta * (value - moments[1])
+
+    def merge(self, other):
+        """Adds the values another accumulator saw (Chan et al.'s pairwise update)."""
+        for column, (count, mean, m2) in other._moments.items():  # pylint: disable=protected-access
+            self.add_moments(column, count, mean, m2)
+
+    def add_moments(self, column, count, mean, m2):
+        """Adds `count` values of `column` with that mean and sum of squared deviations."""
+        moments = self._moments[column]
+        total = moments[0] + count
+        if not count:
+            return
+        delta = mean - moments[1]
+        moments[1] += delta * count / total
+        moments[2] += m2 + delta * delta * moments[0] * count / total
+        moments[0] = total
 
     def stats(self):
         """{column: {'mean', 'std'}}; a column without values gets 0 and 1."""
@@ -159,49 +181,123 @@ def record_stats(job_dir, stats):
 
 
 def wide_and_deep_columns(stats):
-    """(wide_columns, deep_columns) for `DNNLinearCombinedClassifier`."""
+    """(wide_columns, deep_columns) for `DNNLinearCombinedClassifier`.
+
+    The wide column reads `features[WIDE_IDS]`: call `with_wide_ids` on the
+    features first (the model_fn does, in every mode).
+    """
     fc = tf.feature_column
-
-    def bucketized(column, boundaries):
-        source = fc.numeric_column(column, normalizer_fn=_fill_missing)
-        return fc.bucketized_column(source, [_MISSING_BOUNDARY] + list(boundaries))
-
-    pickup_lat, dropoff_lat = (
-        bucketized(c, _grid(*_LATITUDE_RANGE))
-        for c in ('pickup_latitude', 'dropoff_latitude'))
-    pickup_lon, dropoff_lon = (
-        bucketized(c, _grid(*_LONGITUDE_RANGE))
-        for c in ('pickup_longitude', 'dropoff_longitude'))
-    miles = bucketized('trip_miles', _MILES_BOUNDARIES)
-    seconds = bucketized('trip_seconds', _SECONDS_BOUNDARIES)
-    fare = bucketized('fare', _FARE_BOUNDARIES)
-
+    wide = [fc.categorical_column_with_identity(WIDE_IDS, WIDE_BUCKETS)]
     payment = fc.categorical_column_with_vocabulary_list(
         'payment_type', schema.PAYMENT_TYPES, num_oov_buckets=1)
-    times = {c: fc.categorical_column_with_identity(c, schema.INT_FEATURES[c][1] + 1)
-             for c in ('trip_start_month', 'trip_start_hour', 'trip_start_day')}
-    areas = {c: fc.categorical_column_with_identity(c, schema.INT_FEATURES[c][1] + 1)
-             for c in ('pickup_community_area', 'dropoff_community_area')}
-    tracts = {c: fc.categorical_column_with_hash_bucket(c, _TRACT_BUCKETS)
-              for c in ('pickup_census_tract', 'dropoff_census_tract')}
     company = fc.categorical_column_with_hash_bucket('company', _COMPANY_BUCKETS)
-
-    wide = [payment, company, *times.values(), *areas.values(), *tracts.values(),
-            fc.crossed_column([pickup_lat, pickup_lon], _CROSS_BUCKETS),
-            fc.crossed_column([dropoff_lat, dropoff_lon], _CROSS_BUCKETS),
-            fc.crossed_column([miles, seconds], _CROSS_BUCKETS),
-            fc.crossed_column([times['trip_start_hour'], times['trip_start_day']],
-                              _CROSS_BUCKETS),
-            fc.crossed_column(['payment_type', fare], _CROSS_BUCKETS)]
     deep = [fc.numeric_column(c, normalizer_fn=_z_score(stats[c]['mean'], stats[c]['std']))
             for c in schema.FLOAT_FEATURES]
     deep += [fc.indicator_column(payment), fc.embedding_column(company, _EMBEDDING_DIM)]
     return wide, deep
 
 
+def _wide_features():
+    """(name, number of ids, function(features) -> int64 ids, -1 for none) of the wide side.
+
+    Each function gets the features flattened to [batch] and returns [batch].
+    """
+    def payment(f):
+        return _payment_ids(f['payment_type'])
+
+    def hashed(column, buckets):
+        return lambda f: _unless_empty(f[column], tf.strings.to_hash_bucket_fast(
+            f[column], buckets))
+
+    def category(column):
+        return lambda f: _category(f[column], schema.INT_FEATURES[column][1] + 1)
+
+    def cell(latitude, longitude):
+        return lambda f: (_bucket(f[latitude], _LATITUDE_GRID) * (_GRID + 1)
+                          + _bucket(f[longitude], _LONGITUDE_GRID))
+
+    hours, days = (schema.INT_FEATURES[c][1] + 1
+                   for c in ('trip_start_hour', 'trip_start_day'))
+
+    def hour_x_day(f):
+        hour = _category(f['trip_start_hour'], hours)
+        day = _category(f['trip_start_day'], days)
+        return tf.where((hour < 0) | (day < 0), tf.constant(-1, tf.int64), hour * days + day)
+
+    def payment_x_fare(f):
+        paid = _payment_ids(f['payment_type'])
+        fare = _bucket(f['fare'], _FARE_BOUNDARIES)
+        return tf.where(paid < 0, tf.constant(-1, tf.int64),
+                        paid * (len(_FARE_BOUNDARIES) + 2) + fare)
+
+    payments = len(schema.PAYMENT_TYPES) + 1
+    return [
+        ('payment_type', payments, payment),
+        ('company', _COMPANY_BUCKETS, hashed('company', _COMPANY_BUCKETS)),
+        *[(c, schema.INT_FEATURES[c][1] + 1, category(c))
+          for c in ('trip_start_month', 'trip_start_hour', 'trip_start_day',
+                    'pickup_community_area', 'dropoff_community_area')],
+        *[(c, _TRACT_BUCKETS, hashed(c, _TRACT_BUCKETS))
+          for c in ('pickup_census_tract', 'dropoff_census_tract')],
+        ('pickup_cell', (_GRID + 1) ** 2, cell('pickup_latitude', 'pickup_longitude')),
+        ('dropoff_cell', (_GRID + 1) ** 2, cell('dropoff_latitude', 'dropoff_longitude')),
+        ('miles_x_seconds', (len(_MILES_BOUNDARIES) + 2) * (len(_SECONDS_BOUNDARIES) + 2),
+         lambda f: (_bucket(f['trip_miles'], _MILES_BOUNDARIES)
+                    * (len(_SECONDS_BOUNDARIES) + 2)
+                    + _bucket(f['trip_seconds'], _SECONDS_BOUNDARIES))),
+        ('hour_x_day', hours * days, hour_x_day),
+        ('payment_x_fare', payments * (len(_FARE_BOUNDARIES) + 2), payment_x_fare),
+    ]
+
+
+def with_wide_ids(features):
+    """`features` plus `WIDE_IDS`: int64 [batch, 14], each wide feature's id or -1.
+
+    A missing category (or one out of its range, e.g. in a serving request)
+    contributes nothing; a missing number falls in a bucket of its own.
+    """
+    flat = {k: tf.reshape(v, [-1]) for k, v in features.items()}
+    ids, offset = [], 0
+    for _, size, make in _wide_features():
+        value = tf.cast(make(flat), tf.int64)
+        ids.append(tf.where(value < 0, value, value + offset))
+        offset += size
+    return dict(features, **{WIDE_IDS: tf.stack(ids, axis=1)})
+
+
 def _grid(low, high):
     step = (high - low) / _GRID
     return [low + i * step for i in range(1, _GRID)]
+
+
+_LATITUDE_GRID = _grid(*_LATITUDE_RANGE)
+_LONGITUDE_GRID = _grid(*_LONGITUDE_RANGE)
+
+
+def _bucket(x, boundaries):
+    """Bucket of a float feature: 0 for missing (NaN), then one per boundary interval."""
+    x = _fill_missing(tf.cast(x, tf.float32))
+    return tf.cast(tf.raw_ops.Bucketize(
+        input=x, boundaries=[_MISSING_BOUNDARY] + [float(b) for b in boundaries]), tf.int64)
+
+
+def _category(x, buckets):
+    """An integer category as its own id; missing (-1) or out of [0, buckets): -1."""
+    x = tf.cast(x, tf.int64)
+    return tf.where((x < 0) | (x >= buckets), tf.constant(-1, tf.int64), x)
+
+
+def _payment_ids(payment):
+    """Vocabulary index of the payment type, `len(PAYMENT_TYPES)` for others, -1 for ''."""
+    matches = tf.equal(payment[:, None], tf.constant(schema.PAYMENT_TYPES)[None, :])
+    index = tf.where(tf.reduce_any(matches, axis=1),
+                     tf.argmax(tf.cast(matches, tf.int32), axis=1, output_type=tf.int64),
+                     tf.constant(len(schema.PAYMENT_TYPES), tf.int64))
+    return _unless_empty(payment, index)
+
+
+def _unless_empty(text, ids):
+    return tf.where(tf.equal(text, schema.MISSING_STRING), tf.constant(-1, tf.int64), ids)
 
 
 def _fill_missing(x):
@@ -212,3 +308,7 @@ def _z_score(mean, std):
     def normalize(x):
         return tf.where(tf.math.is_nan(x), tf.zeros_like(x), (x - mean) / std)
     return normalize
+
+
+# Ids of the whole wide side (2,963).
+WIDE_BUCKETS = sum(size for _, size, _ in _wide_features())

@@ -1,11 +1,16 @@
 """Reading taxi trip CSVs: validation up front, tf.data input, serving inputs.
 
-`scan` reads every training/eval file once in Python before anything is
-written to the job-dir: a wrong header, a row with too few or too many
-fields, a non-numeric number or an out-of-range category stops the run with
-one line naming the flag, file, line and column (TensorFlow's CSV reader
-would fail mid-training with neither). The same pass counts the rows and
-computes the normalisation statistics of the training files.
+`scan` reads every training/eval file once before anything is written to
+the job-dir: a wrong header, a row with too few or too many fields, a
+non-numeric number or an out-of-range category stops the run with one line
+naming the flag, file, line and column (TensorFlow's CSV reader would fail
+mid-training with neither). The same pass counts the rows and computes the
+normalisation statistics of the training files. Files are checked in chunks
+of lines by TensorFlow ops first (about 50x the rows/sec of checking each
+field in Python, which took minutes for millions of rows); a file in which
+anything looks wrong is checked again line by line in Python, which names
+the problem. A cache directory (`taxi_estimator.cache`) was checked when it
+was written: its record gives the rows and statistics.
 
 The serving input functions accept the same features in three encodings
 (`--serving-export-format`): JSON (one typed input per feature), CSV (one
@@ -14,6 +19,7 @@ The serving input functions accept the same features in three encodings
 """
 import csv
 import dataclasses
+import json
 import re
 
 import tensorflow as tf
@@ -23,27 +29,47 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
 from taxi_estimator import schema
+from taxi_estimator import trainer
 
-SHUFFLE_BUFFER = 10000
-CACHE_BYTES = 256 << 20  # training CSVs up to this size are kept in memory
+CHUNK_ROWS = 1024  # lines read and parsed together
+SHUFFLE_ROWS = 16 * CHUNK_ROWS  # rows a streaming window permutes (memory stays flat)
+_READ_PARALLEL = 8  # files read at once
+_MAX_SHARDS = 1 << 16
 _ALL_ROWS = 1 << 62
-_CHUNK_LINES = 1024
 CSV_INPUT = 'csv_row'
 EXAMPLE_INPUT = 'examples'
 
 
+CACHE_RECORD = 'taxi_cache.json'  # marks a complete cache directory
+_SCAN_CHUNK = 16384  # lines checked together by the fast path
+FAST_SCAN_BYTES = 16 << 20  # files at least this large in all are checked by ops first
+
+
 @dataclasses.dataclass(frozen=True)
 class DataSummary:
-    """What `scan` learned about a set of CSV files.
+    """What `scan` learned about a set of CSV files, or a cache directory.
 
     Attributes:
-      files: the matched paths, in reading order.
+      files: the matched paths, in reading order (a cache: its directory).
       rows: number of data rows (header lines excluded).
       stats: {float feature: {'mean', 'std'}} over the non-missing values.
+      cache: `files` is one cache directory of `taxi_estimator.cache`.
     """
     files: tuple
     rows: int
     stats: dict
+    cache: bool = False
+
+
+def is_cache(path):
+    """True when `path` is a directory written by `taxi_estimator.cache`."""
+    return tf.io.gfile.exists(path.rstrip('/') + '/' + CACHE_RECORD)
+
+
+def read_cache_record(path):
+    """The record of a cache directory: {'rows', 'stats', 'sources', ...}."""
+    with tf.io.gfile.GFile(path.rstrip('/') + '/' + CACHE_RECORD) as f:
+        return json.load(f)
 
 
 def resolve_files(patterns, flag):
@@ -61,6 +87,11 @@ def resolve_files(patterns, flag):
         if not matches:
             raise UserInputError('%s %s: no file matches this path' % (flag, pattern))
         for path in matches:
+            if tf.io.gfile.isdir(path) and is_cache(path):
+                if files or len(patterns) > 1 or len(matches) > 1:
+                    raise UserInputError('%s %s: a cache directory is the whole data set; '
+                                         'give it alone' % (flag, path), flag=flag)
+                return (path,)
             if tf.io.gfile.isdir(path):
                 raise UserInputError('%s %s: %s is a directory; expected CSV files '
                                      '(use a glob like DIR/*.csv)' % (flag, pattern, path))
@@ -83,10 +114,21 @@ def scan(patterns, flag):
       UserInputError: naming flag, file, line and column of the first problem.
     """
     files = resolve_files(patterns, flag)
+    if is_cache(files[0]):
+        record = read_cache_record(files[0])
+        return DataSummary(files=files, rows=record['rows'], cache=True,
+                           stats=features_lib.check_stats(record['stats'], '%s %s' % (
+                               flag, files[0])))
     accumulator = features_lib.StatsAccumulator()
     rows = 0
+    checked = _fast_scan(files, flag)
     for path in files:
         where = '%s %s' % (flag, path)
+        if path in checked:
+            file_rows, file_stats = checked[path]
+            rows += file_rows
+            accumulator.merge(file_stats)
+            continue
         try:
             rows += _scan_file(path, where, accumulator)
         except UnicodeDecodeError:
@@ -94,6 +136,118 @@ def scan(patterns, flag):
         except tf.errors.OpError as e:
             raise UserInputError('%s: %s' % (where, first_line(e))) from None
     return DataSummary(files=files, rows=rows, stats=accumulator.stats())
+
+
+def _fast_scan(files, flag):
+    """{path: (rows, StatsAccumulator)} of the files TensorFlow ops found valid.
+
+    `_scan_file`'s check on chunks of lines: it accepts only what
+    `_scan_file` accepts (the header, UTF-8, quoting, 17 fields, the label,
+    number formats, finite numbers in range, whole-number categories in
+    range); any other file, or one it cannot read, is left out for
+    `_scan_file`, which names the problem. Below `FAST_SCAN_BYTES` in all,
+    the files are only checked line by line: starting the ops costs more.
+    """
+    try:
+        sizes = [tf.io.gfile.stat(path).length for path in files]
+    except tf.errors.OpError:
+        return {}
+    if sum(sizes) < FAST_SCAN_BYTES:
+        return {}
+    candidates = [path for path in files if _header_ok(path, flag)]
+    if not candidates:
+        return {}
+    chunks = tf.data.Dataset.from_tensor_slices(candidates).enumerate().interleave(
+        lambda index, path: tf.data.TextLineDataset(path).skip(1).batch(
+            _SCAN_CHUNK).map(lambda lines: (index, lines)),
+        cycle_length=min(len(candidates), _READ_PARALLEL),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).map(
+            lambda index, lines: (index,) + _checked_chunk(lines),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    results = {path: [0, features_lib.StatsAccumulator()] for path in candidates}
+    try:
+        for index, ok, count, moments in chunks:
+            path = candidates[int(index)]
+            if path not in results:
+                continue
+            if not ok:
+                del results[path]
+                continue
+            results[path][0] += int(count)
+            for column, (n, mean, m2) in zip(schema.FLOAT_FEATURES, moments.numpy()):
+                results[path][1].add_moments(column, int(n), mean, m2)
+    except tf.errors.OpError:  # bad UTF-8, a wrong number of fields, ...: all line by line
+        return {}
+    return {path: tuple(result) for path, result in results.items() if result[0]}
+
+
+def _header_ok(path, flag):
+    """True when `path`'s header line is the layout's; `_scan_file` reports any other."""
+    try:
+        with tf.io.gfile.GFile(path, 'r') as f:
+            header = f.readline()
+    except (UnicodeDecodeError, tf.errors.OpError):
+        return False
+    header = header[1:] if header.startswith(safe_io.BOM) else header
+    try:
+        _check_header(_split_line(header.rstrip('\n').rstrip('\r'), flag, 1), flag)
+    except UserInputError:
+        return False
+    return True
+
+
+def _re2(pattern):
+    """A Python pattern of this module or `schema` for RE2's full match."""
+    return pattern.pattern.replace(r'\Z', '')
+
+
+def _typed_line_pattern():
+    """One line as `_scan_file` accepts it, field by field (RE2).
+
+    The label is 0 or 1, numbers and whole numbers have the formats `schema`
+    accepts (or are empty), any field may be quoted; text is any CSV field.
+    """
+    def optional(text):
+        return '(?:(?:%s)|"(?:%s)"|"")?' % (text, text)
+    label = r'(?:[01](?:\.0)?|"[01](?:\.0)?")'
+    fields = []
+    for column in schema.COLUMNS:
+        kind = schema.kind(column)
+        fields.append(label if kind == 'label' else
+                      optional(_re2(schema.FLOAT_TEXT)) if kind == 'float' else
+                      optional(_re2(schema.INT_TEXT)) if kind == 'int' else _FIELD)
+    return ','.join(fields)
+
+
+_NUMBERS = schema.FLOAT_FEATURES + tuple(schema.INT_FEATURES)
+
+
+@tf.autograph.experimental.do_not_convert
+def _checked_chunk(lines):
+    """(all rows valid, row count, [float feature] x (count, mean, m2)) of a chunk."""
+    # UTF-8: lines beyond ASCII are decoded strictly (an error: line by line).
+    ascii_only = tf.strings.regex_full_match(lines, r'[\x00-\x7f]*')
+    decoded = tf.strings.unicode_transcode(tf.boolean_mask(lines, ~ascii_only), 'UTF-8',
+                                           'UTF-8', errors='strict')
+    ok = tf.equal(tf.size(decoded), tf.reduce_sum(tf.cast(~ascii_only, tf.int32)))
+    ok &= tf.reduce_all(tf.strings.regex_full_match(lines, _TYPED_LINE))
+    indices = sorted(schema.COLUMNS.index(c) for c in _NUMBERS)
+    columns = dict(zip([schema.COLUMNS[i] for i in indices], tf.io.decode_csv(
+        lines, [[''] for _ in indices], select_cols=indices)))
+    moments = []
+    for column in _NUMBERS:
+        text = columns[column]
+        present = tf.not_equal(text, schema.MISSING_STRING)
+        value = tf.strings.to_number(tf.where(present, text, '0'), tf.float64)
+        low, high = (schema.INT_FEATURES.get(column) or schema.FLOAT_RANGES[column])
+        ok &= tf.reduce_all((tf.math.is_finite(value) & (value >= low) & (value <= high))
+                            | ~present)
+        if column in schema.FLOAT_FEATURES:
+            values = tf.boolean_mask(value, present)
+            count = tf.cast(tf.size(values), tf.float64)
+            mean = tf.math.divide_no_nan(tf.reduce_sum(values), count)
+            moments.append(tf.stack([count, mean, tf.reduce_sum((values - mean) ** 2)]))
+    return ok, tf.size(lines), tf.stack(moments)
 
 
 def _scan_file(path, where, accumulator):
@@ -132,6 +286,8 @@ def _scan_file(path, where, accumulator):
 # no line breaks) or enclosed in double quotes with inner quotes doubled.
 _FIELD = r'(?:"(?:[^"]|"")*"|[^",\r\n]*)'
 _CSV_LINE = re.compile(r'%s(?:,%s)*\Z' % (_FIELD, _FIELD))
+# A line field by field, for the fast check of `scan` (RE2 syntax).
+_TYPED_LINE = _typed_line_pattern()
 
 
 def _split_line(text, where, number):
@@ -169,17 +325,25 @@ def _plural(items):
     return 's' if len(items) > 1 else ''
 
 
-def make_input_fn(files, batch_size, *, training, seed=None):
+def make_input_fn(files, batch_size, *, training, seed=None,
+                  in_memory_mb=trainer.DEFAULT_MAX_IN_MEMORY_MB):
     """Estimator input_fn over validated CSV files.
 
-    Rows are read as text lines, shuffled and batched, and each batch is
-    parsed by one vectorised `decode_csv`: about 10x the rows/sec of parsing
-    row by row with `CsvDataset`, which was as slow as training itself
-    (benchmarks/RESULTS.md). Training files of at most `CACHE_BYTES` in all are
-    held in memory as one tensor of lines that every epoch is permuted whole
-    and sliced into batches (the last one partial), which costs per batch, not
-    per row; larger ones stream through a `SHUFFLE_BUFFER`-row shuffle. Rows
-    never span lines: `scan` checks every line as `decode_csv` will read it.
+    Files are read in parallel (`_READ_PARALLEL` at a time, local or gs://)
+    in chunks of `CHUNK_ROWS` lines, and each chunk is parsed by one
+    vectorised `decode_csv`, on tf.data's threads: parsing row by row with
+    `CsvDataset` was as slow as training itself (benchmarks/RESULTS.md).
+    Rows never span lines: `scan` checks every line as `decode_csv` will
+    read it.
+
+    Training repeats forever (the step target ends training), in one of two
+    ways, both costing per batch rather than per row:
+    - files of at most `in_memory_mb` in all are parsed once and held in
+      memory as columns; every epoch is a fresh permutation of all rows,
+      sliced into batches (the last one partial);
+    - larger ones stream: each epoch reads the files in a fresh order, and
+      every `SHUFFLE_ROWS` consecutive rows are permuted before being cut into
+      batches, so memory stays flat however large the files are.
 
     Args:
       files: paths from `scan` (each with a header line).
@@ -188,42 +352,93 @@ def make_input_fn(files, batch_size, *, training, seed=None):
         else read every row once, in order.
       seed: shuffle seed; with one, files are also read in a fixed order
         (None: nondeterministic, the fastest).
+      in_memory_mb: `--max-in-memory-mb`.
     """
     files = list(files)
-    cache = sum(tf.io.gfile.stat(f).length for f in files) <= CACHE_BYTES
+    cache = len(files) == 1 and is_cache(files[0])
+    in_memory = (training and not cache and in_memory_mb > 0 and sum(
+        tf.io.gfile.stat(f).length for f in files) <= in_memory_mb * 2 ** 20)
 
     def input_fn():
-        defaults = [_csv_default(c) for c in schema.COLUMNS]
-        dataset = tf.data.Dataset.from_tensor_slices(files)
-        if training:
-            dataset = dataset.shuffle(len(files), seed=seed)
-        # Files are read in parallel in chunks of lines: a parallel interleave
-        # of single lines costs more per line than parsing it (~40k lines/s).
-        dataset = dataset.interleave(
-            lambda f: tf.data.TextLineDataset(f).skip(1).batch(_CHUNK_LINES),
-            cycle_length=min(len(files), 4), deterministic=not training or seed is not None,
-            num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-        if training and cache:
-            dataset = dataset.batch(_ALL_ROWS).cache().repeat().flat_map(
-                lambda lines: _shuffled_batches(lines, batch_size, seed))
+        chunks = (cached_chunks(files[0], training, seed) if cache
+                  else parsed_chunks(files, training, seed))
+        if not training:
+            return chunks.rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
+        if in_memory:
+            # All rows as one element of columns (rebatch: no tensor per row
+            # on the way, which took twice the memory).
+            batches = chunks.rebatch(_ALL_ROWS).cache().repeat().flat_map(
+                lambda features, label: _shuffled_batches(features, label, batch_size,
+                                                          seed))
         else:
-            if training:
-                dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
-            dataset = dataset.batch(batch_size)
-        dataset = dataset.map(
-            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults)),
-            num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+            batches = chunks.repeat().rebatch(SHUFFLE_ROWS).map(
+                lambda features, label: _permuted(features, label, seed),
+                num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size)
+        return batches.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
 
 
-def _shuffled_batches(lines, batch_size, seed):
-    """One epoch: `lines` in a fresh random order, in batches of `batch_size`."""
-    lines = tf.random.shuffle(lines, seed=seed)
-    count = (tf.size(lines, out_type=tf.int64) + batch_size - 1) // batch_size
+def parsed_chunks(files, training=False, seed=None):
+    """(features, label) of up to `CHUNK_ROWS` rows each, parsed from CSV files.
+
+    In training the files are read in a fresh order per epoch, several at
+    once, chunks as they come (in a fixed order with a `seed`); else in order.
+    """
+    ordered = not training or seed is not None
+    defaults = [_csv_default(c) for c in schema.COLUMNS]
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if training:
+        dataset = dataset.shuffle(len(files), seed=seed)
+    dataset = dataset.interleave(
+        lambda f: tf.data.TextLineDataset(f).skip(1).batch(CHUNK_ROWS),
+        cycle_length=min(len(files), _READ_PARALLEL), deterministic=ordered,
+        num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.map(
+        tf.autograph.experimental.do_not_convert(
+            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults))),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+
+
+def cached_chunks(directory, training=False, seed=None):
+    """`parsed_chunks` as `taxi_estimator.cache` saved them in `directory`.
+
+    In training the shards are read in a fresh order per epoch, several at
+    once (chunks in a fixed order with a `seed`).
+    """
+    ordered = not training or seed is not None
+
+    def reader(shards):
+        if training:
+            shards = shards.shuffle(_MAX_SHARDS, seed=seed)
+        return shards.interleave(lambda shard: shard, cycle_length=_READ_PARALLEL,
+                                 num_parallel_calls=tf.data.AUTOTUNE,
+                                 deterministic=ordered)
+    return tf.data.Dataset.load(directory, reader_func=reader).map(
+        lambda index, chunk: (features_lib.with_wide_ids(chunk[0]), chunk[1]),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+
+
+def _rows(features, label, indices):
+    return {k: tf.gather(v, indices) for k, v in features.items()}, tf.gather(label, indices)
+
+
+@tf.autograph.experimental.do_not_convert
+def _shuffled_batches(features, label, batch_size, seed):
+    """One epoch: all rows in a fresh random order, in batches of `batch_size`."""
+    rows = tf.size(label, out_type=tf.int64)
+    order = tf.random.shuffle(tf.range(rows), seed=seed)
+    count = (rows + batch_size - 1) // batch_size
     return tf.data.Dataset.range(count).map(
-        lambda i: lines[i * batch_size:(i + 1) * batch_size])
+        tf.autograph.experimental.do_not_convert(
+            lambda i: _rows(features, label, order[i * batch_size:(i + 1) * batch_size])))
+
+
+@tf.autograph.experimental.do_not_convert
+def _permuted(features, label, seed):
+    """The rows of one streaming window, in a random order."""
+    return _rows(features, label, tf.random.shuffle(
+        tf.range(tf.size(label, out_type=tf.int64)), seed=seed))
 
 
 def _csv_default(column):
@@ -239,9 +454,11 @@ def _csv_default(column):
 
 
 def _features_and_label(*columns):
+    """Model features (with the wide side's ids, computed here on tf.data's threads,
+    once for data held in memory) and the int label."""
     values = dict(zip(schema.COLUMNS, columns))
     label = tf.cast(values.pop(schema.LABEL), tf.int32)
-    return _model_features(values), label
+    return features_lib.with_wide_ids(_model_features(values)), label
 
 
 def _model_features(values):

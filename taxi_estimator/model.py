@@ -15,7 +15,7 @@ from tensorflow_estimator.python.estimator.head import head_utils
 
 from estimator_trainers import distribution
 from estimator_trainers import summaries
-from taxi_estimator import features
+from taxi_estimator import features as features_lib
 
 # FTRL's L2 strength: keeps the many sparse wide weights (tracts, crosses)
 # from fitting noise in small data sets.
@@ -51,7 +51,7 @@ def steps_for_epochs(num_epochs, train_size, batch_size):
 
 
 def build_estimator(config, stats, hparams):
-    """The wide-and-deep classifier over `features.wide_and_deep_columns(stats)`.
+    """The wide-and-deep classifier over `features_lib.wide_and_deep_columns(stats)`.
 
     The canned `DNNLinearCombinedClassifier` model (same variables, head and
     optimizers), in one plain Estimator whose `model_fn` adds what the canned
@@ -64,14 +64,19 @@ def build_estimator(config, stats, hparams):
       stats: normalisation statistics ({feature: {'mean', 'std'}}).
       hparams: `HParams`.
     """
-    wide, deep = features.wide_and_deep_columns(stats)
+    wide, deep = features_lib.wide_and_deep_columns(stats)
     aggregator = distribution.dense_gradient_aggregator(config)
     head = head_utils.binary_or_multi_class_head(
         2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
 
     def model_fn(features, labels, mode, config):
+        if features_lib.WIDE_IDS not in features:  # serving (the input_fns add them)
+            with tf.name_scope('wide_ids'):
+                features = features_lib.with_wide_ids(features)
+        evaluating = mode == tf.estimator.ModeKeys.EVAL
         spec = dnn_linear_combined._dnn_linear_combined_model_fn_v2(  # pylint: disable=protected-access
-            features=features, labels=labels, mode=mode, head=head,
+            features=features, labels=None if evaluating else labels,
+            mode=tf.estimator.ModeKeys.PREDICT if evaluating else mode, head=head,
             linear_feature_columns=wide,
             linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
                 _learning_rate(hparams.linear_learning_rate, hparams, 'linear_ftrl'),
@@ -84,8 +89,11 @@ def build_estimator(config, stats, hparams):
             dnn_dropout=hparams.dropout or None,
             config=config, loss_reduction=LOSS_REDUCTION)
         if mode == tf.estimator.ModeKeys.TRAIN:
+            summaries.keep_tag_set()
             _training_metrics(spec, labels)
-        elif mode == tf.estimator.ModeKeys.PREDICT:
+        elif evaluating:
+            spec = _evaluation_spec(spec.predictions, labels)
+        else:
             spec = _with_default_signature(spec)
         return spec
 
@@ -100,6 +108,44 @@ def _training_metrics(spec, labels):
         accuracy = tf.reduce_mean(tf.cast(tf.equal(classes, labels), tf.float32))
         auc = summaries.batch_auc(labels, spec.predictions['logistic'])
     summaries.training_metrics(spec.loss, accuracy=accuracy, auc=auc)
+
+
+def _evaluation_spec(predictions, labels):
+    """The canned binary head's evaluation metrics, as `tf.compat.v1.metrics`.
+
+    Same names and meaning (`accuracy`, `accuracy_baseline`, `auc`,
+    `auc_precision_recall` with 200 thresholds (trapezoids under the ROC curve,
+    interpolated precision under the PR curve), `average_loss`, `label/mean`,
+    `precision`, `prediction/mean`, `recall`; Estimator adds the mean `loss`),
+    but the head builds them from Keras metric objects, whose graph took
+    seconds to build (autograph, conditionals): most of the cost of the first
+    evaluation of a run, which weighed on short runs (benchmarks/RESULTS.md).
+    """
+    labels = tf.reshape(tf.cast(labels, tf.float32), [-1, 1])
+    logits = predictions['logits']
+    probabilities = predictions['logistic']
+    classes = tf.cast(predictions['class_ids'], tf.float32)
+    per_example = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    loss = tf.reduce_mean(per_example)  # LOSS_REDUCTION: the mean over the batch
+    metrics = tf.compat.v1.metrics
+    with tf.name_scope('metrics'):
+        label_mean = metrics.mean(labels)
+        ops = {
+            'accuracy': metrics.accuracy(labels, classes),
+            'precision': metrics.precision(labels, classes),
+            'recall': metrics.recall(labels, classes),
+            'auc': metrics.auc(labels, probabilities, num_thresholds=200),
+            'auc_precision_recall': metrics.auc(labels, probabilities, curve='PR',
+                                                num_thresholds=200,
+                                                summation_method='careful_interpolation'),
+            'average_loss': metrics.mean(per_example),
+            'label/mean': label_mean,
+            'prediction/mean': metrics.mean(probabilities),
+            'accuracy_baseline': (tf.maximum(label_mean[0], 1 - label_mean[0]),
+                                  tf.no_op()),
+        }
+    return tf.estimator.EstimatorSpec(tf.estimator.ModeKeys.EVAL, loss=loss,
+                                      predictions=predictions, eval_metric_ops=ops)
 
 
 def _with_default_signature(spec):

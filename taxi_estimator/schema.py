@@ -69,8 +69,8 @@ HEADER_LINE = ','.join(COLUMNS)
 
 # Number spellings that Python, TensorFlow's CSV reader and JSON all read the
 # same way (no '1_000', 'inf', ' 5').
-_FLOAT_TEXT = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z')
-_INT_TEXT = re.compile(r'[-+]?\d+(\.0*)?\Z')  # '8' or '8.0'
+FLOAT_TEXT = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z')
+INT_TEXT = re.compile(r'[-+]?\d+(\.0*)?\Z')  # '8' or '8.0'
 
 
 def kind(column):
@@ -125,7 +125,7 @@ def parse_value(column, value):
         if not low <= number <= high:
             raise ValueError('%s is out of range [%g, %g]' % (_show(value), low, high))
         return number
-    if not number.is_integer() or (isinstance(value, str) and not _INT_TEXT.match(value)):
+    if not number.is_integer() or (isinstance(value, str) and not INT_TEXT.match(value)):
         raise ValueError('%s is not an integer' % _show(value))
     number = int(number)
     low, high = INT_FEATURES[column]
@@ -142,7 +142,7 @@ def parse_number(value):
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError('%s is not a number' % _show(value))
-    if isinstance(value, str) and not _FLOAT_TEXT.match(value):
+    if isinstance(value, str) and not FLOAT_TEXT.match(value):
         raise ValueError('%s is not a number' % _show(value))
     number = float(value)
     if not math.isfinite(number):

@@ -19,6 +19,8 @@ from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 
 DEFAULT_NUM_EPOCHS = 10
+# Training CSVs up to this size in all are held in memory, parsed (--max-in-memory-mb).
+DEFAULT_MAX_IN_MEMORY_MB = 256
 DEFAULT_NUM_LAYERS = 4
 SAMPLE_DATA = 'gs://cloud-samples-data/ml-engine/chicago_taxi/training/small'
 TRAIN_CSV = 'taxi_trips_train.csv'
@@ -63,6 +65,9 @@ class TaxiTrainer(declaration.Trainer):
     eval_metrics = ('accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall',
                     'average_loss', 'label/mean', 'loss', 'precision', 'prediction/mean',
                     'recall')
+    # A step is ~1 ms of small ops: the per-Session.run overhead is worth saving
+    # (benchmarks/RESULTS.md, steps_per_loop); runs end at every boundary anyway.
+    steps_per_loop = 32
 
     def add_flags(self, parser):
         parser.epilog = (
@@ -70,10 +75,21 @@ class TaxiTrainer(declaration.Trainer):
             'training rows: ceil(num_epochs * train_size / batch_size).')
         parser.add_argument('--train-files', nargs='+', required=True,
                             help='Training CSV files or globs, local or gs://, each with '
-                                 'the header line of the sample layout.')
+                                 'the header line of the sample layout; or one cache '
+                                 'directory of python -m taxi_estimator.cache (data '
+                                 'larger than memory).')
         parser.add_argument('--eval-files', nargs='+', required=True,
-                            help='Evaluation CSV files or globs, local or gs://.')
+                            help='Evaluation CSV files or globs, local or gs://; or one '
+                                 'cache directory.')
         group = parser.add_argument_group('model')
+        group.add_argument('--max-in-memory-mb', type=flags.non_negative_int,
+                           default=DEFAULT_MAX_IN_MEMORY_MB,
+                           help='Training CSVs up to this size in all are parsed once and '
+                                'held in memory, each epoch a fresh permutation of all '
+                                'rows; larger ones stream from the files, parsed every '
+                                'epoch, permuted in windows, memory flat (0: always '
+                                'stream). A cache directory (python -m '
+                                'taxi_estimator.cache) always streams, unparsed.')
         group.add_argument('--batch-size', type=flags.positive_int, default=128,
                            help='Examples per training and evaluation step.')
         group.add_argument('--num-epochs', type=flags.positive_int,

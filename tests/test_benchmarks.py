@@ -34,11 +34,31 @@ def _results():
                                       'ratios': {'estimator/keras_tfrecord': ratio}}}),
         'input_pipeline': dict(stamp, consumed_by_training={}, pipelines={
             'taxi/default': _summary(5e5, times_training=9.0, **per_cpu)}),
-        'taxi': dict(stamp, target_auc=0.943, eval_every_steps=50,
-                     estimator_over_keras=1.1, estimator_over_keras_per_cpu_second=1.2,
+        'taxi': dict(stamp, target_auc=0.94, eval_every_steps=50, keras_best='keras_spe32',
+                     baseline_commit='c56dabb',
+                     ratios={'estimator/baseline': 3.2, 'estimator/baseline per CPU-s': 3.1,
+                             'estimator/keras_spe32': 1.2,
+                             'estimator/keras_spe32 per CPU-s': 1.3,
+                             'estimator/estimator_loop1': 1.3},
                      variants={'estimator': _summary(5e4, time_to_auc={
                          'reached': '1 of 1 runs', 'seconds': _summary(9.0),
-                         'steps': _summary(150)}, **per_cpu)}),
+                         'steps': _summary(150)}, **per_cpu),
+                               'keras_spe32': _summary(4e4, time_to_auc={
+                                   'reached': '1 of 1 runs', 'seconds': _summary(8.0),
+                                   'steps': _summary(100)}, **per_cpu)}),
+        'cluster': dict(stamp, cluster='1 ps', trainers={'taxi': {
+            'single_process': _summary(5e4), 'cluster_total': _summary(3.5e4),
+            'cluster_per_worker': 1.75e4, 'global_batch': 128, 'cluster_over_single': 0.7}}),
+        'data_size': dict(stamp, shards=16, sizes={
+            '1000000': {v: {'rows_per_sec': _summary(6e4), 'rows_per_cpu_sec': _summary(5e4),
+                            'peak_rss_mb': _summary(900.0), 'start_up_secs': _summary(9.0)}
+                        for v in ('csv', 'cache', 'memory')}},
+            data={'1000000': {'csv_mb': 110.0, 'cache_step_secs': 30.0}},
+            ratios={'csv peak RSS 10000000 / 1000000 rows': 1.05,
+                    'csv / memory rows/sec at 1000000 rows': 0.85,
+                    'csv / memory per CPU-s at 1000000 rows': 0.8,
+                    'cache / memory rows/sec at 1000000 rows': 1.02,
+                    'cache / memory per CPU-s at 1000000 rows': 1.01}),
         'cold_start': dict(stamp, trainers={'taxi': {
             'configured': _summary(2.0), 'graph_built': _summary(3.0),
             'first_checkpoint': _summary(5.0), 'first_step': _summary(6.0)}}),
@@ -70,7 +90,20 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
            'defaults 1.50× (per CPU-second 1.40×) | yes |' in text
     assert '| taxi input pipeline ≥ 10× what training consumes | 9.00× | **no** |' in text
     assert '| taxi: cold start to first step ≤ 15 s | 6.0 s | yes |' in text
-    assert '## 4. Cluster overhead\n\nNot measured in this run.' in text
+    assert '## 10. Where --steps-per-loop pays\n\nNot measured in this run.' in text
+    assert ("| Taxi examples/sec ≥ 3× today's default (the trainer before #22, same run) | "
+            "3.20× (per CPU-second 3.10×) | yes |") in text
+    assert ('| Taxi examples/sec ≥ 1.5× Keras with its best steps_per_execution | 1.20× '
+            'keras_spe32 (per CPU-second 1.30×) | **no** |') in text
+    assert "| Taxi time to eval AUC 0.94 ≤ Keras' | 9.0 s vs 8.0 s | **no** |" in text
+    assert '| Local 1-ps/2-worker taxi ≥ 0.6× one process | 0.70× | yes |' in text
+    assert ('| Streaming (csv) ≥ 0.9× the in-memory path | 0.85× (per CPU-second 0.80×) '
+            '| **no** |') in text
+    assert ('| Streaming (cache) ≥ 0.9× the in-memory path | 1.02× (per CPU-second '
+            '1.01×) | yes |') in text
+    assert ('| Peak RSS (csv) within 10% as the rows grow | 10000000 / 1000000 rows: '
+            '1.05× | yes |') in text
+    assert '| 1,000,000 | cache | 60000 (54000–66000) | 50000 | 900 (810–990) |' in text
     assert '(Python 3.11.7; pip 23.2.1, uv 0.13.8, no configuration files)' in text
     assert '| pip | 100.0 (90.0–110.0) | 90.0 (81.0–99.0) | 50.0 (45.0–55.0) | 0 |' in text
     assert '| uv | 20.0 (18.0–22.0) | 2.0 (1.8–2.2) | – | 1200 |' in text

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 TASK = 'taxi_estimator.task'
 VARIABLES = ['global_step', 'dnn/hiddenlayer_0/kernel',
-             'linear/linear_model/fare_bucketized_X_payment_type/weights']
+             'linear/linear_model/wide_ids/weights']
 
 
 @pytest.fixture(scope='module')
@@ -99,10 +99,32 @@ def test_async_parameter_servers_and_evaluator_via_train_local(data_dir, tmp_pat
     assert_all_exited(cluster.pids())
 
 
+def test_parameter_servers_with_many_steps_per_loop(data_dir, tmp_path):
+    """1 ps, chief + 1 worker, each running 16 steps per Session.run.
+
+    Variables are read from and updated on the ps inside each task's loop;
+    the job reaches its target, saves intact checkpoints and learns.
+    """
+    job_dir = tmp_path / 'job'
+    cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '1'],
+                     _trainer(data_dir, job_dir, 600, 200, '--steps-per-loop', '16'))
+    assert cluster.finish() == 0, cluster.output[-6000:]
+    final = final_step(cluster.output)
+    assert 600 <= final <= 600 + ASYNC_OVERSHOOT
+    for label in ('chief-0', 'worker-0'):
+        assert re.search(r'Loss for final step: \d', task_log(job_dir, label)), label
+    assert re.search(r'INFO step \d+/600, ', task_log(job_dir, 'chief-0'))
+    assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
+    assert_beats_baselines(final_metrics(task_log(job_dir, 'chief-0'))[1],
+                           data_dir / 'taxi_trips_eval.csv', margin=0.03)
+    assert_all_exited(cluster.pids())
+
+
 def test_multi_worker_mirrored_resumes_on_multiples_and_learns(data_dir, tmp_path):
     """Synchronous all-reduce across chief + 1 worker, sparse gradients included.
 
-    A first job stops at step 110; the second resumes there, and the chief
+    One step per Session.run (the strategy's default; more is refused). A
+    first job stops at step 110; the second resumes there, and the chief
     saves at multiples of 20 again (120, 140, ...; not 130, 150, ... counted
     from 110) up to 200, where the model must beat the trivial baselines.
     """

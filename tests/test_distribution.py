@@ -228,7 +228,7 @@ def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     dist = _resolve(None, cluster)
     config = run_config.make_run_config(
-        str(tmp_path), keep_checkpoint_max=2, save_summary_steps=10,
+        str(tmp_path), keep_checkpoint_max=2,
         session=run_config.session_config(num_intra_threads=3), distribution=dist)
     assert list(config.session_config.device_filters) == expected
     assert config.session_config.intra_op_parallelism_threads == 3
@@ -241,7 +241,32 @@ def test_run_config_passes_the_worker_delay_cap(monkeypatch, tmp_path):
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     dist = distribution.resolve(None, cluster, max_worker_delay_secs=0)
     config = run_config.make_run_config(
-        str(tmp_path), keep_checkpoint_max=2, save_summary_steps=10,
+        str(tmp_path), keep_checkpoint_max=2,
         distribution=dist)
     assert config.experimental_max_worker_delay_secs == 0
     assert (config.task_type, config.task_id, config.num_ps_replicas) == ('worker', 1, 1)
+
+
+@pytest.mark.parametrize('name, cluster, requested, expected', [
+    (None, LOCAL, None, 32),                               # the trainer's default
+    (None, LOCAL, 1, 1),
+    (None, _cluster('worker', 1), 8, 8),                   # parameter servers loop
+    ('mirrored', LOCAL, None, 1),                          # strategies: one step per run
+    (None, _cluster('chief', ps=False), None, 1),          # multi_worker_mirrored
+    (None, _cluster('chief', ps=False), 1, 1),
+])
+def test_steps_per_loop_resolves_per_strategy(name, cluster, requested, expected):
+    dist = _resolve(name, cluster)
+    assert distribution.steps_per_loop(requested, 32, dist) == expected
+
+
+@pytest.mark.parametrize('name, cluster, strategy', [
+    ('mirrored', LOCAL, 'mirrored'),
+    (None, _cluster('chief', ps=False), 'multi_worker_mirrored'),
+])
+def test_more_steps_per_loop_than_a_strategy_holds_is_refused(name, cluster, strategy):
+    with pytest.raises(UserInputError) as caught:
+        distribution.steps_per_loop(8, 32, _resolve(name, cluster))
+    assert str(caught.value).startswith(
+        '--steps-per-loop=8 cannot run under --distribution-strategy=%s' % strategy)
+    assert caught.value.flag == '--steps-per-loop'

@@ -39,7 +39,8 @@ ENTRY_POINTS = (
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
     'estimator_trainers.tools.cloud', 'estimator_trainers.tools.experiment',
     'cifar10_estimator.generate_cifar10_tfrecords',
-    'taxi_estimator.data', 'taxi_estimator.predict', 'keras_estimator.data',
+    'taxi_estimator.data', 'taxi_estimator.predict', 'taxi_estimator.cache',
+    'keras_estimator.data',
     'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
 )
 

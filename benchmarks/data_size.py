@@ -1,0 +1,146 @@
+"""Benchmark 9: taxi training as the data grows (1M, 3M, 10M rows).
+
+For each size, `benchmarks.taxi_bigdata` draws that many jittered rows from
+the real trips into `--shards` CSV files (once, kept in `--work-dir`), and
+`python -m taxi_estimator.cache` writes their cache (once; its seconds are
+recorded). The trainer (defaults, real command line) then trains on:
+- `csv`: the CSV shards, streamed (`--max-in-memory-mb 0`, as files larger
+  than the limit are: parsed in chunks every epoch, permuted in windows);
+- `cache`: the cache directory, streamed without parsing;
+- `memory`: the CSV shards held in memory (only sizes under the trainer's
+  trainer's default in-memory limit, `--max-in-memory-mb`), the path
+  streaming is compared with.
+Each run reports steady-state rows/sec (and per CPU-second), the process's
+peak resident memory at the end of the window, and the seconds to its first
+progress line (start-up: the check of every row, or the cache's record).
+Targets: streaming >= 0.9x the in-memory path, peak RSS within 10% from the
+smallest to the largest size.
+"""
+import argparse
+import os
+import tempfile
+import time
+
+from benchmarks import common
+from benchmarks import taxi_bigdata
+from taxi_estimator import input as input_lib
+from taxi_estimator import trainer as taxi_trainer
+
+
+def _dataset(work_dir, source, rows, shards):
+    """(csv files, cache dir, cache step seconds or None) for `rows` rows, made if missing."""
+    folder = os.path.join(work_dir, 'rows-%d' % rows)
+    csv_dir = os.path.join(folder, 'csv')
+    files = sorted(os.path.join(csv_dir, f) for f in os.listdir(csv_dir)) if (
+        os.path.isdir(csv_dir)) else []
+    if len(files) != shards:
+        files = taxi_bigdata.generate(source, rows, shards, csv_dir)
+    cache_dir = os.path.join(folder, 'cache')
+    seconds = None
+    if not os.path.isfile(os.path.join(cache_dir, input_lib.CACHE_RECORD)):
+        if os.path.isdir(cache_dir):
+            for parent, dirs, names in os.walk(cache_dir, topdown=False):
+                for name in names:
+                    os.remove(os.path.join(parent, name))
+                for name in dirs:
+                    os.rmdir(os.path.join(parent, name))
+        start = time.time()
+        common.stream_lines(common.python_module(
+            'taxi_estimator.cache', '--files', *files, '--out-dir', cache_dir),
+            lambda *_: False, timeout=7200)
+        seconds = time.time() - start
+    return files, cache_dir, seconds
+
+
+def train(train_files, eval_files, interval, intervals, streaming):
+    """`common.progress_throughput` of the trainer's defaults on `train_files`."""
+    with tempfile.TemporaryDirectory() as job_dir:
+        cmd = common.python_module(
+            'taxi_estimator.task', *(['--max-in-memory-mb', 0] if streaming else []),
+            '--train-files', *train_files, '--eval-files', *eval_files,
+            '--job-dir', job_dir, '--train-steps', interval * (intervals + 3),
+            '--checkpoint-num-steps', interval * (intervals + 3),
+            '--log-step-count-steps', interval)
+        return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--source', required=True, help="The data step's training CSV.")
+    parser.add_argument('--eval-files', nargs='+', required=True)
+    parser.add_argument('--work-dir', required=True,
+                        help='Where the generated data sets and caches are kept.')
+    parser.add_argument('--sizes', default='1000000,3000000,10000000')
+    parser.add_argument('--shards', type=int, default=16)
+    parser.add_argument('--repeats', type=int, default=2)
+    parser.add_argument('--interval', type=int, default=500)
+    parser.add_argument('--intervals', type=int, default=4)
+    args = parser.parse_args(argv)
+    common.quiet_tensorflow()
+    sizes = [int(s) for s in args.sizes.split(',')]
+    data = {}
+    for rows in sizes:
+        files, cache_dir, seconds = _dataset(args.work_dir, args.source, rows, args.shards)
+        csv_bytes = sum(os.path.getsize(f) for f in files)
+        data[rows] = {'files': files, 'cache': cache_dir, 'cache_step_secs': seconds,
+                      'csv_mb': csv_bytes / 2 ** 20}
+        print('%d rows: %.0f MB of CSV in %d files; cache %s' % (
+            rows, csv_bytes / 2 ** 20, len(files),
+            'made in %.0f s' % seconds if seconds else 'reused'), flush=True)
+    runs = {}
+    loads = []
+    for repeat in range(args.repeats):
+        for rows in (sizes if repeat % 2 == 0 else sizes[::-1]):
+            variants = {'csv': (data[rows]['files'], True),
+                        'cache': ([data[rows]['cache']], False)}
+            if data[rows]['csv_mb'] <= taxi_trainer.DEFAULT_MAX_IN_MEMORY_MB:
+                variants['memory'] = (data[rows]['files'], False)
+            for variant, (files, streaming) in variants.items():
+                loads.append(common.load_average())
+                result = train(files, args.eval_files, args.interval, args.intervals,
+                               streaming)
+                runs.setdefault((rows, variant), []).append(result)
+                print('%9d rows %-6s %8.0f rows/sec %7.0f MB peak RSS %5.1f s start-up' % (
+                    rows, variant, result['examples_per_sec'], result['peak_rss_mb'],
+                    result['first_line_secs']), flush=True)
+    table = {}
+    for (rows, variant), values in sorted(runs.items()):
+        table.setdefault(str(rows), {})[variant] = {
+            'rows_per_sec': common.summarize([v['examples_per_sec'] for v in values]),
+            'rows_per_cpu_sec': common.summarize([v['examples_per_cpu_sec']
+                                                  for v in values]),
+            'peak_rss_mb': common.summarize([v['peak_rss_mb'] for v in values]),
+            'start_up_secs': common.summarize([v['first_line_secs'] for v in values])}
+    small, large = str(min(sizes)), str(max(sizes))
+    ratios = {}
+    for variant in ('csv', 'cache'):
+        ratios['%s peak RSS %s / %s rows' % (variant, large, small)] = (
+            table[large][variant]['peak_rss_mb']['median']
+            / table[small][variant]['peak_rss_mb']['median'])
+        if 'memory' in table[small]:
+            ratios['%s / memory rows/sec at %s rows' % (variant, small)] = (
+                table[small][variant]['rows_per_sec']['median']
+                / table[small]['memory']['rows_per_sec']['median'])
+            ratios['%s / memory per CPU-s at %s rows' % (variant, small)] = (
+                table[small][variant]['rows_per_cpu_sec']['median']
+                / table[small]['memory']['rows_per_cpu_sec']['median'])
+    results = {'machine': common.machine_info(), 'shards': args.shards,
+               'load_average_range': [min(loads), max(loads)], 'sizes': table,
+               'data': {str(k): {'csv_mb': v['csv_mb'],
+                                 'cache_step_secs': v['cache_step_secs']}
+                        for k, v in data.items()},
+               'ratios': ratios}
+    common.print_table(
+        'Taxi training as the data grows (batch 128, defaults)',
+        ['rows', 'input', 'rows/sec', 'per CPU-s', 'peak RSS MB', 'start-up s'],
+        [[rows, variant, '%.0f' % v['rows_per_sec']['median'],
+          '%.0f' % v['rows_per_cpu_sec']['median'], '%.0f' % v['peak_rss_mb']['median'],
+          '%.1f' % v['start_up_secs']['median']]
+         for rows, by_variant in table.items() for variant, v in by_variant.items()])
+    for name, value in ratios.items():
+        print('  %s: %.2f' % (name, value))
+    common.update_results('data_size', results)
+
+
+if __name__ == '__main__':
+    main()

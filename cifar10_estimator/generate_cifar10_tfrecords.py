@@ -269,9 +269,9 @@ def parse_args(argv):
     parser = flags.make_parser(
         'python -m cifar10_estimator.generate_cifar10_tfrecords',
         'Download CIFAR-10 and convert it to TFRecords for cifar10_main.')
-    parser.add_argument('--data-dir', required=True,
+    parser.add_argument('--data-dir', type=flags.path, required=True,
                         help='Output directory (local or gs://).')
-    parser.add_argument('--source', default=None,
+    parser.add_argument('--source', type=flags.path, default=None,
                         help='Already downloaded cifar-10-python.tar.gz or extracted '
                              'cifar-10-batches-py directory (no network needed). Its '
                              'batches are parsed as data (arrays, lists, numbers, '

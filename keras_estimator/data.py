@@ -198,9 +198,9 @@ def parse_args(argv):
         'python -m keras_estimator.data',
         'Put the mnist.npz of keras.datasets.mnist into a data directory, checksum '
         'verified, for python -m keras_estimator.trainer --model mnist_cnn.')
-    parser.add_argument('--data-dir', required=True,
+    parser.add_argument('--data-dir', type=flags.path, required=True,
                         help='Output directory (local or gs://); gets %s.' % MNIST_FILE)
-    parser.add_argument('--source', default=None,
+    parser.add_argument('--source', type=flags.path, default=None,
                         help='An mnist.npz already downloaded (no network needed).')
     parser.add_argument('--url', default=MNIST_URL,
                         help='Download URL (a mirror of the official file; its '

@@ -56,7 +56,7 @@ class KerasTrainer(runner.Trainer):
     eval_frequency_secs = 60
 
     def add_flags(self, parser):
-        parser.add_argument('--data-dir', required=True,
+        parser.add_argument('--data-dir', type=flags.path, required=True,
                             help='mnist_cnn: directory with %s (python -m '
                                  'keras_estimator.data); cifar10_mlp: the CIFAR-10 '
                                  'TFRecords with %s (python -m cifar10_estimator.'

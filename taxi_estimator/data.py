@@ -269,7 +269,7 @@ def parse_args(argv=None):
         'python -m taxi_estimator.data',
         'Fetch Chicago Taxi trips, clean them like the AI Platform sample and write '
         '%s and %s.' % (TRAIN_FILE, EVAL_FILE))
-    parser.add_argument('--out-dir', required=True,
+    parser.add_argument('--out-dir', type=flags.path, required=True,
                         help='Directory (local or gs://) for the two CSV files.')
     parser.add_argument('--source', choices=('auto', 'sample', 'tfx'), default='auto',
                         help='auto: the sample CSVs, else the tfx wheel.')

@@ -36,15 +36,15 @@ def parse_args(argv=None):
         'python -m taxi_estimator.predict',
         'Predict with a SavedModel exported by taxi_estimator.task; prints one JSON '
         'line per instance with the class and the class probabilities.')
-    parser.add_argument('--model-dir', required=True,
+    parser.add_argument('--model-dir', type=flags.path, required=True,
                         help='An export, <job-dir>/export/<timestamp>, or '
                              '<job-dir>/export to use its newest export.')
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument('--json-instances',
+    source.add_argument('--json-instances', type=flags.path,
                         help='Newline-delimited JSON: one object per line with every '
                              'feature (null for a missing value); or a TensorFlow '
                              'Serving request body, {"instances": [{...}, ...]}.')
-    source.add_argument('--csv-instances',
+    source.add_argument('--csv-instances', type=flags.path,
                         help='CSV with a header line naming every feature (a tip '
                              'column is ignored; empty fields are missing values).')
     parser.add_argument('--batch-size', type=flags.positive_int, default=256,

@@ -1,5 +1,6 @@
 """Bad input to the taxi CLIs: one `error:` line naming file/line/column, exit 2,
 and the job-dir left as it was."""
+import argparse
 import glob
 import json
 import os
@@ -10,6 +11,7 @@ import pytest
 
 import taxi_trips
 from conftest import run_module
+from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
@@ -128,6 +130,14 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
     (['--hidden-units', '64,9223372036854775808'],
      'error: argument --hidden-units: expected comma-separated positive integers like '
      "128,64, got '64,9223372036854775808' (see --help)"),
+    (['--hidden-units', '32,,16'],
+     'error: argument --hidden-units: expected comma-separated positive integers like '
+     "128,64, got '32,,16' (an empty item) (see --help)"),
+    (['--job-dir', ''],
+     "error: argument --job-dir: expected a path, got '' (an unset variable?) (see --help)"),
+    (['--feature-stats', ' '],
+     "error: argument --feature-stats: expected a path, got ' ' (an unset variable?) "
+     '(see --help)'),
 ])
 def test_bad_flags(tmp_path, good_lines, flags, expected):
     good = _write(tmp_path / 'good.csv', good_lines)
@@ -302,3 +312,20 @@ def test_byte_order_mark_of_spreadsheet_csvs_is_accepted(tmp_path, good_lines):
     proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path / 'nothing',
                       '--csv-instances', instances, check=2)
     assert 'no SavedModel there' in _error_line(proc)  # the instances were read
+
+
+@pytest.mark.parametrize('text', ['32,,16', '32,16,', ',32', ' ', '32, ,16'])
+def test_int_list_flags_refuse_empty_items(text):
+    """`--hidden-units 32,,16` was read as 32,16: a typo must not change the model."""
+    with pytest.raises(argparse.ArgumentTypeError, match='expected comma-separated'):
+        flags.int_list(text)
+    assert flags.int_list(' 32, 16') == [32, 16]
+
+
+def test_empty_aip_model_dir_is_no_job_dir(tmp_path, good_lines):
+    """An empty $AIP_MODEL_DIR (an unset variable exported) does not become --job-dir ''."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      env={'AIP_MODEL_DIR': ''}, check=2)
+    assert _error_line(proc) == ('error: the following arguments are required: --job-dir '
+                                 '(see --help)')

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 
 CHIEF = 'chief'
@@ -200,7 +201,7 @@ def export_tf_config(info, environ=None):
 
 def _load_json(text, source):
     try:
-        config = json.loads(text)
+        config = safe_io.parse_json(text)
     except ValueError as e:
         raise UserInputError('%s is not valid JSON (%s)' % (source, e)) from None
     if not isinstance(config, dict):

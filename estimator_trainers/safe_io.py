@@ -11,6 +11,7 @@ TensorFlow's gfile under unique temp names and renamed (copy + delete).
 No TensorFlow import at module level: the local launcher uses this module.
 """
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -65,29 +66,110 @@ def _user_name(uid):
         return 'uid %d' % uid
 
 
-def read_text(path, flag):
+def parse_json(text):
+    """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
+
+    Python's JSON decoder recurses once per level of nesting and ends in a
+    `RecursionError` (a traceback of thousands of lines) at about 1,000; every
+    reader of a user's or a job-dir's JSON (TF_CONFIG, predict instances,
+    feature statistics, model_params.json) goes through here, so its usual
+    "not valid JSON" line covers that too.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError('nested too deeply: more levels of [ and { than Python\'s JSON '
+                         'reader allows') from None
+
+
+def read_text(path, flag, max_bytes=None):
     """The UTF-8 text of the local or gs:// file a flag names.
 
-    A leading byte order mark (as spreadsheet programs write) is dropped.
+    A leading byte order mark (as spreadsheet programs write) is dropped. A
+    local file is read with Python's own I/O, once, so a pipe works too (a
+    process substitution `<(...)`, `/dev/stdin`).
+
+    Args:
+      max_bytes: refuse a larger file (None: no limit), e.g. for small JSON
+        files in a job-dir that should never need more than a few KiB.
 
     Raises:
       UserInputError: naming `flag` and `path` when it is missing, a
-        directory, unreadable or not UTF-8.
+        directory, unreadable, larger than `max_bytes` or not UTF-8.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     where = '%s %s' % (flag, path)
+    if is_remote(path):
+        data = _read_remote(path, where, max_bytes)
+    else:
+        data = _read_local(path, where, max_bytes)
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise UserInputError('%s: not UTF-8 text' % where) from None
+    return text[1:] if text.startswith(BOM) else text
+
+
+def _too_large(where, max_bytes):
+    return UserInputError('%s is larger than %s; expected a small file (is this the '
+                          'right one?)' % (where, size_text(max_bytes)))
+
+
+def _read_local(path, where, max_bytes):
+    try:
+        with open(path, 'rb') as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise UserInputError('%s: no such file' % where) from None
+    except IsADirectoryError:
+        raise UserInputError('%s is a directory; expected a file' % where) from None
+    except OSError as e:
+        raise UserInputError('%s: %s' % (where, e.strerror or e)) from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _too_large(where, max_bytes)
+    return data
+
+
+def _read_remote(path, where, max_bytes):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:
         if tf.io.gfile.isdir(path):
             raise UserInputError('%s is a directory; expected a file' % where)
-        with tf.io.gfile.GFile(path) as f:
-            text = f.read()
+        if max_bytes is not None and tf.io.gfile.stat(path).length > max_bytes:
+            raise _too_large(where, max_bytes)
+        with tf.io.gfile.GFile(path, 'rb') as f:
+            return f.read()
     except tf.errors.NotFoundError:
         raise UserInputError('%s: no such file' % where) from None
-    except UnicodeDecodeError:
-        raise UserInputError('%s: not UTF-8 text' % where) from None
     except tf.errors.OpError as e:
         raise UserInputError('%s: %s' % (where, first_line(e))) from None
-    return text[1:] if text.startswith(BOM) else text
+
+
+def not_a_regular_file(path):
+    """What a local `path` is when it exists but is no regular file or directory
+    (`'a pipe'`, `'a character device'`, ...), else None."""
+    if is_remote(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, 'a pipe'), (stat.S_ISCHR, 'a character device'),
+                       (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket')):
+        if test(mode):
+            return kind
+    return 'not a regular file'
+
+
+def size_text(count):
+    """`64 KiB`, `1.5 GiB`: a byte count for messages."""
+    for unit in ('bytes', 'KiB', 'MiB', 'GiB', 'TiB'):
+        if count < 1024 or unit == 'TiB':
+            text = ('%d %s' if unit == 'bytes' or count == int(count) else '%.1f %s')
+            return text % (count, unit)
+        count /= 1024.0
+    return None
 
 
 def write_atomic(path, text):

@@ -80,7 +80,7 @@ def load_stats(path, what='--feature-stats'):
     """
     text = safe_io.read_text(path, what)
     try:
-        stats = json.loads(text)
+        stats = safe_io.parse_json(text)
     except ValueError as e:
         raise UserInputError('%s %s: not valid JSON (%s)' % (what, path, e)) from None
     return check_stats(stats, '%s %s' % (what, path))

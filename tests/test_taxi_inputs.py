@@ -6,11 +6,13 @@ import json
 import os
 import re
 import shutil
+import sys
 
 import pytest
 
 import taxi_trips
-from conftest import run_module
+import processes
+from conftest import cli_env, REPO_ROOT, run_module
 from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
@@ -329,3 +331,105 @@ def test_empty_aip_model_dir_is_no_job_dir(tmp_path, good_lines):
                       env={'AIP_MODEL_DIR': ''}, check=2)
     assert _error_line(proc) == ('error: the following arguments are required: --job-dir '
                                  '(see --help)')
+
+
+# --- parsers at their limits, line ends and pipes -------------------------------------
+
+def _long_field(lines):
+    """Line 2 with a company name beyond Python's csv field limit (131072)."""
+    fields = lines[1].split(',')
+    fields[schema.COLUMNS.index('company')] = 'x' * 200000
+    return [lines[0], ','.join(fields)] + lines[2:]
+
+
+@pytest.mark.parametrize('flag', ['train', 'eval'])
+@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe'])
+def test_csv_at_the_parsers_limits_is_one_line(tmp_path, good_lines, flag, case):
+    """A field beyond csv's limit was a `_csv.Error` traceback, CR-only line ends were
+    'malformed CSV quoting' and a process substitution was 'empty': each is now one
+    line that says what is wrong, before the job-dir is touched."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    bad = tmp_path / 'bad.csv'
+    if case == 'long field':
+        _write(bad, _long_field(good_lines))
+        expected = ('error: --%s-files %s line 2 is longer than 65536 characters; a row of '
+                    'the taxi layout has 17 short fields (is this the right file?)'
+                    % (flag, bad))
+    elif case == 'CR line ends':
+        bad.write_bytes('\r'.join(good_lines).encode() + b'\r')
+        expected = ('error: --%s-files %s line 1: lines end in a carriage return alone '
+                    '(CR, as old Mac programs wrote them), but TensorFlow\'s CSV reader '
+                    'ends lines at line feeds (LF) only; convert the line ends, e.g. with '
+                    "tr '\\r' '\\n'" % (flag, bad))
+    else:
+        bad = '<(cat %s)' % good
+        expected = re.compile(
+            r'error: --%s-files /dev/fd/\d+ is a pipe, not a regular file \(a process '
+            r'substitution <\(\.\.\.\) is a pipe\): training reads its files more than '
+            r'once \(this check, then every epoch\) and a pipe gives its rows only once; '
+            r'write them to a file and pass that' % flag)
+    paths = {'train': good, 'eval': good, flag: str(bad)}
+    command = ('exec %s -m taxi_estimator.task --train-files %s --eval-files %s --job-dir '
+               '%s --train-steps 10' % (sys.executable, paths['train'], paths['eval'],
+                                        tmp_path / 'job'))
+    proc = processes.run(['bash', '-c', command], 300, cwd=REPO_ROOT, env=cli_env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = _error_line(proc)
+    assert (expected.fullmatch(line) if case == 'pipe' else line == expected), line
+    assert not (tmp_path / 'job').exists()
+
+
+def test_crlf_and_a_missing_last_line_break_are_read(tmp_path, good_lines):
+    crlf = tmp_path / 'crlf.csv'
+    crlf.write_bytes('\r\n'.join(good_lines).encode() + b'\r\n')
+    unterminated = tmp_path / 'unterminated.csv'
+    unterminated.write_text('\n'.join(good_lines))
+    for path in (crlf, unterminated):
+        assert input_lib.scan([str(path)], '--train-files').rows == len(good_lines) - 1
+
+
+@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe', 'deep JSON'])
+def test_predict_instances_at_the_parsers_limits(tmp_path, good_lines, case):
+    """predict reads CR-only CSV and a process substitution (it reads its input once);
+    a field beyond csv's limit and JSON nested too deeply are one line (they were
+    `_csv.Error` and `RecursionError` tracebacks)."""
+    instances = tmp_path / 'instances.csv'
+    flag = '--csv-instances'
+    if case == 'long field':
+        _write(instances, _long_field(good_lines[:3]))
+    elif case == 'CR line ends':
+        instances.write_bytes('\r'.join(good_lines[:3]).encode())
+    elif case == 'pipe':
+        _write(tmp_path / 'rows.csv', good_lines[:3])
+        instances = '<(cat %s)' % (tmp_path / 'rows.csv')
+    else:
+        flag = '--json-instances'
+        instances = tmp_path / 'instances.json'
+        instances.write_text('{"instances": ' + '[' * 50000 + ']' * 50000 + '}')
+    command = 'exec %s -m taxi_estimator.predict --model-dir %s %s %s' % (
+        sys.executable, tmp_path / 'nothing', flag, instances)
+    proc = processes.run(['bash', '-c', command], 300, cwd=REPO_ROOT, env=cli_env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = _error_line(proc)
+    if case == 'long field':
+        assert line == ('error: --csv-instances %s line 2: not CSV that Python\'s csv module '
+                        'reads (field larger than field limit (131072))' % instances)
+    elif case == 'deep JSON':
+        assert line == ('error: --json-instances %s line 1: not valid JSON (nested too '
+                        'deeply: more levels of [ and { than Python\'s JSON reader allows)'
+                        % instances)
+    else:  # the instances were read: the missing model is what stops it
+        assert line == ('error: --model-dir %s: no SavedModel there (expected '
+                        '<job-dir>/export/<timestamp> or <job-dir>/export)'
+                        % (tmp_path / 'nothing'))
+
+
+def test_tf_config_nested_too_deeply_is_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', tmp_path / 'job', env={
+                          'TF_CONFIG': '{"cluster": ' + '[' * 20000 + ']' * 20000 + '}'},
+                      check=2)
+    assert _error_line(proc) == ('error: TF_CONFIG is not valid JSON (nested too deeply: '
+                                 'more levels of [ and { than Python\'s JSON reader allows)')
+    assert not (tmp_path / 'job').exists()

@@ -433,3 +433,53 @@ def test_tf_config_nested_too_deeply_is_one_line(tmp_path, good_lines):
     assert _error_line(proc) == ('error: TF_CONFIG is not valid JSON (nested too deeply: '
                                  'more levels of [ and { than Python\'s JSON reader allows)')
     assert not (tmp_path / 'job').exists()
+
+
+BAD_STATS = {
+    'absurd mean': (lambda: json.dumps(_stats(fare={'mean': 1e300, 'std': 12.0})),
+                    "feature 'fare' has mean 1e+300, outside the range of its values "
+                    "[0, 1e+09]"),
+    'tiny std': (lambda: json.dumps(_stats(trip_miles={'mean': 3.0, 'std': 1e-300})),
+                 "feature 'trip_miles' has std 1e-300; expected 3e-06 to 1e+09 (a smaller "
+                 'one is below the precision of float32 values near the mean 3, a larger '
+                 'one wider than the range of its values)'),
+    'deep nesting': (lambda: '[' * 100000 + ']' * 100000,
+                     'not valid JSON (nested too deeply: more levels of [ and { than '
+                     'Python\'s JSON reader allows)'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_STATS))
+def test_absurd_feature_stats_are_refused_on_read(tmp_path, good_lines, case):
+    """--feature-stats and a job-dir's feature_stats.json with an absurd mean, a tiny
+    std or JSON nested too deeply: one line, nothing written (they were accepted, and
+    every later run on the job-dir crashed; or a RecursionError)."""
+    text, expected = BAD_STATS[case][0](), BAD_STATS[case][1]
+    good = _write(tmp_path / 'good.csv', good_lines)
+    common = ['--train-files', good, '--eval-files', good, '--train-steps', '1',
+              '--batch-size', '16']
+    supplied = tmp_path / 'stats.json'
+    supplied.write_text(text)
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
+                      '--feature-stats', supplied, check=2)
+    assert _error_line(proc) == 'error: --feature-stats %s: %s' % (supplied, expected)
+    assert not (tmp_path / 'job').exists()
+
+    job_dir = tmp_path / 'recorded'
+    job_dir.mkdir()
+    (job_dir / 'feature_stats.json').write_text(text)
+    before = os.listdir(job_dir)
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', job_dir, check=2)
+    assert _error_line(proc) == (
+        'error: --job-dir file %s: %s; the checkpoints in --job-dir were trained with the '
+        'statistics it held: restore it, or use a new --job-dir'
+        % (job_dir / 'feature_stats.json', expected))
+    assert os.listdir(job_dir) == before
+
+
+def test_statistics_of_a_constant_column_get_std_one():
+    accumulator = features.StatsAccumulator()
+    for value in (10.0, 10.0, 10.0 + 1e-9):
+        accumulator.add('fare', value)
+    assert accumulator.stats()['fare']['std'] == 1.0
+    features.check_stats(accumulator.stats(), 'computed')

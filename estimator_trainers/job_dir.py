@@ -87,3 +87,44 @@ def _flag_text(value):
     if isinstance(value, (list, tuple)):
         return ','.join(str(v) for v in value)
     return str(value)
+
+
+def checkpoint_step(path):
+    """The global step in a checkpoint prefix's name (`.../model.ckpt-1200` -> 1200), or None."""
+    try:
+        return int(path.rsplit('-', 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def drop_checkpoints(directory, steps):
+    """Deletes the checkpoints of `steps` in `directory` (checkpoints this run saved)
+    and names the newest remaining one in its `checkpoint` state file.
+
+    For a run that diverged: a checkpoint its variables were saved to after the
+    last finite loss would make every rerun diverge at once.
+    """
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return
+    paths = list(state.all_model_checkpoint_paths)
+    times = list(state.all_model_checkpoint_timestamps)
+    drop = [p for p in paths if checkpoint_step(p) in set(steps)]
+    keep = [(p, t) for p, t in zip(paths, times or [None] * len(paths)) if p not in drop]
+    if not drop or not keep:
+        return
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, _relative(directory, keep[-1][0]), [_relative(directory, p) for p, _ in keep],
+        all_model_checkpoint_timestamps=[t for _, t in keep] if times else None)
+    for path in drop:
+        for name in tf.io.gfile.glob(path + '.*'):
+            tf.io.gfile.remove(name)
+    tf.compat.v1.logging.info('Removed checkpoint(s) %s, saved after the last finite loss',
+                              ', '.join(os.path.basename(p) for p in drop))
+
+
+def _relative(directory, path):
+    """`path` relative to `directory` when inside it (as Estimator's saver records them)."""
+    prefix = directory.rstrip('/') + '/'
+    return path[len(prefix):] if path.startswith(prefix) else path

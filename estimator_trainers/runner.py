@@ -250,6 +250,7 @@ def _train(trainer, args, task, plan, termination, started):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from estimator_trainers import checkpoints  # pylint: disable=g-import-not-at-top
     from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+    from estimator_trainers import hooks  # pylint: disable=g-import-not-at-top
     from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_config  # pylint: disable=g-import-not-at-top
     from estimator_trainers import run_report  # pylint: disable=g-import-not-at-top
@@ -276,14 +277,41 @@ def _train(trainer, args, task, plan, termination, started):
     loop = training.LoopSettings.from_flags(
         args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,
         examples_per_global_step=examples_per_global_step(plan, task))
-    return training.train_and_evaluate(
-        trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
-        train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
-        serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
-        extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
-            [watch.hook()] if watch else []),
-        distribution=task.distribution, started=started,
-        hparams=run_report.session_start(args) if cluster.is_chief else None)
+    try:
+        return training.train_and_evaluate(
+            trainer.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
+            train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
+            serving_input_receiver_fn=trainer.serving_input_receiver_fn(args, plan),
+            extra_hooks=[termination.hook(_final_save_dir(task, checkpoint_plan))] + (
+                [watch.hook()] if watch else []),
+            distribution=task.distribution, started=started,
+            hparams=run_report.session_start(args) if cluster.is_chief else None)
+    except hooks.Diverged as e:
+        raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
+
+
+def _divergence_failure(diverged, trainer, task, checkpoint_plan):
+    """The one line for a run that diverged: where, the checkpoint a rerun resumes
+    from (no checkpoint that is not finite is saved), and which flag to lower."""
+    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
+    rates = sorted(action.option_strings[-1] for action in trainer.make_parser()._actions  # pylint: disable=protected-access
+                   if action.dest.endswith('learning_rate'))
+    hint = 'lower %s' % ' or '.join(rates) if rates else 'lower the learning rate'
+    label = '' if task.cluster.task_label == 'local' else '%s: ' % task.cluster.task_label
+    good = (faults.last_good_checkpoint(checkpoint_plan.directory)
+            if task.cluster.is_chief and checkpoint_plan.directory else None)
+    if diverged.at_start and diverged.start_step:
+        return errors.TaskFailure(
+            '%s%s, at the first step from the checkpoint it resumed from, %s: its '
+            'variables do not train; it was saved by a run that diverged: move it '
+            '(and its line in the checkpoint file) away to resume from an earlier '
+            'one, or use a new --job-dir, and %s' % (label, diverged, good, hint))
+    kept = ''
+    if task.cluster.is_chief:
+        kept = ('; the latest checkpoint stays %s, the last whose variables gave a '
+                'finite loss, and a rerun resumes from it' % good if good else
+                '; no checkpoint was saved')
+    return errors.TaskFailure('%s%s%s; %s' % (label, diverged, kept, hint))
 
 
 def _final_save_dir(task, checkpoint_plan):

@@ -130,15 +130,26 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock,
             first_summaries=[hparams] if hparams else ())
-        listeners = []
+        divergence = hooks.StopOnDivergenceHook()
+        listeners = [divergence.listener]
         if _evaluates_while_training(cluster, distribution):
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
-        train_hooks = ([progress] + list(extra_hooks)
+        # The divergence check runs first: no hook acts on a diverged step.
+        train_hooks = ([divergence, progress] + list(extra_hooks)
                        + checkpoint_plan.saver_hooks(listeners))
-        metrics = _checked(job_dir, lambda: _train(
-            estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
-            checkpoint_plan.eval_every_secs))
+        try:
+            metrics = _checked(job_dir, lambda: _train(
+                estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+                checkpoint_plan.eval_every_secs))
+        except hooks.Diverged as e:
+            divergence.annotated(e)
+            if checkpoint_plan.directory and e.unverified_steps:
+                # Saved by this run from variables that then gave a non-finite
+                # loss: the last checkpoint seen to train stays the latest.
+                job_dir_lib.drop_checkpoints(checkpoint_plan.directory,
+                                             e.unverified_steps)
+            raise
 
     if not is_chief:
         return None

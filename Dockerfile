@@ -11,18 +11,21 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONSTRAINT=/opt/estimator-trainers/constraints.txt \
     TRAINER_MODULE=cifar10_estimator.cifar10_main
 
 WORKDIR /opt/estimator-trainers
 
-# Pinned dependencies first, so code changes reuse this layer.
+# Pinned dependencies first, so code changes reuse this layer. PIP_CONSTRAINT
+# keeps them at start-up too, when a job's own package is installed
+# (estimator_trainers.tools.cloud.bootstrap).
 COPY requirements.txt constraints.txt ./
 RUN pip install -r requirements.txt -c constraints.txt \
     && if [ "${VARIANT}" = "gpu" ]; then \
          pip install -c constraints.txt 'tensorflow[and-cuda]==2.15.1'; \
        fi
 
-# The rest of the repository: setup.py, configs, the runtime and every trainer
+# The rest of the repository: pyproject.toml, configs, the runtime and every trainer
 # package (discovered, not listed); .dockerignore leaves out tests and tooling.
 COPY . ./
 RUN pip install --no-deps . \

@@ -14,8 +14,8 @@ import sys
 
 import tensorflow as tf
 
+from estimator_trainers import cli
 from estimator_trainers import registry
-from estimator_trainers import runner
 
 from cifar10_estimator import resnet
 from taxi_estimator import input as taxi_input
@@ -67,7 +67,7 @@ def main():
     args = parser.parse_args(argv[:split])
     for lever in args.lever:
         LEVERS[lever]()
-    return runner.main(registry.get(args.trainer), argv[split + 1:])
+    return cli.main(registry.get(args.trainer), argv[split + 1:])
 
 
 if __name__ == '__main__':

@@ -12,20 +12,12 @@ import os
 
 import tensorflow as tf
 
+from cifar10_estimator.layout import DEPTH, HEIGHT, IMAGE_BYTES, METADATA_FILE, NUM_CLASSES
+from cifar10_estimator.layout import SUBSETS, WIDTH, subset_path
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
-
-METADATA_FILE = 'metadata.json'
-SUBSETS = ('train', 'validation', 'eval')
-HEIGHT, WIDTH, DEPTH = 32, 32, 3
-IMAGE_BYTES = HEIGHT * WIDTH * DEPTH
-NUM_CLASSES = 10
 _PAD = 4
 _TFRECORD_FRAMING_BYTES = 16  # length (8) + length CRC (4) + data CRC (4)
-
-
-def subset_path(data_dir, subset):
-    return os.path.join(data_dir, subset + '.tfrecords')
 
 
 def read_metadata(data_dir):

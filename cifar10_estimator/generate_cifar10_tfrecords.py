@@ -34,6 +34,7 @@ import urllib.request
 
 import numpy as np
 
+from cifar10_estimator import layout
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
@@ -44,16 +45,6 @@ CIFAR_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
 CIFAR_MD5 = 'c58f30108f718f92721af3b95e74349a'
 CIFAR_SIZE = 170498071  # bytes of the official archive
 CIFAR_DIR_NAME = 'cifar-10-batches-py'
-SPLITS = {
-    'train': ['data_batch_%d' % i for i in range(1, 5)],
-    'validation': ['data_batch_5'],
-    'eval': ['test_batch'],
-}
-METADATA_FILE = 'metadata.json'
-# Published last and removed first when a set is replaced (see safe_io.staged_files).
-DATA_SET_FILES = tuple(split + '.tfrecords' for split in SPLITS) + (METADATA_FILE,)
-IMAGE_BYTES = 32 * 32 * 3
-NUM_CLASSES = 10
 
 
 def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
@@ -126,7 +117,7 @@ def locate_batches(source, work_dir):
         raise UserInputError('--source %s: no such file or directory' % source)
     shown = archive or source
     for candidate in (source, os.path.join(source, CIFAR_DIR_NAME)):
-        names = [name for names in SPLITS.values() for name in names]
+        names = [name for names in layout.SPLITS.values() for name in names]
         if all(os.path.isfile(os.path.join(candidate, name)) for name in names):
             batches = {}
             for name in names:
@@ -204,14 +195,14 @@ def read_batch(path, where=None):
         raise UserInputError('%s: not a CIFAR-10 python batch (%s); nothing in it was '
                              'run' % (where, errors.first_line(e))) from None
     if (not isinstance(data, np.ndarray) or data.dtype != np.uint8
-            or data.shape[1:] != (IMAGE_BYTES,) or not isinstance(labels, list)
+            or data.shape[1:] != (layout.IMAGE_BYTES,) or not isinstance(labels, list)
             or len(labels) != data.shape[0]):
         raise UserInputError('%s: expected data as a uint8 array of shape [N, %d] and '
-                             'a list of N labels' % (where, IMAGE_BYTES))
+                             'a list of N labels' % (where, layout.IMAGE_BYTES))
     if any(isinstance(label, bool) or not isinstance(label, int)
-           or not 0 <= label < NUM_CLASSES for label in labels):
+           or not 0 <= label < layout.NUM_CLASSES for label in labels):
         raise UserInputError('%s: labels must be integers in [0, %d)'
-                             % (where, NUM_CLASSES))
+                             % (where, layout.NUM_CLASSES))
     return data, labels
 
 
@@ -251,13 +242,13 @@ def generate(data_dir, source=None, url=CIFAR_URL):
             source = download(url, cache)
         batches = locate_batches(source, work_dir)
         counts = {}
-        with safe_io.staged_files(data_dir, DATA_SET_FILES, '--data-dir') as staging:
-            for split, names in SPLITS.items():
+        with safe_io.staged_files(data_dir, layout.DATA_SET_FILES, '--data-dir') as staging:
+            for split, names in layout.SPLITS.items():
                 counts[split] = write_tfrecords([batches[n] for n in names],
                                                 os.path.join(staging, split + '.tfrecords'))
             metadata = {'num_examples': counts, 'image_shape': [32, 32, 3],
-                        'num_classes': NUM_CLASSES, 'source': os.path.basename(source)}
-            with tf.io.gfile.GFile(os.path.join(staging, METADATA_FILE), 'w') as f:
+                        'num_classes': layout.NUM_CLASSES, 'source': os.path.basename(source)}
+            with tf.io.gfile.GFile(os.path.join(staging, layout.METADATA_FILE), 'w') as f:
                 json.dump(metadata, f, indent=2, sort_keys=True)
     for split, count in counts.items():
         print('Wrote %d examples to %s' % (count, os.path.join(data_dir, split + '.tfrecords')),

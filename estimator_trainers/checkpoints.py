@@ -1,29 +1,31 @@
-"""The checkpoint and evaluation cadence, decided once: who saves, where, how often.
+"""The checkpoint and evaluation cadence, decided once: who saves, where, how often,
+who evaluates, and which checkpoints are evaluated.
 
-`plan` is the only place that decides it; `run_config` and the training
-driver only carry the resulting `CheckpointPlan` out. RunConfig never saves
-on its own: the step-aligned saver hook of the plan is the one saver, so
-checkpoints land at exact multiples of the interval whatever step a run
-(re)starts at.
+`plan` is the only place that decides it; the runner, the training driver,
+the evaluation listener and the flag help texts read the resulting
+`CheckpointPlan` or the constants here. RunConfig never saves on its own:
+the step-aligned saver hook of the plan is the one saver, so checkpoints
+land at exact multiples of the interval whatever step a run (re)starts at.
 
 Without `--checkpoint-num-steps` a run saves about `EVALUATIONS_PER_RUN`
 checkpoints spread over its length (at most every `max_default_steps`, the
 trainer's longest default interval), and each is evaluated, so every run
 draws evaluation curves without tuning flags. Evaluating in the training
-process pauses training, so there it is budgeted: a checkpoint is evaluated
-while evaluations have taken at most `EVALUATION_SHARE` of the time so far,
-or, with `--eval-frequency-secs N`, at most once every N seconds.
+process pauses training, so there it is budgeted (`CheckpointPlan.evaluation_due`).
+
+No TensorFlow here: the flag help texts are built from these constants.
 """
 import dataclasses
 import math
-import os
 
 from estimator_trainers import cluster as cluster_lib
-from estimator_trainers import hooks
+from estimator_trainers import job_dir as job_dir_lib
 
 EVALUATIONS_PER_RUN = 10
 # Share of the training process's time that evaluations during training may take.
 EVALUATION_SHARE = 0.15
+# Points an evaluation curve gets in a run at the least, the final evaluation included.
+MIN_EVAL_POINTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +41,10 @@ class CheckpointPlan:
       eval_every_secs: evaluate at most this often; None: every checkpoint
         within the `eval_share` budget.
       eval_share: share of the run evaluations in the training process may take.
+      evaluates_while_training: this process evaluates the checkpoints it
+        saves while it trains (`evaluation_due` says which).
+      stop_save_dir: where a stop on a signal saves a final checkpoint; None:
+        this task saves none then.
     """
     directory: str
     every_steps: int
@@ -46,14 +52,32 @@ class CheckpointPlan:
     write_summaries: bool = True
     eval_every_secs: float = None
     eval_share: float = EVALUATION_SHARE
+    evaluates_while_training: bool = False
+    stop_save_dir: str = None
 
-    def saver_hooks(self, listeners=()):
-        """The training hooks that carry the plan out (empty: no saving)."""
-        if not self.directory:
-            return []
-        return [hooks.AlignedCheckpointSaverHook(
-            self.directory, save_steps=self.every_steps, listeners=list(listeners),
-            write_summaries=self.write_summaries)]
+    def evaluation_due(self, *, evaluations, spent_secs, estimate_secs, elapsed_secs,
+                       since_last_secs, progress):
+        """Whether the checkpoint just saved is evaluated in the training process.
+
+        Args:
+          evaluations: checkpoints evaluated so far in this run.
+          spent_secs: seconds those evaluations took.
+          estimate_secs: what the next one will take (the last one's time).
+          elapsed_secs: seconds since training started.
+          since_last_secs: seconds since the last evaluation ended (None: none yet).
+          progress: share of this run's steps done, in [0, 1].
+
+        With `eval_every_secs`, at most that often. Otherwise when evaluations,
+        counting this one, take at most `eval_share` of the time; and where
+        evaluation is costlier than that allows, a curve of `MIN_EVAL_POINTS`
+        points still wins: by a fifth of the run one evaluation, by two
+        fifths two, and so on (the final evaluation is the last point).
+        """
+        if self.eval_every_secs is not None:
+            return since_last_secs is None or since_last_secs >= self.eval_every_secs
+        if spent_secs + estimate_secs <= self.eval_share * (elapsed_secs + estimate_secs):
+            return True
+        return evaluations + 1 <= MIN_EVAL_POINTS * progress + 1e-9
 
 
 def default_every_steps(train_steps, max_default_steps):
@@ -77,15 +101,30 @@ def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
     so the other workers save too, into `tmp_worker_<i>` as TensorFlow's own
     hook would, writing no events there. Everyone else saves nothing.
     """
+    every_worker_saves = distribution is not None and distribution.every_worker_saves
     if cluster.is_chief:
         directory = job_dir
-    elif (cluster.task_type == cluster_lib.WORKER and distribution is not None
-          and distribution.every_worker_saves):
-        directory = os.path.join(job_dir, 'tmp_worker_%d' % cluster.task_index)
+    elif cluster.task_type == cluster_lib.WORKER and every_worker_saves:
+        directory = job_dir_lib.worker_save_dir(job_dir, cluster.task_index)
     else:
         directory = None
     return CheckpointPlan(
         directory=directory,
         every_steps=every_steps or default_every_steps(train_steps, max_default_steps),
         keep_max=keep_max, write_summaries=cluster.is_chief,
-        eval_every_secs=eval_every_secs)
+        eval_every_secs=eval_every_secs,
+        evaluates_while_training=_evaluates_while_training(cluster, every_worker_saves),
+        # A save every worker must join cannot be made by one task alone.
+        stop_save_dir=directory if cluster.is_chief and not every_worker_saves else None)
+
+
+def _evaluates_while_training(cluster, every_worker_saves):
+    """The chief evaluates its own checkpoints, unless the job has an evaluator
+    task for it, or is a `master` (TensorFlow's legacy path evaluates itself),
+    or trains under multi_worker_mirrored (an evaluation would stall the other
+    workers' all-reduce: give that job an evaluator task)."""
+    if not cluster.is_chief or cluster.num_evaluators:
+        return False
+    if cluster.task_type == cluster_lib.MASTER:
+        return False
+    return not every_worker_saves

@@ -32,7 +32,9 @@ import threading
 import time
 
 from estimator_trainers import cluster as cluster_lib
-from estimator_trainers.errors import EXIT_USAGE, UserInputError
+from estimator_trainers import process
+from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import UserInputError
 
 PARAMETER_SERVER = 'parameter_server'
 MIRRORED = 'mirrored'
@@ -306,19 +308,18 @@ class PeerWatch:
         """Stops watching: peers may end once training has."""
         self._stopped.set()
 
-    def _fail(self, code, line):
-        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
-        faults.hard_exit(code, line, self._stderr)
+    def _fail(self, error):
+        process.exit_now(error, stream=self._stderr)
 
     def _watch(self):
         dist = self._distribution
         missing = unreachable_peers(dist.peers, dist.peer_timeout_secs)
         if missing:
-            self._fail(EXIT_USAGE, 'error: cannot reach %s (from TF_CONFIG) after %gs; is '
-                       'that task running, and is the address right? '
-                       '(--peer-timeout-secs)'
-                       % (', '.join('%s at %s' % peer for peer in missing),
-                          dist.peer_timeout_secs))
+            self._fail(UserInputError(
+                'cannot reach %s (from TF_CONFIG) after %gs; is that task running, and is '
+                'the address right? (--peer-timeout-secs)'
+                % (', '.join('%s at %s' % peer for peer in missing), dist.peer_timeout_secs),
+                flag='--peer-timeout-secs'))
         down_since = {}
         while not self._stopped.wait(self._poll_secs):
             now = time.monotonic()
@@ -330,10 +331,11 @@ class PeerWatch:
             lost = [peer for peer, since in down_since.items()
                     if now - since >= dist.peer_timeout_secs]
             if lost and not self._stopped.is_set():
-                self._fail(1, 'error: lost %s (from TF_CONFIG): unreachable for %gs '
-                           'during training; did that task die? (--peer-timeout-secs)'
-                           % (', '.join('%s at %s' % peer for peer in lost),
-                              dist.peer_timeout_secs))
+                self._fail(TaskFailure(
+                    'lost %s (from TF_CONFIG): unreachable for %gs during training; did '
+                    'that task die? (--peer-timeout-secs)'
+                    % (', '.join('%s at %s' % peer for peer in lost),
+                       dist.peer_timeout_secs), flag='--peer-timeout-secs'))
 
     def hook(self):
         """A training hook that stops the watch when training ends."""

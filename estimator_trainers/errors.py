@@ -1,22 +1,97 @@
-"""User-facing errors: one clear line on stderr and a non-zero exit."""
+"""Errors as values: what went wrong, which flag or file, and the one line it prints.
+
+Every command of the package (the trainers, `train-local.sh`, the launcher,
+`train-cloud.sh`) ends a user's mistake or a machine fault the same way: one
+`error: ...` line on stderr and an exit code, never a traceback. The line is
+formatted here only (`line`). Programs that run a command and need to know
+why it failed (the cloud pre-submit checks, the rehearsal) read its error
+*record*, a JSON file the command writes when `ERROR_RECORD_ENV` names one
+(`run_cli`), instead of parsing its output.
+
+The kinds:
+
+- `UserInputError`: input the user can fix (a flag, a file, TF_CONFIG);
+  exit 2. `FlagError` is the one a flag parser refuses.
+- `TaskFailure`: the machine or the cluster failed the task (full disk,
+  SIGTERM, a lost peer); its own exit code.
+"""
+import json
+import os
 import sys
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
+ERROR_RECORD_ENV = 'ESTIMATOR_TRAINERS_ERROR_RECORD'
 
 
-class UserInputError(Exception):
+class Error(Exception):
+    """An error that ends a command with one line.
+
+    Attributes:
+      flag: the flag at fault (`--job-dir`), or None.
+      path: the file or directory at fault, or None.
+      exit_code: the command's exit status.
+    """
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message, *, flag=None, path=None, exit_code=None):
+        super().__init__(message)
+        self.flag = flag
+        self.path = path
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self):
+        """What the line says after `error: `."""
+        return str(self)
+
+    def record(self):
+        """The error as a JSON-ready dict (`from_record` reads it back)."""
+        return {'kind': type(self).__name__, 'text': str(self), 'line': line(self),
+                'flag': self.flag, 'path': self.path, 'exit_code': self.exit_code}
+
+
+class UserInputError(Error):
     """Bad input (flag, file, TF_CONFIG) that the user can fix.
 
     The message names the flag or file and says what was expected.
     """
+    exit_code = EXIT_USAGE
 
 
-class TaskFailure(Exception):
-    """The machine failed the task (full disk, SIGTERM): one line, `exit_code`."""
+class FlagError(UserInputError):
+    """A command line its parser refuses: an unknown flag or a bad value."""
 
-    def __init__(self, message, exit_code=1):
-        super().__init__(message)
-        self.exit_code = exit_code
+    @property
+    def message(self):
+        return '%s (see --help)' % self
+
+
+class TaskFailure(Error):
+    """The machine or the cluster failed the task (full disk, SIGTERM, a lost peer)."""
+
+    def __init__(self, message, exit_code=EXIT_FAILED, **kwargs):
+        super().__init__(message, exit_code=exit_code, **kwargs)
+
+
+KINDS = {kind.__name__: kind for kind in (Error, UserInputError, FlagError, TaskFailure)}
+
+
+def from_record(record):
+    """The `Error` a `record()` dict describes (unknown kinds become `Error`)."""
+    kind = KINDS.get(record.get('kind'), Error)
+    error = kind.__new__(kind)
+    Exception.__init__(error, record.get('text', ''))
+    error.flag, error.path = record.get('flag'), record.get('path')
+    error.exit_code = record.get('exit_code', kind.exit_code)
+    return error
+
+
+def line(error):
+    """The one line a command prints for `error`: `error: <message>`."""
+    message = error.message if isinstance(error, Error) else first_line(error)
+    return 'error: %s' % message
 
 
 def first_line(error):
@@ -25,17 +100,41 @@ def first_line(error):
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def report(error, stream=None):
+    """Writes `line(error)` to `stream` (stderr) and the error record, if one is asked for."""
+    stream = stream or sys.stderr
+    stream.write(line(error) + '\n')
+    stream.flush()
+    write_record(error)
+
+
+def write_record(error, environ=None):
+    """Writes `error.record()` where `ERROR_RECORD_ENV` says; nothing when unset."""
+    path = (os.environ if environ is None else environ).get(ERROR_RECORD_ENV)
+    if not path or not isinstance(error, Error):
+        return
+    try:
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(error.record(), f)
+    except OSError:
+        pass  # the line on stderr still says it
+
+
+def read_record(path):
+    """The `Error` recorded at `path`, or None when the command recorded none."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            return from_record(json.load(f))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def run_cli(main, argv=None):
-    """Runs `main(argv)`, turning `UserInputError` into `error: ...` + exit 2."""
+    """Runs `main(argv)` as a command: an `Error` becomes its line and exit code."""
     try:
         result = main(argv)
-    except UserInputError as e:
-        sys.stderr.write('error: %s\n' % e)
-        sys.stderr.flush()
-        sys.exit(EXIT_USAGE)
-    except TaskFailure as e:
-        sys.stderr.write('error: %s\n' % e)
-        sys.stderr.flush()
+    except Error as e:
+        report(e)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write('interrupted\n')

@@ -11,13 +11,12 @@ every time (about a second for the taxi model, more than its whole
 evaluation), which made frequent evaluation expensive.
 """
 import contextlib
-import os
 import re
 import time
 
 import tensorflow as tf
 
-from estimator_trainers import summaries
+from estimator_trainers import job_dir as job_dir_lib
 
 
 class Evaluator:
@@ -52,7 +51,7 @@ class Evaluator:
             for hook in hooks:
                 hook.begin()
             self._writer = tf.compat.v1.summary.FileWriterCache.get(
-                os.path.join(self._estimator.model_dir, summaries.EVAL_DIR))
+                job_dir_lib.eval_dir(self._estimator.model_dir))
         config = tf.compat.v1.ConfigProto()
         if self._estimator.config.session_config is not None:
             config.CopyFrom(self._estimator.config.session_config)
@@ -120,22 +119,14 @@ class Clock:
             self.count += 1
 
 
-# Points an evaluation curve gets in a run at the least, the final evaluation included.
-MIN_EVAL_POINTS = 5
-
-
 class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
     """Evaluates the checkpoints the chief saves while it trains.
 
-    Training pauses while it evaluates, so it keeps to the plan's budget:
-    with `eval_every_secs` at most that often, else whenever evaluations
-    (counting the next, estimated as long as the last) take at most
-    `eval_share` of the time since training started. Building the evaluation
-    graph is not counted: the final evaluation needs it anyway. Without
-    `eval_every_secs`, a curve of `MIN_EVAL_POINTS` points spread over the run
-    wins over the budget where evaluation is costlier than it allows: by a
-    fifth of the run one evaluation, by two fifths two, and so on (the
-    driver's final evaluation is the last point).
+    Training pauses while it evaluates, so which checkpoints are evaluated is
+    the plan's decision (`checkpoints.CheckpointPlan.evaluation_due`); this
+    listener measures what it needs. Building the evaluation graph is not
+    counted: the final evaluation needs it anyway. The checkpoint at the step
+    target is left to the driver's final evaluation.
     """
 
     def __init__(self, evaluator, train_steps, checkpoint_plan):
@@ -146,8 +137,7 @@ class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
         """
         self._evaluator = evaluator
         self._train_steps = train_steps
-        self._every_secs = checkpoint_plan.eval_every_secs
-        self._share = checkpoint_plan.eval_share
+        self._plan = checkpoint_plan
 
     def begin(self):
         self._start = time.time()
@@ -170,14 +160,13 @@ class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
 
     def _due(self, step):
         now = time.time()
-        if self._every_secs is not None:
-            return self._last_end is None or now - self._last_end >= self._every_secs
-        estimate = self._evaluator.last_run_secs
-        spent = self._evaluator.run_secs - self._start_spent + estimate
-        if spent <= self._share * (now - self._start + estimate):
-            return True
-        progress = (step - self._start_step) / max(1, self._train_steps - self._start_step)
-        return self._count + 1 <= MIN_EVAL_POINTS * progress + 1e-9
+        return self._plan.evaluation_due(
+            evaluations=self._count,
+            spent_secs=self._evaluator.run_secs - self._start_spent,
+            estimate_secs=self._evaluator.last_run_secs,
+            elapsed_secs=now - self._start,
+            since_last_secs=None if self._last_end is None else now - self._last_end,
+            progress=(step - self._start_step) / max(1, self._train_steps - self._start_step))
 
 
 def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):

@@ -1,7 +1,7 @@
 """SavedModel export for serving, done once by the chief."""
-import os
-
 import tensorflow as tf
+
+from estimator_trainers import job_dir as job_dir_lib
 
 
 def export_saved_model(estimator, job_dir, serving_input_receiver_fn,
@@ -11,7 +11,7 @@ def export_saved_model(estimator, job_dir, serving_input_receiver_fn,
     Returns:
       The export directory as a string.
     """
-    export_base = os.path.join(job_dir, 'export')
+    export_base = job_dir_lib.export_dir(job_dir)
     path = estimator.export_saved_model(
         export_base, serving_input_receiver_fn, checkpoint_path=checkpoint_path)
     path = path.decode() if isinstance(path, bytes) else path

@@ -11,17 +11,17 @@
   MemAvailable before the first step.
 - `Termination`: SIGTERM (cancel, preemption, `timeout`) ends every task
   promptly; a training chief saves a checkpoint first.
-- `hard_exit`: ends the process from any thread, releasing the lease first.
 """
 import contextlib
 import errno
 import os
-import re
 import signal
 import sys
 import threading
 import time
 
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import process
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
@@ -30,34 +30,6 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 # training chief to save its checkpoint (Kubernetes kills after 30 s).
 QUICK_EXIT_SECS = 5
 SAVE_GRACE_SECS = 25
-
-_exit_callbacks = []
-
-
-def at_exit(callback):
-    """Runs `callback()` when the process ends, by `hard_exit` or normally."""
-    import atexit  # pylint: disable=g-import-not-at-top
-    _exit_callbacks.append(callback)
-    atexit.register(callback)
-
-
-def hard_exit(code, line, stream=None):
-    """Writes `line` (unless None), runs the `at_exit` callbacks and ends the process now.
-
-    For threads that must end a process whose main thread may be blocked in
-    TensorFlow (peer watch, lease heartbeat, SIGTERM watchdog).
-    """
-    if line is not None:
-        stream = stream or sys.stderr
-        stream.write(line + '\n')
-        stream.flush()
-    for callback in _exit_callbacks:
-        try:
-            callback()
-        except Exception:  # pylint: disable=broad-except
-            pass
-    os._exit(code)  # pylint: disable=protected-access
-
 
 # --- the job-dir itself -----------------------------------------------------
 
@@ -95,14 +67,6 @@ def _read_only_mount(path):
         return False
 
 
-# TensorFlow's temporary names: a sharded save's `<prefix>_temp/`, an atomic
-# write's `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file),
-# an export's `temp-<timestamp>/`; and this package's lease heartbeat file.
-_LEFTOVERS = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
-              re.compile(r'^LEASE\.json\.[0-9a-f]{32}\.tmp$'))
-_EXPORT_LEFTOVER = re.compile(r'^temp-\d+$')
-
-
 def clean_leftovers(job_dir, log):
     """Removes the temporary files and directories interrupted saves left.
 
@@ -111,8 +75,7 @@ def clean_leftovers(job_dir, log):
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     removed = []
-    for directory, patterns in ((job_dir, _LEFTOVERS),
-                                (os.path.join(job_dir, 'export'), (_EXPORT_LEFTOVER,))):
+    for directory, patterns in job_dir_lib.leftover_places(job_dir):
         if not tf.io.gfile.isdir(directory):
             continue
         for name in sorted(tf.io.gfile.listdir(directory)):
@@ -277,9 +240,11 @@ class Termination:
         self.requested.set()
         grace = SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
         time.sleep(grace)
-        hard_exit(EXIT_SIGTERM, None if self._said else 'error: %s: stopped on SIGTERM%s' % (
-            self.task_label, ' (it did not end by itself within %ds; no checkpoint '
-            'saved)' % grace if grace else ''))
+        process.exit_now(None if self._said else TaskFailure(
+            '%s: stopped on SIGTERM%s' % (self.task_label, ' (it did not end by itself '
+                                          'within %ds; no checkpoint saved)' % grace
+                                          if grace else ''), exit_code=EXIT_SIGTERM),
+                         code=EXIT_SIGTERM)
 
     @contextlib.contextmanager
     def ending_run(self):
@@ -360,7 +325,7 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
         if cluster.is_chief:
             tf.io.gfile.makedirs(job_dir)
             lease.acquire()
-            at_exit(lease.release)
+            process.at_exit(lease.release)
             clean_leftovers(job_dir, log)
         else:
             lease.check_shared()

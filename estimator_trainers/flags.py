@@ -1,28 +1,59 @@
 """Command-line flags shared by the trainers, defined in groups.
 
-Each trainer builds its parser with `make_parser` and composes the groups it
-needs (`add_job_flags`, `add_training_loop_flags`, ...), then adds its own
-model flags. Validators run at parse time and never touch the file system;
-flag values are never mutated after parsing.
+The groups (`add_job_flags`, `add_training_loop_flags`,
+`add_performance_flags`, `add_runtime_flags`, `add_distribution_flags`) are
+composed by `declaration.Trainer.make_parser` after the trainer's own flags.
+Validators run at parse time and never touch the file system; flag values
+are never mutated after parsing. A refused command line raises
+`errors.FlagError` naming the flag, which the command prints as one line.
 """
 import argparse
 import os
+
+from estimator_trainers import checkpoints
+from estimator_trainers import distribution
+from estimator_trainers.errors import FlagError
 
 VERBOSITY_LEVELS = ('DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL')
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with flag errors on one line like every other input error."""
+    """argparse that raises `FlagError` (naming the flag) instead of exiting.
+
+    The command that parses turns it into its one `error:` line; a program
+    that parses another's flags (the cloud pre-submit checks) gets the error
+    as a value. `--help` still prints and exits 0.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault('exit_on_error', False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        try:
+            return super().parse_known_args(args, namespace)
+        except argparse.ArgumentError as e:
+            raise FlagError(str(e), flag=e.argument_name) from None
 
     def error(self, message):
-        self.exit(2, 'error: %s (see --help)\n' % message)
+        raise FlagError(message)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each default once: not where the help text already states it,
+    and not for flags without one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ''
+        if 'default' in text.lower() or action.default in (None, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
 
 
 def make_parser(prog, description):
     """An `ArgumentParser` that shows defaults in `--help`."""
     return ArgumentParser(
-        prog=prog, description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=prog, description=description, formatter_class=HelpFormatter,
         # A cloud job must not run with a flag the user mistyped as a prefix.
         allow_abbrev=False)
 
@@ -143,8 +174,9 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps):
     group.add_argument(
         '--checkpoint-num-steps', type=positive_int, default=None,
         help='Save a checkpoint every N global steps (at exact multiples of N) '
-             'and evaluate it. Default: about 10 per run, spread over the '
-             'step target, at most %d steps apart.' % checkpoint_steps)
+             'and evaluate it. Default: about %d per run, spread over the '
+             'step target, at most %d steps apart.'
+             % (checkpoints.EVALUATIONS_PER_RUN, checkpoint_steps))
     group.add_argument(
         '--keep-checkpoint-max', type=positive_int, default=5,
         help='Number of recent checkpoints to keep.')
@@ -160,7 +192,9 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps):
         help='Evaluate a new checkpoint at most every N seconds during '
              'training (a final evaluation always runs). Default: every '
              'checkpoint, except that evaluations in the training process '
-             'itself take at most 15%% of its time.')
+             'itself take at most %d%%%% of its time, or are at least %d points '
+             'over the run where one costs more.'
+             % (round(100 * checkpoints.EVALUATION_SHARE), checkpoints.MIN_EVAL_POINTS))
     return group
 
 
@@ -196,7 +230,7 @@ def add_runtime_flags(parser):
     group = parser.add_argument_group('runtime')
     group.add_argument(
         '--random-seed', type=int, default=None,
-        help='Graph-level random seed (default: nondeterministic).')
+        help='Graph-level random seed (default: none, each run differs).')
     group.add_argument(
         '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
         type=str.upper, help='Log level.')
@@ -209,7 +243,6 @@ def add_runtime_flags(parser):
 
 def add_distribution_flags(parser):
     """How this task replicates training (see `estimator_trainers.distribution`)."""
-    from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
     group = parser.add_argument_group('distribution')
     group.add_argument(
         '--distribution-strategy', choices=distribution.STRATEGIES, default=None,

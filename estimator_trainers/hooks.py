@@ -29,7 +29,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     steps, times the examples one global step consumes). The chief writes them
     as `examples_per_sec` and `global_step/sec` into the job-dir; in a
     distributed job every training task also writes its own rate,
-    `examples_per_sec/worker`, into its own directory (`summaries.worker_dir`),
+    `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
     (`evaluation.Clock`) is left out of the rates, as is the first interval
     after a (re)start, which includes graph warm-up, from the average.
@@ -303,6 +303,15 @@ class _NoSummaries:
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None
+
+
+def checkpoint_saver_hooks(checkpoint_plan, listeners=()):
+    """The training hooks that carry out a `checkpoints.CheckpointPlan` (none: no saving)."""
+    if not checkpoint_plan.directory:
+        return []
+    return [AlignedCheckpointSaverHook(
+        checkpoint_plan.directory, save_steps=checkpoint_plan.every_steps,
+        listeners=list(listeners), write_summaries=checkpoint_plan.write_summaries)]
 
 
 class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):

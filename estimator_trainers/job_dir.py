@@ -1,21 +1,93 @@
-"""Job-dir bookkeeping: ownership, latest checkpoint step, model compatibility.
+"""What a job-dir holds, and the rules on it: every file name, decided once.
 
-A job-dir is never deleted or rewritten wholesale: reruns resume from it. To
-refuse a rerun whose model cannot restore the checkpoints (e.g. a different
+A job-dir is never deleted or rewritten wholesale: reruns resume from it.
+Everything that writes into it, reads it or cleans it asks this module for
+the names:
+
+    <job-dir>/
+      checkpoint, model.ckpt-<step>.*   TensorFlow's checkpoints (`checkpoints.plan`)
+      events.out.tfevents.*, graph.pbtxt  the chief's training summaries
+      eval/                             evaluation summaries (`EVAL_DIR`)
+      workers/<task>/                   each task's own throughput (`WORKERS_DIR`)
+      tmp_worker_<i>/                   multi_worker_mirrored workers' saves
+      export/<timestamp>/               SavedModels (`EXPORT_DIR`)
+      logs/<role>-<i>.log               the local cluster's task logs (`LOGS_DIR`)
+      model_params.json                 the flags that shape the variables
+      LEASE.json                        the job holding the job-dir (`lease`)
+
+To refuse a rerun whose model cannot restore the checkpoints (e.g. a different
 `--num-layers`) before anything is written, the chief records the flags that
-shape the model in `<job-dir>/model_params.json` and later runs compare.
+shape the model in `model_params.json` and later runs (and cloud
+submissions) compare (`compare_model_params`).
 
-TensorFlow is imported where it is used: the local launcher calls
-`check_owner` and must not pay for (or start the threads of) TensorFlow.
+No TensorFlow at import: the local launcher and the cloud tools use the names
+and the rules; the functions that read checkpoints import it when called.
 """
 import json
 import os
+import re
+import uuid
 
 from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 MODEL_PARAMS_FILE = 'model_params.json'
+LEASE_FILE = 'LEASE.json'
+EVAL_DIR = 'eval'
+WORKERS_DIR = 'workers'
+EXPORT_DIR = 'export'
+LOGS_DIR = 'logs'
+WORKER_SAVE_DIR = 'tmp_worker_%d'
+
+# What interrupted saves leave (removed by the chief, holding the lease, at
+# start): a sharded save's `<prefix>_temp/`, an atomic write's
+# `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file), the
+# lease's own replacement file (`lease_temp_name`), and under `export/` a
+# SavedModel written to `temp-<timestamp>/` before its rename.
+_LEFTOVERS = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
+              re.compile(r'^%s\.[0-9a-f]{32}\.tmp$' % re.escape(LEASE_FILE)))
+_EXPORT_LEFTOVERS = (re.compile(r'^temp-\d+$'),)
+
+
+def model_params_path(job_dir):
+    return os.path.join(job_dir, MODEL_PARAMS_FILE)
+
+
+def lease_path(job_dir):
+    return os.path.join(job_dir, LEASE_FILE)
+
+
+def lease_temp_name(lease_file_path):
+    """A unique name to write a new lease under before renaming it into place."""
+    return '%s.%s.tmp' % (lease_file_path, uuid.uuid4().hex)
+
+
+def eval_dir(job_dir):
+    return os.path.join(job_dir, EVAL_DIR)
+
+
+def worker_dir(job_dir, task_label):
+    """Where a training task of a distributed job writes its own throughput."""
+    return os.path.join(job_dir, WORKERS_DIR, task_label)
+
+
+def worker_save_dir(job_dir, task_index):
+    """Where a multi_worker_mirrored worker saves the checkpoints nothing reads."""
+    return os.path.join(job_dir, WORKER_SAVE_DIR % task_index)
+
+
+def export_dir(job_dir):
+    return os.path.join(job_dir, EXPORT_DIR)
+
+
+def logs_dir(job_dir):
+    return os.path.join(job_dir, LOGS_DIR)
+
+
+def leftover_places(job_dir):
+    """(directory, name patterns) where interrupted saves leave files behind."""
+    return ((job_dir, _LEFTOVERS), (export_dir(job_dir), _EXPORT_LEFTOVERS))
 
 
 def check_owner(job_dir):
@@ -39,7 +111,8 @@ def latest_checkpoint_step(job_dir):
         return int(tf.train.load_variable(path, 'global_step'))
     except (tf.errors.OpError, ValueError) as e:
         raise UserInputError('--job-dir %s: cannot read checkpoint %s (%s)'
-                             % (job_dir, path, first_line(e))) from None
+                             % (job_dir, path, first_line(e)), flag='--job-dir',
+                             path=path) from None
 
 
 def check_model_params(job_dir, params, write=True):
@@ -55,19 +128,30 @@ def check_model_params(job_dir, params, write=True):
       UserInputError: the job-dir holds checkpoints of another model.
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    path = os.path.join(job_dir, MODEL_PARAMS_FILE)
+    path = model_params_path(job_dir)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
-            try:
-                recorded = json.load(f)
-            except ValueError:
-                raise UserInputError('%s is not valid JSON; restore it or use a new '
-                                     '--job-dir' % path) from None
-        compare_model_params(recorded, params, job_dir)
+            compare_model_params(parse_model_params(f.read(), path), params, job_dir)
         return
     if write:
         tf.io.gfile.makedirs(job_dir)
         safe_io.write_atomic(path, json.dumps(params, indent=2, sort_keys=True))
+
+
+def parse_model_params(text, path):
+    """The recorded model params in `text`, read from `path`.
+
+    Raises:
+      UserInputError: not a JSON object.
+    """
+    try:
+        recorded = json.loads(text)
+    except ValueError:
+        recorded = None
+    if not isinstance(recorded, dict):
+        raise UserInputError('%s is not a JSON object of flag values; restore it or use '
+                             'a new --job-dir' % path, path=path)
+    return recorded
 
 
 def compare_model_params(recorded, params, job_dir):
@@ -80,7 +164,7 @@ def compare_model_params(recorded, params, job_dir):
                 '--%s=%s does not match the checkpoints in --job-dir %s, which '
                 'were trained with --%s=%s; use a new --job-dir or the same value'
                 % (name, _flag_text(value), job_dir, name,
-                   _flag_text(recorded[name])))
+                   _flag_text(recorded[name])), flag='--' + name)
 
 
 def _flag_text(value):

@@ -28,10 +28,12 @@ import threading
 import time
 import uuid
 
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import process
 from estimator_trainers import safe_io
+from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
-LEASE_FILE = 'LEASE.json'
 DEFAULT_TIMEOUT_SECS = 300
 
 
@@ -119,7 +121,7 @@ class _LocalStore:
             return None
 
     def replace(self, text):
-        tmp = '%s.%s.tmp' % (self.path, uuid.uuid4().hex)
+        tmp = job_dir_lib.lease_temp_name(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, 'w') as f:
             f.write(text)
@@ -193,7 +195,7 @@ def _create_gcs_object(path, text):
 
 
 def _store(job_dir):
-    path = os.path.join(job_dir, LEASE_FILE)
+    path = job_dir_lib.lease_path(job_dir)
     return _GfileStore(path) if '://' in job_dir else _LocalStore(path)
 
 
@@ -276,16 +278,16 @@ class Lease:
                 if reason is None:
                     raise self._refusal(owner)
                 self._log('Job-dir lease: taking over the stale lease of %s: %s'
-                          % (owner.describe() if owner else LEASE_FILE, reason))
+                          % (owner.describe() if owner else job_dir_lib.LEASE_FILE, reason))
             self._store.delete()
         raise UserInputError('--job-dir %s: could not take its lease %s; another job '
-                             'keeps taking it' % (self.job_dir, LEASE_FILE))
+                             'keeps taking it' % (self.job_dir, job_dir_lib.LEASE_FILE))
 
     def _refusal(self, owner):
         return UserInputError(
             '--job-dir %s is in use by %s of another job (lease %s); wait for it to '
             'finish, use another --job-dir, or delete the lease if that job is gone'
-            % (self.job_dir, owner.describe(), os.path.join(self.job_dir, LEASE_FILE)))
+            % (self.job_dir, owner.describe(), job_dir_lib.lease_path(self.job_dir)))
 
     def _hold(self):
         self._held = True
@@ -296,16 +298,16 @@ class Lease:
 
     def _beat(self):
         """Refreshes the heartbeat; ends the process if another job took the lease."""
-        from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
         while not self._stop.wait(max(1.0, self.timeout_secs / 5)):
             try:
                 owner = self.current_owner()
                 if owner is None or owner.token != self._token:
                     self._held = False
-                    faults.hard_exit(1, 'error: --job-dir %s: lost its lease to %s; '
-                                        'stopping so that only one job writes there'
-                                     % (self.job_dir, owner.describe() if owner
-                                        else 'nobody (it was deleted)'))
+                    process.exit_now(TaskFailure(
+                        '--job-dir %s: lost its lease to %s; stopping so that only one '
+                        'job writes there' % (self.job_dir, owner.describe() if owner
+                                              else 'nobody (it was deleted)'),
+                        flag='--job-dir'))
                 self._store.replace(self._owner_text())
             except Exception as e:  # pylint: disable=broad-except
                 self._log('Job-dir lease: heartbeat failed (%s); retrying' % e)

@@ -15,15 +15,25 @@ _LEVELS = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARN': logging.WARNING
            'ERROR': logging.ERROR, 'FATAL': logging.FATAL}
 
 
+def quiet_google_python_notice():
+    """Hides google-api-core's notice that it will drop this Python version.
+
+    The Google client libraries warn (FutureWarning) when first imported that
+    their support for Python 3.11 ends; the pinned TensorFlow needs 3.11, so
+    the notice is noise in every command. Call before any Google client runs.
+    """
+    warnings.filterwarnings('ignore', category=FutureWarning, module='google.api_core')
+
+
 def quiet_tensorflow_native_logs():
     """Hides start-up noise that is not about the job (call before importing TF).
 
     TensorFlow's C++ INFO/WARNING lines, google-api-core's notice about future
-    Python versions (this package pins Python 3.11 on purpose) and Keras'
-    advice to replace `tf.compat.v1.layers` (this package is TF1-style on purpose).
+    Python versions (`quiet_google_python_notice`) and Keras' advice to replace
+    `tf.compat.v1.layers` (this package is TF1-style on purpose).
     """
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-    warnings.filterwarnings('ignore', category=FutureWarning, module='google.api_core')
+    quiet_google_python_notice()
     warnings.filterwarnings('ignore', message=r'`tf\.layers\.', category=UserWarning)
 
 

@@ -1,9 +1,9 @@
 """Finds the trainers: packages that declare themselves, never a list to edit.
 
 A trainer is a top-level package with a `trainer.py` that declares
-`TRAINER = <a runner.Trainer subclass>()`. Every tool that needs the
+`TRAINER = <a declaration.Trainer subclass>()`. Every tool that needs the
 trainers (train-local.sh, train-cloud.sh, the rehearsal, the launcher)
-asks `get(name)` or `discover()`; packaging (setup.py, the Dockerfile)
+asks `get(name)` or `discover()`; packaging (pyproject.toml, the Dockerfile)
 ships every package of the repository. Candidates are recognised from the
 text of their `trainer.py` before anything is imported, so scanning
 site-packages imports nothing else.
@@ -13,6 +13,7 @@ import os
 import re
 import sys
 
+from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
 
 DECLARATION = 'trainer'
@@ -46,12 +47,11 @@ def candidate_packages(paths=None):
 
 def discover(paths=None):
     """{name: Trainer} of every declared trainer; the first on the path wins a name."""
-    from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
     trainers = {}
     for package in candidate_packages(paths):
         trainer = getattr(importlib.import_module('%s.%s' % (package, DECLARATION)),
                           'TRAINER', None)
-        if isinstance(trainer, runner.Trainer) and trainer.name not in trainers:
+        if isinstance(trainer, declaration.Trainer) and trainer.name not in trainers:
             trainers[trainer.name] = trainer
     return trainers
 

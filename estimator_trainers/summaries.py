@@ -16,7 +16,6 @@ The model_fns call `training_metrics` and `learning_rate`; the training
 driver writes throughput and the HParams. Summary ops are created at the top
 of the graph: a name scope would prefix their tags.
 """
-import os
 import weakref
 
 import tensorflow as tf
@@ -29,8 +28,6 @@ EXAMPLES_PER_SEC = 'examples_per_sec'
 GLOBAL_STEPS_PER_SEC = 'global_step/sec'
 WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
 IMAGES = 'images'
-WORKERS_DIR = 'workers'
-EVAL_DIR = 'eval'
 # graph -> {name: tensor} of the progress line (not a graph collection: those
 # are serialised into every checkpoint's meta graph, and names are not tensors).
 _PROGRESS = weakref.WeakKeyDictionary()
@@ -142,7 +139,3 @@ def batch_auc(labels, probabilities):
         pairs = tf.cast(tf.size(diff), tf.float32)
         return tf.where(pairs > 0, wins / tf.maximum(pairs, 1.0), 0.5)
 
-
-def worker_dir(job_dir, task_label):
-    """Where a training task of a distributed job writes its own throughput."""
-    return os.path.join(job_dir, WORKERS_DIR, task_label)

@@ -12,14 +12,12 @@ import time
 
 import tensorflow as tf
 
-from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import evaluation
 from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import run_report
-from estimator_trainers import summaries
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -78,7 +76,7 @@ def serve_parameters(config):
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
                        eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       distribution=None, started=None, hparams=None):
+                       started=None, hparams=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -89,7 +87,6 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       train_input_fn, eval_input_fn: Estimator input functions.
       serving_input_receiver_fn: export signature; None skips the export.
       extra_hooks: more training hooks, run before the checkpoint saver's.
-      distribution: `distribution.Distribution` of this task.
       started: when the run started (`time.time()`), for the wall time.
       hparams: the chief's serialized HParams session start
         (`run_report.session_start`), written when training starts.
@@ -126,18 +123,18 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             examples_per_global_step=loop.examples_per_global_step,
             every_n_steps=loop.log_step_count_steps, train_steps=loop.train_steps,
             summary_dir=job_dir if is_chief else None,
-            worker_dir=(summaries.worker_dir(job_dir, _worker_label(cluster))
+            worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock,
             first_summaries=[hparams] if hparams else ())
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener]
-        if _evaluates_while_training(cluster, distribution):
+        if checkpoint_plan.evaluates_while_training:
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
         # The divergence check runs first: no hook acts on a diverged step.
         train_hooks = ([divergence, progress] + list(extra_hooks)
-                       + checkpoint_plan.saver_hooks(listeners))
+                       + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners))
         try:
             metrics = _checked(job_dir, lambda: _train(
                 estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
@@ -188,21 +185,6 @@ def _in_scope(input_fn):
 def _worker_label(cluster):
     """`chief`, `worker-0`, ...: the run name of a task's own throughput."""
     return 'chief' if cluster.is_chief else cluster.task_label
-
-
-def _evaluates_while_training(cluster, distribution):
-    """Whether this process evaluates the checkpoints it saves while training.
-
-    The chief does, unless the job has an evaluator task for it, or is a
-    `master` (TensorFlow's legacy path evaluates itself), or trains under
-    multi_worker_mirrored (an evaluation would stall the other workers'
-    all-reduce: give that job an evaluator task).
-    """
-    if not cluster.is_chief or cluster.num_evaluators:
-        return False
-    if cluster.task_type == cluster_lib.MASTER:
-        return False
-    return not (distribution is not None and distribution.every_worker_saves)
 
 
 def _train(estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,

@@ -7,7 +7,7 @@ builds (training, evaluation, export) names the variables alike.
 """
 import tensorflow as tf
 
-from keras_estimator.trainer import MNIST_CNN, CIFAR10_MLP
+from keras_estimator.trainer import CIFAR10_MLP, MNIST_CNN
 
 NUM_CLASSES = 10
 # cifar10_mlp: (units, dropout rate) of each hidden layer.

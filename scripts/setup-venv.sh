@@ -150,7 +150,7 @@ setup_venv() {
   local stamp="${venv}/.installed-${extra#--}"
   local digest
   digest="$(cat "${reqs[@]}" "${_repo_root}/requirements.txt" \
-    "${_repo_root}/constraints.txt" "${_repo_root}/setup.py" | sha256sum | cut -d' ' -f1)"
+    "${_repo_root}/constraints.txt" "${_repo_root}/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${digest}" ]]; then
     return 0
   fi
@@ -158,6 +158,9 @@ setup_venv() {
   uv="$(find_uv || true)"
   echo "Installing pinned requirements into ${venv} with ${uv:+uv pip (}${uv:-pip}${uv:+)} (first run takes a few minutes)" >&2
   install_into "${uv}" "${venv}/bin/python" -r "${reqs[0]}" -c "${_repo_root}/constraints.txt"
+  # A PEP 660 editable install (pyproject.toml) built by the venv's own
+  # setuptools; before setuptools 70.1 that needs `wheel`, which the pinned
+  # requirements bring (TensorFlow -> astunparse).
   install_into "${uv}" "${venv}/bin/python" --no-deps --no-build-isolation \
     --config-settings editable_mode=compat -e "${_repo_root}"
   echo "${digest}" > "${stamp}"

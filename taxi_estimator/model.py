@@ -15,10 +15,8 @@ from tensorflow_estimator.python.estimator.head import head_utils
 
 from estimator_trainers import distribution
 from estimator_trainers import summaries
-from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 
-DEFAULT_NUM_LAYERS = 4
 # FTRL's L2 strength: keeps the many sparse wide weights (tracts, crosses)
 # from fitting noise in small data sets.
 LINEAR_L2 = 0.3
@@ -45,27 +43,6 @@ class HParams:
     learning_rate_decay_factor: float = 1.0
     decay_steps: int = 1
     dropout: float = None
-
-
-def layer_sizes(hidden_units, scale_factor=0.0, num_layers=None):
-    """DNN layer sizes from --hidden-units, --layer-sizes-scale-factor, --num-layers.
-
-    With a scale factor > 0, layer i has `hidden_units[0] * scale_factor**i`
-    units (at least 2) for `num_layers` layers (default 4); otherwise
-    `hidden_units` is used as given (in the reference sample a default scale
-    factor silently replaced it).
-
-    Raises:
-      UserInputError: --num-layers without a scale factor.
-    """
-    if not scale_factor:
-        if num_layers is not None:
-            raise UserInputError('--num-layers=%d needs --layer-sizes-scale-factor > 0; '
-                                 'without it --hidden-units gives every layer size'
-                                 % num_layers)
-        return tuple(hidden_units)
-    return tuple(max(2, int(hidden_units[0] * scale_factor ** i))
-                 for i in range(num_layers or DEFAULT_NUM_LAYERS))
 
 
 def steps_for_epochs(num_epochs, train_size, batch_size):

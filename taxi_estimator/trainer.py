@@ -1,4 +1,4 @@
-"""The Chicago Taxi tip classifier, declared for the runner.
+"""The Chicago Taxi tip classifier, declared (no TensorFlow here; see `runtime`).
 
     python -m taxi_estimator.task --train-files TRAIN.csv --eval-files EVAL.csv \
         --job-dir DIR [--train-steps 5000] [--hidden-units 128,64,32] ...
@@ -6,17 +6,20 @@
 Predicts whether a trip's tip is at least 20% of the fare with a wide-and-deep
 model, evaluates it (accuracy, AUC, precision, recall, loss under
 `<job-dir>/eval/`) and exports a SavedModel for JSON, CSV or tf.Example
-requests. Every CSV is scanned before the job-dir is touched; the chief
-records the normalisation statistics there, so reruns use the same ones.
+requests. Every CSV is scanned before the job-dir is touched
+(`taxi_estimator.runtime`); the chief records the normalisation statistics
+there, so reruns use the same ones.
 """
 import argparse
-import dataclasses
 import os
 
+from estimator_trainers import cli
+from estimator_trainers import declaration
 from estimator_trainers import flags
-from estimator_trainers import runner
+from estimator_trainers.errors import UserInputError
 
 DEFAULT_NUM_EPOCHS = 10
+DEFAULT_NUM_LAYERS = 4
 SAMPLE_DATA = 'gs://cloud-samples-data/ml-engine/chicago_taxi/training/small'
 TRAIN_CSV = 'taxi_trips_train.csv'
 EVAL_CSV = 'taxi_trips_eval.csv'
@@ -30,42 +33,36 @@ def decay_factor(text):
     return value
 
 
-# Deep-side inputs: z-scored numbers, one-hot payment type, company embedding
-# (an upper bound); a parsed CSV row with its strings.
-_DEEP_INPUT_WIDTH = 64
-_ROW_BYTES = 2048
+def layer_sizes(hidden_units, scale_factor=0.0, num_layers=None):
+    """DNN layer sizes from --hidden-units, --layer-sizes-scale-factor, --num-layers.
 
+    With a scale factor > 0, layer i has `hidden_units[0] * scale_factor**i`
+    units (at least 2) for `num_layers` layers (default 4); otherwise
+    `hidden_units` is used as given (in the reference sample a default scale
+    factor silently replaced it).
 
-def memory_estimate(hidden_units):
-    """Rough training memory of the DNN side (`runner.MemoryEstimate`).
-
-    Per example: each layer's pre-activation, activation, dropout mask and
-    gradient in float32, plus the parsed row. Fixed: weights with their
-    gradient and Adam's two slots. The wide side's sparse weights are small.
+    Raises:
+      UserInputError: --num-layers without a scale factor.
     """
-    widths = [_DEEP_INPUT_WIDTH] + list(hidden_units) + [1]
-    weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
-    return runner.MemoryEstimate(fixed_bytes=4 * 4 * weights,
-                                 bytes_per_example=4 * 4 * sum(hidden_units) + _ROW_BYTES)
+    if not scale_factor:
+        if num_layers is not None:
+            raise UserInputError('--num-layers=%d needs --layer-sizes-scale-factor > 0; '
+                                 'without it --hidden-units gives every layer size'
+                                 % num_layers, flag='--num-layers')
+        return tuple(hidden_units)
+    return tuple(max(2, int(hidden_units[0] * scale_factor ** i))
+                 for i in range(num_layers or DEFAULT_NUM_LAYERS))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Facts:
-    """What the input scan found, for the later steps of a run."""
-    train_data: object
-    eval_data: object
-    stats: dict
-    recorded: bool
-    hidden_units: tuple
-    replica_batch: int
-
-
-class TaxiTrainer(runner.Trainer):
+class TaxiTrainer(declaration.Trainer):
     """Wide-and-deep classifier of Chicago taxi tips (tip >= 20% of the fare)."""
     name = 'taxi'
     module = 'taxi_estimator.task'
     description = ('Train and evaluate a wide-and-deep classifier of Chicago taxi tips '
                    '(tip >= 20% of the fare); export a SavedModel for serving.')
+    eval_metrics = ('accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall',
+                    'average_loss', 'label/mean', 'loss', 'precision', 'prediction/mean',
+                    'recall')
 
     def add_flags(self, parser):
         parser.epilog = (
@@ -129,73 +126,13 @@ class TaxiTrainer(runner.Trainer):
         return [('--train-files', SAMPLE_DATA + '/' + TRAIN_CSV),
                 ('--eval-files', SAMPLE_DATA + '/' + EVAL_CSV)]
 
-    def check(self, args, task):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
-        from taxi_estimator import features  # pylint: disable=g-import-not-at-top
-        from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
-        from taxi_estimator import model  # pylint: disable=g-import-not-at-top
-        log = tf.compat.v1.logging
-        replica_batch = task.replica_batch(args.batch_size, '--batch-size')
-        # Examples one global step consumes: synchronous replicas each take a batch.
-        global_batch = replica_batch * task.distribution.replicas_in_sync
-        hidden_units = model.layer_sizes(args.hidden_units, args.layer_sizes_scale_factor,
-                                         args.num_layers)
-        train_data = input_lib.scan(args.train_files, '--train-files')
-        eval_data = input_lib.scan(args.eval_files, '--eval-files')
-        log.info('Training data: %d rows in %d file(s); eval data: %d rows in %d file(s)',
-                 train_data.rows, len(train_data.files), eval_data.rows,
-                 len(eval_data.files))
-        stats, recorded = features.resolve_stats(args.job_dir, train_data.stats,
-                                                 args.feature_stats)
-        train_steps = args.train_steps or model.steps_for_epochs(
-            args.num_epochs, args.train_size or train_data.rows, global_batch)
-        log.info('Step target %d (%s); DNN layers %s', train_steps,
-                 'from --train-steps' if args.train_steps else
-                 '%d epochs of %d rows, %d examples per global step' % (
-                     args.num_epochs, args.train_size or train_data.rows, global_batch),
-                 ','.join(map(str, hidden_units)))
-        for column in sorted(stats):
-            log.info('Normalisation of %s: mean %.6g, std %.6g', column,
-                     stats[column]['mean'], stats[column]['std'])
-        return runner.Plan(train_steps=train_steps, examples_per_step=args.batch_size,
-                           facts=_Facts(train_data, eval_data, stats, recorded,
-                                        hidden_units, replica_batch),
-                           train_examples=train_data.rows, batch_flag='--batch-size',
-                           memory=memory_estimate(hidden_units))
-
-    def model_params(self, args, plan):
-        return {'hidden-units': list(plan.facts.hidden_units)}
-
-    def prepare_job_dir(self, args, task, plan):
-        from taxi_estimator import features  # pylint: disable=g-import-not-at-top
-        if not plan.facts.recorded:
-            features.record_stats(args.job_dir, plan.facts.stats)
-
-    def estimator(self, args, task, plan, run_config):
-        from taxi_estimator import model  # pylint: disable=g-import-not-at-top
-        hparams = model.HParams(
-            hidden_units=plan.facts.hidden_units, learning_rate=args.learning_rate,
-            linear_learning_rate=args.linear_learning_rate,
-            learning_rate_decay_factor=args.learning_rate_decay_factor,
-            decay_steps=plan.train_steps, dropout=args.dropout_prob)
-        return model.build_estimator(run_config, plan.facts.stats, hparams)
-
-    def input_fns(self, args, task, plan):
-        from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
-        facts = plan.facts
-        train = input_lib.make_input_fn(facts.train_data.files, facts.replica_batch,
-                                        training=True,
-                                        seed=task.cluster.input_seed(args.random_seed))
-        evaluate = input_lib.make_input_fn(facts.eval_data.files, args.batch_size,
-                                           training=False)
-        return train, evaluate
-
-    def serving_input_receiver_fn(self, args, plan):
-        from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
-        return input_lib.SERVING_INPUT_FNS[args.serving_export_format]
+    def model_params(self, args):
+        return {'hidden-units': list(layer_sizes(args.hidden_units,
+                                                 args.layer_sizes_scale_factor,
+                                                 args.num_layers))}
 
 
 TRAINER = TaxiTrainer()
 
 if __name__ == '__main__':
-    runner.run_cli(TRAINER)
+    cli.run(TRAINER)

@@ -3,8 +3,12 @@
 - `RecordingHttp`: googleapiclient's `HttpMockSequence` that also records
   every request (method, uri, parsed body, headers), so tests drive the real
   `aiplatform v1` service objects and assert what was sent.
-- `storage_emulator`: an in-process gcp-storage-emulator on a loopback port
-  it binds itself, with `STORAGE_EMULATOR_HOST` pointing at it.
+- `RecordingSession`: the same for google-cloud-storage's transport (a
+  `requests.Session`), for answers an emulator cannot give (a 403, missing
+  permissions).
+- `storage_client`: a google-cloud-storage client of the suite's
+  fake-gcs-server (conftest's `gcs`), with `STORAGE_EMULATOR_HOST` set as the
+  emulator's `env()` sets it for the CLIs.
 """
 import collections
 import contextlib
@@ -12,9 +16,22 @@ import json
 import os
 from unittest import mock
 
+import requests
+from google.auth.credentials import AnonymousCredentials
 from googleapiclient import http as googleapiclient_http
 
+from estimator_trainers.tools.cloud import api
+
 Request = collections.namedtuple('Request', 'method uri body headers')
+
+# The environment of a dry run, which must need no credentials and touch no
+# network: the key file does not exist and every proxy points at a closed port.
+OFFLINE_ENV = {
+    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
+    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
+    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
+    'STORAGE_EMULATOR_HOST': '',
+}
 
 
 class RecordingHttp(googleapiclient_http.HttpMockSequence):
@@ -37,21 +54,42 @@ def error(status, message):
     return status, {'error': {'code': status, 'message': message}}
 
 
+class RecordingSession(requests.Session):
+    """Answers with canned `(status, json)` pairs and records the requests."""
+
+    def __init__(self, responses):
+        super().__init__()
+        self.responses = list(responses)
+        self.requests = []
+
+    def request(self, method, url, data=None, headers=None, **kwargs):  # pylint: disable=arguments-differ
+        self.requests.append(Request(method, url, data, dict(headers or {})))
+        status, content = self.responses.pop(0)
+        response = requests.Response()
+        response.status_code = status
+        response._content = json.dumps(content).encode()  # pylint: disable=protected-access
+        response.headers['Content-Type'] = 'application/json'
+        response.request = requests.Request(method, url).prepare()
+        return response
+
+
+def recorded_storage_client(responses):
+    """A google-cloud-storage client whose requests get `responses`; and its session."""
+    session = RecordingSession(responses)
+    # The real endpoint, not STORAGE_EMULATOR_HOST (an emulator fixture may set it).
+    return api.storage_client('my-project', AnonymousCredentials(), _http=session,
+                              client_options={'api_endpoint': 'https://storage.googleapis.com'}
+                              ), session
+
+
 @contextlib.contextmanager
-def storage_emulator(bucket):
-    """Runs a GCS emulator holding `bucket`; yields a storage client for it."""
-    from gcp_storage_emulator.server import create_server  # pylint: disable=g-import-not-at-top
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    server = create_server('127.0.0.1', 0, in_memory=True, default_bucket=bucket)
-    server.start()
-    # The emulator has no accessor for the port it bound.
-    port = server._api._httpd.server_address[1]  # pylint: disable=protected-access
-    try:
-        with mock.patch.dict(os.environ,
-                             {'STORAGE_EMULATOR_HOST': 'http://127.0.0.1:%d' % port}):
-            yield storage.Client(project='test-project')
-    finally:
-        server.stop()
+def storage_client(emulator, bucket):
+    """A google-cloud-storage client of `emulator` (a `gcs_emulator.GcsEmulator`)
+    holding `bucket`; `STORAGE_EMULATOR_HOST` points at it meanwhile."""
+    emulator.create_bucket(bucket)
+    host = emulator.env()['STORAGE_EMULATOR_HOST']
+    with mock.patch.dict(os.environ, {'STORAGE_EMULATOR_HOST': host}):
+        yield api.storage_client('test-project', None)
 
 
 # The AI Platform config a course hands out (docs/cloud.md): a parameter-server

@@ -14,7 +14,7 @@ So the emulator is three pieces, all on 127.0.0.1:
 - `_Proxy`: accepts CONNECT to those two names only, terminates TLS with that
   certificate and forwards each request to the emulator, fixing the few
   things fake-gcs-server does not accept from libcurl. It also serves
-  `STORAGE_EMULATOR_HOST` (google-cloud-storage, the discovery client) and
+  `STORAGE_EMULATOR_HOST` (google-cloud-storage, the tools' storage client) and
   answers `buckets.testIamPermissions`, which fake-gcs-server lacks.
 
 `GcsEmulator.env()` is the environment a subprocess (trainer, TensorBoard,

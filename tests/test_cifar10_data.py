@@ -14,6 +14,7 @@ import tensorflow as tf
 import cifar10_archive
 from cifar10_estimator import data
 from cifar10_estimator import generate_cifar10_tfrecords as gen
+from cifar10_estimator import layout
 from conftest import one_error_line
 from conftest import run_module
 from conftest import tree_bytes
@@ -46,7 +47,7 @@ def test_generate_cli_writes_splits_and_real_counts(cifar10_data_dir, cifar10_ta
     # order: train = data_batch_1..4, validation = data_batch_5, eval = test_batch.
     shutil.unpack_archive(cifar10_tarball, str(tmp_path))
     batches = str(tmp_path / 'cifar-10-batches-py')
-    for subset, names in gen.SPLITS.items():
+    for subset, names in layout.SPLITS.items():
         records = _records(os.path.join(cifar10_data_dir, subset + '.tfrecords'))
         expected = []
         for name in names:

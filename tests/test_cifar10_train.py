@@ -12,7 +12,7 @@ import tensorflow as tf
 import processes
 from cifar10_estimator import data
 from cifar10_estimator import model
-from cifar10_estimator import trainer
+from cifar10_estimator import runtime
 from cluster_helpers import listed_checkpoints
 from conftest import cli_env, run_module, REPO_ROOT
 from estimator_trainers.errors import UserInputError
@@ -139,9 +139,9 @@ def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):
         'cpu = tf.config.list_physical_devices("CPU")[0]\n'
         'tf.config.set_logical_device_configuration(\n'
         '    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n'
-        'from cifar10_estimator import cifar10_main\n'
-        'import sys\n'
-        'sys.exit(cifar10_main.main(sys.argv[1:]))\n')
+        'from cifar10_estimator.trainer import TRAINER\n'
+        'from estimator_trainers import cli\n'
+        'cli.run(TRAINER)\n')
     proc = processes.run(
         [sys.executable, '-c', script, '--data-dir', cifar10_data_dir, '--job-dir',
          str(job_dir), *SMALL, '--train-steps', '60', '--checkpoint-num-steps', '30'],
@@ -160,12 +160,12 @@ def test_batch_sizes_must_split_over_devices(cifar10_data_dir):
                             train_batch_size=33)
     with pytest.raises(UserInputError, match=r'--train-batch-size=33 must be divisible '
                                              r'by the 2 devices'):
-        trainer.check_inputs(cifar10_data_dir, hparams, eval_batch_size=50)
+        runtime.check_inputs(cifar10_data_dir, hparams, eval_batch_size=50)
     hparams = model.HParams(num_layers=8, devices=('/cpu:0', '/cpu:1'),
                             train_batch_size=32)
     with pytest.raises(UserInputError, match='--eval-batch-size=25'):
-        trainer.check_inputs(cifar10_data_dir, hparams, eval_batch_size=25)
-    assert trainer.check_inputs(cifar10_data_dir, hparams, 50)['train'] == 400
+        runtime.check_inputs(cifar10_data_dir, hparams, eval_batch_size=25)
+    assert runtime.check_inputs(cifar10_data_dir, hparams, 50)['train'] == 400
 
 
 def _error_line(proc):

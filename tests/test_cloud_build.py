@@ -5,13 +5,18 @@ staged to a GCS emulator, and the job sent with the image.
 import io
 import json
 import os
+import shutil
 import subprocess
+import sys
+import tarfile
 from urllib import parse
 
 import pytest
 
 import cloud_fakes
+import processes
 from conftest import REPO_ROOT
+from conftest import cli_env
 from conftest import run_module
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
@@ -19,6 +24,7 @@ from estimator_trainers.tools.cloud import build
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud import staging
 
 PROJECT, REGION = 'my-project', 'us-central1'
 REPOSITORY = 'projects/my-project/locations/us-central1/repositories/estimator-trainers'
@@ -52,7 +58,7 @@ def test_the_context_holds_everything_the_dockerfile_copies():
         wanted = {f for f in tracked if f.startswith(prefix) and not any(
             f == p or f.startswith(p + '/') for p in ignored)}
         assert wanted and wanted <= files, (source, sorted(wanted - files))
-    for name in ('Dockerfile', 'setup.py', 'estimator_trainers/runner.py',
+    for name in ('Dockerfile', 'pyproject.toml', 'estimator_trainers/runner.py',
                  'cifar10_estimator/trainer.py', 'taxi_estimator/trainer.py',
                  'configs/cmle_config.yaml'):
         assert name in files
@@ -108,6 +114,190 @@ def test_packing_is_reproducible_and_follows_the_sources(tmp_path):
                        r'checkout of the repository, or pass --image-uri or '
                        r'--executor-image-uri$'):
         build.pack_context(str(tmp_path), repo)
+
+
+SERVICE_ACCOUNT_KEY = json.dumps({
+    'type': 'service_account', 'project_id': 'my-project', 'private_key_id': 'abc',
+    'private_key': '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----\n',
+    'client_email': 'trainer@my-project.iam.gserviceaccount.com'})
+# A checkout as people have them: the code, and credentials lying next to it.
+CHECKOUT = {
+    'Dockerfile': 'FROM x\nCOPY . ./\n',
+    '.dockerignore': '**/__pycache__\n',
+    'setup.py': 'print(1)\n',
+    'pkg/a.py': 'a = 1\n',
+    'pkg/settings.json': '{"learning_rate": 0.1}\n',
+    '.env': 'API_TOKEN=hunter2\n',
+    'key.json': SERVICE_ACCOUNT_KEY,
+    'configs/prod.env': 'DB_PASSWORD=x\n',
+    'certs/tls.key': 'not even a key, but named like one\n',
+    'notes/creds.txt': '-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n',
+    'deploy/sa.json': SERVICE_ACCOUNT_KEY,
+}
+LEFT_OUT = (('.env', 'named like a credential (.env)'),
+            ('certs/tls.key', 'named like a credential (*.key)'),
+            ('configs/prod.env', 'named like a credential (*.env)'),
+            ('deploy/sa.json', 'a Google credentials file'),
+            ('key.json', 'named like a credential (key.json)'),
+            ('notes/creds.txt', 'holds a private key'))
+
+
+def _members(context):
+    with tarfile.open(context.path) as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+def test_credentials_are_left_out_of_the_build_context_and_named(tmp_path):
+    repo = _tree(tmp_path / 'repo', CHECKOUT)
+    context = build.pack_context(str(tmp_path), repo)
+    assert sorted(_members(context)) == list(context.files) == [
+        '.dockerignore', 'Dockerfile', 'pkg/a.py', 'pkg/settings.json', 'setup.py']
+    assert context.left_out == LEFT_OUT
+    assert context.notes() == [
+        'left out of the build context, as they look like credentials: %s (list them in '
+        '.dockerignore to leave them out silently)'
+        % ', '.join('%s (%s)' % item for item in LEFT_OUT)]
+    assert context.warnings() == []
+    # Files the ignore rules already leave out are not named again.
+    _tree(repo, {'.dockerignore': '**/__pycache__\n.env\n**/*.env\ncerts\n'})
+    assert [name for name, _ in build.pack_context(str(tmp_path), repo).left_out] == [
+        'deploy/sa.json', 'key.json', 'notes/creds.txt']
+
+
+def test_a_bang_line_brings_a_credential_back_with_a_warning(tmp_path):
+    repo = _tree(tmp_path / 'repo', dict(CHECKOUT, **{
+        '.dockerignore': '**/__pycache__\n!certs/tls.key\n',
+        '.gcloudignore': '# gcloud\n!deploy/sa.json\n'}))
+    context = build.pack_context(str(tmp_path), repo)
+    assert {'certs/tls.key', 'deploy/sa.json'} <= set(_members(context))
+    assert context.warnings() == [
+        'the build context, and so the image, holds files that look like credentials: '
+        'certs/tls.key (named like a credential (*.key); re-included by .dockerignore line 2: '
+        '!certs/tls.key), deploy/sa.json (a Google credentials file; re-included by '
+        '.gcloudignore line 2: !deploy/sa.json)']
+
+
+def test_dockerignore_follows_docker_and_gcloudignore_follows_gitignore(tmp_path):
+    repo = _tree(tmp_path / 'repo', {
+        'Dockerfile': 'FROM x\nCOPY . ./\n',
+        # Docker: patterns start at the root, a directory takes its contents,
+        # a later ! line re-includes, even inside a left-out directory.
+        '.dockerignore': '# comment\n*.pyc\n/docs/\n!docs/keep.md\n  build  \n./tmp/../cache\n',
+        # gitignore: a pattern without a slash matches at any depth.
+        '.gcloudignore': '*.log\n#!include:.gitignore\n',
+        '.gitignore': 'secret-dir/\n!secret-dir/public.txt\n',
+        'top.pyc': '', 'pkg/deep.pyc': '', 'docs/a.md': '', 'docs/keep.md': '',
+        'build/out.o': '', 'cache/c': '', 'run.log': '', 'pkg/sub/run.log': '',
+        'secret-dir/x': '', 'secret-dir/public.txt': '', 'pkg/a.py': ''})
+    assert build.context_files(repo) == (
+        '.dockerignore', '.gcloudignore', '.gitignore', 'Dockerfile', 'docs/keep.md',
+        'pkg/a.py', 'pkg/deep.pyc', 'secret-dir/public.txt')
+
+
+def test_an_ignore_file_that_is_not_utf8_is_one_line(tmp_path):
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    (tmp_path / 'repo' / '.dockerignore').write_bytes(b'tests\ncaf\xe9\n')
+    with pytest.raises(UserInputError) as raised:
+        build.context_files(repo)
+    assert str(raised.value) == ('.dockerignore line 2: not UTF-8 text (byte 0xe9); save it '
+                                 'as UTF-8')
+    (tmp_path / 'repo' / '.dockerignore').write_text('#!include:nowhere\n')
+    (tmp_path / 'repo' / '.gcloudignore').write_text('#!include:nowhere\n')
+    with pytest.raises(UserInputError, match=r'^\.gcloudignore line 1: nowhere: no such file '):
+        build.context_files(repo)
+
+
+@pytest.mark.parametrize('dockerfile,files,message', [
+    ('COPY key.json /app/\n', {'key.json': SERVICE_ACCOUNT_KEY},
+     'Dockerfile line 2 copies key.json, which looks like a credential (named like a '
+     'credential (key.json)): keep it out of the image (a job gets its credentials from its '
+     'service account, trainingInput.serviceAccount), or re-include it with a !key.json line '
+     'in .dockerignore'),
+    ('COPY notes.txt /app/\n', {'notes.txt': 'x', '.dockerignore': '*.txt\n'},
+     'Dockerfile line 2 copies notes.txt, which .dockerignore line 1: *.txt leaves out; the '
+     'build would not find it'),
+    ('COPY ../outside.txt /app/\n', {},
+     'Dockerfile line 2 copies ../outside.txt, which is outside the build context '),
+    ('COPY *.cfg /app/\n', {'a.txt': ''}, 'Dockerfile line 2 copies *.cfg, which matches '
+     'nothing in '),
+    ('COPY "a b /app/\n', {}, 'Dockerfile line 2: COPY: No closing quotation'),
+])
+def test_a_copy_the_build_could_not_honour_is_one_line(tmp_path, dockerfile, files, message):
+    repo = _tree(tmp_path / 'repo', dict(files, Dockerfile='FROM x\n' + dockerfile))
+    with pytest.raises(UserInputError) as raised:
+        build.context_files(repo)
+    assert str(raised.value).startswith(message)
+
+
+def test_copy_sources_absolute_globbed_and_json_form(tmp_path):
+    repo = _tree(tmp_path / 'repo', {
+        'Dockerfile': 'FROM x\nCOPY /a.cfg ./\nCOPY conf/*.yaml ./\nADD ["b c.txt", "/opt/"]\n'
+                      'ADD https://example.com/x.tgz /opt/\nCOPY <<EOF /etc/motd\nhi\nEOF\n',
+        'a.cfg': '', 'conf/x.yaml': '', 'conf/.hidden.yaml': '', 'conf/y.json': '',
+        'b c.txt': ''})
+    assert build.context_files(repo) == ('Dockerfile', 'a.cfg', 'b c.txt', 'conf/.hidden.yaml',
+                                         'conf/x.yaml')
+
+
+def test_symlinks_are_packed_as_links_never_followed(tmp_path):
+    outside = tmp_path / 'home' / '.ssh'
+    outside.mkdir(parents=True)
+    (outside / 'id_rsa').write_text('-----BEGIN RSA PRIVATE KEY-----\n')
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    os.symlink(outside / 'id_rsa', os.path.join(repo, 'notes.txt'))
+    os.symlink(outside, os.path.join(repo, 'linked-dir'))
+    context = build.pack_context(str(tmp_path), repo)
+    members = _members(context)
+    assert members['notes.txt'].issym() and members['notes.txt'].linkname == str(
+        outside / 'id_rsa')
+    assert members['linked-dir'].issym()
+    assert not any(name.startswith('linked-dir/') for name in members)
+    with tarfile.open(context.path) as tar:
+        for member in tar:
+            assert not member.isfile() or b'PRIVATE KEY' not in tar.extractfile(member).read()
+    os.remove(os.path.join(repo, 'notes.txt'))
+    os.symlink(outside, os.path.join(repo, 'notes.txt'))
+    assert build.pack_context(str(tmp_path), repo).sha256 != context.sha256
+    # A COPY through a symlinked directory packs the link, not the file behind it.
+    _tree(repo, {'Dockerfile': 'FROM x\nCOPY linked-dir/id_rsa /root/.ssh/\n'})
+    assert build.context_files(repo) == ('Dockerfile', 'linked-dir')
+
+
+def test_a_named_pipe_is_refused_not_read(tmp_path):
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    os.mkfifo(os.path.join(repo, 'pipe'))  # reading it would block forever
+    with pytest.raises(UserInputError) as raised:
+        build.pack_context(str(tmp_path), repo)
+    assert str(raised.value) == ('pipe in the build context is a named pipe, not a file, '
+                                 'directory or symlink: remove it or list it in .dockerignore')
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root reads any file')
+def test_an_unreadable_file_is_one_line(tmp_path):
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    os.chmod(os.path.join(repo, 'a.py'), 0)
+    with pytest.raises(UserInputError, match=r'^cannot read a.py for the build context '
+                       r'\(Permission denied\): make it readable or list it in .dockerignore$'):
+        build.pack_context(str(tmp_path), repo)
+
+
+def test_the_executable_bit_is_part_of_the_hash(tmp_path):
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'run.sh': 'echo\n'})
+    first = build.pack_context(str(tmp_path), repo)
+    os.chmod(os.path.join(repo, 'run.sh'), 0o755)
+    second = build.pack_context(str(tmp_path), repo)
+    assert second.sha256 != first.sha256
+    assert _members(second)['run.sh'].mode == 0o755
+
+
+def test_a_large_context_names_its_largest_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, 'LARGE_CONTEXT_BYTES', 4096)
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    with open(os.path.join(repo, 'data.bin'), 'wb') as f:
+        f.write(b'\0' * 5000)
+    assert build.pack_context(str(tmp_path), repo).notes() == [
+        'the build context is 4.9 KiB (largest: data.bin 4.9 KiB, Dockerfile 17 bytes, '
+        'a.py 0 bytes); list what the image does not need in .dockerignore']
 
 
 def test_the_tag_is_a_hash_of_the_context_and_the_variant():
@@ -215,8 +405,9 @@ def test_a_cloud_build_quota_answer_names_the_resource():
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client
 
@@ -317,3 +508,75 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
     pools = printed['request']['body']['jobSpec']['workerPoolSpecs']
     assert {pool['containerSpec']['imageUri'] for pool in pools} == {image}
     assert proc.stderr == ''
+
+
+# ------------------------------------------- credentials in a real checkout
+
+
+def _checkout_with_credentials(tmp_path):
+    """This project's tracked files, with a .env, a key.json and a TLS key dropped in."""
+    copy = tmp_path / 'checkout'
+    names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
+                           capture_output=True).stdout.decode().split('\0')
+    for name in filter(None, names):
+        if os.path.isfile(os.path.join(REPO_ROOT, name)):
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
+    _tree(copy, {'.env': 'API_TOKEN=hunter2\n', 'key.json': SERVICE_ACCOUNT_KEY,
+                 'configs/tls.key': 'x\n'})
+    return copy
+
+
+CHECKOUT_NOTE = (
+    'note: left out of the build context, as they look like credentials: .env (named like '
+    'a credential (.env)), configs/tls.key (named like a credential (*.key)), key.json (named '
+    'like a credential (key.json)) (list them in .dockerignore to leave them out silently)')
+
+
+def test_dry_run_from_a_checkout_with_credentials_names_them_once(tmp_path):
+    copy = _checkout_with_credentials(tmp_path)
+    env = cli_env(dict(cloud_fakes.OFFLINE_ENV, PYTHONPATH=str(copy)))
+    proc = processes.run([sys.executable, '-m', 'estimator_trainers.tools.cloud', 'submit',
+                          'cifar10', '--dry-run'], 120, cwd=str(copy), env=env,
+                         stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [CHECKOUT_NOTE]
+    assert json.loads(proc.stdout)['staging']['files'] == len(build.context_files(str(copy)))
+
+
+def test_the_uploaded_build_context_holds_no_credentials(gcs, tmp_path, monkeypatch):
+    copy = _checkout_with_credentials(tmp_path)
+    monkeypatch.setattr(staging, 'REPO_ROOT', str(copy))
+    backend = Backend([(200, {'name': REPOSITORY}), cloud_fakes.error(404, 'Tag not found'),
+                       (200, {'metadata': {'build': {'id': 'b9'}}}),
+                       (200, {'id': 'b9', 'status': 'SUCCESS'}),
+                       (200, {'name': 'projects/my-project/locations/us-central1/customJobs/9'})],
+                      gcs)
+    code, err = _submit(backend, '--job-name', 'train_with_keys_around')
+    assert code == 0
+    assert CHECKOUT_NOTE in err.splitlines()
+    source = backend.http.requests[2].body['source']['storageSource']
+    uploaded = tmp_path / 'uploaded.tar.gz'
+    gcs.bucket(source['bucket']).blob(source['object']).download_to_filename(str(uploaded))
+    with tarfile.open(uploaded) as tar:
+        names = tar.getnames()
+        contents = b''.join(tar.extractfile(m).read() for m in tar if m.isfile())
+    assert 'estimator_trainers/tools/cloud/cli.py' in names
+    assert not {'.env', 'key.json', 'configs/tls.key'} & set(names)
+    assert b'hunter2' not in contents and b'MIIEvQIBADANBg' not in contents
+
+
+def test_an_sdist_holding_a_credential_is_refused(tmp_path):
+    """A key pasted into configs/ reaches the sdist through MANIFEST.in."""
+    copy = _checkout_with_credentials(tmp_path)
+    _tree(copy, {'configs/deploy.yaml': SERVICE_ACCOUNT_KEY})  # JSON is YAML
+    env = cli_env(dict(cloud_fakes.OFFLINE_ENV, PYTHONPATH=str(copy)))
+    proc = processes.run([sys.executable, '-m', 'estimator_trainers.tools.cloud', 'submit',
+                          'cifar10', '--dry-run', '--executor-image-uri',
+                          jobs.EXECUTOR_IMAGES['cpu']], 120, cwd=str(copy), env=env,
+                         stdin=subprocess.DEVNULL)
+    assert (proc.returncode, proc.stdout) == (2, ''), proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        'error: the package sdist holds files that look like credentials: '
+        'estimator-trainers-0.1.0/configs/deploy.yaml (a Google credentials file); keep them '
+        'out of the packages and MANIFEST.in']

@@ -127,7 +127,8 @@ def test_bad_input_is_one_error_line(tmp_path):
     bad.write_text('trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard\n  workerCount: 2\n')
     proc = _dry_run('cifar10', '--config', str(bad), '--dry-run', check=2)
     assert proc.stderr.splitlines() == [
-        'error: %s: trainingInput.workerCount: 2 replicas need trainingInput.workerType' % bad]
+        'error: %s line 4: trainingInput.workerCount: 2 replicas need trainingInput.workerType'
+        % bad]
     assert proc.stdout == ''
     proc = run_module(MODULE, 'submit', 'taxi', '--dry-run', check=2,
                       env=dict(OFFLINE_ENV, BUCKET_NAME=''))
@@ -175,8 +176,9 @@ class FakeBackend(cli.Backend):
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         # The data the cifar10 trainer reads by default (<bucket>/data/cifar10).
         client.bucket(BUCKET).blob('data/cifar10/metadata.json').upload_from_string('{}')
         yield client
@@ -281,7 +283,7 @@ def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypa
     argv = _submit_args('train_cifar10_py')
     argv[argv.index(EXECUTOR)] = jobs.EXECUTOR_IMAGES['cpu']
     with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
-                       r'\(setup\.py\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
+                       r'\(pyproject\.toml\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
         _main(argv, backend)
     assert backend.http.requests == []
     assert gcs.bucket(BUCKET).get_blob(
@@ -342,6 +344,11 @@ def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypa
      "--repository 'My_Repo': expected an Artifact Registry repository id"),
     (['submit', 'cifar10', '--bucket', 'gs://my-bucket', '--', '--num-layers=45'],
      'trainer flags: argument --num-layers: expected 6n+2'),
+    (['submit', 'cifar10', '--runtime-version', '1.15', '--config', 'configs/cmle_config.yaml'],
+     '--runtime-version is a flag of gcloud ai-platform jobs submit training: run your gcloud '
+     'line as bash scripts/ai-platform.sh jobs submit training JOB ...'),
+    (['submit', 'cifar10', '--scale-tier=CUSTOM', '--master-machine-type', 'n1-standard-4'],
+     '--scale-tier is a flag of gcloud ai-platform jobs submit training'),
 ])
 def test_input_errors_before_credentials(argv, message):
     backend = FakeBackend()

@@ -1,12 +1,17 @@
 """AI Platform trainingInput configs: shipped files, translation table, bad input."""
 import glob
 import os
+import resource
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 import cloud_fakes
+import processes
 from conftest import REPO_ROOT
+from conftest import cli_env
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import schema
@@ -149,6 +154,10 @@ trainingInput:
                               'evaluator': (1, 'g2-standard-8', 'NVIDIA_L4', 1)}
     assert config.pools[0].boot_disk == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
     assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
+    assert config.warnings == (
+        "cfg.yaml: trainingInput.scheduling.maxWaitTime becomes Vertex AI's maxWaitDuration, "
+        'which applies only to jobs scheduled with the FLEX_START strategy: this job waits '
+        'for its machines as long as Vertex AI queues it',)
 
 
 def test_a_machine_type_without_count_runs_nothing_with_one_warning():
@@ -266,11 +275,40 @@ HP = CUSTOM + """  hyperparameters:
     (CUSTOM + '  args: --train-steps=5\n',
      "trainingInput.args: expected a list of text, got text '--train-steps=5'"),
     (CUSTOM + '  jobDir: /tmp/job\n',
-     "trainingInput.jobDir: expected a gs:// path, got '/tmp/job'"),
+     "trainingInput.jobDir: '/tmp/job': expected a gs:// path (the job's machines cannot "
+     'read files on this one)'),
     (CUSTOM + '  useChiefInTfConfig: yes please\n',
      "trainingInput.useChiefInTfConfig: expected true or false, got text 'yes please'"),
     (CUSTOM + '  scheduling: {maxRunningTime: 2h}\n',
      "trainingInput.scheduling.maxRunningTime: expected seconds like 7200s, got '2h'"),
+    (CUSTOM + '  scheduling: {maxRunningTime: 0.0s}\n',
+     "trainingInput.scheduling.maxRunningTime: expected more than 0s (no job runs in 0s; leave "
+     "it out for Vertex AI's 7-day default)"),
+    (CUSTOM + '  scheduling: {maxWaitTime: 315576000001s}\n',
+     "trainingInput.scheduling.maxWaitTime: '315576000001s' is longer than Vertex AI accepts"),
+    (CUSTOM + '  args: [--a=1, "--b=\\0x"]\n',
+     "trainingInput.args[1]: '--b=\\x00x': a NUL character cannot be passed to a program"),
+    (CUSTOM + '  serviceAccount: trainer\n',
+     "trainingInput.serviceAccount: expected a service account email like "
+     "trainer@my-project.iam.gserviceaccount.com, got 'trainer'"),
+    (CUSTOM + '  network: projects/my-project/global/networks/vpc\n',
+     'trainingInput.network: expected projects/PROJECT_NUMBER/global/networks/NETWORK (the '
+     "project number, not its id), got 'projects/my-project/global/networks/vpc'"),
+    (CUSTOM + '  jobDir: gs://bucket/a/../b\n',
+     "trainingInput.jobDir: 'gs://bucket/a/../b': '.' and '..' are not directories in Cloud "
+     'Storage'),
+    (CUSTOM + 'labels: {team: Vision}\n',
+     "labels.team: label value 'Vision': 'V' is not allowed (lowercase letters, digits, _ "
+     'and - only)'),
+    (CUSTOM + 'labels: {%s: x}\n' % ('k' * 65),
+     "labels.%s...: label key '%s" % ('k' * 57, 'k' * 65)),
+    (CUSTOM + 'labels: {1st: x}\n',
+     "labels.1st: label key '1st': '1' is not allowed (a key starts with a lowercase letter)"),
+    (CUSTOM + 'labels: {"": x}\n', 'labels.: empty label key'),
+    (CUSTOM + 'labels: {%s}\n' % ', '.join('k%d: v' % i for i in range(65)),
+     'labels: 65 labels; Vertex AI takes at most 64'),
+    (HP + '      - {parameterName: bs, type: INTEGER, minValue: 1, maxValue: 1.0e+30}\n',
+     'params[0].maxValue: expected an INTEGER parameter within int64, got 1e+30'),
     (CUSTOM + '  hyperparameters: {goal: MAXIMIZE, params: []}\n',
      'trainingInput.hyperparameters.hyperparameterMetricTag: required'),
     (CUSTOM + '  hyperparameters: {goal: BEST, hyperparameterMetricTag: auc, params: []}\n',
@@ -282,7 +320,8 @@ HP = CUSTOM + """  hyperparameters:
      'trainingInput.hyperparameters.enableTrialEarlyStopping: not supported: not translated'),
     (HP + '      - {parameterName: lr, type: DOUBLE, minValue: 1e-4, maxValue: 0.1}\n',
      "trainingInput.hyperparameters.params[0].minValue: expected a number, got text '1e-4' "
-     '(YAML reads exponents without a dot as text: write 1.0e-4)'),
+     '(YAML reads an exponent as a number only with a dot and a sign: write 1.0e-4 or '
+     '1.0e+6)'),
     (HP + '      - {parameterName: lr, type: DOUBLE, minValue: 0.5, maxValue: 0.1}\n',
      'trainingInput.hyperparameters.params[0].minValue: 0.5 is above maxValue 0.1'),
     (HP + '      - {parameterName: lr, type: DOUBLE, maxValue: 0.1}\n',
@@ -323,15 +362,167 @@ def test_bad_config_is_one_clear_error(text, message):
     assert '\n' not in text
 
 
-def test_load_config_names_the_file(tmp_path):
+@pytest.mark.parametrize('text,message', [
+    (CUSTOM + '  workerType: standard\n  workerCount: 010\n',
+     "line 5: trainingInput.workerCount: write '010' as a plain decimal number: YAML 1.1 reads "
+     'it as 8'),
+    (CUSTOM + '  workerType: standard\n  workerCount: 0x10\n',
+     "line 5: trainingInput.workerCount: write '0x10' as a plain decimal number: YAML 1.1 "
+     'reads it as 16'),
+    (CUSTOM + '  region: no\n',
+     "line 4: trainingInput.region: expected text, got a boolean False (written 'no')"),
+    (CUSTOM + '  scheduling: {maxRunningTime: 1:30:00}\n',
+     'line 4: trainingInput.scheduling.maxRunningTime: expected text, got int 5400 (written '
+     "'1:30:00')"),
+])
+def test_what_yaml_1_1_reads_differently_is_named_as_written(tmp_path, text, message):
+    path = tmp_path / 'cfg.yaml'
+    path.write_text(text)
+    with pytest.raises(UserInputError) as raised:
+        configs.load_config(str(path))
+    assert str(raised.value) == '%s %s' % (path, message)
+
+
+def test_labels_vertex_accepts():
+    config = _parse(CUSTOM + 'labels: {team: vision, owner_2: ana-b, équipe: é, empty: ""}\n')
+    assert config.labels == {'team': 'vision', 'owner_2': 'ana-b', 'équipe': 'é', 'empty': ''}
+
+
+def test_load_config_names_the_file_and_the_line(tmp_path):
     path = tmp_path / 'my_config.yaml'
     path.write_text('trainingInput:\n  scaleTier: CUSTOM\n  masterType: [n1]\n')
-    with pytest.raises(UserInputError, match=r"^%s: trainingInput.masterType: expected text, "
-                       r"got a list \['n1'\]$" % path):
+    with pytest.raises(UserInputError, match=r"^%s line 3: trainingInput.masterType: expected "
+                       r"text, got a list \['n1'\]$" % path):
         configs.load_config(str(path))
     path.write_text('trainingInput:\n  scaleTier: CUSTOM\n   masterType: x\n')
-    with pytest.raises(UserInputError, match=r'^%s: not valid YAML at line 3 ' % path):
+    with pytest.raises(UserInputError, match=r'^%s line 3: not valid YAML \(' % path):
+        configs.load_config(str(path))
+    path.write_text(CUSTOM + '  workerType: n1-standard-4\n  workerCount: 2\n'
+                    '  hyperparameters:\n    goal: MAXIMIZE\n    hyperparameterMetricTag: x\n'
+                    '    params:\n    - {parameterName: lr, type: DOUBLE, minValue: .nan, '
+                    'maxValue: 1.0}\n')
+    with pytest.raises(UserInputError, match=r'^%s line 10: trainingInput.hyperparameters.'
+                       r'params\[0\].minValue: expected a finite number, got nan$' % path):
         configs.load_config(str(path))
     with pytest.raises(UserInputError,
                        match=r'^--config %s: No such file or directory$' % (tmp_path / 'none.yaml')):
         configs.load_config(str(tmp_path / 'none.yaml'))
+
+
+# ------------------------------------------- hostile config files, real CLI
+
+MODULE = 'estimator_trainers.tools.cloud'
+IMAGE = 'us-central1-docker.pkg.dev/my-project/trainers/estimator-trainers:cpu'
+# The command is refused long before this; a config that expanded its aliases
+# or recursed would hit it (MemoryError, a traceback) instead of the line.
+MEMORY_LIMIT_BYTES = 1 << 30
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+
+
+def _submit_dry_run(*args):
+    """`submit taxi ... --dry-run` in a subprocess with bounded memory and time."""
+    return processes.run(
+        [sys.executable, '-m', MODULE, 'submit', 'taxi', '--dry-run', '--image-uri', IMAGE,
+         *args], 120, cwd=REPO_ROOT, env=cli_env(cloud_fakes.OFFLINE_ENV),
+        stdin=subprocess.DEVNULL, preexec_fn=_limit_memory)
+
+
+def _billion_laughs():
+    """The classic: nine levels of nine aliases, 10**9 strings once expanded."""
+    lines = ['a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]']
+    for previous, name in zip('abcdefgh', 'bcdefghi'):
+        lines.append('%s: &%s [%s]' % (name, name, ', '.join(['*' + previous] * 9)))
+    return '\n'.join(lines + ['trainingInput: {scaleTier: BASIC}', 'labels: {x: *i}', ''])
+
+
+HOSTILE_CONFIGS = [
+    ('not-utf-8', b'trainingInput:\n  scaleTier: BASIC\nlabels: {team: caf\xe9}\n',
+     'F line 3: not UTF-8 text (byte 0xe9 at column 19); save the file as UTF-8'),
+    ('utf-16', 'trainingInput: {scaleTier: BASIC}\n'.encode('utf-16'),
+     'F: saved as UTF-16; save it as UTF-8'),
+    ('deeply nested', ('trainingInput:\n  args: ' + '[' * 3000 + ']' * 3000 + '\n').encode(),
+     'F line 2: trainingInput.args[0]...: nested more than 32 levels deep'),
+    ('billion laughs', _billion_laughs().encode(),
+     'F line 5: e[0]: more than 10000 values once aliases are expanded; a config has far '
+     'fewer'),
+    ('a list of 300,000 values', ('trainingInput: {scaleTier: BASIC, args: [%sa]}\n'
+                                  % ('a, ' * 300000)).encode(),
+     'F line 1: trainingInput.args[9996]: more than 10000 values once aliases are expanded; '
+     'a config has far fewer'),
+    ('recursive alias', b'trainingInput: {scaleTier: BASIC, args: &a [x, *a]}\n',
+     'F line 1: trainingInput.args[1]: alias *a refers to a value that contains it'),
+    ('duplicated key', b'trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n'
+                       b'  workerType: n1-standard-4\n  workerCount: 2\n  workerCount: 4\n',
+     'F line 6: trainingInput.workerCount: duplicated key (first on line 5); YAML would '
+     'silently keep only the last value: remove one'),
+    ('duration beyond Vertex', b'trainingInput:\n  scaleTier: BASIC\n  scheduling:\n'
+                               b'    maxRunningTime: 99999999999999999999s\n',
+     "F line 4: trainingInput.scheduling.maxRunningTime: '99999999999999999999s' is longer "
+     'than Vertex AI accepts (a google.protobuf.Duration: at most 315576000000s)'),
+    ('label key', b'trainingInput: {scaleTier: BASIC}\nlabels:\n  "Bad Key!": x\n',
+     "F line 3: labels.Bad Key!: label key 'Bad Key!': 'B' is not allowed (a key starts "
+     'with a lowercase letter)'),
+    ('integer of 5000 digits', ('trainingInput:\n  scaleTier: CUSTOM\n  masterType: '
+                                'n1-standard-4\n  workerCount: %s\n' % ('9' * 5000)).encode(),
+     'F: not a usable YAML value (Exceeds the limit (4300 digits) for integer string '
+     'conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the '
+     'limit)'),
+    ('control character', b'trainingInput: {scaleTier: "BASIC\x01"}\n',
+     "F line 1: not valid YAML (character '\\x01' is not allowed in YAML)"),
+    ('a megabyte machine name', ('trainingInput:\n  scaleTier: CUSTOM\n  masterType: %s\n'
+                                 % ('n1-standard-8' * 70000)).encode(),
+     "F line 3: trainingInput.masterType: unknown machine type 'n1-standard-8n1-standard-8"
+     "n1-standard-8n'...: longer than any machine type"),
+    ('over a megabyte', b'trainingInput: {scaleTier: BASIC}\n' + b'#' * (1 << 20),
+     '--config F: larger than 1024 KiB; a trainingInput config is a few hundred bytes'),
+]
+
+
+@pytest.mark.parametrize('name,content,expected', HOSTILE_CONFIGS,
+                         ids=[case[0] for case in HOSTILE_CONFIGS])
+def test_a_hostile_config_is_one_line_in_bounded_time_and_memory(tmp_path, name, content,
+                                                                  expected):
+    path = tmp_path / 'config.yaml'
+    path.write_bytes(content)
+    proc = _submit_dry_run('--config', str(path))
+    assert (proc.returncode, proc.stdout) == (2, ''), proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == ['error: ' + expected.replace('F', str(path), 1)], name
+
+
+@pytest.mark.parametrize('job_dir,expected', [
+    ('gs://', '--job-dir gs://: no bucket name after gs://'),
+    ('gs:///jobs/x', '--job-dir gs:///jobs/x: no bucket name after gs://'),
+    ('gs://My_Bucket/x', "--job-dir gs://My_Bucket/x: bucket name 'My_Bucket' is not valid: "
+     '3 to 63 lowercase letters, digits, dashes, underscores or dots, starting and ending '
+     'with a letter or digit'),
+    ('gs://bucket/jobs//x', "--job-dir gs://bucket/jobs//x: empty path segment ('//')"),
+    ('/tmp/x', "--job-dir /tmp/x: expected a gs:// path (the job's machines cannot read "
+     'files on this one)'),
+])
+def test_a_job_dir_says_what_is_wrong_with_it(job_dir, expected):
+    proc = _submit_dry_run('--job-dir', job_dir)
+    assert (proc.returncode, proc.stdout) == (2, ''), proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == ['error: ' + expected]
+
+
+def test_read_config_has_the_same_bounds(tmp_path):
+    path = tmp_path / 'config.yaml'
+    path.write_bytes(_billion_laughs().encode())
+    with pytest.raises(UserInputError, match=r'^%s line 5: e\[0\]: more than 10000 values'
+                       % path):
+        configs.read_config(str(path))
+    path.write_text('{"trainingInput": {"scaleTier": "BASIC"}, "labels": {"a": "b"}}')
+    assert configs.read_config(str(path)) == {'trainingInput': {'scaleTier': 'BASIC'},
+                                              'labels': {'a': 'b'}}
+
+
+def test_config_and_flag_share_the_job_dir_rule(tmp_path):
+    path = tmp_path / 'config.yaml'
+    path.write_text('trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://\n')
+    with pytest.raises(UserInputError) as raised:
+        configs.load_config(str(path))
+    assert str(raised.value) == ("%s line 3: trainingInput.jobDir: 'gs://': no bucket name "
+                                 'after gs://' % path)

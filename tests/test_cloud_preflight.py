@@ -1,19 +1,19 @@
 """Checks before anything is uploaded: trainer flags, pools, bucket contents,
 credentials and a dead network, each refusing with one line.
 
-The storage checks read a gcp-storage-emulator through the real `storage v1`
-service, or a `RecordingHttp` where the emulator cannot say no (permissions).
-Refusals happen before staging: the emulator bucket then holds nothing under
-`staging/` and Vertex AI got no request.
+The storage checks read the suite's fake-gcs-server through the real
+google-cloud-storage client, or a `RecordingSession` where the emulator
+cannot say no (permissions). Refusals happen before staging: the emulator
+bucket then holds nothing under `staging/` and Vertex AI got no request.
 """
 import io
 import json
 import os
 import sys
 
-import httplib2
 import pytest
 import yaml
+from google.auth.credentials import AnonymousCredentials
 
 import cloud_fakes
 import processes
@@ -156,8 +156,9 @@ def test_a_parameter_server_ignores_num_gpus_so_its_pool_is_not_checked(monkeypa
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         bucket = client.bucket(BUCKET)
         for name in ('data/cifar10/metadata.json', 'taxi/train-1.csv', 'taxi/train-2.csv',
                      'taxi/eval.csv', 'taxi/old/train-0.csv'):
@@ -166,13 +167,19 @@ def gcs():
 
 
 def _checks(responses=None):
-    """BucketChecks on the emulator, or on recorded answers."""
+    """BucketChecks on the emulator, or on recorded answers (and their session)."""
     if responses is None:
-        http, endpoint = httplib2.Http(timeout=5), os.environ['STORAGE_EMULATOR_HOST']
-    else:
-        http, endpoint = cloud_fakes.RecordingHttp(responses), None
-    return preflight.BucketChecks(api.build('storage', 'v1', http, endpoint=endpoint),
-                                  'my-project'), http
+        return preflight.BucketChecks(api.storage_client('test-project', None),
+                                      'my-project'), None
+    client, session = cloud_fakes.recorded_storage_client(responses)
+    return preflight.BucketChecks(client, 'my-project'), session
+
+
+def _offline_checks(endpoint):
+    """BucketChecks whose client calls `endpoint` (no emulator, no credentials)."""
+    return preflight.BucketChecks(api.storage_client(
+        'my-project', AnonymousCredentials(), client_options={'api_endpoint': endpoint}),
+        'my-project')
 
 
 @pytest.mark.parametrize('flag,path', [
@@ -205,6 +212,15 @@ def test_missing_data_is_named(gcs, flag, path, message):
     assert str(raised.value) == '%s %s: %s' % (flag, path, message)
 
 
+def test_a_writable_bucket_passes_and_a_missing_one_is_named(gcs):
+    checks, _ = _checks()
+    checks.check_writable('gs://%s/jobs/x' % BUCKET, '--job-dir')
+    with pytest.raises(UserInputError) as raised:
+        checks.check_writable('gs://no-such-bucket/jobs/x', '--job-dir')
+    assert str(raised.value) == ('--job-dir gs://no-such-bucket/jobs/x: bucket '
+                                 'gs://no-such-bucket does not exist')
+
+
 def test_a_bucket_these_credentials_cannot_write_is_named():
     checks, http = _checks([(200, {'permissions': ['storage.objects.get',
                                                    'storage.objects.list']})])
@@ -215,8 +231,18 @@ def test_a_bucket_these_credentials_cannot_write_is_named():
         'gs://shared-bucket (missing storage.objects.create); grant them '
         'roles/storage.objectAdmin there')
     request, = http.requests
+    assert request.method == 'GET'
     assert request.uri.startswith('https://storage.googleapis.com/storage/v1/b/shared-bucket/'
                                   'iam/testPermissions?permissions=storage.objects.create&')
+
+
+def test_a_server_error_is_retried_once_then_named():
+    checks, http = _checks([cloud_fakes.error(503, 'backend unavailable')] * 2)
+    with pytest.raises(api.ApiError) as raised:
+        checks.check_writable('gs://shared-bucket/jobs/j', '--job-dir')
+    assert str(raised.value) == ('checking access to bucket gs://shared-bucket: HTTP 503 '
+                                 '(backend unavailable)')
+    assert len(http.requests) == 1 + api.NUM_RETRIES
 
 
 def test_a_permission_answer_names_the_resource_and_the_role():
@@ -245,11 +271,24 @@ def test_a_job_dir_of_another_model_is_named(gcs):
         'trained with --num-layers=20; use a new --job-dir or the same value' % job_dir)
 
 
+def test_a_huge_model_params_file_is_not_downloaded(gcs):
+    checks, _ = _checks()
+    job_dir = 'gs://%s/jobs/huge' % BUCKET
+    gcs.bucket(BUCKET).blob('jobs/huge/model_params.json').upload_from_string(
+        b' ' * (preflight.MAX_MODEL_PARAMS_BYTES + 1))
+    with pytest.raises(UserInputError) as raised:
+        checks.check_job_dir_model(job_dir, {'num-layers': 44})
+    assert str(raised.value) == (
+        '--job-dir %s: %s/model_params.json is %d bytes, not the model parameters a trainer '
+        'writes (a few hundred bytes); use a new --job-dir'
+        % (job_dir, job_dir, preflight.MAX_MODEL_PARAMS_BYTES + 1))
+
+
 # ------------------------------------------- refusals in a full submission
 
 
 class Backend(cli.Backend):
-    """Real storage service on the emulator, recorded Vertex AI answers."""
+    """Real storage client on the emulator, recorded Vertex AI answers."""
 
     def __init__(self, storage_client):
         self.http = cloud_fakes.RecordingHttp([])
@@ -326,24 +365,20 @@ def test_a_malformed_key_is_one_line_without_key_material(tmp_path, body, expect
 
 def test_a_refused_connection_is_one_line_naming_the_endpoint(refused_port):
     port = refused_port
-    service = api.build('storage', 'v1', httplib2.Http(timeout=5),
-                        endpoint='http://127.0.0.1:%d' % port)
-    checks = preflight.BucketChecks(service, 'my-project')
+    checks = _offline_checks('http://127.0.0.1:%d' % port)
     with pytest.raises(api.ApiError) as raised:
-        checks.check_writable('gs://b/jobs/x', '--job-dir')
-    assert str(raised.value).startswith('checking access to bucket gs://b: cannot reach '
+        checks.check_writable('gs://my-bucket/jobs/x', '--job-dir')
+    assert str(raised.value).startswith('checking access to bucket gs://my-bucket: cannot reach '
                                         'http://127.0.0.1:%d (' % port)
     assert raised.value.status is None
 
 
 def test_a_failed_dns_lookup_is_one_line_naming_the_endpoint():
     # .invalid never resolves (RFC 6761).
-    service = api.build('storage', 'v1', httplib2.Http(timeout=5),
-                        endpoint='https://storage.nonexistent.invalid')
-    checks = preflight.BucketChecks(service, 'my-project')
+    checks = _offline_checks('https://storage.nonexistent.invalid')
     with pytest.raises(api.ApiError) as raised:
-        checks.check_data('--data-dir', 'gs://b/data')
-    assert str(raised.value).startswith('checking --data-dir gs://b/data: cannot reach '
+        checks.check_data('--data-dir', 'gs://my-bucket/data')
+    assert str(raised.value).startswith('checking --data-dir gs://my-bucket/data: cannot reach '
                                         'https://storage.nonexistent.invalid (')
 
 

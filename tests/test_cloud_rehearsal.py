@@ -22,6 +22,7 @@ from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import rehearsal
 from test_gcs import saved_models, taxi_data_flags
 
@@ -55,7 +56,7 @@ def test_plan_gives_each_replica_the_vertex_environment():
     plan = rehearsal.plan_job(body, max_replicas=2)
     assert [r.label for r in plan.replicas] == ['ps-0', 'chief-0', 'worker-0', 'worker-1']
     assert plan.counts == (('chief', 1, 1), ('worker', 2, 4), ('ps', 1, 1))
-    assert plan.package_uri == 'gs://bkt/staging/job/estimator-trainers-0.1.0.tar.gz'
+    assert plan.package_uris == ('gs://bkt/staging/job/estimator-trainers-0.1.0.tar.gz',)
     pools = body['jobSpec']['workerPoolSpecs']
     addresses = set()
     for replica in plan.replicas:
@@ -82,7 +83,7 @@ def test_plan_of_the_built_image_runs_its_python_module():
     """The default submission runs a built image: `python -m MODULE` + args per pool."""
     body = _body('taxi', 'config_ps.yaml', '--train-steps=200', options=())
     plan = rehearsal.plan_job(body, max_replicas=1)
-    assert plan.package_uri is None
+    assert plan.package_uris == ()
     pools = body['jobSpec']['workerPoolSpecs']
     for replica in plan.replicas:
         container = pools[replica.pool]['containerSpec']
@@ -143,7 +144,7 @@ def test_unresolvable_dependency_fails_the_install_with_pips_error(tmp_path):
                    cwd=source, check=True, capture_output=True)
     environ = dict(os.environ, PIP_NO_INDEX='1')
     with pytest.raises(UserInputError) as raised:
-        rehearsal.install(str(tmp_path / 'needs-missing-1.0.tar.gz'),
+        packages.install(str(tmp_path / 'needs-missing-1.0.tar.gz'),
                           str(tmp_path / 'venv'), environ)
     assert str(raised.value).startswith(
         'installing needs-missing-1.0.tar.gz into a fresh virtualenv failed: Could not find '
@@ -225,14 +226,14 @@ def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
 
 def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,
                                                                   tmp_path):
-    """A checkout whose setup.py leaves taxi_estimator out of the sdist it stages."""
+    """A checkout whose pyproject.toml leaves taxi_estimator out of the sdist it stages."""
     copy = tmp_path / 'checkout'
     shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(
         '.git', '.venv', '__pycache__', 'tests', 'benchmarks', '*.egg-info', 'build'))
-    setup = (copy / 'setup.py').read_text()
-    assert "exclude=['tests'," in setup
-    (copy / 'setup.py').write_text(setup.replace(
-        "exclude=['tests',", "exclude=['taxi_estimator', 'taxi_estimator.*', 'tests',"))
+    pyproject = (copy / 'pyproject.toml').read_text()
+    assert 'exclude = ["tests",' in pyproject
+    (copy / 'pyproject.toml').write_text(pyproject.replace(
+        'exclude = ["tests",', 'exclude = ["taxi_estimator", "taxi_estimator.*", "tests",'))
     proc = _rehearse(gcs, tmp_path, 'taxi', 'config_ps.yaml', '--train-steps=200',
                      *taxi_data_flags(gcs_taxi_data[0]), options=PACKAGE,
                      bucket='gs://taxi-data',

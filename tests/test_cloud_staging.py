@@ -1,4 +1,5 @@
 """Package sdist build and upload to a local GCS emulator."""
+import concurrent.futures
 import io
 import os
 import tarfile
@@ -14,8 +15,9 @@ BUCKET = 'test-bucket'
 
 
 @pytest.fixture(scope='module')
-def gcs():
-    with cloud_fakes.storage_emulator(BUCKET) as client:
+def gcs(gcs):  # pylint: disable=redefined-outer-name
+    """A google-cloud-storage client of the suite's fake-gcs-server (conftest's gcs)."""
+    with cloud_fakes.storage_client(gcs, BUCKET) as client:
         yield client
 
 
@@ -37,15 +39,24 @@ def _tar_gz(path, files, mtime):
 def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
     before = sorted(os.listdir(REPO_ROOT))
     built = staging.build_sdist(str(tmp_path))
-    assert sorted(os.listdir(REPO_ROOT)) == before  # egg-info went to tmp_path
+    assert sorted(os.listdir(REPO_ROOT)) == before  # built from a copy in tmp_path
     assert built.filename == 'estimator-trainers-0.1.0.tar.gz'
     assert built.size == os.path.getsize(built.path)
-    assert built.requires_python == '>=3.10,<3.12'
+    assert built.requires_python == '<3.12,>=3.10'
     with tarfile.open(built.path) as tar:
         names = set(tar.getnames())
-    for member in ('setup.py', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
+    for member in ('pyproject.toml', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
                    'estimator_trainers/training.py', 'cifar10_estimator/cifar10_main.py'):
         assert 'estimator-trainers-0.1.0/' + member in names
+
+
+def test_two_builds_at_once_do_not_meet(tmp_path):
+    """Each build works on its own copy of the tree: `setup.py sdist` in the
+    checkout made its release tree there, and a second build removed it."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(staging.build_sdist, [str(tmp_path / 'a'), str(tmp_path / 'b')]))
+    assert built[0].sha256 == built[1].sha256
+    assert os.listdir(tmp_path / 'a') == [built[0].filename]
 
 
 def test_content_hash_ignores_timestamps_but_not_contents(tmp_path):
@@ -91,28 +102,12 @@ def test_stage_replaces_different_contents(gcs, sdist, tmp_path):
     assert blob.size == other.size
 
 
-@pytest.mark.parametrize('text,expected', [
-    ('gs://my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/', 'gs://my-bucket'),
-    ('my-bucket', 'gs://my-bucket'),
-    ('gs://my-bucket/team/a/', 'gs://my-bucket/team/a'),
-])
-def test_parse_bucket(text, expected):
-    assert staging.parse_bucket(text) == expected
-
-
-@pytest.mark.parametrize('text', ['gs://', 'gs://My_Bucket', 'gs://a', 'https://x/y'])
-def test_parse_bucket_rejects(text):
-    with pytest.raises(UserInputError, match='expected gs://BUCKET_NAME'):
-        staging.parse_bucket(text)
-
-
 def test_python_mismatch_of_prebuilt_images():
     py310 = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
     assert staging.python_mismatch('>=3.10,<3.12', py310) is None
     assert staging.python_mismatch(None, py310) is None
     assert staging.python_mismatch('==3.11.*', 'us-docker.pkg.dev/p/r/tf:latest') is None
     assert staging.python_mismatch('==3.11.*', py310) == (
-        'the package requires Python ==3.11.* (setup.py) but %s runs Python 3.10, so pip '
+        'the package requires Python ==3.11.* (pyproject.toml) but %s runs Python 3.10, so pip '
         'cannot install it there; build the container in Dockerfile and pass --image-uri'
         % py310)

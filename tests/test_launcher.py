@@ -13,6 +13,7 @@ import pytest
 import processes
 from cluster_helpers import assert_all_exited
 from conftest import cli_env, REPO_ROOT
+from estimator_trainers import errors
 from estimator_trainers.tools import launcher
 
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
@@ -213,12 +214,12 @@ def test_make_cluster_without_workers_or_ps():
     (['--job-dir', 'gs://b/j', '--', 'true'], 'pass --log-dir'),
     (['--job-dir', 'j', '--worker-count', '-1', '--', 'true'], '--worker-count'),
 ])
-def test_usage_errors_are_one_line(argv, message, capsys):
-    with pytest.raises(SystemExit) as raised:
+def test_usage_errors_are_one_line(argv, message):
+    with pytest.raises(errors.FlagError) as raised:
         launcher.parse_args(argv)
-    assert raised.value.code == 2
-    err = capsys.readouterr().err
-    assert message in err and err.count('\n') == 1
+    assert raised.value.exit_code == 2
+    line = errors.line(raised.value)
+    assert message in line and '\n' not in line
 
 
 def _listening_ports(proc_net):

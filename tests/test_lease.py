@@ -6,6 +6,7 @@ import tempfile
 import pytest
 
 from estimator_trainers import cluster as cluster_lib
+from estimator_trainers import job_dir
 from estimator_trainers import lease
 from estimator_trainers.errors import UserInputError
 
@@ -47,7 +48,7 @@ def test_workers_share_the_chiefs_lease_and_refuse_another_jobs(tmp_path):
         restarted.release()
     finally:
         chief.release()
-    assert not (tmp_path / lease.LEASE_FILE).exists()
+    assert not (tmp_path / job_dir.LEASE_FILE).exists()
 
 
 def test_lease_of_a_process_gone_from_this_host_is_stale(tmp_path):
@@ -55,7 +56,7 @@ def test_lease_of_a_process_gone_from_this_host_is_stale(tmp_path):
     gone = lease.Owner(token='0' * 32, cluster_id='local-x', host=lease.socket.gethostname(),
                        pid=os.getpid(), pid_start='not-this-process', task='local',
                        heartbeat=lease.time.time())
-    (tmp_path / lease.LEASE_FILE).write_text(json.dumps(gone.__dict__))
+    (tmp_path / job_dir.LEASE_FILE).write_text(json.dumps(gone.__dict__))
     taken = lease.Lease(str(tmp_path), 'local-y', 'local', log=lines.append).acquire()
     taken.release()
     assert lines[0].endswith(': its process %d on this host is gone' % os.getpid())

@@ -11,6 +11,7 @@ offline tests), `uv venv` makes a real venv from a Python 3.11 as a managed
 import functools
 import hashlib
 import http.server
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -26,7 +27,7 @@ import interpreters
 from conftest import REPO_ROOT
 
 SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt',
-               'requirements-dev.txt', 'constraints.txt', 'setup.py')
+               'requirements-dev.txt', 'constraints.txt', 'pyproject.toml')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
                        open(os.path.join(REPO_ROOT, 'scripts', 'setup-venv.sh')).read(),
@@ -122,6 +123,19 @@ def load_fetch_uv():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def installed_wheel(folder, name):
+    """A wheel of the pure-Python distribution `name` as this environment has it;
+    returns `(name, version)`."""
+    dist = importlib.metadata.distribution(name)
+    info = '%s-%s.dist-info/' % (name, dist.version)
+    files = {str(f): f.read_text() for f in dist.files if str(f).endswith('.py')
+             and not str(f).startswith('..')}
+    if dist.read_text('entry_points.txt'):  # wheel's bdist_wheel command for setuptools
+        files[info + 'entry_points.txt'] = dist.read_text('entry_points.txt')
+    write_wheel(folder, name, dist.version, files)
+    return name, dist.version
 
 
 def write_wheel(folder, name, version, files, tag='py3-none-any'):
@@ -362,10 +376,19 @@ def test_pip_installs_without_uv_and_again_only_when_pins_change(box):
     """The pip fallback for real, from a local wheel: installs, stamp, reinstall."""
     python310 = box.python('python3.10', 10)
     write_wheel(box.tmp / 'wheels', 'pinned_dep', '1.0', {'pinned_dep.py': 'VERSION = "1.0"\n'})
-    (box.repo / 'requirements.txt').write_text('pinned_dep\n')
-    (box.repo / 'constraints.txt').write_text('pinned_dep==1.0\n')
-    (box.repo / 'setup.py').write_text('import setuptools\nsetuptools.setup(name="scratch", '
-                                       'version="0", py_modules=["scratch"])\n')
+    # The editable install builds with the venv's setuptools, whose PEP 660 hook
+    # before 70.1 needs `wheel`; the real requirements bring it (TensorFlow ->
+    # astunparse), this scratch project's from copies of the installed ones.
+    build_requirements = [installed_wheel(box.tmp / 'wheels', name)
+                          for name in ('wheel', 'packaging')]
+    (box.repo / 'requirements.txt').write_text('pinned_dep\nwheel\npackaging\n')
+    (box.repo / 'constraints.txt').write_text(
+        'pinned_dep==1.0\n' + ''.join('%s==%s\n' % pin for pin in build_requirements))
+    (box.repo / 'pyproject.toml').write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "scratch"\nversion = "0"\n'
+        '[tool.setuptools]\npy-modules = ["scratch"]\n')
     (box.repo / 'scratch.py').write_text('')
     proc = box.run()
     assert proc.returncode == 0, proc.stderr

@@ -1,9 +1,9 @@
-"""A trainer package the project has never seen runs everywhere without an edit.
+"""A trainer added by following docs/adding-a-trainer.md runs everywhere without an edit.
 
-The toy package (tests/toy_trainer/toy_estimator, written only against the
-runner) is copied into a temporary directory and put on PYTHONPATH; the
-project's own scripts find it, prepare its data, train it in one process and
-on a local cluster, and submit it (dry run). A copy of the repository with the
+The toy package is written, file by file, from the code blocks of that page
+into a temporary directory and put on PYTHONPATH; the project's own scripts
+find it, prepare its data, train it in one process and on a local cluster,
+and submit it (dry run) and rehearse it. A copy of the repository with the
 package added ships it in the sdist and the Docker build context.
 """
 import fnmatch
@@ -22,15 +22,35 @@ import processes
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import build
+from estimator_trainers.tools.cloud import staging
 
-TOY = os.path.join(REPO_ROOT, 'tests', 'toy_trainer', 'toy_estimator')
+GUIDE = os.path.join(REPO_ROOT, 'docs', 'adding-a-trainer.md')
+# A code block of the guide that is a file: its first line names it.
+_FILE_BLOCK = re.compile(r'^```python\n# (\w+/\w+\.py)\n(.*?)^```$', re.M | re.S)
+
+
+def write_guide_package(directory):
+    """Writes the files of the guide's code blocks under `directory`; returns their names."""
+    with open(GUIDE, encoding='utf-8') as f:
+        blocks = _FILE_BLOCK.findall(f.read())
+    for name, text in blocks:
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return sorted(name for name, _ in blocks)
+
+
+def test_the_guide_holds_a_whole_package(tmp_path):
+    assert write_guide_package(tmp_path) == [
+        'toy_estimator/__init__.py', 'toy_estimator/data.py', 'toy_estimator/runtime.py',
+        'toy_estimator/trainer.py']
 
 
 @pytest.fixture
 def toy_path(tmp_path):
-    """A directory holding only the toy trainer package."""
+    """A directory holding only the guide's toy trainer package."""
     packages = tmp_path / 'packages'
-    shutil.copytree(TOY, packages / 'toy_estimator')
+    write_guide_package(packages)
     return packages
 
 
@@ -100,7 +120,7 @@ def _repo_copy_with_toy(tmp_path):
         if os.path.isfile(os.path.join(REPO_ROOT, name)):
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
-    shutil.copytree(TOY, copy / 'toy_estimator')
+    write_guide_package(copy)
     return copy
 
 
@@ -122,10 +142,7 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
     assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= set(
         build.context_files(str(copy)))
 
-    built = processes.run([sys.executable, 'setup.py', '-q', 'sdist', '-d',
-                           str(tmp_path / 'dist')], 300, cwd=str(copy))
-    assert built.returncode == 0, built.stderr[-3000:]
-    (sdist,) = (tmp_path / 'dist').iterdir()
+    sdist = staging.build_sdist(str(tmp_path / 'dist'), repo_root=str(copy)).path
     with tarfile.open(sdist) as tar:
         members = {m.split('/', 1)[1] for m in tar.getnames() if '/' in m}
     assert {'toy_estimator/trainer.py', 'toy_estimator/data.py'} <= members
@@ -141,8 +158,8 @@ def test_dry_run_submission_sdist_and_image_take_the_new_trainer(tmp_path):
 def test_runner_refuses_a_job_dir_another_user_owns(toy_path, tmp_path):
     """The runner checks the job-dir's owner before the trainer reads or writes anything."""
     data_dir, job_dir = tmp_path / 'data', tmp_path / 'job'
-    processes.run([sys.executable, '-m', 'toy_estimator.data', str(data_dir)], 120,
-                  env=_env(toy_path))
+    processes.run([sys.executable, '-m', 'toy_estimator.data', '--data-dir', str(data_dir)],
+                  120, env=_env(toy_path))
     job_dir.mkdir()
     os.chown(job_dir, 65534, 65534)
     proc = processes.run([sys.executable, '-m', 'toy_estimator.trainer', '--data-dir',
@@ -163,3 +180,36 @@ def test_trainer_warns_once_when_the_gcs_plugin_would_serve_its_gs_paths(toy_pat
                          120, env=env)
     warnings = [l for l in proc.stderr.splitlines() if l.startswith('warning:')]
     assert len(warnings) == 1 and 'gs://bucket/job' in warnings[0], proc.stderr
+
+
+@pytest.mark.slow
+def test_rehearsed_as_a_cloud_job_from_a_checkout_holding_it(gcs, tmp_path):
+    """The guide's package, added to a copy of the repository, rehearses a
+    parameter-server job on the gs:// emulator: staged, installed in a fresh
+    virtualenv, trained on gs:// data, exported."""
+    copy = _repo_copy_with_toy(tmp_path)
+    env = cli_env(dict(gcs.env(), PIP_NO_INDEX='1', TMPDIR=str(tmp_path)))
+    env['PYTHONPATH'] = str(copy)
+    local_data = tmp_path / 'data'
+    processes.run([sys.executable, '-m', 'toy_estimator.data', '--data-dir', str(local_data)],
+                  120, env=env, cwd=str(copy))
+    data_dir = gcs.create_bucket('toy-data') + '/data/toy'
+    copied = processes.run(
+        [sys.executable, '-c', 'import sys, tensorflow as tf; tf.io.gfile.makedirs(sys.argv[2]); '
+         'tf.io.gfile.copy(sys.argv[1], sys.argv[2] + "/points.npz")',
+         str(local_data / 'points.npz'), data_dir], 120, env=env)
+    assert copied.returncode == 0, copied.stderr[-2000:]
+    proc = processes.run(
+        [sys.executable, '-m', 'estimator_trainers.tools.cloud', 'submit', 'toy', '--config',
+         os.path.join(REPO_ROOT, 'configs', 'config_ps.yaml'), '--rehearse', '--bucket',
+         'gs://toy-data', '--job-name', 'toy_rehearsal', '--project', 'test-project',
+         '--max-replicas', '1', '--', '--train-steps=40', '--max-worker-delay-secs=0'],
+        900, cwd=str(copy), env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
+    assert '  pools: chief 1, worker 1 of ' in summary
+    export = re.search(r'  export: (gs://toy-data/jobs/toy_rehearsal/export/\d+)',
+                       summary)
+    assert export, summary
+    objects = gcs.list_objects('toy-data', 'jobs/toy_rehearsal/export/')
+    assert any(name.endswith('/saved_model.pb') for name in objects), objects

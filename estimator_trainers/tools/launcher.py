@@ -161,7 +161,7 @@ def make_tasks(cluster, evaluator_count, log_dir):
     return tasks
 
 
-class TaskFailed(Exception):
+class TaskFailed(errors.TaskFailure):
     """A task failed with no restarts left."""
 
 
@@ -226,8 +226,7 @@ class Launcher:
         except TaskFailed as e:
             self._stop_all()
             with self._output_lock:
-                self._stderr.write('error: %s\n' % e)
-                self._stderr.flush()
+                errors.report(e, self._stderr)
             return EXIT_FAILED
         except Interrupted as e:
             self.say('got %s; stopping every task' % e)
@@ -443,7 +442,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not command:
         parser.error('missing the task command after "--"')
-    log_dir = args.log_dir or os.path.join(args.job_dir, 'logs')
+    log_dir = args.log_dir or job_dir_lib.logs_dir(args.job_dir)
     if '://' in log_dir:
         parser.error('task logs need a local directory; --job-dir %s is remote, so '
                      'pass --log-dir' % args.job_dir)
@@ -499,14 +498,13 @@ def main(argv=None):
     try:
         warning = isolate_network(args.network, args.job_dir, command)
     except private_network.SetupFailed as e:
-        sys.stderr.write('error: %s\n' % e)
+        errors.report(errors.TaskFailure(str(e)))
         return EXIT_FAILED
     count = 1 + args.worker_count + args.parameter_server_count
     try:
         ports = free_ports(count, args.start_port)
     except OSError as e:
-        sys.stderr.write('error: %s\n' % e)
-        return 2
+        raise UserInputError(str(e), flag='--start-port') from None
     cluster = make_cluster(ports, args.worker_count, args.parameter_server_count)
     tasks = make_tasks(cluster, args.evaluator_count, log_dir)
     for task in tasks:  # refuse planted logs before any task starts

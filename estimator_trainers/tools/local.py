@@ -1,6 +1,7 @@
-"""Train a discovered trainer on this machine (behind `scripts/train-local.sh`).
+"""Train a discovered trainer, or any package, on this machine (behind `scripts/train-local.sh`).
 
     python -m estimator_trainers.tools.local [MODEL] [options] [-- TRAINER_FLAGS...]
+    python -m estimator_trainers.tools.local --package-path DIR --module-name M [options] [-- ARGS...]
 
 Finds MODEL among the declared trainers (`estimator_trainers.registry`),
 prepares its data when the data directory lacks it (the trainer's data
@@ -8,11 +9,17 @@ step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
 of a local cluster (`estimator_trainers.tools.launcher`).
+
+A package this repository has never seen runs the way `gcloud ai-platform
+local train --package-path DIR --module-name M` ran it (`run_package`):
+`python -m M ARGS --job-dir JOB_DIR` from DIR's parent, which goes on
+PYTHONPATH, once or once per task of the same local cluster.
 """
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 from estimator_trainers import errors
 from estimator_trainers import registry
@@ -31,6 +38,9 @@ Trains a model locally, resuming from --job-dir when it holds checkpoints.
 
 Models (every package that declares a trainer; default %(default)s):
 %(models)s
+
+  or any package: --package-path DIR --module-name MODULE (as gcloud ai-platform
+  local train ran it: python -m MODULE from DIR's parent, --job-dir passed on)
 
 Options:
   --job-dir DIR    checkpoints, TensorBoard summaries, exports
@@ -80,6 +90,8 @@ def parse_args(argv):
     parser.add_argument('--job-dir', default=os.environ.get('JOB_DIR') or None)
     parser.add_argument('--data-dir', default=os.environ.get('DATA_DIR') or None)
     parser.add_argument('--distributed', action='store_true')
+    parser.add_argument('--package-path', default=None)
+    parser.add_argument('--module-name', default=None)
     for option in LAUNCHER_OPTIONS:
         parser.add_argument(option, default=None)
     args, unknown = parser.parse_known_args(argv)
@@ -117,11 +129,47 @@ def prepare_data(trainer, data_dir, environ=None):
     return subprocess.call([sys.executable, '-m'] + list(step))
 
 
+def run_package(package_path, module, job_dir, user_args, distributed, launcher_options):
+    """Runs `python -m module user_args [--job-dir job_dir]` from the package's parent
+    (default: the current directory), once or on a local cluster; returns the exit
+    code (a single run replaces this process)."""
+    root = os.getcwd()
+    if package_path:
+        if not os.path.isfile(os.path.join(package_path, '__init__.py')):
+            raise UserInputError('--package-path %s: not a Python package directory (no '
+                                 '__init__.py)' % package_path, flag='--package-path')
+        root = os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
+    if launcher_options and not distributed:
+        raise UserInputError('%s needs --distributed' % launcher_options[0],
+                             flag=launcher_options[0])
+    if job_dir and '://' not in job_dir:
+        job_dir = os.path.abspath(job_dir)
+    command = [sys.executable, '-m', module, *user_args] + (
+        ['--job-dir', job_dir] if job_dir else [])
+    os.environ['PYTHONPATH'] = root + (os.pathsep + os.environ['PYTHONPATH']
+                                       if os.environ.get('PYTHONPATH') else '')
+    os.environ.pop('TF_CONFIG', None)
+    os.chdir(root)
+    if not distributed:
+        os.execv(command[0], command)
+    logs = []
+    if not job_dir or '://' in job_dir:
+        logs = ['--log-dir', tempfile.mkdtemp(prefix='local-train-logs-')]
+    return launcher.main(['--job-dir', job_dir or logs[1], *logs, *launcher_options, '--',
+                          *command])
+
+
 def main(argv=None):
     args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
     if args.help:
         sys.stdout.write(usage(registry.discover()))
         return 0
+    if args.module_name or args.package_path:
+        if not args.module_name:
+            raise UserInputError('--package-path needs --module-name (the module to run)',
+                                 flag='--module-name')
+        return run_package(args.package_path, args.module_name, args.job_dir,
+                           trainer_flags, args.distributed, launcher_args(args))
     trainer = registry.get(args.model)
     extra = launcher_args(args)
     job_dir = args.job_dir or '/tmp/%s' % trainer.name

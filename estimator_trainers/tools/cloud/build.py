@@ -1,10 +1,13 @@
 """The training image, built by Cloud Build from the Dockerfile: no local Docker.
 
-The build context is what the Dockerfile copies (its COPY/ADD sources, less
-what `.dockerignore` excludes) plus the Dockerfile, packed reproducibly; its
-content hash (`staging.content_sha256`, with the CPU/GPU variant) is the
-image tag, so an unchanged tree finds its image in Artifact Registry and is
-not built again:
+The build context is what the Dockerfile copies (its COPY/ADD sources) plus
+the Dockerfile, less what `.dockerignore` and `.gcloudignore` leave out
+(read with `pathspec`, `!` lines included) and less any file that looks like
+a credential (`credential_files`: a `.env`, a service-account key, a private
+key), which only a `!` line of those files brings back. It is packed
+reproducibly (symlinks as symlinks, never followed out of the checkout); its
+content hash, with the CPU/GPU variant, is the image tag, so an unchanged
+tree finds its image in Artifact Registry and is not built again:
 
     REGION-docker.pkg.dev/PROJECT/REPOSITORY/estimator-trainers:<hash>
 
@@ -14,18 +17,23 @@ repository is created if missing (`artifactregistry v1`), and Cloud Build
 pushes the image; the submission waits for it, then sends a `containerSpec`.
 """
 import dataclasses
-import fnmatch
+import glob
 import gzip
 import hashlib
-import io
 import json
 import os
+import posixpath
 import shlex
+import stat
 import tarfile
 import time
 
+import pathspec
+
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import credential_files
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
 
@@ -35,26 +43,88 @@ DOCKER_BUILDER = 'gcr.io/cloud-builders/docker'
 BUILD_TIMEOUT = '7200s'  # the GPU variant installs CUDA wheels (several GB)
 BUILD_DONE = ('SUCCESS', 'FAILURE', 'INTERNAL_ERROR', 'TIMEOUT', 'CANCELLED', 'EXPIRED')
 DOCKERFILE = 'Dockerfile'
+DOCKERIGNORE = '.dockerignore'
+GCLOUDIGNORE = '.gcloudignore'
+# gcloud's directive that reads another file's patterns into .gcloudignore.
+GCLOUDIGNORE_INCLUDE = '#!include:'
+# A context larger than this gets a note naming its largest files.
+LARGE_CONTEXT_BYTES = 256 * 1024 * 1024
+_GLOB_CHARS = ('*', '?', '[')
 
 
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """A packed build context (`path`, `sha256`, `size` as `staging.Sdist`)."""
+    """A packed build context (`path`, `sha256`, `size` as `staging.Sdist`).
+
+    Attributes:
+      files: the member names (files and symlinks), sorted.
+      left_out: `(name, reason)` of files that look like credentials and were
+        left out by the built-in list (not already by an ignore file).
+      credentials_in: `(name, reason, rule)` of files that look like
+        credentials and are packed because `rule` (a `!` line) re-included them.
+      raw_bytes: the bytes of its files before compression.
+      largest: `(name, bytes)` of its three largest files.
+    """
     path: str
     sha256: str
     size: int
     files: tuple
+    left_out: tuple = ()
+    credentials_in: tuple = ()
+    raw_bytes: int = 0
+    largest: tuple = ()
 
     @property
     def filename(self):
         return os.path.basename(self.path)
 
+    def notes(self):
+        """What the submission says about the context before uploading it."""
+        notes = []
+        if self.left_out:
+            notes.append('left out of the build context, as they look like credentials: %s '
+                         '(list them in .dockerignore to leave them out silently)'
+                         % ', '.join('%s (%s)' % item for item in self.left_out))
+        if self.raw_bytes > LARGE_CONTEXT_BYTES:
+            notes.append('the build context is %s (largest: %s); list what the image does '
+                         'not need in .dockerignore' % (_size(self.raw_bytes), ', '.join(
+                             '%s %s' % (name, _size(size)) for name, size in self.largest)))
+        return notes
+
+    def warnings(self):
+        """Credentials that go into the image because a `!` line says so."""
+        if not self.credentials_in:
+            return []
+        return ['the build context, and so the image, holds files that look like '
+                'credentials: %s' % ', '.join('%s (%s; re-included by %s)' % item
+                                              for item in self.credentials_in)]
+
+
+def _size(count):
+    """`count` bytes for people: `17 bytes`, `4.9 KiB`, `1.2 GiB`."""
+    units = ('bytes', 'KiB', 'MiB', 'GiB')
+    power = 0
+    while power < len(units) - 1 and count >= 1024 ** (power + 1):
+        power += 1
+    return ('%d bytes' % count if not power else
+            '%.1f %s' % (count / 1024.0 ** power, units[power]))
+
 
 def dockerfile_sources(text):
     """The source paths of the COPY/ADD instructions of a Dockerfile (in order;
-    `COPY --from=<stage>` copies from another stage, not the context)."""
+    `COPY --from=<stage>` copies from another stage, URLs and heredocs come
+    from elsewhere, not the context)."""
+    return [source for _, source in _copy_sources(text)]
+
+
+def _copy_sources(text, where=DOCKERFILE):
+    """`(line, source)` of each COPY/ADD source from the build context.
+
+    Raises:
+      UserInputError: an instruction whose arguments cannot be split.
+    """
     sources = []
-    for instruction in _instructions(text):
+    for line, instruction in _instructions(text):
         words = instruction.split(None, 1)
         if len(words) < 2 or words[0].upper() not in ('COPY', 'ADD'):
             continue
@@ -66,97 +136,335 @@ def dockerfile_sources(text):
             rest = rest.strip()
         if any(flag.startswith('--from=') for flag in flags):
             continue
-        paths = json.loads(rest) if rest.startswith('[') else shlex.split(rest)
-        sources.extend(paths[:-1])
+        paths = None
+        if rest.startswith('['):
+            try:
+                paths = json.loads(rest)
+            except ValueError:
+                paths = None  # Docker reads a malformed JSON form as the shell form
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            try:
+                paths = shlex.split(rest)
+            except ValueError as e:
+                raise UserInputError('%s line %d: %s: %s' % (where, line, words[0], e),
+                                     path=where) from None
+        sources.extend((line, path) for path in paths[:-1]
+                       if not path.startswith('<<') and '://' not in path
+                       and not path.startswith('git@'))
     return sources
 
 
 def _instructions(text):
-    """Dockerfile instructions with line continuations joined, comments dropped."""
-    current = ''
-    for line in text.splitlines():
+    """`(first line, instruction)`: continuations joined, comments dropped."""
+    current, first = '', None
+    for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith('#'):
             continue
+        first = first or number
         if stripped.endswith('\\'):
             current += stripped[:-1] + ' '
             continue
-        yield current + stripped
-        current = ''
+        yield first, current + stripped
+        current, first = '', None
     if current:
-        yield current
+        yield first, current
 
 
-def _ignore_patterns(repo_root):
-    path = os.path.join(repo_root, '.dockerignore')
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [line.strip() for line in f if line.strip() and not line.startswith('#')]
-
-
-def _ignored(relpath, patterns):
-    parts = relpath.split('/')
-    for pattern in patterns:
-        pattern = pattern.strip('/')
-        if pattern.startswith('**/'):
-            tail = pattern[3:]
-            if any(fnmatch.fnmatch(part, tail) for part in parts):
-                return True
-        elif any(fnmatch.fnmatch('/'.join(parts[:i]), pattern)
-                 for i in range(1, len(parts) + 1)):
-            return True
-    return False
-
-
-def context_files(repo_root=staging.REPO_ROOT):
-    """The files of the build context, relative to `repo_root`, sorted.
-
-    Raises:
-      UserInputError: no Dockerfile, or a COPY source that does not exist.
-    """
+def _read_text(path, name):
+    """The UTF-8 text of a context file (`Dockerfile`, `.dockerignore`), or None."""
     try:
-        with open(os.path.join(repo_root, DOCKERFILE)) as f:
-            sources = dockerfile_sources(f.read())
-    except OSError:
+        with open(path, 'rb') as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise UserInputError('%s: %s' % (path, e.strerror), path=path) from None
+    try:
+        return raw.decode('utf-8-sig')
+    except UnicodeDecodeError as e:
+        raise UserInputError('%s line %d: not UTF-8 text (byte 0x%02x); save it as UTF-8'
+                             % (name, raw.count(b'\n', 0, e.start) + 1, raw[e.start]),
+                             path=path) from None
+
+
+class IgnoreRules:
+    """`.dockerignore` and `.gcloudignore`: what the build context leaves out.
+
+    `.dockerignore` has Docker's syntax: patterns relative to the context
+    root (`*.pyc` only at the top, `**/*.pyc` anywhere), a matched directory
+    takes its contents, later `!` lines re-include. Each line becomes the
+    anchored gitignore pattern `/<line>` for `pathspec`, which then agrees
+    with Docker on these. `.gcloudignore` has gitignore's syntax as it is
+    (`*.pyc` at any depth) and gcloud's `#!include:FILE` line.
+    """
+
+    def __init__(self, repo_root):
+        self.sources = []  # per pattern: 'FILE line N: text', for messages
+        docker, gcloud = [], []
+        text = _read_text(os.path.join(repo_root, DOCKERIGNORE), DOCKERIGNORE)
+        for number, line in enumerate((text or '').splitlines(), 1):
+            pattern = _docker_pattern(line)
+            if pattern:
+                docker.append(pattern)
+                self.sources.append('%s line %d: %s' % (DOCKERIGNORE, number, line.strip()))
+        self._docker_count = len(docker)
+        for name, number, line in _gcloudignore_lines(repo_root):
+            if line.strip() and not line.startswith('#'):  # gitignore's blanks, comments
+                gcloud.append(line)
+                self.sources.append('%s line %d: %s' % (name, number, line.strip()))
+        self._docker = pathspec.GitIgnoreSpec.from_lines(docker)
+        self._gcloud = pathspec.GitIgnoreSpec.from_lines(gcloud)
+        self.has_negations = any(p.startswith('!') for p in docker + gcloud)
+
+    def check(self, relpath):
+        """`(excluded, rule)`: whether a rule leaves `relpath` out, and the line
+        that decided (the `!` line that keeps it, when not excluded; None
+        when no line matched)."""
+        docker = self._docker.check_file(relpath)
+        gcloud = self._gcloud.check_file(relpath)
+        for result, offset in ((docker, 0), (gcloud, self._docker_count)):
+            if result.include:
+                return True, self.sources[offset + result.index]
+        for result, offset in ((docker, 0), (gcloud, self._docker_count)):
+            if result.include is False:
+                return False, self.sources[offset + result.index]
+        return False, None
+
+    def prunes(self, reldir):
+        """Whether nothing under directory `reldir` can be in the context."""
+        return not self.has_negations and self.check(reldir + '/')[0]
+
+
+def _docker_pattern(line):
+    """A .dockerignore line as an anchored gitignore pattern, or None (Docker
+    trims it, drops comments, cleans the path and reads it from the root)."""
+    text = line.strip()
+    if not text or text.startswith('#'):
+        return None
+    negate = text.startswith('!')
+    text = text[1:].strip() if negate else text
+    text = posixpath.normpath(text).lstrip('/') if text else text
+    if text in ('', '.'):
+        return None
+    return ('!' if negate else '') + '/' + text
+
+
+def _gcloudignore_lines(repo_root):
+    """`(file, line number, line)` of .gcloudignore, `#!include:` files read in."""
+    text = _read_text(os.path.join(repo_root, GCLOUDIGNORE), GCLOUDIGNORE)
+    for number, line in enumerate((text or '').splitlines(), 1):
+        if line.startswith(GCLOUDIGNORE_INCLUDE):
+            name = line[len(GCLOUDIGNORE_INCLUDE):].strip()
+            included = _read_text(os.path.join(repo_root, name), name)
+            if included is None:
+                raise UserInputError('%s line %d: %s: no such file in %s'
+                                     % (GCLOUDIGNORE, number, name, repo_root))
+            for inner_number, inner in enumerate(included.splitlines(), 1):
+                yield name, inner_number, inner
+        else:
+            yield GCLOUDIGNORE, number, line
+
+
+@dataclasses.dataclass(frozen=True)
+class _Selection:
+    files: tuple  # (name, full path), sorted by name
+    left_out: tuple
+    credentials_in: tuple
+
+
+def _select(repo_root):
+    """What goes into the build context of `repo_root`, and what is kept out."""
+    text = _read_text(os.path.join(repo_root, DOCKERFILE), DOCKERFILE)
+    if text is None:
         raise UserInputError('no %s in %s: build the image from a checkout of the '
                              'repository, or pass --image-uri or --executor-image-uri'
-                             % (DOCKERFILE, repo_root)) from None
-    patterns = _ignore_patterns(repo_root)
-    files = {DOCKERFILE}
-    for source in sources:
-        path = os.path.normpath(os.path.join(repo_root, source))
-        if not os.path.exists(path):
-            raise UserInputError('%s copies %s, which is not in %s'
-                                 % (DOCKERFILE, source, repo_root))
-        if os.path.isfile(path):
-            files.add(os.path.relpath(path, repo_root))
-            continue
-        for directory, _, names in os.walk(path):
-            for name in names:
-                relpath = os.path.relpath(os.path.join(directory, name), repo_root)
-                if not _ignored(relpath.replace(os.sep, '/'), patterns):
-                    files.add(relpath)
-    return tuple(sorted(f.replace(os.sep, '/') for f in files))
+                             % (DOCKERFILE, repo_root))
+    rules = IgnoreRules(repo_root)
+    chosen = {DOCKERFILE: os.path.join(repo_root, DOCKERFILE)}
+    left_out, credentials_in = {}, {}
+
+    def consider(relpath, explicit_line=None):
+        excluded, rule = rules.check(relpath)
+        full = os.path.join(repo_root, relpath)
+        if excluded:
+            if explicit_line:
+                raise UserInputError('%s line %d copies %s, which %s leaves out; the build '
+                                     'would not find it' % (DOCKERFILE, explicit_line,
+                                                            relpath, rule))
+            return
+        why = credential_files.reason(relpath, _head(full, relpath))
+        if why and not rule:
+            if explicit_line:
+                raise UserInputError(
+                    '%s line %d copies %s, which looks like a credential (%s): keep it out '
+                    'of the image (a job gets its credentials from its service account, '
+                    'trainingInput.serviceAccount), or re-include it with a !%s line in %s'
+                    % (DOCKERFILE, explicit_line, relpath, why, relpath, DOCKERIGNORE))
+            left_out[relpath] = why
+            return
+        if why:
+            credentials_in[relpath] = (why, rule)
+        chosen[relpath] = full
+
+    for line, source in _copy_sources(text):
+        for relpath in _expand(repo_root, line, source):
+            full = os.path.join(repo_root, relpath)
+            link = _symlinked_parent(repo_root, relpath)
+            if link:  # the context holds the link, not what it points to
+                consider(link)
+            elif relpath == '.' or (os.path.isdir(full) and not os.path.islink(full)):
+                _walk(repo_root, relpath, rules, consider)
+            else:
+                consider(relpath, explicit_line=line)
+    return _Selection(files=tuple(sorted(chosen.items())),
+                      left_out=tuple(sorted(left_out.items())),
+                      credentials_in=tuple((name,) + credentials_in[name]
+                                           for name in sorted(credentials_in)))
 
 
-def pack_context(out_dir, repo_root=staging.REPO_ROOT):
-    """Packs the build context into `out_dir`; the same tree gives the same bytes."""
-    files = context_files(repo_root)
+def _expand(repo_root, line, source):
+    """The context paths (relative, `/`-separated) a COPY source names."""
+    cleaned = posixpath.normpath(source.lstrip('/') or '.')
+    if cleaned == '..' or cleaned.startswith('../'):
+        raise UserInputError('%s line %d copies %s, which is outside the build context %s'
+                             % (DOCKERFILE, line, source, repo_root))
+    if any(char in cleaned for char in _GLOB_CHARS):
+        matches = sorted(os.path.relpath(path, repo_root).replace(os.sep, '/') for path in
+                         glob.glob(os.path.join(repo_root, cleaned), include_hidden=True))
+        if not matches:
+            raise UserInputError('%s line %d copies %s, which matches nothing in %s'
+                                 % (DOCKERFILE, line, source, repo_root))
+        return matches
+    if not os.path.lexists(os.path.join(repo_root, cleaned)):
+        raise UserInputError('%s copies %s, which is not in %s' % (DOCKERFILE, source, repo_root))
+    return [cleaned]
+
+
+def _symlinked_parent(repo_root, relpath):
+    """The first directory of `relpath` that is a symlink, or None."""
+    parts = relpath.split('/')
+    for end in range(1, len(parts)):
+        parent = '/'.join(parts[:end])
+        if os.path.islink(os.path.join(repo_root, parent)):
+            return parent
+    return None
+
+
+def _walk(repo_root, top, rules, consider):
+    """Calls `consider` on every file and symlink under directory `top`, never
+    entering a symlinked directory or one the rules leave out whole."""
+    for directory, dirs, names in os.walk(os.path.join(repo_root, top)):
+        reldir = os.path.relpath(directory, repo_root).replace(os.sep, '/')
+        prefix = '' if reldir == '.' else reldir + '/'
+        kept = []
+        for name in sorted(dirs):
+            if os.path.islink(os.path.join(directory, name)):
+                consider(prefix + name)  # packed as the symlink it is
+            elif not rules.prunes(prefix + name):
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(names):
+            consider(prefix + name)
+
+
+def _head(path, relpath):
+    """The first bytes of a regular file (None for a symlink); refuses what a
+    build context cannot hold."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            return None
+        if not stat.S_ISREG(mode):
+            raise UserInputError('%s in the build context is %s, not a file, directory or '
+                                 'symlink: remove it or list it in %s'
+                                 % (relpath, _kind(mode), DOCKERIGNORE))
+        with open(path, 'rb') as f:
+            return f.read(credential_files.HEAD_BYTES)
+    except OSError as e:
+        raise UserInputError('cannot read %s for the build context (%s): make it readable '
+                             'or list it in %s' % (relpath, e.strerror, DOCKERIGNORE)) from None
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISFIFO, 'a named pipe'), (stat.S_ISSOCK, 'a socket'),
+                       (stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device')):
+        if test(mode):
+            return name
+    return 'an unknown kind of file'
+
+
+def context_files(repo_root=None):
+    """The member names of the build context of `repo_root` (default: this
+    checkout, `staging.REPO_ROOT`), files and symlinks, sorted.
+
+    Raises:
+      UserInputError: no Dockerfile, a COPY source that does not exist or is
+        left out, a file that cannot be read or packed.
+    """
+    return tuple(name for name, _ in _select(repo_root or staging.REPO_ROOT).files)
+
+
+class _HashingReader:
+    """A file object that feeds what is read from it into a hash."""
+
+    def __init__(self, f, digest):
+        self.f = f
+        self.digest = digest
+
+    def read(self, size=-1):
+        data = self.f.read(size)
+        self.digest.update(data)
+        return data
+
+
+def pack_context(out_dir, repo_root=None):
+    """Packs the build context of `repo_root` (default: this checkout) into
+    `out_dir`; the same tree gives the same bytes.
+
+    The hash covers each member's name, kind, mode and contents (a symlink's
+    target), so a changed executable bit or link changes the image tag.
+    """
+    selection = _select(repo_root or staging.REPO_ROOT)
     path = os.path.join(out_dir, 'build-context.tar.gz')
+    digest = hashlib.sha256()
+    sizes = []
     with open(path, 'wb') as raw:
         # mtime=0 in the gzip header and in every member: reproducible bytes.
         with gzip.GzipFile(fileobj=raw, mode='wb', mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode='w') as tar:
-                for name in files:
-                    full = os.path.join(repo_root, name)
+            with tarfile.open(fileobj=gz, mode='w', format=tarfile.PAX_FORMAT) as tar:
+                for name, full in selection.files:
                     info = tarfile.TarInfo(name)
-                    info.size = os.path.getsize(full)
-                    info.mode = 0o755 if os.access(full, os.X_OK) else 0o644
-                    with open(full, 'rb') as f:
-                        tar.addfile(info, io.BytesIO(f.read()))
-    sha = staging.content_sha256(path)
-    return Context(path=path, sha256=sha, size=os.path.getsize(path), files=files)
+                    mode = os.lstat(full).st_mode
+                    if stat.S_ISLNK(mode):
+                        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(full)
+                        info.mode = 0o777
+                        digest.update(('%s\0link\0%s\0' % (name, info.linkname)).encode())
+                        tar.addfile(info)
+                        continue
+                    info.mode = 0o755 if mode & 0o111 else 0o644
+                    _add_file(tar, info, full, name, digest)
+                    sizes.append((info.size, name))
+    sizes.sort(key=lambda item: (-item[0], item[1]))
+    return Context(path=path, sha256=digest.hexdigest(), size=os.path.getsize(path),
+                   files=tuple(name for name, _ in selection.files),
+                   left_out=selection.left_out, credentials_in=selection.credentials_in,
+                   raw_bytes=sum(size for size, _ in sizes),
+                   largest=tuple((name, size) for size, name in sizes[:3]))
+
+
+def _add_file(tar, info, full, name, digest):
+    """Streams one file into the archive (never whole into memory)."""
+    file_digest = hashlib.sha256()
+    try:
+        with open(full, 'rb') as f:
+            info.size = os.fstat(f.fileno()).st_size
+            tar.addfile(info, _HashingReader(f, file_digest))
+    except OSError as e:
+        raise UserInputError('cannot pack %s into the build context (%s): did it change '
+                             'meanwhile? Try again, or list it in %s'
+                             % (name, e.strerror or e, DOCKERIGNORE)) from None
+    digest.update(('%s\0%o\0' % (name, info.mode)).encode() + file_digest.digest())
 
 
 def variant(uses_gpus):
@@ -180,7 +488,7 @@ def context_uri(bucket_uri, context):
 
 def build_body(context_gs_uri, image, build_variant):
     """The Cloud Build `Build`: docker build of the staged context, image pushed."""
-    bucket, name = staging.split_gs_uri(context_gs_uri)
+    bucket, name = gcs_paths.split(context_gs_uri)
     body = {
         'source': {'storageSource': {'bucket': bucket, 'object': name}},
         'steps': [{'name': DOCKER_BUILDER,

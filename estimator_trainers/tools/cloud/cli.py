@@ -25,6 +25,8 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import credential_files
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import preflight
@@ -37,6 +39,12 @@ DEFAULT_REGION = 'us-central1'
 TARGETS = ('vertex', 'ai-platform', 'tfjob')
 CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
 
+# gcloud's own flags (`submit` has --config, --job-dir, --region, --stream-logs too).
+GCLOUD_ONLY_FLAGS = ('--runtime-version', '--python-version', '--scale-tier',
+                     '--master-machine-type', '--worker-machine-type', '--worker-count',
+                     '--parameter-server-machine-type', '--parameter-server-count',
+                     '--package-path', '--module-name', '--packages', '--staging-bucket',
+                     '--master-image-uri', '--use-chief-in-tf-config')
 _REGION_RE = re.compile(r'[a-z]+-[a-z]+[0-9]+')
 _PROJECT_RE = re.compile(r'([a-z0-9.-]+:)?[a-z0-9][a-z0-9-]{4,29}')
 _REPOSITORY_RE = re.compile(r'[a-z]([a-z0-9-]{0,61}[a-z0-9])?')
@@ -71,25 +79,15 @@ class Backend:
         return api.authorized_http(credentials)
 
     def service(self, api_name, version, credentials):
-        """A discovery service; storage honours STORAGE_EMULATOR_HOST, as
-        google-cloud-storage does (no credentials there)."""
-        emulator = os.environ.get('STORAGE_EMULATOR_HOST') if api_name == 'storage' else None
-        if emulator:
-            import httplib2  # pylint: disable=g-import-not-at-top
-            # The emulator is a direct address: no proxy (httplib2 refuses any
-            # proxy setting without PySocks, even for hosts in no_proxy). Its
-            # JSON API is under /storage/v1/, as google-cloud-storage calls it.
-            return api.build(api_name, version,
-                             httplib2.Http(timeout=api.TIMEOUT_SECS, proxy_info=None),
-                             endpoint=emulator.rstrip('/') + '/storage/v1/')
+        """A discovery service (`api.build`) on `transport`."""
         return api.build(api_name, version, self.transport(credentials))
 
     def vertex(self, project, region, credentials):
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
-        from google.cloud import storage  # pylint: disable=g-import-not-at-top
-        return storage.Client(project=project, credentials=credentials)
+        """The google-cloud-storage client of every storage call (`api.storage_client`)."""
+        return api.storage_client(project, credentials)
 
 
 def _credentials_source():
@@ -199,6 +197,12 @@ def main(argv=None, backend=None, out=None, err=None):
     if '--' in argv:
         split = argv.index('--')
         argv, trainer_flags = argv[:split], argv[split + 1:]
+    gcloud_only = [arg.split('=')[0] for arg in argv if arg.split('=')[0] in GCLOUD_ONLY_FLAGS]
+    if gcloud_only:
+        raise UserInputError('%s is a flag of gcloud ai-platform jobs submit training: run your '
+                             'gcloud line as bash scripts/ai-platform.sh jobs submit training '
+                             'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
+                             flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
     backend = backend or Backend()
     out = out or sys.stdout
@@ -221,21 +225,20 @@ def submit(args, trainer_flags, backend, out, err):
         err.write('warning: %s\n' % warning)
     if not args.bucket:
         raise UserInputError('no bucket: set BUCKET_NAME=gs://your-bucket or pass --bucket')
-    bucket_uri = staging.parse_bucket(args.bucket)
+    bucket_uri = gcs_paths.parse_bucket(args.bucket)
     job_name = submission_lib.check_job_name(
         args.job_name or submission_lib.default_job_name(trainer.name))
-    job_dir = (args.job_dir or config.job_dir or
-               '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
-    if not job_dir.startswith('gs://'):
-        raise UserInputError('--job-dir %s: expected a gs:// path (every task of the '
-                             'job must reach it)' % job_dir)
+    if args.job_dir is not None:
+        job_dir = gcs_paths.directory(args.job_dir, '--job-dir')
+    else:  # trainingInput.jobDir passed the same rule in `configs`
+        job_dir = (config.job_dir or '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
     given = list(config.args) + trainer_flags
     if submission_lib.has_flag(given, '--job-dir'):
         raise UserInputError('--job-dir is a submit option (before --) or '
                              'trainingInput.jobDir, not a trainer flag, so that Vertex '
                              'AI and the trainer agree on it')
     trainer_args = tuple(submission_lib.default_args(trainer, bucket_uri, given) + given)
-    region = _region(args.region or config.region)
+    region = region_id(args.region or config.region)
     if not _REPOSITORY_RE.fullmatch(args.repository):
         raise UserInputError('--repository %r: expected an Artifact Registry repository id '
                              '(lowercase letters, digits and dashes, starting with a letter)'
@@ -247,7 +250,7 @@ def submit(args, trainer_flags, backend, out, err):
             region=region, job_dir=job_dir, args=trainer_args, **kwargs)
 
     parsed = preflight.check_trainer_flags(make(None, image_uri=args.image_uri))
-    params = preflight.model_params(trainer, parsed)
+    params = trainer.model_params(parsed)
     if args.target == 'tfjob':
         out.write(tfjob.render(make(None, image_uri=args.image_uri)))
         return 0
@@ -255,11 +258,16 @@ def submit(args, trainer_flags, backend, out, err):
     credentials = adc_project = None
     if args.target == 'vertex' and not args.dry_run and rehearsal.needs_credentials(args):
         credentials, adc_project = backend.credentials()
-    project = _project(args.project or adc_project)
+    project = project_id(args.project or adc_project)
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-sdist-') as tmp:
         sdist, context, build_body, image = _image(args, config, project, region,
                                                    bucket_uri, tmp)
+        if context:
+            for note in context.notes():
+                err.write('note: %s\n' % note)
+            for warning in context.warnings():
+                err.write('warning: %s\n' % warning)
         package_uri = sdist and staging.staging_uri(bucket_uri, job_name, sdist.filename)
         executor = sdist and (args.executor_image_uri or jobs.EXECUTOR_IMAGES[
             'gpu' if config.uses_gpus else 'cpu'])
@@ -286,26 +294,25 @@ def submit(args, trainer_flags, backend, out, err):
             raise UserInputError(problem)
 
         vertex = None if args.rehearse else backend.vertex(project, region, credentials)
-        checks = preflight.BucketChecks(backend.service('storage', 'v1', credentials),
-                                        project)
-        preflight.check_storage(checks, sub, parsed, params, bucket_uri)
         storage_client = backend.storage(project, credentials)
+        preflight.check_storage(preflight.BucketChecks(storage_client, project), sub, parsed,
+                                params, bucket_uri)
         if sdist:
-            _stage(storage_client, sdist, package_uri, 'this package', err)
+            stage_archive(storage_client, sdist, package_uri, 'this package', err)
         if context and not args.rehearse:
-            _build_image(backend, credentials, sub, args, storage_client, context,
-                         build_body, bucket_uri, err)
+            build_image(backend, credentials, sub, args.repository, args.poll_interval,
+                        storage_client, context, build_body, bucket_uri, err)
         if args.rehearse:
             return rehearsal.rehearse(body, storage_client, max_replicas=args.max_replicas,
                                       out=out, err=err, build_dir=tmp)
 
-    job = _create(vertex, collection, body, sub)
+    job = create_job(vertex, collection, body, sub)
     out.write('%s\n' % job['name'])
     out.flush()
     _print_submitted(err, collection, job, sub)
     if not args.stream_logs:
         return 0
-    return _follow(backend, credentials, vertex, job['name'], args.poll_interval, out)
+    return follow_job(backend, credentials, vertex, job['name'], args.poll_interval, out)
 
 
 def _image(args, config, project, region, bucket_uri, tmp):
@@ -318,7 +325,14 @@ def _image(args, config, project, region, bucket_uri, tmp):
     if args.image_uri:
         return None, None, None, args.image_uri
     if args.executor_image_uri or args.target != 'vertex':
-        return staging.build_sdist(tmp), None, None, None
+        sdist = staging.build_sdist(tmp)
+        found = credential_files.in_archive(sdist.path)
+        if found:
+            raise UserInputError(
+                'the package sdist holds files that look like credentials: %s; keep them '
+                'out of the packages and MANIFEST.in' % ', '.join('%s (%s)' % item
+                                                                  for item in found))
+        return sdist, None, None, None
     context = build_lib.pack_context(tmp)
     variant = build_lib.variant(config.uses_gpus)
     image = build_lib.image_uri(project, region, args.repository,
@@ -327,7 +341,7 @@ def _image(args, config, project, region, bucket_uri, tmp):
     return None, context, body, image
 
 
-def _stage(storage_client, archive, destination, what, err):
+def stage_archive(storage_client, archive, destination, what, err):
     if staging.stage(storage_client, archive, destination):
         err.write('staged %s (sha256 %s)\n' % (destination, archive.sha256))
     else:
@@ -335,25 +349,25 @@ def _stage(storage_client, archive, destination, what, err):
                   % (destination, what, archive.sha256))
 
 
-def _build_image(backend, credentials, sub, args, storage_client, context, build_body,
-                 bucket_uri, err):
+def build_image(backend, credentials, sub, repository, poll_interval, storage_client,
+                context, build_body, bucket_uri, err):
     """Reuses the image of the same sources, else stages the context and builds it."""
     builder = build_lib.ImageBuilder(
         backend.service('artifactregistry', 'v1', credentials),
         backend.service('cloudbuild', 'v1', credentials), sub.project, sub.region,
-        args.repository)
+        repository)
     if builder.ensure_repository():
         err.write('created Artifact Registry repository %s\n' % builder.repository_name)
     tag = sub.image_uri.rsplit(':', 1)[1]
     if builder.image_exists(tag):
         err.write('%s exists (built from these sources); build skipped\n' % sub.image_uri)
         return
-    _stage(storage_client, context, build_lib.context_uri(bucket_uri, context),
+    stage_archive(storage_client, context, build_lib.context_uri(bucket_uri, context),
            'this build context', err)
-    builder.build(build_body, args.poll_interval, err)
+    builder.build(build_body, poll_interval, err)
 
 
-def _create(vertex, collection, body, sub):
+def create_job(vertex, collection, body, sub):
     """Creates the job; an executor image Vertex AI refuses gets the way out."""
     try:
         return vertex.create(collection, body)
@@ -384,11 +398,11 @@ def _print_submitted(err, collection, job, sub):
            job['name']))
 
 
-def _follow(backend, credentials, vertex, name, poll_interval, out):
+def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name=None):
     """Prints the job's log lines until it ends; 0 only if it succeeded."""
     info = jobs.parse_job_name(name)
     reader = logs.LogReader(backend.service('logging', 'v2', credentials),
-                            info['project'], info['id'])
+                            info['project'], info['id'], task_name)
     final = logs.follow(vertex, reader, name, poll_interval, out=out)
     return 0 if final.get('state') == jobs.SUCCEEDED else 1
 
@@ -409,15 +423,15 @@ def _dry_run(out, sub, collection, body, sdist, context, build_body, bucket_uri,
         builder = build_lib.ImageBuilder(
             None, api.build('cloudbuild', 'v1', api.authorized_http(anonymous)),
             sub.project, sub.region, repository)
-        plan['build'] = _request_json(builder.build_request(build_body))
+        plan['build'] = request_json(builder.build_request(build_body))
     else:
         plan = {'action': 'none: the container %s has the package' % sub.image_uri}
     out.write(json.dumps({'staging': plan,
-                          'request': _request_json(offline.create_request(collection, body))},
+                          'request': request_json(offline.create_request(collection, body))},
                          indent=2) + '\n')
 
 
-def _request_json(request):
+def request_json(request):
     return {'method': request.method, 'uri': request.uri, 'body': json.loads(request.body)}
 
 
@@ -428,7 +442,7 @@ def manage(args, backend, out):
     if parsed:
         project, region = parsed['project'], parsed['region']
     else:
-        project, region = _project(args.project or adc_project), _region(args.region)
+        project, region = project_id(args.project or adc_project), region_id(args.region)
     vertex = backend.vertex(project, region, credentials)
 
     if args.command == 'list':
@@ -441,7 +455,7 @@ def manage(args, backend, out):
         return 0
     name = vertex.resolve(args.job)
     if args.command == 'logs':
-        return _follow(backend, credentials, vertex, name, args.poll_interval, out)
+        return follow_job(backend, credentials, vertex, name, args.poll_interval, out)
     if args.command == 'cancel':
         vertex.cancel(name)
         out.write('cancel requested for %s; `status` shows when it has stopped\n' % name)
@@ -452,11 +466,11 @@ def manage(args, backend, out):
 
 
 def _print_request(out, plan, request):
-    out.write(json.dumps({'staging': plan, 'request': _request_json(request)},
+    out.write(json.dumps({'staging': plan, 'request': request_json(request)},
                          indent=2) + '\n')
 
 
-def _project(project):
+def project_id(project):
     if not project:
         raise UserInputError('no project: set PROJECT_ID or pass --project')
     if not _PROJECT_RE.fullmatch(project):
@@ -465,7 +479,7 @@ def _project(project):
     return project
 
 
-def _region(region):
+def region_id(region):
     region = region or DEFAULT_REGION
     if not _REGION_RE.fullmatch(region):
         raise UserInputError('region %r: expected a Vertex AI region like %s'

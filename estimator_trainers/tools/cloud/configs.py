@@ -20,14 +20,19 @@ Translation table (also in docs/cloud.md):
 - A machine type whose count is 0 or unset (`parameterServerType` without
   `parameterServerCount`) runs no replica, as on AI Platform, with a warning.
 """
+import codecs
 import dataclasses
+import math
 import re
+import reprlib
+import unicodedata
 
 import yaml
 
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
 from estimator_trainers.cluster import POOL_ORDER as ROLES
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import machines
 
 # role -> (machine type field, count field, replica config field)
@@ -137,10 +142,30 @@ _FIELD_HINTS = {
 
 # Replicas per pool: far above any quota, far below what an int64 holds.
 MAX_REPLICAS = 1000
-# Vertex AI sends trial and disk counts as int32.
+# Vertex AI sends trial and disk counts as int32, INTEGER parameters as int64.
 MAX_INT32 = 2**31 - 1
-_DURATION_RE = re.compile(r'\d+(\.\d{1,9})?s')
+MAX_INT64 = 2**63 - 1
+# Bounds on reading a config file (see `load_config`); the shipped configs
+# are under 1 KiB, 4 levels deep and 60 values.
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_VALUES = 10000
+# Durations are google.protobuf.Duration ("format": "google-duration" in the
+# aiplatform v1 discovery document): whole seconds at most 315,576,000,000
+# (10,000 years), up to nine fractional digits.
+MAX_DURATION_SECS = 315576000000
+_DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
+# Vertex AI labels (CustomJob.labels in the discovery document): keys and
+# values at most 64 characters of lowercase letters, digits, underscores and
+# dashes, international characters allowed; keys start with a lowercase or
+# international letter; at most 64 labels (Resource Manager's label rules).
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 64
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+_DECIMAL_RE = re.compile(r'[-+]?(0|[1-9][0-9]*)')  # YAML 1.1: 010 is octal
+_EMAIL_RE = re.compile(r'[^@\s]+@[^@\s]+\.[^@\s]+')
+# CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
+_NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
 
 
 class MachineError(ValueError):
@@ -228,27 +253,227 @@ def default_config():
 def load_config(path):
     """Reads and validates the YAML config at `path`.
 
+    The file is read within bounds, so that no config, however written, costs
+    more than a moment and a few megabytes to refuse: at most
+    `MAX_CONFIG_BYTES`, UTF-8, nested at most `MAX_DEPTH` levels and at most
+    `MAX_VALUES` values with every alias expanded ("billion laughs"); a key
+    given twice in one mapping is refused instead of silently taking the last
+    value.
+
     Raises:
-      UserInputError: naming the file and the offending field.
+      UserInputError: naming the file, the line where known and the field.
     """
+    data, written = _read_yaml(path)
+    return parse_config(data, path, written)
+
+
+def read_config(path):
+    """The YAML (or JSON) document at `path`, read within `load_config`'s
+    bounds and parsed, but not validated (a front end merges flags into it
+    before `parse_config`).
+
+    Raises:
+      UserInputError: the file cannot be read, is not UTF-8 YAML, exceeds a
+        bound or repeats a key.
+    """
+    return _read_yaml(path)[0]
+
+
+def _read_yaml(path):
+    """The parsed YAML at `path` and where and how each field was written."""
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, 'rb') as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
-        raise UserInputError('--config %s: %s' % (path, e.strerror)) from None
+        raise UserInputError('--config %s: %s' % (path, e.strerror), flag='--config',
+                             path=path) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UserInputError('--config %s: larger than %d KiB; a trainingInput config is '
+                             'a few hundred bytes' % (path, MAX_CONFIG_BYTES // 1024),
+                             flag='--config', path=path)
+    text = _decode(raw, path)
+    loader = None
     try:
-        data = yaml.safe_load(text)
+        loader = _BoundedLoader(text)
+        return loader.get_single_data(), Written(loader.lines, loader.scalars)
+    except _ConfigError as e:
+        raise UserInputError('%s: %s%s' % (_where(path, e.line), '%s: ' % e.field
+                                           if e.field else '', e), path=path) from None
     except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        where = ' at line %d' % (mark.line + 1) if mark else ''
-        raise UserInputError('%s: not valid YAML%s (%s)'
-                             % (path, where, getattr(e, 'problem', e))) from None
-    return parse_config(data, path)
+        raise UserInputError('%s: not valid YAML (%s)' % (_where(path, _yaml_line(e, text)),
+                                                          _yaml_problem(e)),
+                             path=path) from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise UserInputError('%s: not a usable YAML value (%s)' % (path, e), path=path) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
-def parse_config(data, source):
-    """Validates an already parsed config (`{'trainingInput': {...}}`)."""
-    check = _Checker(source)
+def _decode(raw, path):
+    """UTF-8 text (a byte order mark dropped); other encodings are one line."""
+    for bom, name in ((codecs.BOM_UTF32_LE, 'UTF-32'), (codecs.BOM_UTF32_BE, 'UTF-32'),
+                      (codecs.BOM_UTF16_LE, 'UTF-16'), (codecs.BOM_UTF16_BE, 'UTF-16')):
+        if raw.startswith(bom):
+            raise UserInputError('%s: saved as %s; save it as UTF-8' % (path, name), path=path)
+    try:
+        return raw.decode('utf-8-sig')
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b'\n', 0, e.start) + 1
+        raise UserInputError(
+            '%s: not UTF-8 text (byte 0x%02x at column %d); save the file as UTF-8'
+            % (_where(path, raw.count(b'\n', 0, e.start) + 1), raw[e.start],
+               e.start - line_start + 1), path=path) from None
+
+
+def _where(source, line):
+    return '%s line %d' % (source, line) if line else source
+
+
+def _yaml_line(error, text):
+    """The 1-based line of a YAML error, or None."""
+    mark = getattr(error, 'problem_mark', None) or getattr(error, 'context_mark', None)
+    if mark is not None:
+        return mark.line + 1
+    position = getattr(error, 'position', None)  # a ReaderError: an unacceptable character
+    return text.count('\n', 0, position) + 1 if position is not None else None
+
+
+def _yaml_problem(error):
+    if isinstance(error, yaml.reader.ReaderError):
+        return 'character %s is not allowed in YAML' % _show(chr(error.character)) \
+            if isinstance(error.character, int) else error.reason
+    text = '; '.join(filter(None, (getattr(error, 'context', None),
+                                   getattr(error, 'problem', None)))) or type(error).__name__
+    return _key_text(text) if len(text) <= 60 else _show(text)[1:-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """How a config file wrote its fields, for messages.
+
+    Attributes:
+      lines: {field path: the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
+    """
+    lines: dict
+    scalars: dict
+
+
+class _ConfigError(Exception):
+    """A limit or a duplicated key found while composing; `line` is 1-based."""
+
+    def __init__(self, message, mark, field):
+        super().__init__(message)
+        self.line = mark.line + 1
+        self.field = field
+
+
+class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """PyYAML's SafeLoader with bounds, duplicate-key refusal and field lines.
+
+    Composing is where nesting and aliases cost: `compose_node` recurses once
+    per level (a RecursionError after about 1000) and an alias reuses the
+    anchored node, so the size of the document as written is not what a walk
+    over the loaded data costs. Each node's size with its aliases expanded is
+    counted here, from the sizes of its children, before anything is built.
+
+    Attributes:
+      lines: {field path as `_Checker` names it: the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.lines = {}
+        self.scalars = {}
+        self._path = []
+        self._depth = 0
+        self._sizes = {}  # id(node) -> values in it, aliases expanded
+        self._total = 0  # values composed so far, aliases expanded
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        label = _label(parent, index)
+        if label is not None:
+            self._path.append(label)
+            mark = index.start_mark if isinstance(parent, yaml.MappingNode) else event.start_mark
+            self.lines.setdefault(_field_path(self._path), mark.line + 1)
+        field = _field_path(self._path)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _ConfigError('nested more than %d levels deep' % MAX_DEPTH,
+                               event.start_mark, _field_path(self._path[:3]) + '...')
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        if isinstance(node, yaml.ScalarNode) and not node.style and label is not None:
+            self.scalars.setdefault(_field_path(self._path), node.value)
+        if isinstance(event, yaml.AliasEvent):
+            if id(node) not in self._sizes:
+                raise _ConfigError('alias *%s refers to a value that contains it'
+                                   % event.anchor, event.start_mark, field)
+            self._total += self._sizes[id(node)]
+        else:
+            if isinstance(node, yaml.MappingNode):
+                self._refuse_duplicate_keys(node)
+                children = [child for pair in node.value for child in pair]
+            else:
+                children = node.value if isinstance(node, yaml.SequenceNode) else ()
+            self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
+            self._total += 1
+        if self._total > MAX_VALUES:  # counted as composed: a long list stops early
+            raise _ConfigError('more than %d values once aliases are expanded; a config '
+                               'has far fewer' % MAX_VALUES, event.start_mark, field)
+        if label is not None:
+            self._path.pop()
+        return node
+
+    def _refuse_duplicate_keys(self, node):
+        first = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if (key.tag, key.value) in first:
+                raise _ConfigError(
+                    'duplicated key (first on line %d); YAML would silently keep only the '
+                    'last value: remove one' % first[key.tag, key.value], key.start_mark,
+                    _field_path(self._path + [_key_text(key.value)]))
+            first[key.tag, key.value] = key.start_mark.line + 1
+
+
+def _label(parent, index):
+    """The path element of a node being composed: its key's text in a mapping,
+    its index in a sequence, None for a key or the document itself."""
+    if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.Node):
+        return _key_text(index.value) if isinstance(index, yaml.ScalarNode) else '?'
+    if isinstance(parent, yaml.SequenceNode):
+        return index
+    return None
+
+
+def _field_path(elements):
+    """`['trainingInput', 'params', 0]` -> `trainingInput.params[0]`."""
+    text = ''
+    for element in elements:
+        text += '[%d]' % element if isinstance(element, int) else \
+            ('.' if text else '') + element
+    return text
+
+
+def _key_text(key):
+    """A mapping key as a field path shows it: one line, at most 60 characters."""
+    text = ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
+    return text if len(text) <= 60 else text[:57] + '...'
+
+
+def parse_config(data, source, written=None):
+    """Validates an already parsed config (`{'trainingInput': {...}}`).
+
+    Args:
+      source: the file (or a description), for messages.
+      written: where and how the file wrote each field (`Written`), for messages.
+    """
+    check = _Checker(source, written)
     check.mapping(data, '', ('trainingInput', 'labels'))
     if 'trainingInput' not in data:
         check.fail('trainingInput', 'required (the AI Platform config format '
@@ -256,17 +481,15 @@ def parse_config(data, source):
     ti = data['trainingInput']
     check.mapping(ti, 'trainingInput', _TRAINING_INPUT_FIELDS)
     labels = data.get('labels') or {}
-    check.mapping(labels, 'labels', None)
-    for key, value in labels.items():
-        check.string(value, 'labels.%s' % key)
+    _labels(check, labels)
 
     tier = ti.get('scaleTier', 'BASIC')
     check.string(tier, 'trainingInput.scaleTier')
     if tier == 'BASIC_TPU':
         check.fail('trainingInput.scaleTier', 'BASIC_TPU: %s' % _TPU_REASON)
     if tier != CUSTOM and tier not in SCALE_TIERS:
-        check.fail('trainingInput.scaleTier', 'unknown tier %r (expected one of %s)'
-                   % (tier, ', '.join(list(SCALE_TIERS) + [CUSTOM])))
+        check.fail('trainingInput.scaleTier', 'unknown tier %s (expected one of %s)'
+                   % (_show(tier), ', '.join(list(SCALE_TIERS) + [CUSTOM])))
     if tier == CUSTOM:
         shape = ti
         if 'masterType' not in ti:
@@ -292,8 +515,20 @@ def parse_config(data, source):
                   'serviceAccount', 'network'):
         if field in ti:
             check.string(ti[field], 'trainingInput.%s' % field)
-    if 'jobDir' in ti and not ti['jobDir'].startswith('gs://'):
-        check.fail('trainingInput.jobDir', 'expected a gs:// path, got %r' % ti['jobDir'])
+    for i, arg in enumerate(args):
+        if '\0' in arg:
+            check.fail('trainingInput.args[%d]' % i, '%s: a NUL character cannot be passed '
+                       'to a program' % _show(arg))
+    if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
+        check.fail('trainingInput.jobDir', '%s: %s'
+                   % (_show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
+    if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
+        check.fail('trainingInput.serviceAccount', 'expected a service account email like '
+                   'trainer@my-project.iam.gserviceaccount.com, got %s'
+                   % _show(ti['serviceAccount']))
+    if 'network' in ti and not _NETWORK_RE.fullmatch(ti['network']):
+        check.fail('trainingInput.network', 'expected projects/PROJECT_NUMBER/global/networks/'
+                   'NETWORK (the project number, not its id), got %s' % _show(ti['network']))
     if 'useChiefInTfConfig' in ti:
         check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
 
@@ -304,7 +539,7 @@ def parse_config(data, source):
     return TrainingConfig(
         source=source, training_input=ti, pools=tuple(pools),
         hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
-        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
+        scheduling=_scheduling(check, ti.get('scheduling'), warnings), notes=tuple(notes),
         warnings=tuple(warnings))
 
 
@@ -424,8 +659,8 @@ def _accelerator(check, config, path):
     if gpu in _UNSUPPORTED_GPUS:
         check.fail(path + '.type', '%s is not supported: %s' % (gpu, _UNSUPPORTED_GPUS[gpu]))
     if gpu not in GPU_TYPES:
-        check.fail(path + '.type', 'unknown GPU %r (expected one of %s)'
-                   % (gpu, ', '.join(GPU_TYPES)))
+        check.fail(path + '.type', 'unknown GPU %s (expected one of %s)'
+                   % (_show(gpu), ', '.join(GPU_TYPES)))
     return gpu, count
 
 
@@ -442,7 +677,7 @@ def _disk(check, config, path):
     return disk or None
 
 
-def _scheduling(check, scheduling):
+def _scheduling(check, scheduling, warnings):
     if scheduling is None:
         return {}
     path = 'trainingInput.scheduling'
@@ -452,12 +687,58 @@ def _scheduling(check, scheduling):
                            ('maxWaitTime', 'maxWaitDuration')):
         if legacy in scheduling:
             value = scheduling[legacy]
-            check.string(value, '%s.%s' % (path, legacy))
-            if not _DURATION_RE.fullmatch(value):
-                check.fail('%s.%s' % (path, legacy),
-                           'expected seconds like 7200s, got %r' % value)
+            field = '%s.%s' % (path, legacy)
+            check.string(value, field)
+            match = _DURATION_RE.fullmatch(value)
+            if not match:
+                check.fail(field, 'expected seconds like 7200s, got %s' % _show(value))
+            whole = match.group(1).lstrip('0') or '0'
+            if len(whole) > len(str(MAX_DURATION_SECS)) or int(whole) > MAX_DURATION_SECS:
+                check.fail(field, '%s is longer than Vertex AI accepts (a '
+                           'google.protobuf.Duration: at most %ds)'
+                           % (_show(value), MAX_DURATION_SECS))
+            if legacy == 'maxRunningTime' and float(value[:-1]) == 0:
+                check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
+                           'for Vertex AI\'s 7-day default)')
             translated[vertex] = value
+    if 'maxWaitDuration' in translated:
+        warnings.append('%s: trainingInput.scheduling.maxWaitTime becomes Vertex AI\'s '
+                        'maxWaitDuration, which applies only to jobs scheduled with the '
+                        'FLEX_START strategy: this job waits for its machines as long as '
+                        'Vertex AI queues it' % check.source)
     return translated
+
+
+def _labels(check, labels):
+    """Vertex AI's label rules, which AI Platform's configs did not check."""
+    check.mapping(labels, 'labels', None)
+    if len(labels) > MAX_LABELS:
+        check.fail('labels', '%d labels; Vertex AI takes at most %d' % (len(labels), MAX_LABELS))
+    for key, value in labels.items():
+        field = _field('labels', key)
+        check.string(key, field)
+        check.string(value, field)
+        if not key:
+            check.fail(field, 'empty label key')
+        for text, what in ((key, 'key'), (value, 'value')):
+            if len(text) > MAX_LABEL_CHARS:
+                check.fail(field, 'label %s %s is longer than %d characters'
+                           % (what, _show(text), MAX_LABEL_CHARS))
+            for i, char in enumerate(text):
+                starts_key = what == 'key' and i == 0
+                if not _label_char(char, starts_key):
+                    check.fail(field, 'label %s %s: %s is not allowed (%s)' % (
+                        what, _show(text), _show(char),
+                        'a key starts with a lowercase letter' if starts_key else
+                        'lowercase letters, digits, _ and - only'))
+
+
+def _label_char(char, first):
+    """Whether Vertex AI takes `char` in a label (`first`: a key's first one)."""
+    category = unicodedata.category(char)
+    if category in ('Ll', 'Lo'):
+        return True
+    return not first and (category.startswith('N') or char in '_-')
 
 
 def _hyperparameters(check, spec):
@@ -493,7 +774,7 @@ def _hyperparameters(check, spec):
     for i, param in enumerate(params):
         name = _param(check, param, '%s.params[%d]' % (path, i))
         if name in names:
-            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %r' % name)
+            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %s' % _show(name))
         names.add(name)
         if result['algorithm'] == 'GRID_SEARCH' and param['type'] == 'DOUBLE':
             check.fail('%s.params[%d].type' % (path, i),
@@ -510,7 +791,7 @@ def _param(check, param, path):
     check.string(name, path + '.parameterName')
     if not _PARAM_NAME_RE.fullmatch(name):
         check.fail(path + '.parameterName', 'expected a trainer flag name like '
-                   'learning-rate, got %r' % name)
+                   'learning-rate, got %s' % _show(name))
     if name in _RESERVED_PARAMS:
         check.fail(path + '.parameterName', '--%s is set by the submission' % name)
     kind = param['type']
@@ -521,7 +802,7 @@ def _param(check, param, path):
                'DISCRETE': ('discreteValues', 'scaleType')}[kind]
     for field in param:
         if field not in ('parameterName', 'type') + allowed:
-            check.fail('%s.%s' % (path, field), 'not used with type %s' % kind)
+            check.fail(_field(path, field), 'not used with type %s' % kind)
     for field in allowed:
         if field != 'scaleType' and field not in param:
             check.fail('%s.%s' % (path, field), 'required with type %s' % kind)
@@ -560,23 +841,50 @@ def _or(values):
     return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])
 
 
+# Values in messages: one line, bounded, however large or nested (aliases).
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlong = 40
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxdict = 4
+
+
+def _show(value):
+    """`repr(value)`, shortened to a bounded line."""
+    return _REPR.repr(value)
+
+
 def _describe(value):
     if value is None:
         return 'nothing'
     if isinstance(value, str):
-        return 'text %r' % value
-    return '%s %r' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean'}.get(
-        type(value), type(value).__name__), value)
+        return 'text %s' % _show(value)
+    return '%s %s' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean'}.get(
+        type(value), type(value).__name__), _show(value))
+
+
+def _field(path, key):
+    """The field path of `key` in the mapping at `path`."""
+    return '%s.%s' % (path, _key_text(key)) if path else _key_text(key)
 
 
 class _Checker:
-    """Type checks that fail with `<source>: <field path>: <what is wrong>`."""
+    """Type checks that fail with `<source> line <n>: <field path>: <what is wrong>`."""
 
-    def __init__(self, source):
+    def __init__(self, source, written=None):
         self.source = source
+        self.lines = written.lines if written else {}
+        self.scalars = written.scalars if written else {}
 
     def fail(self, path, message):
-        raise UserInputError('%s: %s: %s' % (self.source, path or '(top level)', message))
+        line = None
+        field = path
+        while field and line is None:  # the field's line, else its nearest parent's
+            line = self.lines.get(field)
+            field = field[:max(field.rfind('.'), field.rfind('['), 0)]
+        raise UserInputError('%s: %s: %s' % (_where(self.source, line),
+                                             path or '(top level)', message),
+                             path=self.source)
 
     def mapping(self, value, path, fields):
         """A mapping whose keys are all in `fields` (any keys when None)."""
@@ -586,14 +894,21 @@ class _Checker:
             return
         for key in value:
             if key not in fields:
-                field = '%s.%s' % (path, key) if path else str(key)
                 hint = _FIELD_HINTS.get(key)
-                self.fail(field, 'not supported: %s' % hint if hint else
+                self.fail(_field(path, key), 'not supported: %s' % hint if hint else
                           'unknown field (expected one of %s)' % ', '.join(fields))
+
+    def _describe(self, value, path):
+        """`_describe(value)`, with the text as written where YAML 1.1 read it
+        as something else (`no` as false, `1:30` as 90)."""
+        text = self.scalars.get(path)
+        if text is None or isinstance(value, str) or text == str(value):
+            return _describe(value)
+        return '%s (written %s)' % (_describe(value), _show(text))
 
     def string(self, value, path):
         if not isinstance(value, str):
-            self.fail(path, 'expected text, got %s' % _describe(value))
+            self.fail(path, 'expected text, got %s' % self._describe(value, path))
 
     def string_list(self, value, path):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -601,27 +916,38 @@ class _Checker:
 
     def boolean(self, value, path):
         if not isinstance(value, bool):
-            self.fail(path, 'expected true or false, got %s' % _describe(value))
+            self.fail(path, 'expected true or false, got %s' % self._describe(value, path))
 
     def choice(self, value, path, choices):
-        if value not in choices:
+        if not isinstance(value, str) or value not in choices:
             self.fail(path, 'expected one of %s, got %s'
-                      % (', '.join(choices), _describe(value)))
+                      % (', '.join(choices), self._describe(value, path)))
 
     def count(self, value, path, minimum=0, maximum=None):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(path, 'expected an integer >= %d, got %s' % (minimum, _describe(value)))
+            self.fail(path, 'expected an integer >= %d, got %s'
+                      % (minimum, self._describe(value, path)))
+        text = self.scalars.get(path)
+        if text is not None and not _DECIMAL_RE.fullmatch(text):
+            self.fail(path, 'write %s as a plain decimal number: YAML 1.1 reads it as %d'
+                      % (_show(text), value))
         if maximum is not None and value > maximum:
-            self.fail(path, 'expected at most %d, got %d' % (maximum, value))
+            self.fail(path, 'expected at most %d, got %s' % (maximum, _show(value)))
 
     def number(self, value, path, integral=False):
         if isinstance(value, str) and _is_number(value):
-            self.fail(path, 'expected a number, got text %r (YAML reads exponents '
-                      'without a dot as text: write 1.0e-4)' % value)
+            self.fail(path, 'expected a number, got text %s (YAML reads an exponent '
+                      'as a number only with a dot and a sign: write 1.0e-4 or 1.0e+6)'
+                      % _show(value))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(path, 'expected a number, got %s' % _describe(value))
+            self.fail(path, 'expected a number, got %s' % self._describe(value, path))
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(path, 'expected a finite number, got %s' % _show(value))
         if integral and value != int(value):
-            self.fail(path, 'expected a whole number for an INTEGER parameter, got %r' % value)
+            self.fail(path, 'expected a whole number for an INTEGER parameter, got %s'
+                      % _show(value))
+        if integral and abs(value) > MAX_INT64:
+            self.fail(path, 'expected an INTEGER parameter within int64, got %s' % _show(value))
 
 
 def _is_number(text):

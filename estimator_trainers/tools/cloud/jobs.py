@@ -11,6 +11,7 @@ waits, one-line errors).
 """
 import re
 
+from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
@@ -74,6 +75,8 @@ def custom_job_body(submission):
             'jobSpec': _job_spec(submission, job_dir_flag=True)}
     if submission.config.labels:
         body['labels'] = dict(submission.config.labels)
+    if submission.kms_key:
+        body['encryptionSpec'] = {'kmsKeyName': submission.kms_key}
     return body
 
 
@@ -95,6 +98,8 @@ def tuning_job_body(submission):
         body['maxFailedTrialCount'] = hp['maxFailedTrials']
     if submission.config.labels:
         body['labels'] = dict(submission.config.labels)
+    if submission.kms_key:
+        body['encryptionSpec'] = {'kmsKeyName': submission.kms_key}
     return body
 
 
@@ -127,8 +132,11 @@ def _parameter_spec(param):
 
 def _job_spec(submission, job_dir_flag):
     config = submission.config
-    spec = {'workerPoolSpecs': worker_pool_specs(submission, job_dir_flag),
-            'baseOutputDirectory': {'outputUriPrefix': submission.job_dir}}
+    spec = {'workerPoolSpecs': worker_pool_specs(submission, job_dir_flag)}
+    if submission.job_dir:
+        spec['baseOutputDirectory'] = {'outputUriPrefix': submission.job_dir}
+    if submission.enable_web_access:
+        spec['enableWebAccess'] = True
     if config.scheduling:
         spec['scheduling'] = dict(config.scheduling)
     if config.service_account:
@@ -140,8 +148,6 @@ def _job_spec(submission, job_dir_flag):
 
 def worker_pool_specs(submission, job_dir_flag):
     """Pools in Vertex order; a missing role below a present one is `{}`."""
-    args = submission.trainer_args(job_dir_flag)
-    module = submission.trainer.module
     present = {pool.role: pool for pool in submission.config.pools}
     last = max(configs.ROLES.index(role) for role in present)
     specs = []
@@ -157,15 +163,7 @@ def worker_pool_specs(submission, job_dir_flag):
         spec = {'machineSpec': machine, 'replicaCount': str(pool.replica_count)}
         if pool.boot_disk:
             spec['diskSpec'] = dict(pool.boot_disk)
-        if submission.image_uri:
-            spec['containerSpec'] = {'imageUri': submission.image_uri,
-                                     'command': ['python', '-m', module],
-                                     'args': list(args)}
-        else:
-            spec['pythonPackageSpec'] = {'executorImageUri': submission.executor_image,
-                                         'packageUris': [submission.package_uri],
-                                         'pythonModule': module,
-                                         'args': list(args)}
+        spec.update(submission.pool_program(role, job_dir_flag))
         specs.append(spec)
     return specs
 
@@ -328,7 +326,7 @@ def describe(job):
         if job.get(key):
             lines.append('%s: %s' % (key, job[key]))
     if job.get('error', {}).get('message'):
-        lines.append('error: %s' % job['error']['message'])
+        lines.append(errors.line(errors.TaskFailure(job['error']['message'])))
     best = best_trial(job)
     if best:
         lines.append('bestTrial: %s' % best)

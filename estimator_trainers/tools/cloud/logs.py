@@ -13,6 +13,7 @@ import re
 import sys
 import time
 
+from estimator_trainers import errors
 from estimator_trainers.cluster import CHIEF
 from estimator_trainers.cluster import POOL_ORDER
 from estimator_trainers.tools.cloud import api
@@ -28,9 +29,12 @@ _VERTEX_TASK = re.compile(r'workerpool(\d+)-(\d+)')
 _LEGACY_TASK = re.compile(r'(master|chief|worker|ps|evaluator)-replica-(\d+)')
 
 
-def log_filter(job_id, since=None):
-    """The Cloud Logging filter for a job's replica entries (from `since` on)."""
+def log_filter(job_id, since=None, task_name=None):
+    """The Cloud Logging filter for a job's replica entries (from `since` on;
+    one replica's only with `task_name`, e.g. `workerpool0-0`)."""
     text = 'resource.type="ml_job" AND resource.labels.job_id="%s"' % job_id
+    if task_name:
+        text += ' AND resource.labels.task_name="%s"' % task_name
     if since:
         text += ' AND timestamp>="%s"' % since
     return text
@@ -78,22 +82,24 @@ def time_key(timestamp):
 class LogReader:
     """Reads a job's new log entries, each once, oldest first."""
 
-    def __init__(self, service, project, job_id):
+    def __init__(self, service, project, job_id, task_name=None):
         """
         Args:
           service: the `logging v2` service (`api.build`).
           project, job_id: the job's project and numeric id.
+          task_name: only this replica's entries (`workerpool1-0`), or None.
         """
         self.service = service
         self.project = project
         self.job_id = job_id
+        self.task_name = task_name
         self._seen = set()
         self._since = None
 
     def request_body(self, page_token=None):
         """The `entries.list` body (checked against the discovery schema)."""
         body = {'resourceNames': ['projects/%s' % self.project],
-                'filter': log_filter(self.job_id, self._since),
+                'filter': log_filter(self.job_id, self._since, self.task_name),
                 'orderBy': 'timestamp asc', 'pageSize': PAGE_SIZE}
         if page_token:
             body['pageToken'] = page_token
@@ -149,7 +155,7 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
             if best:
                 out.write('[job] best trial: %s\n' % best)
             if job.get('error', {}).get('message'):
-                out.write('error: %s\n' % job['error']['message'])
+                out.write(errors.line(errors.TaskFailure(job['error']['message'])) + '\n')
             out.flush()
             return job
         out.flush()

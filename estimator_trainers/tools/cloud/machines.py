@@ -40,6 +40,8 @@ FAMILIES = {
     'a3-megagpu': ('8g',),
     'a3-ultragpu': ('8g',),
 }
+# Longer names are not compared (difflib's time grows with the length squared).
+_MAX_NAME_CHARS = 40
 MACHINE_TYPES = tuple(sorted('%s-%s' % (family, size)
                              for family, sizes in FAMILIES.items() for size in sizes))
 
@@ -52,6 +54,9 @@ def unknown_reason(machine_type, other_names=()):
     """
     if machine_type in MACHINE_TYPES:
         return None
+    if len(machine_type) > _MAX_NAME_CHARS:  # no closest name worth comparing
+        return 'unknown machine type %r...: longer than any machine type' % (
+            machine_type[:_MAX_NAME_CHARS])
     family, _, _ = machine_type.rpartition('-')
     if family in FAMILIES:
         return ('unknown machine type %r: Vertex AI offers %s in sizes %s'

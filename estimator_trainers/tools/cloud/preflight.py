@@ -10,53 +10,47 @@ checks find it on the user's machine instead:
   the buckets of the job-dir and of the staged files are writable, and a
   job-dir that already holds checkpoints was trained with the same model.
 
-Storage is read through the `storage v1` discovery service (`api`), with
-`STORAGE_EMULATOR_HOST` honoured as google-cloud-storage does.
+Storage is read with google-cloud-storage (`BucketChecks`), the tools' one
+storage client, which honours `STORAGE_EMULATOR_HOST` itself.
 """
-import contextlib
-import io
-import json
 import re
 
+from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers.cluster import PS
+from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
-from estimator_trainers.tools.cloud.staging import split_gs_uri
+from estimator_trainers.tools.cloud import gcs_paths
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
-MODEL_PARAMS_FILE = 'model_params.json'
 NUM_GPUS_FLAG = '--num-gpus'
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
+_LIST_PAGE_SIZE = 1000
+# A job-dir's model_params.json is a few hundred bytes; a larger one is not read.
+MAX_MODEL_PARAMS_BYTES = 1024 * 1024
 
 
 def parse_trainer_args(trainer, argv):
-    """Parses `argv` with the trainer's own parser (`runner.Trainer.parse_args`),
-    as its tasks will.
+    """Parses `argv` with the trainer's own parser, as its tasks will.
 
     Returns:
       The `argparse.Namespace`.
 
     Raises:
-      UserInputError: the parser's own message (an unknown flag, a bad value),
-        naming the trainer.
+      UserInputError: the parser's own refusal (an unknown flag, a bad
+        value), naming the trainer, with the flag it names.
     """
-    captured = io.StringIO()
+    if '-h' in argv or '--help' in argv:
+        raise UserInputError('--help is not a flag to submit; run python -m %s --help'
+                             % trainer.module, flag='--help')
     try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
-            return trainer.parse_args(list(argv))
-    except SystemExit as e:
-        if not e.code:
-            raise UserInputError('--help is not a flag to submit; run python -m %s '
-                                 '--help' % trainer.module) from None
-        lines = captured.getvalue().strip().splitlines()
-        reason = lines[-1] if lines else 'rejected'
-        reason = reason[len('error: '):] if reason.startswith('error: ') else reason
-        reason = reason[:-len(' (see --help)')] if reason.endswith(' (see --help)') else reason
+        return trainer.parse_args(list(argv))
+    except FlagError as e:
         raise UserInputError('trainer flags: %s (python -m %s --help lists them)'
-                             % (reason, trainer.module)) from None
+                             % (e, trainer.module), flag=e.flag) from None
 
 
 def check_trainer_flags(sub):
@@ -67,9 +61,10 @@ def check_trainer_flags(sub):
 
     Raises:
       UserInputError: a flag the trainer rejects, a tuned parameter it does
-        not take or a value it refuses, or `--num-gpus` above the GPUs of a
-        pool that computes (naming the pool).
+        not take or a value it refuses, a tuning metric it does not evaluate,
+        or `--num-gpus` above the GPUs of a pool that computes (naming the pool).
     """
+    _check_tuning_metric(sub.trainer, sub.config)
     argv = sub.trainer_args(job_dir_flag=True)
     parsed = parse_trainer_args(sub.trainer, argv)
     trials = [parse_trainer_args(sub.trainer, argv + extra)
@@ -80,6 +75,21 @@ def check_trainer_flags(sub):
         for flags in [parsed] + trials:
             _check_gpus(pool, flags)
     return parsed
+
+
+def _check_tuning_metric(trainer, config):
+    """Refuses a study whose metric the trainer's evaluations never report
+    (the trial would fail after training, at its report)."""
+    if not config.is_tuning:
+        return
+    tag = config.hyperparameters['hyperparameterMetricTag']
+    if tag.startswith('eval/'):
+        tag = tag[len('eval/'):]
+    if tag not in trainer.eval_metrics:
+        raise UserInputError(
+            'trainingInput.hyperparameters.hyperparameterMetricTag: %r is not a metric '
+            'the %s trainer evaluates (expected one of: %s)'
+            % (tag, trainer.name, ', '.join(trainer.eval_metrics)))
 
 
 def _check_gpus(pool, parsed):
@@ -115,18 +125,6 @@ def _tuned_flag_samples(config):
     return samples
 
 
-def model_params(trainer, parsed):
-    """The flags that shape the model's variables, as the trainer records them
-    in `<job-dir>/model_params.json` (`Trainer.model_params`), or None when the
-    trainer derives them from its input check's plan, which reads the data
-    (taxi's layer sizes): the trainer's own check then guards the job-dir.
-    """
-    try:
-        return trainer.model_params(parsed, None)
-    except AttributeError:
-        return None
-
-
 def data_paths(trainer, parsed):
     """`(flag, path)` for each data path the flags name (the trainer's data flags)."""
     paths = []
@@ -138,101 +136,105 @@ def data_paths(trainer, parsed):
 
 
 class BucketChecks:
-    """Reads Cloud Storage through the `storage v1` service; writes nothing."""
+    """Reads Cloud Storage with a google-cloud-storage client; writes nothing.
 
-    def __init__(self, service, project):
-        self.service = service
+    Every request waits at most `api.TIMEOUT_SECS` and is retried at most
+    `api.NUM_RETRIES` times (`api.storage_call`), not the library's default
+    of retrying for two minutes.
+    """
+
+    def __init__(self, client, project):
+        """
+        Args:
+          client: a `google.cloud.storage.Client` (`cli.Backend.storage`).
+          project: the project, for messages.
+        """
+        self.client = client
         self.project = project
 
-    def _run(self, request, action):
-        return api.execute(request, action, 'storage', self.project)
+    def _run(self, call, action):
+        return api.storage_call(call, action, self.project, self.client.api_endpoint)
 
     def check_data(self, flag, path):
         """Raises unless `path` (a file, a directory or a glob) names objects."""
-        if not path.startswith('gs://'):
-            raise UserInputError('%s %s: expected a gs:// path (the job\'s machines '
-                                 'cannot read files on this one)' % (flag, path))
-        bucket, name = split_gs_uri(path)
+        reason = gcs_paths.problem(path)
+        if reason:
+            raise UserInputError('%s %s: %s' % (flag, path, reason), flag=flag)
+        bucket, name = gcs_paths.split(path)
         try:
             if _GLOB_CHARS.search(name):
-                if not self._glob_matches(bucket, name):
-                    raise UserInputError('%s %s: no object matches' % (flag, path))
+                if not self._run(lambda: self._glob_matches(bucket, name),
+                                 'listing gs://%s/%s for %s' % (bucket, name, flag)):
+                    raise UserInputError('%s %s: no object matches' % (flag, path), flag=flag)
                 return
-            if name and self._object(bucket, name, 'checking %s %s' % (flag, path)):
+            if name and self._blob(bucket, name, 'checking %s %s' % (flag, path)):
                 return
             prefix = name.rstrip('/') + '/' if name else ''
-            listing = self._run(self.service.objects().list(
-                bucket=bucket, prefix=prefix, maxResults=1, fields='items/name'),
-                'listing %s for %s' % (path, flag))
+            found = self._run(lambda: list(self.client.list_blobs(
+                bucket, prefix=prefix, max_results=1, fields='items/name',
+                timeout=api.TIMEOUT_SECS, retry=None)), 'listing %s for %s' % (path, flag))
         except api.ApiError as e:
-            if e.status == 404:  # objects.list answers 404 only for the bucket
+            if e.status == 404:  # a listing answers 404 only for the bucket
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
-                                     % (flag, path, bucket)) from None
+                                     % (flag, path, bucket), flag=flag) from None
             raise
-        if not listing.get('items'):
+        if not found:
             raise UserInputError('%s %s: no such object or directory in the bucket'
-                                 % (flag, path))
+                                 % (flag, path), flag=flag)
 
-    def _object(self, bucket, name, action):
-        try:
-            return self._run(self.service.objects().get(bucket=bucket, object=name),
-                             action)
-        except api.ApiError as e:
-            if e.status == 404:
-                return None
-            raise
+    def _blob(self, bucket, name, action):
+        """The object's metadata (a `Blob`), or None when there is none."""
+        return self._run(lambda: self.client.bucket(bucket).get_blob(
+            name, timeout=api.TIMEOUT_SECS, retry=None), action)
 
     def _glob_matches(self, bucket, pattern):
+        """Whether an object in the first `_MAX_LIST_PAGES` pages matches."""
         prefix = pattern[:_GLOB_CHARS.search(pattern).start()]
         regex = glob_regex(pattern)
-        objects = self.service.objects()
-        request = objects.list(bucket=bucket, prefix=prefix, fields='items/name,nextPageToken')
-        for _ in range(_MAX_LIST_PAGES):
-            if request is None:
-                break
-            response = self._run(request, 'listing gs://%s/%s' % (bucket, prefix))
-            if any(regex.fullmatch(item['name']) for item in response.get('items', [])):
+        listing = self.client.list_blobs(bucket, prefix=prefix, fields='items/name,nextPageToken',
+                                         page_size=_LIST_PAGE_SIZE,
+                                         timeout=api.TIMEOUT_SECS, retry=None)
+        for _, page in zip(range(_MAX_LIST_PAGES), listing.pages):
+            if any(regex.fullmatch(blob.name) for blob in page):
                 return True
-            request = objects.list_next(request, response)
         return False
 
     def check_writable(self, uri, what):
         """Raises unless these credentials may create objects in `uri`'s bucket."""
-        bucket, _ = split_gs_uri(uri)
+        bucket, _ = gcs_paths.split(uri)
         try:
-            answer = self._run(self.service.buckets().testIamPermissions(
-                bucket=bucket, permissions=list(WRITE_PERMISSIONS)),
+            granted = self._run(lambda: self.client.bucket(bucket).test_iam_permissions(
+                list(WRITE_PERMISSIONS), timeout=api.TIMEOUT_SECS, retry=None),
                 'checking access to bucket gs://%s' % bucket)
         except api.ApiError as e:
             if e.status == 404:
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
-                                     % (what, uri, bucket)) from None
+                                     % (what, uri, bucket), flag=what) from None
             raise
-        missing = sorted(set(WRITE_PERMISSIONS) - set(answer.get('permissions', [])))
+        missing = sorted(set(WRITE_PERMISSIONS) - set(granted or ()))
         if missing:
             raise UserInputError(
                 '%s %s: these credentials cannot write to bucket gs://%s (missing %s); '
                 'grant them roles/storage.objectAdmin there'
-                % (what, uri, bucket, ', '.join(missing)))
+                % (what, uri, bucket, ', '.join(missing)), flag=what)
 
     def check_job_dir_model(self, job_dir, params):
         """Raises when `job_dir` holds checkpoints of a model with other `params`."""
-        bucket, name = split_gs_uri(job_dir)
-        path = '%s/%s' % (name.rstrip('/'), MODEL_PARAMS_FILE) if name else MODEL_PARAMS_FILE
-        action = 'reading gs://%s/%s' % (bucket, path)
-        if self._object(bucket, path, action) is None:
+        bucket, name = gcs_paths.split(job_dir)
+        path = (job_dir_lib.model_params_path(name.rstrip('/')) if name
+                else job_dir_lib.MODEL_PARAMS_FILE)
+        uri = 'gs://%s/%s' % (bucket, path)
+        blob = self._blob(bucket, path, 'reading %s' % uri)
+        if blob is None:
             return
-        data = self._run(self.service.objects().get_media(bucket=bucket, object=path),
-                         action)
-        try:
-            recorded = json.loads(data)
-        except ValueError:
-            raise UserInputError('gs://%s/%s is not valid JSON; restore it or use a new '
-                                 '--job-dir' % (bucket, path)) from None
-        from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
-        logs.quiet_tensorflow_native_logs()  # job_dir imports TensorFlow
-        logs.import_tensorflow()
-        from estimator_trainers import job_dir as job_dir_lib  # pylint: disable=g-import-not-at-top
+        if (blob.size or 0) > MAX_MODEL_PARAMS_BYTES:
+            raise UserInputError('--job-dir %s: %s is %d bytes, not the model parameters a '
+                                 'trainer writes (a few hundred bytes); use a new --job-dir'
+                                 % (job_dir, uri, blob.size), flag='--job-dir', path=uri)
+        data = self._run(lambda: blob.download_as_bytes(
+            end=MAX_MODEL_PARAMS_BYTES, timeout=api.TIMEOUT_SECS, retry=None),
+            'reading %s' % uri)
+        recorded = job_dir_lib.parse_model_params(data.decode('utf-8', errors='replace'), uri)
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
 
@@ -243,13 +245,13 @@ def check_storage(checks, sub, parsed, params, bucket_uri):
       checks: a `BucketChecks`.
       sub: the `Submission`.
       parsed: the chief's parsed trainer flags.
-      params: `model_params(sub.trainer, parsed)` (None: not compared).
+      params: `sub.trainer.model_params(parsed)` (None: not compared).
       bucket_uri: where the package (or build context) will be staged.
     """
     for flag, path in data_paths(sub.trainer, parsed):
         checks.check_data(flag, path)
     checks.check_writable(sub.job_dir, '--job-dir')
-    if split_gs_uri(bucket_uri)[0] != split_gs_uri(sub.job_dir)[0]:
+    if gcs_paths.split(bucket_uri)[0] != gcs_paths.split(sub.job_dir)[0]:
         checks.check_writable(bucket_uri, '--bucket')
     if params is not None and not sub.config.is_tuning:
         checks.check_job_dir_model(sub.job_dir, params)

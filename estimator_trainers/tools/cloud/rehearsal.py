@@ -36,15 +36,16 @@ import os
 import re
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 
+from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import gcs
 from estimator_trainers.cluster import CHIEF, EVALUATOR, POOL_ORDER, START_ORDER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher as launcher_lib
+from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import staging
 
 DEFAULT_MAX_REPLICAS = 2
@@ -56,21 +57,22 @@ _NOT_INHERITED = ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'TF_CONFIG', 'CLUST
                   'CLOUD_ML_TRIAL_ID', 'CLOUD_ML_HP_METRIC_FILE')
 _FINAL_RE = re.compile(r'Final evaluation at global step (\d+)')
 _EXPORT_RE = re.compile(r'Exported SavedModel to (\S+)')
-_PIP_ERROR_RE = re.compile(r'^ERROR: (.*)$', re.M)
-# A parser's error line: the trainers' `error: ...`, or argparse's `prog: error: ...`.
-_FLAG_ERROR_RE = re.compile(r'(?:\S.*: )?error: (.*)$')
-
 # Run by the fresh virtualenv's Python: imports the pool's module (a module
 # left out of the package fails here) and parses its args with the trainer's
-# parser (a bad flag fails here). Trainers expose the parser as the module's
-# `parse_args`, or as `TRAINER.parse_args` in `<package>/trainer.py`.
+# parser (a bad flag fails here), found through the registry by module name.
+# A refusal is written to the error record `errors.run_cli` keeps.
 _PREFLIGHT = '''
 import importlib, sys
-module = importlib.import_module(sys.argv[1])
-parse = getattr(module, 'parse_args', None)
-if parse is None:
-    parse = importlib.import_module(sys.argv[1].split('.')[0] + '.trainer').TRAINER.parse_args
-parse(sys.argv[2:])
+from estimator_trainers import errors, registry
+def check(argv):
+    try:
+        importlib.import_module(argv[0])
+    except Exception as e:
+        raise errors.Error('%s: %s' % (type(e).__name__, errors.first_line(e)))
+    for trainer in registry.discover().values():
+        if trainer.module == argv[0]:
+            trainer.parse_args(argv[1:])
+errors.run_cli(check, sys.argv[1:])
 '''
 
 
@@ -139,14 +141,15 @@ class Plan:
     Attributes:
       replicas: in `START_ORDER`.
       counts: per pool present, `(role, replicas run, replicaCount asked)`.
-      base_dir: `baseOutputDirectory.outputUriPrefix`, with the trial for tuning.
-      package_uri: the staged package every pool installs (None for an image).
+      base_dir: `baseOutputDirectory.outputUriPrefix`, with the trial for
+        tuning (None: the job has none).
+      package_uris: the staged packages every pool installs (empty for an image).
       trial: `(metric tag, [(parameter, value)])` for a tuning job, else None.
     """
     replicas: tuple
     counts: tuple
     base_dir: str
-    package_uri: str
+    package_uris: tuple
     trial: tuple = None
 
 
@@ -187,10 +190,11 @@ def plan_job(body, max_replicas, ports=None):
             continue
         asked = int(pool.get('replicaCount', 1))
         pools.append((number, _runs(pool), asked, min(asked, max_replicas)))
-    base = spec['baseOutputDirectory']['outputUriPrefix'].rstrip('/')
+    base = spec.get('baseOutputDirectory', {}).get('outputUriPrefix', '').rstrip('/') or None
     trial = None
-    if tuning:
+    if tuning and base:
         base = '%s/%s' % (base, TRIAL_ID)
+    if tuning:
         study = body['studySpec']
         trial = (study['metrics'][0]['metricId'],
                  [(p['parameterId'], mid_value(p)) for p in study['parameters']])
@@ -208,7 +212,7 @@ def plan_job(body, max_replicas, ports=None):
                     for role in POOL_ORDER if addresses[role]}
     vertex_dirs = {'AIP_MODEL_DIR': base + '/model',
                    'AIP_CHECKPOINT_DIR': base + '/checkpoints',
-                   'AIP_TENSORBOARD_LOG_DIR': base + '/logs'}
+                   'AIP_TENSORBOARD_LOG_DIR': base + '/logs'} if base else {}
 
     replicas = []
     for number, package, _, run in pools:
@@ -232,22 +236,24 @@ def plan_job(body, max_replicas, ports=None):
     replicas.sort(key=lambda r: (START_ORDER.index(r.role), r.index))
     return Plan(replicas=tuple(replicas),
                 counts=tuple((POOL_ORDER[n], run, asked) for n, _, asked, run in pools),
-                base_dir=base, package_uri=pools[0][1]['package_uri'], trial=trial)
+                base_dir=base, package_uris=pools[0][1]['package_uris'], trial=trial)
 
 
 def _runs(pool):
-    """`{module, args, package_uri}` of a pool: the staged package's module, or
-    the built image's `python -m MODULE` (its package_uri None)."""
+    """`{module, args, package_uris}` of a pool: the staged packages' module, or
+    the built image's `python -m MODULE` (no package_uris)."""
     if 'pythonPackageSpec' in pool:
         spec = pool['pythonPackageSpec']
         return {'module': spec['pythonModule'], 'args': spec.get('args', ()),
-                'package_uri': spec['packageUris'][0]}
+                'package_uris': tuple(spec['packageUris'])}
     command = pool['containerSpec'].get('command', ())
     if len(command) != 3 or command[:2] != ['python', '-m']:
-        raise UserInputError('--rehearse runs `python -m MODULE` containers only; this '
-                             'pool runs %r' % (command,))
+        raise UserInputError('--rehearse runs `python -m MODULE` containers only (this '
+                             'project\'s image); this pool runs %s'
+                             % (' '.join(command) if command else
+                                'the entrypoint of %s' % pool['containerSpec']['imageUri']))
     return {'module': command[2], 'args': pool['containerSpec'].get('args', ()),
-            'package_uri': None}
+            'package_uris': ()}
 
 
 def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=None,
@@ -264,6 +270,7 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
         module with its args (before anything trains).
     """
     started = time.monotonic()
+    started_at = time.time()
     out = out or sys.stdout
     err = err or sys.stderr
     environ = dict(os.environ if environ is None else environ)
@@ -271,15 +278,17 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     work_dir = work_dir or tempfile.mkdtemp(prefix='rehearsal-')
     _notes(plan, body, max_replicas, environ, err)
 
-    if plan.package_uri:
-        package = _download(storage_client, plan.package_uri, work_dir)
+    if plan.package_uris:
+        archives = [_download(storage_client, uri, work_dir) for uri in plan.package_uris]
+        source = ', '.join(plan.package_uris)
     else:
         sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
         os.makedirs(sdist_dir, exist_ok=True)
-        package = staging.build_sdist(sdist_dir).path
+        archives = [staging.build_sdist(sdist_dir).path]
+        source = 'this checkout'
         err.write('note: the image is not built: its package is installed from an sdist '
                   'of this checkout, as the Dockerfile installs it\n')
-    python = install(package, os.path.join(work_dir, 'venv'), environ)
+    python = packages.install(archives, os.path.join(work_dir, 'venv'), environ)
     task_env = _task_environment(environ, python)
     checked = set()
     for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
@@ -303,39 +312,48 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
     runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
         ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
-        os.path.basename(package), plan.package_uri or 'this checkout', log_dir))
+        ', '.join(os.path.basename(a) for a in archives), source, log_dir))
     code = runner.run()
     if code:
         return code
     try:
         lines = _outcome(plan, storage_client, os.path.join(log_dir, 'chief-0.log'),
-                         metric_file)
+                         metric_file, started_at)
     except _Failed as e:
-        err.write('error: %s\n' % e)
+        errors.report(e, err)
         return launcher_lib.EXIT_FAILED
     lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
     err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
     return 0
 
 
-class _Failed(Exception):
+class _Failed(errors.TaskFailure):
     """The tasks ended well but the job did not do its job."""
 
 
-def _outcome(plan, storage_client, chief_log_path, metric_file):
-    """Summary lines of a finished job; raises `_Failed` without an export or metric."""
+def _outcome(plan, storage_client, chief_log_path, metric_file, started_at):
+    """Summary lines of a finished job; raises `_Failed` without an export or metric.
+
+    A declared trainer's chief logs its export; for any other module, the
+    export is a `saved_model.pb` written under the job's output directory
+    during the rehearsal (none needed when the job has no output directory).
+    """
     with open(chief_log_path, errors='replace') as f:
         chief_log = f.read()
     steps = _FINAL_RE.findall(chief_log)
-    exports = _EXPORT_RE.findall(chief_log)
-    if not exports or not _exists(storage_client, exports[-1] + '/saved_model.pb'):
+    exports = [path + '/saved_model.pb' for path in _EXPORT_RE.findall(chief_log)]
+    if not exports and plan.base_dir:
+        exports = _new_saved_models(storage_client, plan.base_dir, started_at)
+    if plan.base_dir and (not exports or not _exists(storage_client, exports[-1])):
         raise _Failed('the chief finished but no SavedModel export exists (%s); its log: %s'
-                      % (exports[-1] if exports else 'none logged', chief_log_path))
+                      % (exports[-1] if exports else 'none under %s' % plan.base_dir,
+                         chief_log_path))
     lines = ['  pools: ' + ', '.join(
                  '%s %d%s' % (role, run, ' of %d' % asked if asked != run else '')
                  for role, run, asked in plan.counts),
              '  final global step: %s' % (steps[-1] if steps else 'not logged'),
-             '  export: %s' % exports[-1]]
+             '  export: %s' % (exports[-1].rsplit('/', 1)[0] if exports else
+                               'not checked (the job has no --job-dir)')]
     if plan.trial:
         tag, values = plan.trial
         reported = _reported_metric(metric_file, tag)
@@ -347,59 +365,30 @@ def _outcome(plan, storage_client, chief_log_path, metric_file):
     return lines
 
 
-def install(package, venv_dir, environ):
-    """pip-installs `package` into a fresh virtualenv; returns its python.
-
-    Raises:
-      UserInputError: pip failed (its first `ERROR:` line is named).
-    """
-    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', venv_dir],
-                   check=True, capture_output=True)
-    python = os.path.join(venv_dir, 'bin', 'python')
-    site = subprocess.run([python, '-c', 'import sysconfig; print(sysconfig.get_paths()'
-                           '["purelib"])'], check=True, capture_output=True,
-                          text=True).stdout.strip()
-    # The image's preinstalled packages: this environment's site-packages, as
-    # plain path entries (its own .pth files, e.g. an editable checkout, are
-    # not processed, so the repository itself is not importable).
-    layers = dict.fromkeys(sysconfig.get_paths()[k] for k in ('purelib', 'platlib'))
-    with open(os.path.join(site, '_executor_image.pth'), 'w') as f:
-        f.write(''.join(path + '\n' for path in layers))
-    command = [sys.executable, '-m', 'pip', '--python', python, 'install',
-               '--disable-pip-version-check', '--no-build-isolation', package]
-    constraints = os.path.join(staging.REPO_ROOT, 'constraints.txt')
-    if os.path.isfile(constraints):
-        command += ['-c', constraints]
-    env = dict(environ)
-    env.pop('PYTHONPATH', None)
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode:
-        errors = _PIP_ERROR_RE.findall(proc.stderr)
-        lines = proc.stderr.strip().splitlines() or ['exit code %d' % proc.returncode]
-        raise UserInputError('installing %s into a fresh virtualenv failed: %s'
-                             % (os.path.basename(package), errors[0] if errors else lines[-1]))
-    return python
-
-
 def preflight(python, replica, env, cwd):
     """Imports `replica.module` and parses its args in the installed package.
 
     Raises:
       UserInputError: the module is missing or broken, or the args are refused.
     """
+    record = os.path.join(cwd, 'preflight-error-%d.json' % replica.pool)
+    env = dict(env, **{errors.ERROR_RECORD_ENV: record})
     proc = subprocess.run([python, '-c', _PREFLIGHT, replica.module, *replica.args],
                           env=env, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode == 0:
         return
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    last = lines[-1] if lines else 'exit code %d' % proc.returncode
-    flag_error = _FLAG_ERROR_RE.match(last)
-    if flag_error:
+    error = errors.read_record(record)
+    if isinstance(error, errors.FlagError):
         raise UserInputError('%s rejects the args of worker pool %d (%s): %s'
-                             % (replica.module, replica.pool, replica.role,
-                                flag_error.group(1)))
+                             % (replica.module, replica.pool, replica.role, error.message),
+                             flag=error.flag)
+    if error is not None:
+        reason = error.message
+    else:  # the interpreter itself failed: its last words
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1] if lines else 'exit code %d' % proc.returncode
     raise UserInputError('the staged package cannot run %s (worker pool %d, %s): %s'
-                         % (replica.module, replica.pool, replica.role, last))
+                         % (replica.module, replica.pool, replica.role, reason))
 
 
 def _notes(plan, body, max_replicas, environ, err):
@@ -416,7 +405,8 @@ def _notes(plan, body, max_replicas, environ, err):
     if plan.trial:
         err.write('note: tuning job: rehearsing trial %s with mid-range values %s\n' % (
             TRIAL_ID, ' '.join('--%s=%s' % p for p in plan.trial[1])))
-    paths = [plan.base_dir] + [a.split('=', 1)[-1] for r in plan.replicas for a in r.args]
+    paths = [plan.base_dir or ''] + [a.split('=', 1)[-1] for r in plan.replicas
+                                     for a in r.args]
     warning = gcs.modular_filesystem_warning(paths, environ)
     if warning:
         err.write(warning + '\n')
@@ -440,6 +430,22 @@ def _download(storage_client, uri, work_dir):
         raise UserInputError('downloading the staged package %s failed: %s'
                              % (uri, e.message)) from None
     return path
+
+
+def _new_saved_models(storage_client, base_dir, since):
+    """`saved_model.pb` paths under `base_dir` written after `since` (epoch seconds)."""
+    if not base_dir.startswith('gs://'):
+        found = []
+        for directory, _, names in os.walk(base_dir):
+            path = os.path.join(directory, 'saved_model.pb')
+            if 'saved_model.pb' in names and os.path.getmtime(path) >= since:
+                found.append(path)
+        return sorted(found)
+    bucket, prefix = staging.split_gs_uri(base_dir.rstrip('/') + '/')
+    return sorted('gs://%s/%s' % (bucket, blob.name) for blob in
+                  storage_client.list_blobs(bucket, prefix=prefix)
+                  if blob.name.endswith('/saved_model.pb') and
+                  blob.time_created and blob.time_created.timestamp() >= since - 1)
 
 
 def _exists(storage_client, path):

@@ -1,28 +1,41 @@
-"""Builds the package sdist and stages it on Cloud Storage for Vertex AI.
+"""Builds sdists and stages them on Cloud Storage for Vertex AI.
 
-Vertex AI pip-installs the trainers from `pythonPackageSpec.packageUris`, so
-the submission builds an sdist of this repository (`setup.py`) and uploads it
-to `<bucket>/staging/<job>/`. The object carries the sdist's content hash in
-its metadata; resubmitting the same job name with unchanged code finds the
-hash there and skips the upload. The hash covers member names and bytes, not
-the timestamps that make two builds of the same tree differ.
+Two kinds of sdist, both built with `python -m build --sdist` (setuptools,
+no build isolation: the environment's own setuptools, as gcloud used it)
+from a copy of the sources in a private temporary directory, so the
+checkout is never written to and two builds at once cannot meet there:
+
+- this repository (`build_sdist`, its `pyproject.toml`): what
+  `pythonPackageSpec.packageUris` or the Dockerfile installs;
+- a user's package (`build_package`), the way `gcloud ai-platform jobs
+  submit training --package-path DIR` built it: with the `setup.py` (or
+  `pyproject.toml`) beside DIR when there is one, else with a generated
+  `setup.py` naming DIR's package (version 0.0.0).
+
+Uploads carry the sdist's content hash in their metadata; resubmitting
+unchanged code finds the hash there and skips the upload. The hash covers
+member names and bytes, not the timestamps that make two builds of the same
+tree differ.
 """
 import dataclasses
 import glob
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 
 from estimator_trainers.errors import UserInputError
+# The gs:// rule lives in gcs_paths; these names stay for the callers of staging.
+from estimator_trainers.tools.cloud.gcs_paths import parse_bucket  # pylint: disable=unused-import
+from estimator_trainers.tools.cloud.gcs_paths import split as split_gs_uri
 
 HASH_METADATA_KEY = 'content-sha256'
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-
-_BUCKET_RE = re.compile(r'[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,51 +58,147 @@ class Sdist:
         return os.path.basename(self.path)
 
 
-def parse_bucket(text):
-    """`gs://bucket[/prefix]` or `bucket[/prefix]` -> normalised `gs://bucket[/prefix]`."""
-    path = text[len('gs://'):] if text.startswith('gs://') else text
-    path = path.strip('/')
-    name = path.split('/', 1)[0]
-    if not _BUCKET_RE.fullmatch(name):
-        raise UserInputError('bucket %r: expected gs://BUCKET_NAME (lowercase letters, '
-                             'digits, dots, dashes, underscores)' % text)
-    return 'gs://' + path
-
-
-def split_gs_uri(uri):
-    """`gs://bucket/some/object` -> `('bucket', 'some/object')`."""
-    bucket, _, name = uri[len('gs://'):].partition('/')
-    return bucket, name
-
-
 def staging_uri(bucket_uri, job_name, filename):
     """Where a job's package goes: `<bucket>/staging/<job>/<filename>`."""
     return '%s/staging/%s/%s' % (bucket_uri, job_name, filename)
 
 
-def build_sdist(out_dir, repo_root=REPO_ROOT):
-    """Builds the sdist of `repo_root` into `out_dir` without touching the tree.
+# Metadata files that make a directory buildable, in the order they are looked for.
+BUILD_FILES = ('pyproject.toml', 'setup.py')
+# What a source copy leaves out: version control, virtualenvs, caches and
+# build outputs (none of them goes into an sdist).
+_NOT_SOURCES = ('.git', '.hg', '.svn', '.venv', 'venv', '__pycache__', '.pytest_cache',
+                '.mypy_cache', '.tox', '.nox', 'build', 'dist', 'node_modules',
+                '.ipynb_checkpoints', '*.egg-info', '*.pyc')
+# gcloud's generated setup.py for a package without one.
+GENERATED_SETUP = """\
+from setuptools import find_packages, setup
 
-    The egg-info goes to `out_dir` too, so the checkout stays clean.
+setup(name={name!r}, version='0.0.0',
+      packages=find_packages(include=[{name!r}, {name!r} + '.*']))
+"""
+
+
+def build_sdist(out_dir, repo_root=REPO_ROOT):
+    """Builds the sdist of `repo_root` (this repository) into `out_dir`.
 
     Raises:
-      UserInputError: no setup.py (not a checkout) or the build failed.
+      UserInputError: no pyproject.toml (not a checkout) or the build failed.
     """
-    if not os.path.isfile(os.path.join(repo_root, 'setup.py')):
-        raise UserInputError('no setup.py in %s: submit from a checkout of the '
+    if not os.path.isfile(os.path.join(repo_root, 'pyproject.toml')):
+        raise UserInputError('no pyproject.toml in %s: submit from a checkout of the '
                              'repository, or pass --image-uri' % repo_root)
-    proc = subprocess.run(
-        [sys.executable, 'setup.py', '-q', 'egg_info', '--egg-base', out_dir,
-         'sdist', '--dist-dir', out_dir],
-        cwd=repo_root, capture_output=True, text=True, check=False)
-    archives = glob.glob(os.path.join(out_dir, '*.tar.gz'))
-    if proc.returncode or len(archives) != 1:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        raise UserInputError('building the package sdist failed: %s'
-                             % (lines[-1] if lines else 'no archive written'))
-    path = archives[0]
+    return _build(repo_root, out_dir, 'the package sdist')
+
+
+def package_root(package_path):
+    """The directory gcloud built `--package-path` from: the package's parent."""
+    return os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
+
+
+def build_package(package_path, out_dir):
+    """Builds `--package-path DIR` into an sdist in `out_dir`, as gcloud did.
+
+    The `pyproject.toml` or `setup.py` beside DIR builds it when present
+    (with whatever else that project packages); otherwise a generated
+    `setup.py` packages DIR and its subpackages as `<DIR name>-0.0.0`.
+
+    Raises:
+      UserInputError: DIR is not a Python package, or the build failed.
+    """
+    flag = '--package-path %s' % package_path
+    path = os.path.abspath(package_path.rstrip(os.sep))
+    name = os.path.basename(path)
+    if not os.path.isdir(path):
+        raise UserInputError('%s: no such directory' % flag, flag='--package-path')
+    if not os.path.isfile(os.path.join(path, '__init__.py')):
+        raise UserInputError('%s: not a Python package (no __init__.py)' % flag,
+                             flag='--package-path')
+    if not name.isidentifier():
+        raise UserInputError('%s: %r is not a Python package name' % (flag, name),
+                             flag='--package-path')
+    root = package_root(path)
+    os.makedirs(out_dir, exist_ok=True)
+    if any(os.path.isfile(os.path.join(root, f)) for f in BUILD_FILES):
+        return _build(root, out_dir, 'the sdist of %s (with %s)' % (flag, next(
+            os.path.join(root, f) for f in BUILD_FILES
+            if os.path.isfile(os.path.join(root, f)))))
+    with tempfile.TemporaryDirectory(prefix='package-', dir=out_dir) as source:
+        _copy_sources(path, os.path.join(source, name))
+        with open(os.path.join(source, 'setup.py'), 'w') as f:
+            f.write(GENERATED_SETUP.format(name=name))
+        return _build(source, out_dir, 'the sdist of %s (with a generated setup.py)' % flag,
+                      copy=False)
+
+
+def _build(source, out_dir, what, copy=True):
+    """`python -m build --sdist` of `source` (a copy of it, unless `copy` is False)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix='build-', dir=out_dir) as work:
+        tree = source
+        if copy:
+            tree = os.path.join(work, 'source')
+            _copy_sources(source, tree)
+        dist = os.path.join(work, 'dist')
+        proc = subprocess.run(
+            [sys.executable, '-m', 'build', '--sdist', '--no-isolation',
+             '--skip-dependency-check', '--outdir', dist, tree],
+            cwd=work, capture_output=True, text=True, check=False)
+        archives = glob.glob(os.path.join(dist, '*.tar.gz'))
+        if proc.returncode or len(archives) != 1:
+            lines = [line for line in (proc.stderr + proc.stdout).strip().splitlines()
+                     if line.strip()]
+            raise UserInputError('building %s failed: %s'
+                                 % (what, lines[-1].strip() if lines else 'no archive written'))
+        path = os.path.join(out_dir, os.path.basename(archives[0]))
+        shutil.move(archives[0], path)
     return Sdist(path=path, sha256=content_sha256(path), size=os.path.getsize(path),
                  requires_python=_requires_python(path))
+
+
+def _copy_sources(source, destination):
+    """Copies `source` without what never goes into an sdist (`_NOT_SOURCES`,
+    virtualenvs) and without top-level directories that hold no Python file
+    and that no build file names (data, outputs), which can be large."""
+    named = ''
+    for build_file in BUILD_FILES + ('setup.cfg', 'MANIFEST.in'):
+        try:
+            with open(os.path.join(source, build_file), errors='replace') as f:
+                named += f.read()
+        except OSError:
+            pass
+    skip = shutil.ignore_patterns(*_NOT_SOURCES)
+
+    def ignore(directory, names):
+        ignored = set(skip(directory, names))
+        for name in names:
+            path = os.path.join(directory, name)
+            if not os.path.isdir(path) or name in ignored:
+                continue
+            if os.path.exists(os.path.join(path, 'pyvenv.cfg')):
+                ignored.add(name)
+            elif directory == source and name not in named and not _holds_python(path):
+                ignored.add(name)
+        return ignored
+
+    shutil.copytree(source, destination, ignore=ignore, symlinks=True)
+
+
+def _holds_python(directory):
+    for _, _, names in os.walk(directory):
+        if any(name.endswith('.py') for name in names):
+            return True
+    return False
+
+
+def archive(path):
+    """An existing archive (a `--packages` sdist or wheel) as an `Sdist`."""
+    if path.endswith(('.tar.gz', '.tgz')):
+        digest = content_sha256(path)
+    else:
+        with open(path, 'rb') as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    return Sdist(path=os.path.abspath(path), sha256=digest, size=os.path.getsize(path))
 
 
 def content_sha256(path):
@@ -130,7 +239,7 @@ def python_mismatch(requires_python, image_uri):
     version = '3.%s' % match.group(1)
     if SpecifierSet(requires_python).contains(version + '.0'):
         return None
-    return ('the package requires Python %s (setup.py) but %s runs Python %s, so '
+    return ('the package requires Python %s (pyproject.toml) but %s runs Python %s, so '
             'pip cannot install it there; build the container in Dockerfile and '
             'pass --image-uri' % (requires_python, image_uri, version))
 

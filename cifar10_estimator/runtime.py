@@ -1,0 +1,128 @@
+"""What a CIFAR-10 training task does with TensorFlow (declared in `trainer`).
+
+Checks the TFRecords and batch sizes against the devices, then builds the
+`model_fn` (`cifar10_estimator.model`), the TFRecord input functions
+(`cifar10_estimator.data`) and a serving signature that takes raw uint8
+images.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from cifar10_estimator import data
+from cifar10_estimator import layout
+from cifar10_estimator import model
+from estimator_trainers import declaration
+from estimator_trainers import devices as devices_lib
+from estimator_trainers.errors import UserInputError
+
+
+def check_inputs(data_dir, hparams, eval_batch_size, validate_files=True):
+    """Validates data and batch sizes against the devices; returns split counts.
+
+    Raises:
+      UserInputError: a missing/corrupt data file or an impossible batch split.
+    """
+    num_devices = len(hparams.devices)
+    if hparams.train_batch_size % num_devices:
+        raise UserInputError('--train-batch-size=%d must be divisible by the %d devices'
+                             ' (%s)' % (hparams.train_batch_size, num_devices,
+                                        ', '.join(hparams.devices)))
+    if eval_batch_size % num_devices:
+        raise UserInputError('--eval-batch-size=%d must be divisible by the %d devices'
+                             % (eval_batch_size, num_devices))
+    counts = data.read_metadata(data_dir)
+    if counts['eval'] % eval_batch_size:
+        raise UserInputError('--eval-batch-size=%d must divide the %d eval examples, so '
+                             'every example is evaluated exactly once'
+                             % (eval_batch_size, counts['eval']))
+    if validate_files:
+        for subset in ('train', 'eval'):
+            data.validate_subset(data_dir, subset, counts[subset])
+    return counts
+
+
+def memory_estimate(num_layers):
+    """Rough float32 training memory of a ResNet of `num_layers`.
+
+    Per example: each of the 6n convolutions keeps its output, the batch-norm
+    output, the ReLU output and, during the backward pass, a gradient of the
+    same size (16x32x32, 32x16x16 or 64x8x8 floats per stage), plus the
+    image. Fixed: each 3x3 kernel's weights, gradient and momentum.
+    """
+    blocks = (num_layers - 2) // 6
+    stage_floats = (16 * 32 * 32, 32 * 16 * 16, 64 * 8 * 8)
+    per_example = 4 * (4 * 2 * blocks * sum(stage_floats) + 4 * 16 * 32 * 32 + 3 * 3072)
+    weights = 2 * blocks * sum(9 * c * c for c in (16, 32, 64))
+    return declaration.MemoryEstimate(fixed_bytes=3 * 4 * weights,
+                                      bytes_per_example=per_example)
+
+
+def serving_input_receiver_fn():
+    """Serving signature: `images`, uint8 [batch, 32, 32, 3] raw RGB pixels."""
+    images = tf.compat.v1.placeholder(
+        tf.uint8, [None, layout.HEIGHT, layout.WIDTH, layout.DEPTH], name='images')
+    return tf.estimator.export.ServingInputReceiver(
+        {'images': tf.cast(images, tf.float32)}, {'images': images})
+
+
+class Cifar10Runtime(declaration.Runtime):
+    """ResNet v1 (6n+2 layers) on CIFAR-10 TFRecords, in towers over local devices."""
+
+    def check(self, args, task):
+        dist = task.distribution
+        if args.sync and dist.synchronous:
+            raise UserInputError(
+                '--sync wraps the optimizer for parameter servers; '
+                '--distribution-strategy=%s is synchronous already' % dist.strategy)
+        mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision,
+                                                              task.num_gpus)
+        tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
+                                  ' (auto)' if args.mixed_precision == 'auto' else '')
+        cluster = task.cluster
+        hparams = model.HParams(
+            num_layers=args.num_layers, weight_decay=args.weight_decay,
+            momentum=args.momentum, learning_rate=args.learning_rate,
+            batch_norm_decay=args.batch_norm_decay,
+            batch_norm_epsilon=args.batch_norm_epsilon,
+            data_format=args.data_format or (
+                'channels_first' if task.num_gpus else 'channels_last'),
+            # A tf.distribute strategy replicates the model itself: one tower each.
+            train_batch_size=task.replica_batch(args.train_batch_size,
+                                                '--train-batch-size'),
+            devices=task.devices[:1] if dist.builds_strategy else task.devices,
+            replicas_in_sync=dist.replicas_in_sync,
+            variable_strategy=args.variable_strategy, sync=args.sync,
+            num_workers=cluster.num_workers, is_chief=cluster.is_chief,
+            cluster_has_ps=cluster.num_ps > 0, mixed_precision=mixed_precision)
+        counts = check_inputs(args.data_dir, hparams, args.eval_batch_size,
+                              validate_files=not cluster.is_evaluator)
+        hparams = dataclasses.replace(hparams, train_examples=counts['train'])
+        return declaration.Plan(
+            train_steps=args.train_steps, examples_per_step=args.train_batch_size,
+            facts=(hparams, counts), train_examples=counts['train'],
+            batch_flag='--train-batch-size', memory=memory_estimate(args.num_layers),
+            # SyncReplicasOptimizer: one global step takes every worker's batch.
+            examples_per_global_step=(args.train_batch_size * cluster.num_workers
+                                      if hparams.sync and cluster.num_workers > 1 else None))
+
+    def estimator(self, args, task, plan, run_config):
+        hparams, _ = plan.facts
+        return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
+                                      params={'hparams': hparams})
+
+    def input_fns(self, args, task, plan):
+        hparams, counts = plan.facts
+        train = data.input_fn(args.data_dir, 'train', hparams.train_batch_size,
+                              training=True, count=counts['train'],
+                              seed=task.cluster.input_seed(args.random_seed),
+                              distort=args.use_distortion_for_training)
+        evaluate = data.input_fn(args.data_dir, 'eval', args.eval_batch_size,
+                                 training=False)
+        return train, evaluate
+
+    def serving_input_receiver_fn(self, args, plan):
+        return serving_input_receiver_fn
+
+
+RUNTIME = Cifar10Runtime()

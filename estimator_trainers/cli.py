@@ -1,0 +1,39 @@
+"""The command line of every trainer: `python -m <trainer module> [flags]`.
+
+Flags are parsed before TensorFlow is imported, so `--help` and flag errors
+are instant and a refused command line is one `error:` line
+(`errors.run_cli`). Only then is the runner, the layer that runs
+TensorFlow, imported: the one place where a command crosses from the
+declarations into the runtime.
+"""
+import sys
+
+from estimator_trainers import errors
+from estimator_trainers import gcs
+from estimator_trainers import logs
+
+
+def main(trainer, argv=None):
+    """Parses `argv` with `trainer`'s flags and runs one task. Returns the exit code."""
+    logs.quiet_tensorflow_native_logs()
+    args = trainer.parse_args(argv)
+    warning = gcs.modular_filesystem_warning(flag_values(args))
+    if warning:
+        sys.stderr.write(warning + '\n')
+    logs.configure(args.verbosity)
+    from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
+    runner.run(trainer, args)
+    return 0
+
+
+def run(trainer):
+    """`python -m <trainer module>`: `main` on sys.argv, errors as one line."""
+    errors.run_cli(lambda argv: main(trainer, argv))
+
+
+def flag_values(args):
+    """Every string value of the parsed flags (lists flattened)."""
+    values = []
+    for value in vars(args).values():
+        values.extend(value if isinstance(value, (list, tuple)) else [value])
+    return [v for v in values if isinstance(v, str)]

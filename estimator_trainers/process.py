@@ -1,0 +1,39 @@
+"""Ending this process from any thread, with its one line.
+
+Threads that watch the job (the peer watch, the lease heartbeat, the SIGTERM
+watchdog) must be able to end a process whose main thread is blocked inside
+TensorFlow, where no Python exception reaches it. `exit_now` does: it reports
+the error as every command does (`errors.report`), runs the callbacks
+registered with `at_exit` (releasing the job-dir lease) and exits at once.
+"""
+import atexit
+import os
+import sys
+
+from estimator_trainers import errors
+
+_exit_callbacks = []
+
+
+def at_exit(callback):
+    """Runs `callback()` when the process ends, by `exit_now` or normally."""
+    _exit_callbacks.append(callback)
+    atexit.register(callback)
+
+
+def exit_now(error, code=None, stream=None):
+    """Reports `error` (None: says nothing), runs the `at_exit` callbacks, exits now.
+
+    Args:
+      error: an `errors.Error`, or None when the line was already said.
+      code: the exit status (default: the error's own).
+      stream: where the line goes (default stderr).
+    """
+    if error is not None:
+        errors.report(error, stream or sys.stderr)
+    for callback in _exit_callbacks:
+        try:
+            callback()
+        except Exception:  # pylint: disable=broad-except
+            pass
+    os._exit(code if code is not None else error.exit_code)  # pylint: disable=protected-access

@@ -1,0 +1,100 @@
+"""Runs a user's package in this project's image, as AI Platform's runtimes did.
+
+    python -m estimator_trainers.tools.cloud.bootstrap --package-uri gs://.../trainer-0.0.0.tar.gz \\
+        [--package-uri ...] --module-name trainer.task [--tf-config-primary master] -- ARGS...
+
+The command of every pool of a `gcloud ai-platform` submission whose package
+runs on this project's image (TensorFlow 2.15.1 with tf.estimator): it
+downloads the staged archives, pip-installs them together (with their
+requirements, which pip resolves) into a fresh virtualenv layered over the
+image's packages, so nothing the image pins is replaced, then replaces
+itself with `python -m MODULE ARGS` from there. With `--tf-config-primary
+master` it first renames TF_CONFIG's `chief` to `master` (not for
+evaluators, which TensorFlow refuses beside a master), as AI Platform
+named it for runtimes before 2.1.
+
+A download or install failure is one `error:` line, and the replica exits 2.
+"""
+import json
+import os
+import sys
+import tempfile
+
+from estimator_trainers import errors
+from estimator_trainers import flags
+from estimator_trainers.cluster import CHIEF, EVALUATOR, MASTER
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import packages
+
+
+def parse_args(argv):
+    argv = list(argv)
+    user_args = []
+    if '--' in argv:
+        split = argv.index('--')
+        argv, user_args = argv[:split], argv[split + 1:]
+    parser = flags.make_parser('python -m estimator_trainers.tools.cloud.bootstrap',
+                               'Install a job\'s packages, then run its module.')
+    parser.add_argument('--package-uri', action='append', default=[], required=True,
+                        help='A staged archive (gs:// or a local path); repeatable.')
+    parser.add_argument('--module-name', required=True, help='The module to run.')
+    parser.add_argument('--tf-config-primary', choices=(CHIEF, MASTER), default=CHIEF,
+                        help='TF_CONFIG\'s name for the first pool.')
+    args = parser.parse_args(argv)
+    return args, user_args
+
+
+def tf_config_with_primary(text, primary):
+    """TF_CONFIG with pool 0 named `primary` (unchanged for `chief` and evaluators)."""
+    if primary == CHIEF or not text:
+        return text
+    config = json.loads(text)
+    task = config.get('task') or {}
+    cluster = config.get('cluster') or {}
+    if CHIEF not in cluster or task.get('type') == EVALUATOR:
+        return text
+    cluster[MASTER] = cluster.pop(CHIEF)
+    if task.get('type') == CHIEF:
+        task['type'] = MASTER
+    return json.dumps(config)
+
+
+def download(uris, work_dir, environ):
+    """Local paths of `uris` (gs:// objects downloaded into `work_dir`)."""
+    paths = []
+    for uri in uris:
+        if not uri.startswith('gs://'):
+            paths.append(uri)
+            continue
+        from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+        from google.cloud import storage  # pylint: disable=g-import-not-at-top
+        bucket, _, name = uri[len('gs://'):].partition('/')
+        path = os.path.join(work_dir, '%d-%s' % (len(paths), os.path.basename(name)))
+        try:
+            client = storage.Client(project=environ.get('CLOUD_ML_PROJECT_ID') or None)
+            client.bucket(bucket).blob(name).download_to_filename(path)
+        except exceptions.GoogleAPICallError as e:
+            raise UserInputError('downloading the package %s failed: %s'
+                                 % (uri, e.message)) from None
+        paths.append(path)
+    return paths
+
+
+def main(argv=None):
+    args, user_args = parse_args(sys.argv[1:] if argv is None else argv)
+    environ = dict(os.environ)
+    work_dir = tempfile.mkdtemp(prefix='job-packages-')
+    archives = download(args.package_uri, work_dir, environ)
+    python = packages.install(archives, os.path.join(work_dir, 'venv'), environ,
+                              layers=packages.path_layers(),
+                              what=', '.join(args.package_uri))
+    environ['TF_CONFIG'] = tf_config_with_primary(environ.get('TF_CONFIG'),
+                                                  args.tf_config_primary)
+    if not environ['TF_CONFIG']:
+        environ.pop('TF_CONFIG')
+    sys.stdout.flush()
+    os.execve(python, [python, '-m', args.module_name, *user_args], environ)
+
+
+if __name__ == '__main__':
+    errors.run_cli(main)

@@ -1,0 +1,90 @@
+"""What a Keras-model training task does with TensorFlow (declared in `trainer`).
+
+Reads and checks `mnist.npz` (or the CIFAR-10 metadata and TFRecords through
+`cifar10_estimator.data`), then builds the Estimator around the Keras model
+(`model`), the input functions and a serving signature for raw uint8 images.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from cifar10_estimator import data as cifar10_data
+from cifar10_estimator import layout
+from estimator_trainers import declaration
+from estimator_trainers.errors import UserInputError
+from keras_estimator import data
+from keras_estimator import model
+from keras_estimator import trainer
+
+
+@dataclasses.dataclass(frozen=True)
+class _Facts:
+    """What the input check found, for the later steps of a run."""
+    hparams: object
+    replica_batch: int
+    train_count: int
+    mnist: object = None
+
+
+def serving_input_receiver_fn(shape):
+    """Serving signature: `images`, uint8 [batch, *shape] raw pixels."""
+    def receiver_fn():
+        images = tf.compat.v1.placeholder(tf.uint8, [None] + list(shape), name='images')
+        return tf.estimator.export.ServingInputReceiver(
+            {'images': tf.cast(images, tf.float32)}, {'images': images})
+    return receiver_fn
+
+
+class KerasRuntime(declaration.Runtime):
+    """The MNIST CNN and CIFAR-10 MLP of the Keras courses, as an Estimator."""
+
+    def check(self, args, task):
+        replica_batch = task.replica_batch(args.batch_size, '--batch-size')
+        hparams = model.HParams(model=args.model, learning_rate=args.learning_rate,
+                                momentum=args.momentum, weight_decay=args.weight_decay,
+                                batch_norm_momentum=args.batch_norm_momentum)
+        mnist = None
+        if args.model == trainer.MNIST_CNN:
+            mnist = data.read(args.data_dir)
+            counts = {'train': len(mnist.y_train), 'eval': len(mnist.y_test)}
+        else:
+            counts = cifar10_data.read_metadata(args.data_dir)
+            if not task.cluster.is_evaluator:
+                for subset in ('train', 'eval'):
+                    cifar10_data.validate_subset(args.data_dir, subset, counts[subset])
+        if replica_batch > counts['train']:
+            raise UserInputError('--batch-size=%d is more than the %d training examples '
+                                 'in --data-dir %s' % (args.batch_size, counts['train'],
+                                                       args.data_dir), flag='--batch-size')
+        tf.compat.v1.logging.info('%s: %d training and %d evaluation examples in %s',
+                                  args.model, counts['train'], counts['eval'],
+                                  args.data_dir)
+        return declaration.Plan(train_steps=args.train_steps, examples_per_step=args.batch_size,
+                                facts=_Facts(hparams, replica_batch, counts['train'], mnist))
+
+    def estimator(self, args, task, plan, run_config):
+        return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
+                                      params={'hparams': plan.facts.hparams})
+
+    def input_fns(self, args, task, plan):
+        facts = plan.facts
+        seed = task.cluster.input_seed(args.random_seed)
+        if facts.mnist is not None:
+            mnist = facts.mnist
+            return (data.input_fn(mnist.x_train, mnist.y_train, facts.replica_batch,
+                                  training=True, seed=seed),
+                    data.input_fn(mnist.x_test, mnist.y_test, args.batch_size,
+                                  training=False))
+        return (cifar10_data.input_fn(args.data_dir, 'train', facts.replica_batch,
+                                      training=True, count=facts.train_count, seed=seed,
+                                      distort=False),
+                cifar10_data.input_fn(args.data_dir, 'eval', args.batch_size,
+                                      training=False))
+
+    def serving_input_receiver_fn(self, args, plan):
+        if args.model == trainer.MNIST_CNN:
+            return serving_input_receiver_fn([data.HEIGHT, data.WIDTH])
+        return serving_input_receiver_fn([layout.HEIGHT, layout.WIDTH, layout.DEPTH])
+
+
+RUNTIME = KerasRuntime()

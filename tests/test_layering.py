@@ -1,0 +1,182 @@
+"""The package's layers, checked from the source: no import circles, the runtime
+never imports a trainer, the declarations and every `--help` stay free of
+TensorFlow, and no module parses `error:` text back.
+
+Imports are read with `ast`, at module level and inside functions alike, so a
+circle hidden in a function body fails too.
+"""
+import ast
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import cli_env, REPO_ROOT
+from estimator_trainers import registry
+
+RUNTIME_PACKAGE = 'estimator_trainers'
+TRAINER_PACKAGES = tuple(registry.candidate_packages([REPO_ROOT]))
+PRODUCTION_PACKAGES = (RUNTIME_PACKAGE,) + TRAINER_PACKAGES
+
+# What `--help`, the registry, the launcher and the cloud tools import: these
+# modules, and everything they import, must not import TensorFlow.
+TENSORFLOW_FREE = (
+    'estimator_trainers.declaration', 'estimator_trainers.cli', 'estimator_trainers.flags',
+    'estimator_trainers.errors', 'estimator_trainers.registry', 'estimator_trainers.cluster',
+    'estimator_trainers.checkpoints', 'estimator_trainers.job_dir',
+    'estimator_trainers.process', 'estimator_trainers.tools.local',
+    'estimator_trainers.tools.launcher', 'estimator_trainers.tools.cloud.cli',
+    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
+    'estimator_trainers.tools.cloud.packages',
+) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
+
+# Command-line modules whose `--help` must be instant.
+ENTRY_POINTS = (
+    'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
+    'estimator_trainers.tools.cloud', 'cifar10_estimator.generate_cifar10_tfrecords',
+    'taxi_estimator.data', 'taxi_estimator.predict', 'keras_estimator.data',
+    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
+)
+
+
+def production_modules():
+    """{dotted name: path} of every module of the production packages."""
+    modules = {}
+    for package in PRODUCTION_PACKAGES:
+        for directory, _, files in os.walk(os.path.join(REPO_ROOT, package)):
+            for name in files:
+                if name.endswith('.py'):
+                    path = os.path.join(directory, name)
+                    dotted = os.path.relpath(path, REPO_ROOT)[:-3].replace(os.sep, '.')
+                    modules[dotted[:-len('.__init__')] if dotted.endswith('.__init__')
+                            else dotted] = path
+    return modules
+
+
+def import_graph(modules):
+    """{module: set of production modules it imports, anywhere in its body}."""
+    def resolve(name):
+        while name and name not in modules:
+            name = name.rpartition('.')[0]
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read(), path)
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(resolve(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets.update(resolve('%s.%s' % (node.module, alias.name))
+                               for alias in node.names)
+        graph[module] = {t for t in targets if t and t != module}
+    return graph
+
+
+def circles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_is_read_from_every_kind_of_import():
+    graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}
+    assert circles(graph) == [['a', 'b', 'c']]
+    modules = production_modules()
+    found = import_graph(modules)
+    # A module-level import and one inside a function are both edges.
+    assert 'estimator_trainers.runner' in found['estimator_trainers.cli']
+    assert 'estimator_trainers.declaration' in found['taxi_estimator.trainer']
+
+
+def test_no_import_circles_among_production_modules():
+    assert circles(import_graph(production_modules())) == []
+
+
+def test_the_runtime_and_tools_never_import_a_trainer_package():
+    graph = import_graph(production_modules())
+    offending = sorted('%s -> %s' % (module, target)
+                       for module, targets in graph.items()
+                       if module.split('.')[0] == RUNTIME_PACKAGE
+                       for target in targets if target.split('.')[0] in TRAINER_PACKAGES)
+    assert offending == []
+
+
+@pytest.mark.parametrize('module', TENSORFLOW_FREE)
+def test_declarations_and_tools_import_without_tensorflow(module):
+    proc = subprocess.run(
+        [sys.executable, '-c', 'import importlib, sys; importlib.import_module(sys.argv[1]); '
+         'sys.exit(3 if "tensorflow" in sys.modules else 0)', module],
+        cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, '%s imports TensorFlow\n%s' % (module, proc.stderr[-3000:])
+
+
+@pytest.mark.parametrize('module', ENTRY_POINTS + tuple(
+    trainer.module for trainer in registry.discover([REPO_ROOT]).values()))
+def test_help_of_every_entry_point_is_instant(module):
+    """`-X importtime` lists every module the process imported."""
+    proc = subprocess.run([sys.executable, '-X', 'importtime', '-m', module, '--help'],
+                          cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'usage' in proc.stdout.lower()
+    imported = re.findall(r'^import time:.*\|\s+(\S+)$', proc.stderr, re.M)
+    assert imported and not [m for m in imported if m.split('.')[0] == 'tensorflow']
+
+
+def test_no_production_module_parses_error_lines():
+    """Errors are values (`errors.py`): only it writes `error: ...`, and no module
+    reads such a line back (a regex or a prefix test on `error:`)."""
+    offending = []
+    for module, path in production_modules().items():
+        if module == 'estimator_trainers.errors':
+            continue
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read(), path)
+        docstrings = {id(node.value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and re.search(r'(^|[^\w-])error: ', node.value)):
+                offending.append('%s:%d %r' % (module, node.lineno, node.value[:60]))
+    assert offending == []
+
+
+def test_the_readme_lists_every_trainer_the_registry_finds():
+    """README's trainer table names each declared trainer's package and command line."""
+    with open(os.path.join(REPO_ROOT, 'README.md'), encoding='utf-8') as f:
+        readme = f.read()
+    table = readme[readme.index('## The trainers'):]
+    rows = re.findall(r'^\| `(\w+)` \|.*\| `python -m ([\w.]+)` \|$', table, re.M)
+    trainers = registry.discover([REPO_ROOT])
+    assert sorted(rows) == sorted((t.module.split('.')[0], t.module)
+                                  for t in trainers.values())

@@ -1,1 +1,0 @@
-"""A toy trainer package, written only against the runner (tests/test_trainer_discovery.py)."""

@@ -67,8 +67,11 @@ def run(trainer, args):
 def _train(trainer, runtime, args, task, plan, termination, started):
     """Steps 5 to 7 of `run`, on a job-dir this task may write."""
     cluster = task.cluster
-    job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args),
-                                   write=cluster.is_chief)
+    params = trainer.model_params(args)
+    job_dir_lib.check_model_params(args.job_dir, params, write=False)
+    if cluster.is_chief:  # it restores them; nothing has been written yet
+        job_dir_lib.check_checkpoints(args.job_dir)
+        job_dir_lib.check_model_params(args.job_dir, params)  # recorded if absent
     if cluster.is_chief:
         runtime.prepare_job_dir(args, task, plan)
 

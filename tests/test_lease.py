@@ -94,7 +94,7 @@ def test_gcs_lease_is_exclusive(client, monkeypatch):
 def test_garbled_lease_is_unreadable_and_taken_over(tmp_path, text):
     """A lease with wrong field types or nesting too deep for Python's JSON reader is
     taken over as unreadable (it was a TypeError or RecursionError traceback)."""
-    (tmp_path / lease.LEASE_FILE).write_text(text)
+    (tmp_path / job_dir.LEASE_FILE).write_text(text)
     lines = []
     taken = lease.Lease(str(tmp_path), 'local-y', 'local', log=lines.append).acquire()
     taken.release()

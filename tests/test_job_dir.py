@@ -1,0 +1,161 @@
+"""Hostile or damaged files in a job-dir, through the real trainer CLIs.
+
+A run refuses, in one line and before writing anything, a job-dir it could not
+resume from; TensorFlow would otherwise end in a traceback, or start over at
+step 0 and save over the checkpoints there. Each case starts from a copy of one
+taxi job-dir trained to step 20 (checkpoints 0, 10, 20).
+"""
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import taxi_trips
+from conftest import run_module, tree_bytes
+
+TASK = 'taxi_estimator.task'
+CIFAR = 'cifar10_estimator.cifar10_main'
+
+
+@pytest.fixture(scope='module')
+def files(tmp_path_factory):
+    train, evals = taxi_trips.write_layout_files(tmp_path_factory.mktemp('taxi_data'))
+    return ['--train-files', str(train), '--eval-files', str(evals), '--batch-size', '64',
+            '--checkpoint-num-steps', '10', '--random-seed', '3',
+            '--eval-frequency-secs', '3600']
+
+
+@pytest.fixture(scope='module')
+def trained(files, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp('trained') / 'job'
+    run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '20', check=0)
+    return job_dir
+
+
+@pytest.fixture
+def job_dir(trained, tmp_path):
+    copy = tmp_path / 'job'
+    shutil.copytree(trained, copy)
+    return copy
+
+
+def refused(files, job_dir, *flags, module=TASK):
+    """Runs a rerun that must be refused; returns its one error line. The job-dir must
+    be byte for byte as it was (the lease taken meanwhile is released)."""
+    before = tree_bytes(job_dir)
+    common = files if module == TASK else []
+    proc = run_module(module, *common, '--job-dir', job_dir, *flags, check=2)
+    assert 'Traceback' not in proc.stderr, proc.stderr[-5000:]
+    lines = proc.stderr.strip().splitlines()
+    assert [l for l in lines if l.startswith('error:')] == lines[-1:], proc.stderr[-3000:]
+    assert tree_bytes(job_dir) == before
+    return lines[-1]
+
+
+def poison(prefix, variable):
+    """Rewrites checkpoint `prefix` with NaN in `variable` (as a diverged run saved it)."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    with tf.Graph().as_default():
+        variables = {}
+        for name in reader.get_variable_to_dtype_map():
+            value = reader.get_tensor(name)
+            if name == variable:
+                value = np.full_like(value, np.nan)
+            variables[name] = tf.compat.v1.Variable(value, name=name.replace('/', '_'))
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, str(prefix), write_meta_graph=False, write_state=False)
+
+
+def test_garbage_checkpoint_state_is_refused_not_started_over(files, job_dir):
+    """It made training start over at step 0 and save over model.ckpt-0/10/20."""
+    (job_dir / 'checkpoint').write_text('garbage {{{\n')
+    assert refused(files, job_dir, '--train-steps', '30') == (
+        'error: --job-dir file %s is not a TensorFlow checkpoint state (1:1 : Message type '
+        '"tensorflow.CheckpointState" has no field named "garbage".); the newest checkpoint '
+        'there is model.ckpt-20: restore the file (a line model_checkpoint_path: "NAME") or '
+        'use a new --job-dir; a run would start over at step 0 and save over the checkpoints'
+        % (job_dir / 'checkpoint'))
+
+
+def test_checkpoints_without_a_state_file_are_refused_not_overwritten(files, job_dir):
+    os.remove(job_dir / 'checkpoint')
+    assert refused(files, job_dir, '--train-steps', '30') == (
+        'error: --job-dir %s holds checkpoints (the newest is model.ckpt-20) but no '
+        'checkpoint file naming the latest: a run would start over at step 0 and save '
+        'over them; write one (a line model_checkpoint_path: "model.ckpt-20") or use a new '
+        '--job-dir' % job_dir)
+
+
+def test_state_file_naming_a_missing_checkpoint_is_one_line(files, job_dir):
+    """It was a ValueError traceback ("not a valid checkpoint")."""
+    for name in os.listdir(job_dir):
+        if name.startswith('model.ckpt-20.'):
+            os.remove(job_dir / name)
+    assert refused(files, job_dir, '--train-steps', '30') == (
+        'error: --job-dir file %s names model.ckpt-20 as the latest checkpoint, but '
+        '%s.index is missing; the newest checkpoint there is model.ckpt-10: name an '
+        'existing one there, or use a new --job-dir'
+        % (job_dir / 'checkpoint', job_dir / 'model.ckpt-20'))
+
+
+@pytest.mark.parametrize('damage', ['garbage data', 'truncated index'])
+def test_damaged_latest_checkpoint_is_one_line(files, job_dir, damage):
+    """Garbage in the data file was an IndexError traceback at the restore."""
+    if damage == 'garbage data':
+        (job_dir / 'model.ckpt-20.data-00000-of-00001').write_bytes(os.urandom(100))
+        reason = r'at \S+ \(Read less bytes than requested\)'
+    else:
+        with open(job_dir / 'model.ckpt-20.index', 'r+b') as f:
+            f.truncate(50)
+        reason = r'\(.*sstable.*\)'
+    line = refused(files, job_dir, '--train-steps', '30')
+    assert re.fullmatch(
+        r'error: --job-dir %s: its latest checkpoint, model.ckpt-20, does not read %s: a '
+        r'file of it is damaged or truncated; restore it, or move its files and its lines '
+        r'in the checkpoint file away to resume from an earlier one'
+        % (re.escape(str(job_dir)), reason), line), line
+
+
+def test_latest_checkpoint_with_nan_is_refused(files, job_dir):
+    """A NaN checkpoint an earlier version saved when a run diverged."""
+    poison(job_dir / 'model.ckpt-20', 'dnn/hiddenlayer_0/kernel')
+    assert refused(files, job_dir, '--train-steps', '30') == (
+        'error: --job-dir %s: its latest checkpoint, model.ckpt-20, holds NaN or infinite '
+        'values (dnn/hiddenlayer_0/kernel): it was saved by a run that diverged; move its '
+        'files and its lines in the checkpoint file away to resume from an earlier one, or '
+        'use a new --job-dir' % job_dir)
+
+
+@pytest.mark.parametrize('text', ['[' * 100000 + ']' * 100000, '[1, 2]'],
+                         ids=['deep nesting', 'not an object'])
+def test_model_params_that_are_not_an_object_are_one_line(files, job_dir, text):
+    (job_dir / 'model_params.json').write_text(text)
+    assert refused(files, job_dir, '--train-steps', '30') == (
+        'error: %s is not a JSON object of flag values; restore it or use a new --job-dir'
+        % (job_dir / 'model_params.json'))
+
+
+def test_cifar10_on_a_taxi_job_dir_is_refused_before_writing(trained, tmp_path,
+                                                             cifar10_data_dir):
+    """It wrote an event file into the taxi job-dir, then failed on the restore."""
+    job_dir = tmp_path / 'job'
+    shutil.copytree(trained, job_dir)
+    line = refused([], job_dir, '--data-dir', cifar10_data_dir, '--num-layers', '8',
+                   '--train-batch-size', '20', '--eval-batch-size', '50',
+                   '--train-steps', '5', module=CIFAR)
+    assert line == ('error: --job-dir %s holds the checkpoints of another trainer: its '
+                    'model_params.json records --hidden-units=32,16, this trainer '
+                    '--num-layers=8; use a new --job-dir' % job_dir)
+
+
+def test_rerun_of_a_sound_job_dir_resumes(files, job_dir):
+    proc = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '30', check=0)
+    assert 'Resuming from global step 20 ' in proc.stderr
+    assert json.loads((job_dir / 'model_params.json').read_text()) == {
+        'hidden-units': [32, 16]}

@@ -155,6 +155,11 @@ def add_job_flags(parser):
         help='One job trains in a job-dir at a time (its chief holds '
              '<job-dir>/LEASE.json with a heartbeat); a lease whose heartbeat is '
              'older than this is stale and taken over.')
+    parser.add_argument(
+        '--storage-timeout-secs', type=positive_float, default=60,
+        help='Before anything else, every gs:// bucket the flags name must answer '
+             'within this time (TensorFlow\'s own client retries for minutes); '
+             'else the run ends with one line.')
 
 
 def add_training_loop_flags(parser, *, train_steps, checkpoint_steps):

@@ -30,6 +30,7 @@ from estimator_trainers import devices as devices_lib
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers import errors
 from estimator_trainers import faults
+from estimator_trainers import gcs
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import run_config
@@ -56,6 +57,7 @@ def run(trainer, args):
             return training.serve_parameters(config)
 
         runtime = trainer.load_runtime()
+        gcs.check_buckets(_path_flags(args), args.storage_timeout_secs)
         job_dir_lib.check_owner(args.job_dir)
         plan = runtime.check(args, task)
         _check_batch(plan, task)
@@ -126,6 +128,16 @@ def _divergence_failure(diverged, trainer, task, checkpoint_plan):
                 'finite loss, and a rerun resumes from it' % good if good else
                 '; no checkpoint was saved')
     return errors.TaskFailure('%s%s%s; %s' % (label, diverged, kept, hint))
+
+
+def _path_flags(args):
+    """(flag, value) of every string flag value (gs:// paths among them)."""
+    pairs = []
+    for dest, value in sorted(vars(args).items()):
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str):
+                pairs.append(('--' + dest.replace('_', '-'), item))
+    return pairs
 
 
 def _log(line):

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import socket
 
 import numpy as np
 import pytest
@@ -159,3 +160,39 @@ def test_rerun_of_a_sound_job_dir_resumes(files, job_dir):
     assert 'Resuming from global step 20 ' in proc.stderr
     assert json.loads((job_dir / 'model_params.json').read_text()) == {
         'hidden-units': [32, 16]}
+
+
+# --- gs:// job-dirs that cannot be reached -------------------------------------------
+
+@pytest.mark.parametrize('case', ['no bucket', 'proxy refuses', 'no answer'])
+def test_unreachable_gs_job_dir_is_one_line_in_bounded_time(files, gcs, case):
+    """A bucket that does not exist made TensorFlow's makedirs loop for good; a
+    Cloud Storage that cannot be reached was a traceback after minutes of retries.
+    Each bucket a run names is asked once, within --storage-timeout-secs."""
+    env = gcs.env()
+    job_dir = 'gs://no-such-bucket/job' if case == 'no bucket' else (
+        gcs.create_bucket('reachable') + '/job')
+    with socket.socket() as dead:
+        dead.bind(('127.0.0.1', 0))
+        if case == 'no answer':
+            dead.listen(5)  # accepts connections, never answers
+        if case != 'no bucket':
+            env['https_proxy'] = 'http://127.0.0.1:%d' % dead.getsockname()[1]
+        proc = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '2',
+                          '--storage-timeout-secs', '5', env=env, timeout=240)
+    assert 'Traceback' not in proc.stderr, proc.stderr[-5000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    if case == 'no bucket':
+        assert proc.returncode == 2
+        assert line == ('error: --job-dir gs://no-such-bucket/job: there is no bucket '
+                        'gs://no-such-bucket; create it or correct the name')
+    elif case == 'proxy refuses':
+        assert proc.returncode == 1
+        assert re.fullmatch(r'error: --job-dir %s: cannot reach Cloud Storage \(All 1 retry '
+                            r'attempts failed\. .*Couldn\'t connect to server\)'
+                            % re.escape(job_dir), line), line
+    else:
+        assert proc.returncode == 1
+        assert line == ('error: --job-dir %s: Cloud Storage did not answer within 5s '
+                        '(offline, or a proxy or firewall in the way?); '
+                        '--storage-timeout-secs sets how long to wait' % job_dir)

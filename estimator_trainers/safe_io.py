@@ -37,12 +37,24 @@ def check_owner(path, flag):
     symlinks they planted and files they can change under us. A path that
     does not exist yet is fine: it will be created by (and owned by) us.
 
+    A symlink on the way to `path` that another user owns (root's are
+    trusted) is refused too, wherever it leads: whoever planted `/tmp/taxi ->
+    /home/you/other-job` chooses what a run overwrites.
+
     Raises:
       UserInputError: `path` exists and is owned by someone else, or is not a
-        directory.
+        directory, or a symlink on the way is someone else's.
     """
     if is_remote(path):
         return
+    foreign = _foreign_symlink(path)
+    if foreign:
+        link, uid = foreign
+        raise UserInputError(
+            '%s %s%s is a symlink owned by user %s, not by you (uid %d); refusing to follow '
+            'it: another user chose where it leads. Use a directory of your own'
+            % (flag, path, '' if link == os.path.abspath(path) else ': ' + link,
+               _user_name(uid), os.geteuid()), flag=flag, path=link)
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -56,6 +68,43 @@ def check_owner(path, flag):
             '%s %s is owned by user %s, not by you (uid %d); files another user '
             'controls could redirect what is written there: use a directory of '
             'your own' % (flag, path, _user_name(info.st_uid), os.geteuid()))
+
+
+def _foreign_symlink(path, max_links=40):
+    """(symlink, its owner's uid) of the first symlink resolving `path` meets that
+    is owned by neither this user nor root; None if there is none.
+
+    Resolves component by component as the kernel does (stopping at the first
+    component that does not exist yet: we create the rest).
+    """
+    pending = os.path.abspath(path).split(os.sep)[1:]
+    current = os.sep
+    links = 0
+    while pending:
+        name = pending.pop(0)
+        if name in ('', '.'):
+            continue
+        if name == '..':
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return None
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        if info.st_uid not in (os.geteuid(), 0):
+            return candidate, info.st_uid
+        links += 1
+        if links > max_links:
+            return None  # a loop: os.stat reports it
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            current = os.sep
+        pending = target.split(os.sep) + pending
+    return None
 
 
 def _user_name(uid):

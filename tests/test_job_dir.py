@@ -196,3 +196,52 @@ def test_unreachable_gs_job_dir_is_one_line_in_bounded_time(files, gcs, case):
         assert line == ('error: --job-dir %s: Cloud Storage did not answer within 5s '
                         '(offline, or a proxy or firewall in the way?); '
                         '--storage-timeout-secs sets how long to wait' % job_dir)
+
+
+# --- symlinks another user planted ----------------------------------------------------
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason='needs root to give a symlink to another user')
+
+
+def _planted(tmp_path, trained, name):
+    """Someone else's symlink `name` to a job-dir of ours (trained): what a run on it
+    would resume from and overwrite."""
+    victim = tmp_path / 'victim'
+    shutil.copytree(trained, victim)
+    link = tmp_path / name
+    os.symlink(victim, link)
+    os.lchown(link, 65534, 65534)
+    return link, victim
+
+
+@needs_root
+def test_job_dir_that_is_another_users_symlink_is_refused(files, trained, tmp_path):
+    """It was followed: the run resumed from, and wrote into, the directory it led to."""
+    link, victim = _planted(tmp_path, trained, 'taxi')
+    before = tree_bytes(victim)
+    proc = run_module(TASK, *files, '--job-dir', link, '--train-steps', '30', check=2)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: --job-dir %s is a symlink owned by user nobody (uid 65534), not by you '
+        '(uid 0); refusing to follow it: another user chose where it leads. Use a '
+        'directory of your own' % link)
+    assert tree_bytes(victim) == before
+
+
+@needs_root
+def test_launcher_refuses_a_logs_dir_that_is_another_users_symlink(tmp_path):
+    """<job-dir>/logs planted as a symlink (in a job-dir others can write to)."""
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    victim = tmp_path / 'victim'
+    victim.mkdir()
+    os.symlink(victim, job_dir / 'logs')
+    os.lchown(job_dir / 'logs', 65534, 65534)
+    proc = run_module('estimator_trainers.tools.launcher', '--job-dir', job_dir,
+                      '--parameter-server-count', '0', '--worker-count', '0', '--', 'true',
+                      check=2)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: --log-dir %s is a symlink owned by user nobody (uid 65534), not by you '
+        '(uid 0); refusing to follow it: another user chose where it leads. Use a '
+        'directory of your own' % (job_dir / 'logs'))
+    assert os.listdir(victim) == []

@@ -329,10 +329,46 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
             clean_leftovers(job_dir, log)
         else:
             lease.check_shared()
-        yield
+        with disk_full_in_threads() as seen:
+            yield
+        if seen:  # only a writer thread met it: the run's events are incomplete
+            raise seen[0]
     except Exception as e:  # pylint: disable=broad-except
         if is_disk_full(e):
             raise disk_full_error(job_dir) from None
         raise
     finally:
         lease.release()
+
+
+@contextlib.contextmanager
+def disk_full_in_threads():
+    """Keeps a full disk met by another thread quiet, and yields what they met.
+
+    TensorFlow's event writers write on threads of their own: on a full disk
+    one printed its traceback (and an ERROR line) before the main thread, which
+    meets the full disk too, ended with the one line. Their other errors
+    still print as before.
+    """
+    import logging  # pylint: disable=g-import-not-at-top
+    seen = []
+    previous = threading.excepthook
+
+    def excepthook(args):
+        if is_disk_full(args.exc_value):
+            seen.append(args.exc_value)
+        else:
+            previous(args)
+
+    def quiet(record):
+        return not ('writer thread error' in record.getMessage()
+                    and 'No space left on device' in record.getMessage())
+
+    logger = logging.getLogger('tensorflow')
+    threading.excepthook = excepthook
+    logger.addFilter(quiet)
+    try:
+        yield seen
+    finally:
+        threading.excepthook = previous
+        logger.removeFilter(quiet)

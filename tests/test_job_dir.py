@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 
 import numpy as np
 import pytest
@@ -245,3 +246,52 @@ def test_launcher_refuses_a_logs_dir_that_is_another_users_symlink(tmp_path):
         '(uid 0); refusing to follow it: another user chose where it leads. Use a '
         'directory of your own' % (job_dir / 'logs'))
     assert os.listdir(victim) == []
+
+
+# --- a disk that fills at the end of a run ------------------------------------------
+
+def _fill(mount, leave):
+    """Fills the file system at `mount` but for `leave` bytes; returns the ballast file."""
+    ballast = os.path.join(mount, 'ballast')
+    with open(ballast, 'wb', buffering=0) as f:
+        try:
+            while True:
+                f.write(b'\0' * 4096)
+        except OSError:
+            pass
+    os.truncate(ballast, os.path.getsize(ballast) - leave)
+    return ballast
+
+
+def test_full_disk_at_the_final_evaluation_is_only_the_line(files, trained, tmp_path):
+    """The evaluation's event writer thread met the full disk first and printed its
+    traceback (and an ERROR line) before the one line; a rerun with space finishes."""
+    mount = tmp_path / 'fs'
+    mount.mkdir()
+    if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=40m', 'tmpfs', str(mount)],
+                      capture_output=True, check=False).returncode:
+        pytest.skip('cannot mount a tmpfs here (needs root)')
+    try:
+        job_dir = mount / 'job'
+        shutil.copytree(trained, job_dir)
+        shutil.rmtree(job_dir / 'eval')
+        shutil.rmtree(job_dir / 'export')
+        ballast = _fill(str(mount), 8 * 1024)
+        # Trained to 20 already: this run evaluates and exports only.
+        proc = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '20')
+        assert proc.returncode == 1, proc.stderr[-5000:]
+        assert 'Traceback' not in proc.stderr and 'Exception in thread' not in proc.stderr
+        assert 'writer thread error' not in proc.stderr, proc.stderr[-3000:]
+        lines = proc.stderr.strip().splitlines()
+        assert [l for l in lines if l.startswith('error:')] == [
+            'error: the file system of --job-dir %s is full (No space left on device); the '
+            'last good checkpoint is %s/model.ckpt-20; free space and rerun the same command '
+            'to resume' % (job_dir, job_dir)] == lines[-1:], proc.stderr[-3000:]
+
+        os.remove(ballast)
+        rerun = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '20',
+                           check=0)
+        assert 'Final evaluation at global step 20' in rerun.stderr
+        assert len(os.listdir(job_dir / 'export')) == 1
+    finally:
+        subprocess.run(['umount', '-l', str(mount)], check=False)

@@ -5,6 +5,7 @@ import json
 import os
 import pickle
 import shutil
+import tarfile
 import threading
 
 import numpy as np
@@ -261,3 +262,82 @@ def test_data_dir_of_another_user_is_refused(cifar10_tarball, tmp_path):
     proc = run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball)
     one_error_line(proc, '--data-dir %s is owned by user nobody' % data_dir)
     assert os.listdir(data_dir) == []
+
+
+# --- declared sizes and archive bombs ---------------------------------------------------
+
+class _Reduces:
+    """Pickles to `function(*args)`, as a crafted batch would."""
+
+    def __init__(self, function, *args):
+        self.call = (function, args)
+
+    def __reduce__(self):
+        return self.call
+
+
+@pytest.mark.parametrize('data, declared', [
+    (_Reduces(np.core.multiarray._reconstruct, np.ndarray, (10 ** 8, 3072), b'B'),
+     'it declares an array of shape (100000000, 3072) before its data'),
+    (_Reduces(np.ndarray, (10 ** 8, 3072), 'B'),
+     'it constructs an array of a declared shape directly, which a CIFAR-10 batch never '
+     'does'),
+], ids=['reconstruct', 'ndarray'])
+def test_batch_declaring_hundreds_of_gib_is_refused_before_allocating(tmp_path, data,
+                                                                      declared):
+    """An array header declaring 279 GiB was a MemoryError traceback (or, for a size
+    the kernel lets it reserve, memory filled later): no declared shape is
+    allocated before the bytes that fill it are read."""
+    raw = pickle.dumps({b'data': data, b'labels': [0]}, protocol=2)
+    archive = _evil_archive(tmp_path / 'src', 'data_batch_2', raw)
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    assert one_error_line(proc, '--source %s member cifar-10-batches-py/data_batch_2: '
+                          'not a CIFAR-10 python batch' % archive) == (
+        'error: --source %s member cifar-10-batches-py/data_batch_2: not a CIFAR-10 python '
+        'batch (%s); nothing in it was run' % (archive, declared))
+    assert tree_bytes(tmp_path / 'data') == {}
+
+
+def _zeros(size):
+    """A file object of `size` zero bytes, read in 1 MiB pieces."""
+    class Zeros:
+        left = size
+
+        def read(self, n=-1):
+            n = min(self.left, 1 << 20 if n is None or n < 0 else n)
+            self.left -= n
+            return b'\0' * n
+    return Zeros()
+
+
+def test_archive_with_a_gib_member_is_refused_unread(tmp_path):
+    """A 1 MiB archive whose first member inflates to 1 GiB was extracted to disk whole
+    before the batches were read; only batch members are extracted now, each checked
+    from its header first, so this one is refused before a byte of it is read."""
+    batches = cifar10_archive.write_batches(str(tmp_path / 'src'), per_batch=20,
+                                            test_size=20)
+    archive = tmp_path / 'cifar-10-python.tar.gz'
+    with tarfile.open(archive, 'w:gz', compresslevel=1) as tar:
+        bomb = tarfile.TarInfo('cifar-10-batches-py/readme.html')
+        bomb.size = 1 << 30
+        tar.addfile(bomb, _zeros(bomb.size))
+        tar.add(batches, arcname='cifar-10-batches-py')
+    assert archive.stat().st_size < 8 << 20
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    assert one_error_line(proc, '--source') == (
+        'error: --source %s member cifar-10-batches-py/readme.html is 1 GiB; a CIFAR-10 '
+        'batch is about 30 MiB, and nothing in its archive is larger than 256 MiB'
+        % archive)
+    assert tree_bytes(tmp_path / 'data') == {}
+
+
+def test_batch_that_is_a_pipe_is_refused_without_blocking(tmp_path):
+    batches = cifar10_archive.write_batches(str(tmp_path / 'src'), per_batch=20,
+                                            test_size=20)
+    os.remove(os.path.join(batches, 'test_batch'))
+    os.mkfifo(os.path.join(batches, 'test_batch'))  # opening it would wait for a writer
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', batches,
+                      timeout=120)
+    assert one_error_line(proc, '--source') == (
+        'error: --source %s is a pipe; expected a CIFAR-10 python batch file'
+        % os.path.join(batches, 'test_batch'))

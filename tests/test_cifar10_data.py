@@ -5,6 +5,7 @@ import json
 import os
 import pickle
 import shutil
+import struct
 import tarfile
 import threading
 
@@ -341,3 +342,57 @@ def test_batch_that_is_a_pipe_is_refused_without_blocking(tmp_path):
     assert one_error_line(proc, '--source') == (
         'error: --source %s is a pipe; expected a CIFAR-10 python batch file'
         % os.path.join(batches, 'test_batch'))
+
+
+def _masked_crc(data):
+    """TFRecord's masked CRC-32C of `data`."""
+    crc = 0xffffffff
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xffffffff
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+
+
+def _declare_length(path, record, length):
+    """Makes record number `record` of a TFRecord file declare `length` bytes, with a
+    header checksum that holds (so TensorFlow's reader believes it)."""
+    with open(path, 'r+b') as f:
+        header = f.read(8)
+        stride = struct.unpack('<Q', header)[0] + 16
+        f.seek(record * stride)
+        declared = struct.pack('<Q', length)
+        f.write(declared + struct.pack('<I', _masked_crc(declared)))
+
+
+@pytest.mark.parametrize('record', [0, 7], ids=['first record', 'later record'])
+def test_record_declaring_a_tib_is_refused_before_tensorflow_reads_it(
+        cifar10_data_dir, tmp_path, record):
+    """TensorFlow allocates what a record header declares: 1 TiB crashed the trainer
+    (SIGSEGV) when it read that record, at the start or in the middle of training."""
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    _declare_length(data_dir / 'train.tfrecords', record, 1 << 40)
+    proc = run_module('cifar10_estimator.cifar10_main', '--data-dir', data_dir, '--job-dir',
+                      tmp_path / 'job', '--num-layers', '8', '--train-batch-size', '20',
+                      '--eval-batch-size', '50', '--train-steps', '2')
+    line = one_error_line(proc, '%s: the record at byte ' % (data_dir / 'train.tfrecords'))
+    assert line.endswith(' declares 1099511627776 bytes, more than %s; the file is corrupt '
+                         'or was made to crash its reader (TensorFlow allocates what a '
+                         'record declares); regenerate --data-dir'
+                         % ('the file holds' if record == 0 else 'a CIFAR-10 record')), line
+    assert not (tmp_path / 'job').exists()
+
+
+@pytest.mark.parametrize('metadata', [
+    '{"num_examples": {"train": Infinity, "validation": 1, "eval": 1}}',
+    '{"num_examples": ' + '[' * 50000 + ']' * 50000 + '}',
+], ids=['infinite count', 'deep nesting'])
+def test_metadata_with_absurd_contents_is_one_line(cifar10_data_dir, tmp_path, metadata):
+    """An infinite count was an OverflowError traceback, deep nesting a RecursionError."""
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    (data_dir / 'metadata.json').write_text(metadata)
+    with pytest.raises(UserInputError, match=r'metadata.json: expected \{"num_examples"'):
+        data.read_metadata(str(data_dir))

@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 import uuid
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -74,32 +75,117 @@ def read(data_dir):
         return _arrays(f, path)
 
 
+# The official arrays are 47 MB at most. A larger array, or a member that
+# inflates more than `_MAX_RATIO` times (image data compresses about 5:1; a
+# "zip bomb" of zeros about 1000:1), is refused from its zip entry, unread.
+MAX_ARRAY_BYTES = 1 << 30
+_MAX_RATIO = 100
+_NPY_MAGIC = b'\x93NUMPY'
+
+
 def _arrays(file, path):
-    """The checked arrays of an open mnist.npz file."""
+    """The checked arrays of an open mnist.npz file.
+
+    Only the four arrays are read, and each only after its zip entry (size,
+    compression ratio) and its .npy header (dtype, shape, and the bytes that
+    shape declares against the bytes the entry holds) are checked: nothing
+    is allocated that the file does not hold and the format does not need.
+    """
     names = [field.name for field in dataclasses.fields(Mnist)]
+    head = file.read(len(_NPY_MAGIC))
+    if head == _NPY_MAGIC:
+        raise UserInputError('%s is a .npy file (one array); expected an .npz archive of '
+                             'the arrays %s (numpy.savez)' % (path, ', '.join(names)),
+                             path=path)
+    if not head.startswith(b'PK'):
+        raise UserInputError('%s: not a readable .npz file (not a zip archive)' % path,
+                             path=path)
+    file.seek(0)
     try:
-        with np.load(file, allow_pickle=False) as npz:
-            missing = [name for name in names if name not in npz.files]
+        with zipfile.ZipFile(file) as archive:
+            entries = {info.filename: info for info in archive.infolist()}
+            missing = [name for name in names if name + '.npy' not in entries]
             if missing:
                 raise UserInputError('%s: no array %r; expected %s'
-                                     % (path, missing[0], ', '.join(names)))
-            mnist = Mnist(**{name: npz[name] for name in names})
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+                                     % (path, missing[0], ', '.join(names)), path=path)
+            headers = {name: _header(archive, entries[name + '.npy'], path)
+                       for name in names}
+            for split in ('train', 'test'):
+                _check_shapes(path, split, headers['x_' + split], headers['y_' + split])
+            mnist = Mnist(**{name: _array(archive, entries[name + '.npy'], headers[name])
+                             for name in names})
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError) as e:
         raise UserInputError('%s: not a readable .npz file (%s)'
-                             % (path, errors.first_line(e))) from None
+                             % (path, errors.first_line(e)), path=path) from None
     for split in ('train', 'test'):
         images, labels = getattr(mnist, 'x_' + split), getattr(mnist, 'y_' + split)
-        if (images.dtype != np.uint8 or images.ndim != 3 or not len(images)
-                or images.shape[1:] != (HEIGHT, WIDTH)):
-            raise UserInputError('%s: x_%s must be uint8 images [N, %d, %d], got %s %s'
-                                 % (path, split, HEIGHT, WIDTH, images.dtype,
-                                    list(images.shape)))
-        if (labels.dtype.kind not in 'iu' or labels.shape != (len(images),)
-                or labels.min() < 0 or labels.max() >= NUM_CLASSES):
+        if labels.min() < 0 or labels.max() >= NUM_CLASSES:
             raise UserInputError('%s: y_%s must hold %d integer labels in 0-%d, got %s %s'
                                  % (path, split, len(images), NUM_CLASSES - 1,
-                                    labels.dtype, list(labels.shape)))
+                                    labels.dtype, list(labels.shape)), path=path)
     return mnist
+
+
+def _header(archive, info, path):
+    """(dtype, shape, fortran order) of a .npy entry, checked against the entry."""
+    where = '%s: %s' % (path, info.filename)
+    if info.file_size > (1 << 20) and info.file_size > _MAX_RATIO * max(1, info.compress_size):
+        raise UserInputError('%s inflates from %s to %s (%d times); image data compresses '
+                             'far less, so it is refused unread'
+                             % (where, safe_io.size_text(info.compress_size),
+                                safe_io.size_text(info.file_size),
+                                info.file_size // max(1, info.compress_size)), path=path)
+    if info.file_size > MAX_ARRAY_BYTES:
+        raise UserInputError('%s inflates to %s; an MNIST array is at most %s'
+                             % (where, safe_io.size_text(info.file_size),
+                                safe_io.size_text(MAX_ARRAY_BYTES)), path=path)
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        offset = f.tell()
+    if dtype.hasobject:
+        raise UserInputError('%s holds Python objects, which are never loaded' % where,
+                             path=path)
+    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if declared != info.file_size - offset:
+        raise UserInputError('%s declares a %s array %s of %s, but the archive holds %s of '
+                             'data for it' % (where, dtype, list(shape),
+                                              safe_io.size_text(declared),
+                                              safe_io.size_text(info.file_size - offset)),
+                             path=path)
+    return dtype, tuple(shape), fortran, offset
+
+
+def _check_shapes(path, split, images, labels):
+    """The declared dtypes and shapes of a split's arrays, before they are read."""
+    dtype, shape = images[:2]
+    if dtype != np.uint8 or len(shape) != 3 or not shape[0] or shape[1:] != (HEIGHT, WIDTH):
+        raise UserInputError('%s: x_%s must be uint8 images [N, %d, %d], got %s %s'
+                             % (path, split, HEIGHT, WIDTH, dtype, list(shape)), path=path)
+    if labels[0].kind not in 'iu' or labels[1] != shape[:1]:
+        raise UserInputError('%s: y_%s must hold %d integer labels in 0-%d, got %s %s'
+                             % (path, split, shape[0], NUM_CLASSES - 1, labels[0],
+                                list(labels[1])), path=path)
+
+
+def _array(archive, info, header):
+    """The array of a .npy entry whose `header` (`_header`) was checked."""
+    dtype, shape, fortran, offset = header
+    data = bytearray(info.file_size - offset)
+    with archive.open(info) as f:
+        f.read(offset)
+        view = memoryview(data)
+        while view:
+            count = f.readinto(view)
+            if not count:
+                raise EOFError('%s ends early' % info.filename)
+            view = view[count:]
+    array = np.frombuffer(data, dtype)
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
 
 
 def input_fn(images, labels, batch_size, *, training, seed=None):

@@ -280,6 +280,16 @@ def check_checkpoints(job_dir):
                 'model_checkpoint_path: "NAME") or use a new --job-dir' % (state_path, newest),
                 flag='--job-dir', path=state_path)
         return None
+    outside = [p for p in [state.model_checkpoint_path] + list(
+        state.all_model_checkpoint_paths) if not _names_a_file_in(job_dir, p)]
+    if outside:
+        raise UserInputError(
+            '--job-dir file %s names checkpoints outside the job-dir (%s; a job-dir copied '
+            'from elsewhere?): a run would resume from them and delete them when it keeps '
+            'only the newest; name them relative to the job-dir (a line '
+            'model_checkpoint_path: "%s") or use a new --job-dir'
+            % (state_path, outside[0], os.path.basename(outside[0])),
+            flag='--job-dir', path=state_path)
     latest = state.model_checkpoint_path
     if not os.path.isabs(latest) and not safe_io.is_remote(latest):
         latest = os.path.join(job_dir, latest)
@@ -291,6 +301,17 @@ def check_checkpoints(job_dir):
             flag='--job-dir', path=state_path)
     _check_checkpoint_values(job_dir, latest)
     return latest
+
+
+def _names_a_file_in(directory, path):
+    """Whether a path of a checkpoint state file names a file right in `directory`
+    (TensorFlow writes names relative to it; older versions wrote absolute ones)."""
+    if safe_io.is_remote(path) or safe_io.is_remote(directory):
+        return os.path.dirname(path) in ('', directory.rstrip('/'))
+    if not os.path.isabs(path):
+        return os.path.dirname(os.path.normpath(path)) == ''
+    return (os.path.dirname(os.path.normpath(path))
+            == os.path.normpath(os.path.abspath(directory)))
 
 
 def _saved_checkpoints(job_dir):

@@ -295,3 +295,29 @@ def test_full_disk_at_the_final_evaluation_is_only_the_line(files, trained, tmp_
         assert len(os.listdir(job_dir / 'export')) == 1
     finally:
         subprocess.run(['umount', '-l', str(mount)], check=False)
+
+
+def test_state_file_naming_checkpoints_outside_the_job_dir_is_refused(files, trained,
+                                                                      tmp_path):
+    """A job-dir copied with a state file of absolute names (older TensorFlow wrote
+    them) resumed from the original's checkpoints, then deleted them as it rotated
+    its own (--keep-checkpoint-max)."""
+    original = tmp_path / 'original'
+    shutil.copytree(trained, original)
+    (original / 'checkpoint').write_text(''.join(
+        '%s: "%s"\n' % (key, original / ('model.ckpt-%d' % step)) for key, step in (
+            ('model_checkpoint_path', 20), ('all_model_checkpoint_paths', 0),
+            ('all_model_checkpoint_paths', 10), ('all_model_checkpoint_paths', 20))))
+    copy = tmp_path / 'copy'
+    shutil.copytree(original, copy)
+    before = tree_bytes(original)
+    assert refused(files, copy, '--train-steps', '70', '--keep-checkpoint-max', '2') == (
+        'error: --job-dir file %s names checkpoints outside the job-dir (%s; a job-dir '
+        'copied from elsewhere?): a run would resume from them and delete them when it '
+        'keeps only the newest; name them relative to the job-dir (a line '
+        'model_checkpoint_path: "model.ckpt-20") or use a new --job-dir'
+        % (copy / 'checkpoint', original / 'model.ckpt-20'))
+    assert tree_bytes(original) == before
+    # Absolute names of the job-dir's own files (in place) are fine.
+    proc = run_module(TASK, *files, '--job-dir', original, '--train-steps', '30', check=0)
+    assert 'Resuming from global step 20 ' in proc.stderr

@@ -15,7 +15,8 @@ Accepted shapes:
   Estimator's RunConfig requires one.
 - Vertex custom containers without `TF_CONFIG`: `CLUSTER_SPEC` with
   `workerpool0..3` (chief, worker, ps, evaluator).
-- No `TF_CONFIG`, or one with an empty `cluster`: a single local process.
+- No `TF_CONFIG`, or one with an empty `cluster`: a single local process
+  (refused for an `evaluator` or `ps` task, which must never train).
 
 An `evaluator` listed in `cluster` is dropped from it (it is not part of the
 training cluster); with `master`, the evaluator's exported TF_CONFIG names it
@@ -39,6 +40,10 @@ TASK_TYPES = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
 POOL_ORDER = (CHIEF, WORKER, PS, EVALUATOR)
 # The order a local cluster starts its tasks: servers the others connect to first.
 START_ORDER = (PS, CHIEF, WORKER, EVALUATOR)
+# The order it stops them: the chief saves its last checkpoint while the
+# parameter servers still serve (evaluators need no one), then the workers,
+# then the parameter servers.
+STOP_ORDER = ((CHIEF, MASTER, EVALUATOR), (WORKER,), (PS,))
 _VERTEX_POOLS = {'workerpool%d' % i: role for i, role in enumerate(POOL_ORDER)}
 
 
@@ -155,6 +160,7 @@ def parse_tf_config(text, source='TF_CONFIG'):
     if not isinstance(cluster, dict) or not isinstance(task, dict):
         raise UserInputError('%s: "cluster" and "task" must be JSON objects' % source)
     if not cluster:
+        _check_trains_alone(task, source)
         return ClusterInfo(cluster={})
     info = _validated(cluster, task, config.get('environment'), source)
     job = config.get('job')
@@ -167,6 +173,26 @@ def parse_tf_config(text, source='TF_CONFIG'):
                                  % (source, job.get('evaluatorCount'))) from None
         info = dataclasses.replace(info, num_evaluators=count)
     return info
+
+
+# What a task that never trains does, for the refusal of one without a cluster.
+_NEVER_TRAINS = {EVALUATOR: 'an evaluator only evaluates the checkpoints a training '
+                            'cluster writes',
+                 PS: 'a parameter server only serves the variables of a training cluster'}
+
+
+def _check_trains_alone(task, source):
+    """Refuses a task that must never train when no cluster is given.
+
+    With an empty `cluster` the process would train alone and write
+    checkpoints into the job-dir, which an evaluator or a parameter server
+    must never do.
+    """
+    task_type = str(task.get('type') or '').lower()
+    if task_type in _NEVER_TRAINS:
+        raise UserInputError('%s: task.type %r with an empty "cluster": %s and never trains; '
+                             'give the cluster, or unset %s to train in one process'
+                             % (source, task_type, _NEVER_TRAINS[task_type], source))
 
 
 def parse_vertex_cluster_spec(text):

@@ -25,6 +25,7 @@ means with TensorFlow 2.15's Estimator:
 Parameter servers and evaluators never get a strategy: they serve variables
 or evaluate checkpoints. Evaluation always runs on one device.
 """
+import contextlib
 import dataclasses
 import socket
 import sys
@@ -33,6 +34,7 @@ import time
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import process
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
@@ -51,12 +53,14 @@ class Distribution:
       strategy: one of `STRATEGIES` (the default already resolved).
       devices: local devices a `tf.distribute` strategy replicates over.
       peers: (`ps-0`-style label, `host:port`) of the tasks this one cannot
-        train without; `watch_peers` bounds the wait for them.
+        train without; `wait_for_peers` and `watch_peers` bound the wait for them.
       peer_timeout_secs: how long a peer may stay unreachable, at start-up or later.
       max_worker_delay_secs: cap on Estimator's start-up delay of worker i,
         (i + 1) * 5 s (None keeps TensorFlow's 60 s cap).
       builds_strategy: this task trains under a `tf.distribute` strategy.
       num_workers: training tasks in the cluster (chief/master and workers).
+      label, address: this task's `worker-0`-style name and `host:port` in
+        TF_CONFIG (None for a single process).
     """
     strategy: str
     devices: tuple = ()
@@ -65,6 +69,8 @@ class Distribution:
     max_worker_delay_secs: int = None
     builds_strategy: bool = False
     num_workers: int = 1
+    label: str = None
+    address: str = None
 
     @property
     def local_replicas(self):
@@ -104,13 +110,32 @@ class Distribution:
         """All workers' batches form one global step (all-reduce strategies)."""
         return self.strategy in (MIRRORED, MULTI_WORKER_MIRRORED)
 
-    def make_train_distribute(self):
+    def make_train_distribute(self, log=None, inside_tensorflow=None):
         """The `train_distribute` strategy for RunConfig, or None.
 
         Built on demand because a multi-worker strategy reads TF_CONFIG and
         configures the process's collective ops when created: call it after
         `cluster.export_tf_config` and before anything starts TensorFlow's
         runtime (running an op, listing logical devices).
+
+        Creating `multi_worker_mirrored` waits inside TensorFlow, holding the
+        interpreter lock, until every peer joins its collective set-up: no
+        signal handler and no thread of this process runs meanwhile. So the
+        peers are waited for first, in Python (`wait_for_peers`, listening on
+        this task's own port meanwhile so they can see it too), and the call
+        runs in `inside_tensorflow(what, deadline_secs, deadline_error)`
+        (`faults.Termination.inside_tensorflow`), which ends the task on a
+        signal, or when a peer that was up never joins within
+        `peer_timeout_secs` (TensorFlow itself would wait forever).
+
+        Args:
+          log: callable taking one line, for progress while waiting for peers.
+          inside_tensorflow: see above (default: the call runs unguarded).
+
+        Raises:
+          UserInputError: a peer never accepted connections, or this task's
+            own port is taken.
+          TaskFailure: the peers were reachable but the set-up failed.
         """
         if not self.builds_strategy:
             return None
@@ -122,13 +147,37 @@ class Distribution:
             return tf.distribute.MirroredStrategy(
                 list(self.devices),
                 cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
+        log = log or (lambda line: None)
+        wait_for_peers(self, log, listen=True)
+        peers = ', '.join('%s at %s' % peer for peer in self.peers)
+        log('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
+            '--peer-timeout-secs=%g)' % (peers, self.peer_timeout_secs))
+        guard = (inside_tensorflow or _unguarded)(
+            'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
+            'with %s' % peers, self.peer_timeout_secs,
+            TaskFailure('%s: the collective set-up of multi_worker_mirrored with %s (from '
+                        'TF_CONFIG) did not complete within %gs; did one of them die? '
+                        '(--peer-timeout-secs)' % (self.label, peers, self.peer_timeout_secs),
+                        flag='--peer-timeout-secs'))
         try:
-            return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+            with guard:
+                return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
         except RuntimeError as e:
             raise RuntimeError(
                 'multi_worker_mirrored must be set up before TensorFlow starts its '
                 'runtime: build the RunConfig before running any TensorFlow op or '
                 'listing logical devices (%s)' % e) from e
+        except tf.errors.OpError as e:
+            raise TaskFailure(
+                '%s: the collective set-up of multi_worker_mirrored with %s (from '
+                'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
+                % (self.label, peers, first_line(e)), flag='--peer-timeout-secs') from None
+
+
+@contextlib.contextmanager
+def _unguarded(what, deadline_secs, deadline_error):
+    del what, deadline_secs, deadline_error
+    yield
 
 
 def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
@@ -188,13 +237,17 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                                  'each worker, not %d; drop --num-gpus or limit the GPUs '
                                  'with CUDA_VISIBLE_DEVICES' % (visible_gpus, len(gpus)))
     trains = not (cluster.is_ps or cluster.is_evaluator)
+    addresses = cluster.addresses(cluster.task_type) if cluster.is_distributed else ()
     return Distribution(
         strategy=name, devices=tuple(devices),
         peers=_peers(name, cluster) if trains else (),
         peer_timeout_secs=peer_timeout_secs,
         max_worker_delay_secs=max_worker_delay_secs,
         builds_strategy=trains and name in (MIRRORED, MULTI_WORKER_MIRRORED),
-        num_workers=trainers)
+        num_workers=trainers,
+        label=cluster.task_label if cluster.is_distributed else None,
+        address=(addresses[cluster.task_index]
+                 if cluster.task_index < len(addresses) else None))
 
 
 def from_flags(args, cluster, devices=('/cpu:0',)):
@@ -254,16 +307,30 @@ def dense_gradient_aggregator(run_config):
     return all_reduce_dense
 
 
-def unreachable_peers(peers, timeout_secs, retry_secs=0.5):
-    """Waits until every peer accepts TCP connections; returns those that never did."""
-    deadline = time.monotonic() + timeout_secs
+def unreachable_peers(peers, timeout_secs, retry_secs=0.5, progress=None):
+    """Waits until every peer accepts TCP connections; returns those that never did.
+
+    `progress(waiting, elapsed_secs)` is called with the peers still missing
+    after the first try and then every `PROGRESS_SECS`.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_secs
+    next_progress = started
     waiting = list(peers)
     while True:
         waiting = [(label, address) for label, address in waiting
                    if not _accepts(address)]
-        if not waiting or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if not waiting or now >= deadline:
             return waiting
-        time.sleep(retry_secs)
+        if progress and now >= next_progress:
+            progress(waiting, now - started)
+            next_progress = now + PROGRESS_SECS
+        time.sleep(min(retry_secs, max(0.0, deadline - now)))
+
+
+# How often a task waiting for its peers says so.
+PROGRESS_SECS = 30
 
 
 def _accepts(address):
@@ -275,16 +342,77 @@ def _accepts(address):
         return False
 
 
-def watch_peers(distribution, stderr=None, poll_secs=None):
-    """Bounds every wait for this task's peers; returns the started `PeerWatch`.
+def wait_for_peers(distribution, log, listen=False):
+    """Blocks until every peer of this task accepts connections, saying so while it waits.
 
-    TensorFlow waits forever for a peer that never comes up (session creation
-    retries without end) or that went away (a killed ps: "a new session will
-    be created", then the same endless wait), and its own server must be
-    running for the peers to come up, so the check runs beside training. When
-    a peer is unreachable for `peer_timeout_secs` at start-up or at any time
-    until training ends, the process ends with one line naming the address:
-    exit status 2 at start-up (likely a wrong address), 1 later.
+    Runs in the main thread before TensorFlow's own (endless) waits for the
+    same peers, so a signal ends it like any Python code.
+
+    Args:
+      distribution: this task's `Distribution`.
+      log: callable taking one line (the progress lines).
+      listen: listen on this task's own port meanwhile, where its
+        TensorFlow server will serve: all-reduce tasks start their servers
+        only once they go ahead, so each must be visible to the others first.
+
+    Raises:
+      UserInputError: a peer did not accept connections within
+        `peer_timeout_secs` (naming it), or this task's port is taken.
+    """
+    if not distribution.peers:
+        return
+    timeout = distribution.peer_timeout_secs
+
+    def progress(waiting, elapsed):
+        log('Waiting for %s (from TF_CONFIG) to accept connections: %ds of '
+            '--peer-timeout-secs=%g' % (', '.join('%s at %s' % p for p in waiting),
+                                        elapsed, timeout))
+
+    placeholder = _listen(distribution) if listen else None
+    try:
+        missing = unreachable_peers(distribution.peers, timeout, progress=progress)
+    finally:
+        if placeholder is not None:
+            placeholder.close()
+    if missing:
+        raise UserInputError(
+            'cannot reach %s (from TF_CONFIG) after %gs; is that task running, and is '
+            'the address right? (--peer-timeout-secs)'
+            % (', '.join('%s at %s' % peer for peer in missing), timeout),
+            flag='--peer-timeout-secs')
+
+
+def _listen(distribution):
+    """A listening socket on this task's TF_CONFIG port, closed before TensorFlow binds it.
+
+    It never accepts: a peer's check connects into its backlog, which is
+    reset when it closes, so nothing lingers on the port.
+    """
+    if not distribution.address:
+        return None
+    port = int(distribution.address.rsplit(':', 1)[1])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(('', port))  # TensorFlow binds every interface too
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise UserInputError('cannot listen on port %d of %s (%s in TF_CONFIG): %s; is '
+                             'another process using it?'
+                             % (port, distribution.label, distribution.address,
+                                e.strerror or e), flag='TF_CONFIG') from None
+    return sock
+
+
+def watch_peers(distribution, stderr=None, poll_secs=None):
+    """Watches this task's peers until its training ends; returns the started `PeerWatch`.
+
+    TensorFlow waits forever for a peer that went away (a killed ps: "a new
+    session will be created", then an endless wait). Call `wait_for_peers`
+    first: this thread only watches peers that were up. When one is
+    unreachable for `peer_timeout_secs` until training ends, the process
+    ends with one line naming the address, exit status 1.
     """
     if not distribution.peers:
         return None
@@ -313,13 +441,6 @@ class PeerWatch:
 
     def _watch(self):
         dist = self._distribution
-        missing = unreachable_peers(dist.peers, dist.peer_timeout_secs)
-        if missing:
-            self._fail(UserInputError(
-                'cannot reach %s (from TF_CONFIG) after %gs; is that task running, and is '
-                'the address right? (--peer-timeout-secs)'
-                % (', '.join('%s at %s' % peer for peer in missing), dist.peer_timeout_secs),
-                flag='--peer-timeout-secs'))
         down_since = {}
         while not self._stopped.wait(self._poll_secs):
             now = time.monotonic()

@@ -9,12 +9,14 @@
   job-dir's file system and the last good checkpoint, which a rerun resumes.
 - `check_memory`: the batch a step consumes is estimated against
   MemAvailable before the first step.
-- `Termination`: SIGTERM (cancel, preemption, `timeout`) ends every task
-  promptly; a training chief saves a checkpoint first.
+- `Termination`: SIGTERM (cancel, preemption, `timeout`), Ctrl-C and a
+  closed terminal end every task promptly; a training chief saves a
+  checkpoint first.
 """
 import contextlib
 import errno
 import os
+import select
 import signal
 import sys
 import threading
@@ -22,14 +24,16 @@ import time
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import process
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
-EXIT_SIGTERM = 128 + signal.SIGTERM
 # What a task other than a training chief gets to end after SIGTERM, and a
 # training chief to save its checkpoint (Kubernetes kills after 30 s).
 QUICK_EXIT_SECS = 5
 SAVE_GRACE_SECS = 25
+# How often a saving task checks that the parameter servers it saves from are up.
+_SAVE_CHECK_SECS = 1
 
 # --- the job-dir itself -----------------------------------------------------
 
@@ -186,21 +190,38 @@ def _size(count):
     return None
 
 
-# --- SIGTERM ----------------------------------------------------------------
+# --- SIGTERM, SIGINT, SIGHUP -------------------------------------------------
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 class Terminated(BaseException):
-    """SIGTERM arrived; a BaseException so TensorFlow's retry loops let it through."""
+    """A stop signal arrived; a BaseException so TensorFlow's retry loops let it through."""
+
+    def __init__(self, signum=signal.SIGTERM):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_code(signum):
+    """The shell's status for a process that stopped on `signum` (143 for SIGTERM)."""
+    return 128 + signum
 
 
 class Termination:
-    """Ends the task promptly on SIGTERM, saving a checkpoint first on a training chief.
+    """Ends the task promptly on SIGTERM, SIGINT or SIGHUP; a training chief saves first.
+
+    The three mean the same (cancel or preemption, Ctrl-C, a closed
+    terminal): stop after the current step, save, and exit with the
+    signal's status (143, 130, 129). A second Ctrl-C ends the task at once.
 
     Python runs signal handlers only in the main thread between bytecodes,
     and TensorFlow's preemption notifier may install its own handler that
-    ignores SIGTERM. So `install` puts back a Python handler and also has
-    the signal written to a pipe that a watchdog thread reads: when the main
-    thread does not end the process in time (blocked inside TensorFlow), the
-    watchdog ends it.
+    ignores SIGTERM. So `install` puts back Python handlers and also has each
+    signal passed to a watchdog thread: when the main thread does not end
+    the process in time (blocked inside TensorFlow), the watchdog ends it.
+    Where TensorFlow blocks holding the interpreter lock, no thread runs at
+    all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
     def __init__(self, task_label, log, quick_exit_secs=None):
@@ -211,82 +232,194 @@ class Termination:
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
+        self._sentinel = None
         self.requested = threading.Event()
+        self.signum = None  # the first stop signal
+        self._handled = None  # the first the main thread handled
         self._said = False  # the main thread reports it: the watchdog stays silent
         self.saving = False  # a training chief's stop hook is active
         self.checkpoint_dir = None
+        self._save_needs = ()  # (label, address) of the tasks a save needs (ps)
+        self._not_saved = None  # why the final save was not made
+        self._saved = None  # the final save's checkpoint
 
     def install(self):
-        """Takes SIGTERM over; call from the main thread (`hook` takes it back later,
-        should TensorFlow's runtime have installed its own handler meanwhile)."""
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        threading.Thread(target=self._watchdog, args=(read_fd,), name='sigterm-watchdog',
+        """Takes the stop signals over; call from the main thread (`hook` takes them
+        back later, should TensorFlow's runtime have installed its own handlers)."""
+        from estimator_trainers import sentinel as sentinel_lib  # pylint: disable=g-import-not-at-top
+        self._sentinel = sentinel_lib.Sentinel.start(self.task_label, self._quick_exit_secs)
+        if self._sentinel:
+            wakeup_fd, watch_fd = self._sentinel.wakeup_fd, self._sentinel.echo_fd
+        else:
+            watch_fd, wakeup_fd = os.pipe()
+            os.set_blocking(wakeup_fd, False)
+        self.take_signals()
+        signal.set_wakeup_fd(wakeup_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watchdog, args=(watch_fd,), name='signal-watchdog',
                          daemon=True).start()
         return self
 
+    def take_signals(self):
+        """(Re)installs the handlers of the stop signals; TensorFlow may have taken them."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    @contextlib.contextmanager
+    def inside_tensorflow(self, what, deadline_secs=None, deadline_error=None):
+        """Around a TensorFlow call that keeps the interpreter lock while it waits.
+
+        A stop signal inside ends the task at once with one line naming `what`
+        (no Python code can run to do better; TensorFlow may take SIGTERM sent
+        to the pid alone over there, see `sentinel`), and `deadline_secs`
+        passing ends it with status 1 and `deadline_error`'s line. Without a
+        sentinel this only runs the call.
+        """
+        try:
+            if self._sentinel is None:
+                yield
+            else:
+                with self._sentinel.window(what, deadline_secs, deadline_error):
+                    yield
+        finally:
+            # TensorFlow's preemption notifier may have taken SIGTERM meanwhile.
+            self.take_signals()
+
+    def set_saving(self, saving):
+        """Whether a stop now saves a checkpoint first (and so gets the longer grace)."""
+        self.saving = saving
+        if self._sentinel:
+            self._sentinel.tell(grace_secs=self._grace(), saving=saving)
+
+    def _grace(self):
+        return SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
+
     def _on_signal(self, signum, frame):
-        del signum, frame
+        del frame
+        if self._handled is not None:  # the watchdog sees each signal too: count our own
+            if signum == signal.SIGINT:
+                self._second_interrupt()
+            return
+        self._handled = signum
+        self.signum = self.signum or signum
         self.requested.set()
         if not self.saving:
-            raise Terminated()
-        self._log('SIGTERM: stopping training after a final checkpoint')
+            raise Terminated(signum)
+        self._log('%s: stopping training after a final checkpoint'
+                  % signal.Signals(signum).name)
+
+    def _second_interrupt(self):
+        process.exit_now(TaskFailure('%s: stopped on a second SIGINT, at once%s' % (
+            self.task_label, '; no checkpoint saved' if self.saving else ''),
+            exit_code=exit_code(signal.SIGINT)))
 
     def _watchdog(self, read_fd):
-        while os.read(read_fd, 1)[0] != signal.SIGTERM:
-            pass
-        self.requested.set()
-        grace = SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
-        time.sleep(grace)
-        process.exit_now(None if self._said else TaskFailure(
-            '%s: stopped on SIGTERM%s' % (self.task_label, ' (it did not end by itself '
-                                          'within %ds; no checkpoint saved)' % grace
-                                          if grace else ''), exit_code=EXIT_SIGTERM),
-                         code=EXIT_SIGTERM)
+        first = None
+        deadline = None
+        while True:
+            timeout = None if deadline is None else max(0.0, min(
+                deadline - time.monotonic(), _SAVE_CHECK_SECS))
+            if select.select([read_fd], [], [], timeout)[0]:
+                data = os.read(read_fd, 64)
+                if not data:
+                    return
+                for signum in data:
+                    if signum not in STOP_SIGNALS:
+                        continue
+                    if first is None:
+                        first = signum
+                        self.signum = self.signum or signum
+                        self.requested.set()
+                        deadline = time.monotonic() + self._grace()
+                    elif signum == signal.SIGINT:
+                        self._second_interrupt()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if deadline is not None and self.saving and self.save_impossible():
+                break
+        reason = self._not_saved or 'it did not end by itself within %ds' % self._grace()
+        process.exit_now(None if self._said else TaskFailure('%s: stopped on %s%s' % (
+            self.task_label, signal.Signals(first).name,
+            self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
+                         code=exit_code(first))
+
+    def final_save(self, session, checkpoint_dir):
+        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised."""
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        try:
+            step = session.run(tf.compat.v1.train.get_global_step())
+            saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
+            self._saved = saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
+                                     global_step=step)
+        except tf.errors.OpError as e:
+            self._not_saved = first_line(e)
+
+    def save_impossible(self):
+        """True (and says why) when a task the final save needs is unreachable."""
+        from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
+        down = distribution.unreachable_peers(self._save_needs, 0)
+        if down:
+            self._not_saved = '%s unreachable' % ', '.join('%s at %s' % p for p in down)
+        return bool(down)
+
+    def _no_checkpoint(self, reason):
+        """`; no final checkpoint (reason); the job-dir keeps ...`, read without TensorFlow."""
+        kept = self.checkpoint_dir and job_dir_lib.listed_checkpoint(self.checkpoint_dir)
+        return '; no final checkpoint (%s); %s' % (
+            reason, 'the job-dir keeps %s' % kept if kept else 'no checkpoint was saved')
 
     @contextlib.contextmanager
     def ending_run(self):
-        """Turns a SIGTERM the main thread handled into the one-line `TaskFailure`.
+        """Turns a stop signal the main thread handled into the one-line `TaskFailure`.
 
-        After the run, SIGTERM gets its default action back (the process is
-        ending anyway; no exception may surface during interpreter shutdown).
+        After the run, the signals get their default actions back (the process
+        is ending anyway; no exception may surface during interpreter shutdown).
         """
         try:
             yield self
-        except Terminated:
-            raise self.failure() from None
+        except Terminated as e:
+            raise self.failure(e.signum) from None
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
 
-    def failure(self):
-        """The one-line `TaskFailure` for a SIGTERM the main thread handled."""
+    def failure(self, signum=None):
+        """The one-line `TaskFailure` for a stop signal the main thread handled."""
+        signum = signum or self.signum or signal.SIGTERM
         self._said = True
-        saved = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
-        return TaskFailure('%s: stopped on SIGTERM%s' % (
-            self.task_label, '; saved checkpoint %s' % saved if saved else ''),
-            exit_code=EXIT_SIGTERM)
+        if self._not_saved:
+            detail = self._no_checkpoint(self._not_saved)
+        elif self._saved:
+            detail = '; saved checkpoint %s' % self._saved
+        else:  # stopped before training, or after it (evaluating, exporting)
+            kept = self.checkpoint_dir and last_good_checkpoint(self.checkpoint_dir)
+            detail = '; the job-dir keeps %s' % kept if kept else ''
+        return TaskFailure('%s: stopped on %s%s' % (
+            self.task_label, signal.Signals(signum).name, detail),
+            exit_code=exit_code(signum))
 
-    def hook(self, checkpoint_dir):
-        """A training hook that stops training on SIGTERM, saving into `checkpoint_dir`.
+    def hook(self, checkpoint_dir, save_needs=()):
+        """A training hook that stops training on a stop signal, saving into `checkpoint_dir`.
 
         It must run before the checkpoint saver hook: its `end` saves without
-        the saver's listeners (which would evaluate) and ends the run.
+        the saver's listeners (which would evaluate) and ends the run. When a
+        task in `save_needs` ((label, address) pairs: the parameter servers)
+        is unreachable, there is nothing to save: the task ends at once,
+        naming it and the checkpoint the job-dir keeps.
         """
+        self._save_needs = tuple(save_needs)
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
         termination = self
 
         class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
-            """Requests a stop after SIGTERM; `end` saves a checkpoint and ends the run."""
+            """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
-                signal.signal(signal.SIGTERM, termination._on_signal)  # pylint: disable=protected-access
-                termination.saving = checkpoint_dir is not None
+                termination.take_signals()
                 termination.checkpoint_dir = checkpoint_dir
+                termination.set_saving(checkpoint_dir is not None)
                 if termination.requested.is_set():
-                    raise Terminated()
+                    raise Terminated(termination.signum or signal.SIGTERM)
 
             def after_run(self, run_context, run_values):
                 if termination.requested.is_set():
@@ -294,13 +427,10 @@ class Termination:
 
             def end(self, session):
                 if termination.requested.is_set():
-                    if checkpoint_dir is not None:
-                        step = session.run(tf.compat.v1.train.get_global_step())
-                        saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
-                        saver.save(session, os.path.join(checkpoint_dir, 'model.ckpt'),
-                                   global_step=step)
-                    raise Terminated()
-                termination.saving = False
+                    if checkpoint_dir is not None and not termination.save_impossible():
+                        termination.final_save(session, checkpoint_dir)
+                    raise Terminated(termination.signum or signal.SIGTERM)
+                termination.set_saving(False)
 
         return StopOnTerminationHook()
 

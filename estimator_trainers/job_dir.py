@@ -33,7 +33,7 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 MODEL_PARAMS_FILE = 'model_params.json'
-CHECKPOINT_STATE_FILE = 'checkpoint'  # TensorFlow's: names the latest checkpoint
+CHECKPOINT_STATE_FILE = 'checkpoint'  # TensorFlow's list of a job-dir's checkpoints
 CHECKPOINT_PREFIX = 'model.ckpt'
 # model_params.json and the checkpoint state file are a few hundred bytes.
 SMALL_FILE_MAX_BYTES = 1 << 20
@@ -103,6 +103,26 @@ def check_owner(job_dir):
       UserInputError: naming --job-dir and its owner.
     """
     safe_io.check_owner(job_dir, '--job-dir')
+
+
+def listed_checkpoint(job_dir):
+    """The newest checkpoint TensorFlow's state file of a local `job_dir` names, or None.
+
+    Reads the text file without TensorFlow (for the launcher); None for a
+    remote job-dir or one without a readable state file.
+    """
+    if safe_io.is_remote(job_dir):
+        return None
+    try:
+        with open(os.path.join(job_dir, CHECKPOINT_STATE_FILE), encoding='utf-8') as f:
+            for line in f:
+                key, _, value = line.partition(':')
+                if key.strip() == 'model_checkpoint_path':
+                    path = value.strip().strip('"')
+                    return path if os.path.isabs(path) else os.path.join(job_dir, path)
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
 
 
 def latest_checkpoint_step(job_dir):

@@ -76,6 +76,7 @@ def configure(verbosity='INFO'):
     handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(message)s',
                                            '%H:%M:%S'))
     handler.addFilter(_drop_noise)
+    handler.addFilter(_shorten_session_errors)
     logger.handlers[:] = [handler]
 
 
@@ -97,3 +98,31 @@ def _drop_noise(record):
     message = record.getMessage()
     return not any(record.levelno == level and pattern.search(message)
                    for level, pattern in _NOISE)
+
+
+def _shorten_session_errors(record):
+    """Logging filter: TensorFlow's session-recovery messages in one line.
+
+    When a parameter server or an all-reduce peer goes away, TensorFlow's
+    MonitoredSession logs "An error was raised ... a new session will be
+    created" with the whole error, gRPC details and the failing op's Python
+    definition trace (which reads like a traceback). The line keeps what
+    happened and the error's first words; `--peer-timeout-secs` bounds the
+    wait that follows.
+    """
+    if (record.levelno == logging.INFO and isinstance(record.msg, str)
+            and record.msg.startswith('An error was raised') and record.args):
+        record.msg = ('A connected task failed (%s); TensorFlow creates a new session and '
+                      'waits for it (bounded by --peer-timeout-secs)')
+        record.args = (_first_words(record.args[-1]),)
+    return True
+
+
+def _first_words(error):
+    """What a TensorFlow error says happened: the line after the task that reported it
+    ("From /job:ps/replica:0/task:0:"), which follows any op definition trace."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for reporter, cause in zip(lines, lines[1:]):
+        if reporter.startswith('From /job:'):
+            return '%s %s' % (reporter, cause)
+    return lines[0] if lines else type(error).__name__

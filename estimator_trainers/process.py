@@ -30,7 +30,10 @@ def exit_now(error, code=None, stream=None):
       stream: where the line goes (default stderr).
     """
     if error is not None:
-        errors.report(error, stream or sys.stderr)
+        try:
+            errors.report(error, stream or sys.stderr)
+        except (OSError, ValueError):
+            pass  # stderr is gone (a closed terminal): end all the same
     for callback in _exit_callbacks:
         try:
             callback()

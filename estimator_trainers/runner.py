@@ -4,10 +4,13 @@
 owns the order of everything else; each step is where it is for a reason:
 
 1. The cluster is read from `TF_CONFIG` / `CLUSTER_SPEC` and written back in
-   normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself.
+   normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself;
+   then stop signals are taken over (`faults.Termination`), so that SIGTERM,
+   Ctrl-C or SIGHUP end the task wherever it is from here on.
 2. Devices and the distribution strategy are resolved, and the strategy is
    built, before any TensorFlow op runs (reading data included):
-   `multi_worker_mirrored` must configure collectives first.
+   `multi_worker_mirrored` must configure collectives first, once its peers
+   accept connections.
 3. A parameter server stops here and serves variables; it needs no data.
 4. A job-dir another user owns is refused, then the trainer's runtime
    (`declaration.Runtime.check`) validates every input; nothing has been
@@ -15,7 +18,8 @@ owns the order of everything else; each step is where it is for a reason:
 5. The job-dir: a model that cannot restore its checkpoints is refused, then
    the chief records what the job-dir must remember (`prepare_job_dir`).
 6. The checkpoint and evaluation cadence (`checkpoints.plan`) and the
-   `RunConfig` are made once, from the flags and the run's length.
+   `RunConfig` are made once, from the flags and the run's length; the task
+   waits for its peers, saying so, before TensorFlow's own endless wait.
 7. `training.train_and_evaluate` trains, evaluates, exports and summarises;
    the chief records the run's flags for TensorBoard's HParams dashboard.
 """
@@ -47,11 +51,12 @@ def run(trainer, args):
     started = time.time()
     cluster = cluster_lib.load_cluster()
     cluster_lib.export_tf_config(cluster)
-    task = _task(args, cluster)
-    # A parameter server waits inside TensorFlow: it ends at once on SIGTERM.
+    # From here a stop signal ends the task wherever it is. A parameter server
+    # waits inside TensorFlow: it ends at once.
     termination = faults.Termination(cluster.task_label, _log,
                                      quick_exit_secs=0 if cluster.is_ps else None).install()
     with termination.ending_run():
+        task = _task(args, cluster, termination)
         if cluster.is_ps:
             config = run_config.from_flags(args, task.distribution)
             return training.serve_parameters(config)
@@ -86,6 +91,7 @@ def _train(trainer, runtime, args, task, plan, termination, started):
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
         train_distribute=task.train_distribute)
+    distribution_lib.wait_for_peers(task.distribution, _log)
     watch = distribution_lib.watch_peers(task.distribution)
     tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '
                               'step/target)', plan.examples_per_step)
@@ -99,7 +105,8 @@ def _train(trainer, runtime, args, task, plan, termination, started):
             train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
             serving_input_receiver_fn=(runtime.serving_input_receiver_fn(args, plan)
                                        if trainer.exports else None),
-            extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir)] + (
+            extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
+                                          save_needs=task.distribution.peers)] + (
                 [watch.hook()] if watch else []),
             started=started,
             hparams=run_report.session_start(args) if cluster.is_chief else None)
@@ -170,8 +177,12 @@ def examples_per_global_step(plan, task):
     return plan.examples_per_step
 
 
-def _task(args, cluster):
-    """Devices, distribution and strategy of this task, before any TensorFlow op runs."""
+def _task(args, cluster, termination):
+    """Devices, distribution and strategy of this task, before any TensorFlow op runs.
+
+    An all-reduce strategy waits for its peers first (`wait_for_peers`), and
+    its set-up runs inside `termination.inside_tensorflow`.
+    """
     num_gpus = getattr(args, 'num_gpus', None)
     if num_gpus is None or cluster.is_ps:
         # A parameter server computes nothing: it never claims GPUs.
@@ -179,4 +190,5 @@ def _task(args, cluster):
     devices = devices_lib.local_devices(num_gpus)
     dist = distribution_lib.from_flags(args, cluster, devices)
     return declaration.Task(cluster=cluster, distribution=dist, devices=devices,
-                            num_gpus=num_gpus, train_distribute=dist.make_train_distribute())
+                            num_gpus=num_gpus, train_distribute=dist.make_train_distribute(
+                                _log, inside_tensorflow=termination.inside_tensorflow))

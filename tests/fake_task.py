@@ -11,7 +11,11 @@ mapping `<type>-<index>`, `<type>` or `default` to one of:
   hang             block forever
   ignore-term      ignore SIGTERM, block forever
   spawn-child      start a grandchild that blocks forever, then block
-Every start appends {pid, tf_config, child_pid?} to $FAKE_STATE/<label>.jsonl.
+  save-on-term:SECS  block; on SIGTERM take SECS to exit (as a chief saving), writing
+                   the job-dir's `checkpoint` state file naming model.ckpt-7
+  serve-until-term serve; on SIGTERM exit at once
+Every start appends {pid, tf_config, child_pid?} to $FAKE_STATE/<label>.jsonl, and
+a task stopped by SIGTERM appends {term: time.time(), exit: time.time()}.
 """
 import json
 import os
@@ -42,9 +46,11 @@ def main():
     with open(state, 'a') as f:
         f.write(json.dumps(record) + '\n')
     print('%s started: %s' % (label, action), flush=True)
+    if name in ('save-on-term', 'serve-until-term'):
+        signal.signal(signal.SIGTERM, lambda *_: _stop(state, args))
     if name == 'crash-then-serve' and starts == 0:
         threading.Timer(float(args[0]), os.kill, (os.getpid(), signal.SIGKILL)).start()
-    if name in ('serve', 'serve-all', 'crash-then-serve'):
+    if name in ('serve', 'serve-all', 'crash-then-serve', 'serve-until-term'):
         host, port = config['cluster'][task_type][index].rsplit(':', 1)
         server = socket.create_server(('' if name == 'serve-all' else host, int(port)))
         print('serving on %s:%s' % (host, port), flush=True)
@@ -66,10 +72,23 @@ def main():
     elif name == 'ignore-term':
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
-    elif name in ('hang', 'spawn-child'):
+    elif name in ('hang', 'spawn-child', 'save-on-term'):
         time.sleep(3600)
     else:
         sys.exit('unknown action %r' % action)
+
+
+def _stop(state, args):
+    """A SIGTERM: take the time a save would (`args[0]` seconds), record, exit 143."""
+    term = time.time()
+    if args:
+        time.sleep(float(args[0]))
+        job_dir = os.path.join(os.path.dirname(os.environ['FAKE_STATE']), 'job')
+        with open(os.path.join(job_dir, 'checkpoint'), 'w') as f:
+            f.write('model_checkpoint_path: "model.ckpt-7"\n')
+    with open(state, 'a') as f:
+        f.write(json.dumps({'term': term, 'exit': time.time()}) + '\n')
+    os._exit(143)  # pylint: disable=protected-access
 
 
 if __name__ == '__main__':

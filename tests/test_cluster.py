@@ -30,6 +30,18 @@ def test_empty_cluster_is_a_single_process(config):
     assert not _load(config).is_distributed
 
 
+@pytest.mark.parametrize('task_type, does', [
+    ('evaluator', 'an evaluator only evaluates the checkpoints a training cluster writes'),
+    ('PS', 'a parameter server only serves the variables of a training cluster'),
+])
+def test_task_that_never_trains_without_a_cluster_is_refused(task_type, does):
+    with pytest.raises(UserInputError) as raised:
+        _load({'cluster': {}, 'task': {'type': task_type, 'index': 0}})
+    assert str(raised.value) == (
+        'TF_CONFIG: task.type %r with an empty "cluster": %s and never trains; give the '
+        'cluster, or unset TF_CONFIG to train in one process' % (task_type.lower(), does))
+
+
 AI_PLATFORM = {
     'cluster': {'master': ['m:2222'], 'worker': WORKERS, 'ps': PS},
     'environment': 'cloud',

@@ -1,6 +1,8 @@
 """--distribution-strategy resolved against clusters and devices; peers; device filters."""
+import dataclasses
 import io
 import json
+import re
 import socket
 import sys
 import threading
@@ -13,6 +15,7 @@ from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import launcher
 
 CHIEF, W0, W1, PS0 = '127.0.0.1:1001', '127.0.0.1:1002', '127.0.0.1:1003', '127.0.0.1:1004'
 
@@ -135,21 +138,77 @@ def test_unreachable_peers_waits_for_late_peers_and_names_missing_ones():
         closed.close()
 
 
-def test_watch_peers_ends_the_process_naming_the_address(refused_port):
-    """A task whose peer never comes up exits 2 after the bound, with one line."""
+def test_wait_for_peers_says_so_while_waiting_and_names_the_missing_peer(refused_port):
+    """The start-up wait runs in the caller (no thread), with progress, then one line."""
     address = '127.0.0.1:%d' % refused_port
+    dist = distribution.Distribution('parameter_server', peers=(('ps-0', address),),
+                                     peer_timeout_secs=1)
+    lines = []
+    with pytest.raises(UserInputError) as raised:
+        distribution.wait_for_peers(dist, lines.append)
+    assert str(raised.value) == (
+        'cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running, and is '
+        'the address right? (--peer-timeout-secs)' % address)
+    assert lines == ['Waiting for ps-0 at %s (from TF_CONFIG) to accept connections: 0s '
+                     'of --peer-timeout-secs=1' % address]
+
+
+def test_all_reduce_tasks_listen_on_their_own_port_while_they_wait():
+    """Two all-reduce tasks, neither with a server yet, each see the other's port."""
+    ports = launcher.free_ports(2)
+    labels = ('chief-0', 'worker-0')
+    dists = [distribution.Distribution(
+        'multi_worker_mirrored', peers=((labels[1 - i], '127.0.0.1:%d' % ports[1 - i]),),
+        peer_timeout_secs=20, label=labels[i], address='127.0.0.1:%d' % ports[i])
+        for i in range(2)]
+    errors_seen, servers = [], []
+
+    def wait(dist):
+        try:
+            distribution.wait_for_peers(dist, lambda line: None, listen=True)
+        except UserInputError as e:
+            errors_seen.append(e)
+            return
+        # What TensorFlow's server does next: bind the same port (it is free).
+        servers.append(socket.create_server(('', int(dist.address.rsplit(':', 1)[1]))))
+
+    waiters = [threading.Thread(target=wait, args=(d,)) for d in dists]
+    for waiter in waiters:
+        waiter.start()
+        time.sleep(1)  # the second starts late, as tasks do
+    for waiter in waiters:
+        waiter.join(30)
+    for server in servers:
+        server.close()
+    assert not errors_seen and len(servers) == 2
+    taken = socket.create_server(('', 0))
+    try:
+        busy = dataclasses.replace(dists[0], address='127.0.0.1:%d' % taken.getsockname()[1])
+        with pytest.raises(UserInputError, match=r'cannot listen on port \d+ of chief-0 '
+                                                 r'\(127\.0\.0\.1:\d+ in TF_CONFIG\)'):
+            distribution.wait_for_peers(busy, lambda line: None, listen=True)
+    finally:
+        taken.close()
+
+
+def test_watch_peers_ends_the_process_when_a_peer_goes_away():
+    """A peer that was up and stays unreachable for the bound ends the task: exit 1, one line."""
     program = (
-        'import time\n'
+        'import socket, time\n'
         'from estimator_trainers import distribution\n'
-        'dist = distribution.Distribution("parameter_server", peers=(("ps-0", %r),),\n'
+        'peer = socket.create_server(("127.0.0.1", 0))\n'
+        'address = "127.0.0.1:%d" % peer.getsockname()[1]\n'
+        'dist = distribution.Distribution("parameter_server", peers=(("ps-0", address),),\n'
         '                                 peer_timeout_secs=1)\n'
-        'distribution.watch_peers(dist)\n'
-        'time.sleep(60)\n' % address)
+        'distribution.wait_for_peers(dist, print)\n'
+        'distribution.watch_peers(dist, poll_secs=0.1)\n'
+        'peer.close()\n'
+        'time.sleep(60)\n')
     proc = processes.run([sys.executable, '-c', program], 30, cwd=REPO_ROOT, env=cli_env())
-    assert proc.returncode == 2
-    assert proc.stderr == (
-        'error: cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running,'
-        ' and is the address right? (--peer-timeout-secs)\n' % address)
+    assert proc.returncode == 1
+    assert re.fullmatch(r'error: lost ps-0 at 127\.0\.0\.1:\d+ \(from TF_CONFIG\): '
+                        r'unreachable for 1s during training; did that task die\? '
+                        r'\(--peer-timeout-secs\)\n', proc.stderr), proc.stderr
 
 
 def test_watch_peers_without_peers_starts_nothing():

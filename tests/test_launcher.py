@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,10 +12,11 @@ import time
 import pytest
 
 import processes
-from cluster_helpers import assert_all_exited
+from cluster_helpers import assert_all_exited, Cluster
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import errors
 from estimator_trainers.tools import launcher
+from test_trainer_discovery import write_guide_package
 
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
 
@@ -38,14 +40,27 @@ def _run(tmp_path, plan, *flags, **kwargs):
     return proc.returncode, stdout, stderr
 
 
-def _starts(tmp_path):
-    """label -> list of start records written by the fake tasks."""
-    starts = {}
+def _records(tmp_path):
+    """label -> list of records written by the fake tasks."""
+    records = {}
     for path in glob.glob(str(tmp_path / 'state' / '*.jsonl')):
         label = os.path.basename(path)[:-len('.jsonl')]
         with open(path) as f:
-            starts[label] = [json.loads(line) for line in f]
-    return starts
+            records[label] = [json.loads(line) for line in f]
+    return records
+
+
+def _starts(tmp_path):
+    """label -> list of start records written by the fake tasks."""
+    return {label: [r for r in records if 'pid' in r]
+            for label, records in _records(tmp_path).items()}
+
+
+def _stops(tmp_path):
+    """label -> {term, exit} times of a fake task stopped by SIGTERM."""
+    return {label: [r for r in records if 'term' in r][-1]
+            for label, records in _records(tmp_path).items()
+            if any('term' in r for r in records)}
 
 
 def _pids(starts):
@@ -170,7 +185,8 @@ def test_workers_still_running_after_the_grace_period_are_stopped(tmp_path):
     assert_all_exited(_pids(_starts(tmp_path)))
 
 
-@pytest.mark.parametrize('signum, code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize('signum, code', [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGHUP, 129)])
 def test_interrupt_stops_every_task_and_their_children(tmp_path, signum, code):
     proc = _start(tmp_path, {'ps': 'serve', 'default': 'spawn-child'},
                   '--parameter-server-count', '1', '--worker-count', '1',
@@ -179,10 +195,59 @@ def test_interrupt_stops_every_task_and_their_children(tmp_path, signum, code):
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == code, stderr
-    assert '[launcher] got %s; stopping every task' % signal.Signals(signum).name in stderr
+    assert ('[launcher] got %s; stopping the tasks: the chief (which saves a checkpoint) '
+            'and evaluators first, then workers, then parameter servers'
+            % signal.Signals(signum).name) in stderr
+    assert '[launcher] no checkpoint was saved in %s' % (tmp_path / 'job') in stderr
     pids = _pids(starts)
     assert len(pids) == 7  # four tasks, three grandchildren
     assert_all_exited(pids)
+
+
+def test_interrupt_stops_the_chief_while_parameter_servers_serve(tmp_path):
+    """SIGTERM: the chief (2 s to save) ends before workers are stopped, they before
+    the parameter servers; the launcher names the checkpoint the chief left."""
+    proc = _start(tmp_path, {'ps': 'serve-until-term', 'chief': 'save-on-term:2',
+                             'default': 'save-on-term'},
+                  '--parameter-server-count', '2', '--worker-count', '2',
+                  '--evaluator-count', '1')
+    _wait_for_starts(tmp_path, ['ps-0', 'ps-1', 'chief-0', 'worker-0', 'worker-1',
+                                'evaluator-0'])
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    stops = _stops(tmp_path)
+    assert sorted(stops) == ['chief-0', 'evaluator-0', 'ps-0', 'ps-1', 'worker-0',
+                             'worker-1']
+    chief = stops['chief-0']
+    assert chief['exit'] - chief['term'] >= 2
+    assert abs(stops['evaluator-0']['term'] - chief['term']) < 1  # stopped together
+    for label in ('worker-0', 'worker-1'):
+        assert stops[label]['term'] >= chief['exit']
+    for label in ('ps-0', 'ps-1'):
+        assert stops[label]['term'] >= max(stops['worker-0']['exit'],
+                                           stops['worker-1']['exit'])
+    assert stderr.strip().splitlines()[-1] == (
+        '[launcher] the job-dir keeps %s; the same command resumes from it'
+        % (tmp_path / 'job' / 'model.ckpt-7'))
+    assert 'killing' not in stderr
+    assert_all_exited(_pids(_starts(tmp_path)))
+
+
+def test_second_ctrl_c_kills_every_task_at_once(tmp_path):
+    """A chief that takes long to stop: a second Ctrl-C does not wait for it."""
+    proc = _start(tmp_path, {'default': 'ignore-term'}, '--parameter-server-count', '1',
+                  '--worker-count', '1', '--stop-timeout-secs', '600')
+    starts = _wait_for_starts(tmp_path, ['ps-0', 'chief-0', 'worker-0'])
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    assert proc.poll() is None  # still waiting for the chief
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert 'Ctrl-C again to kill them at once' in stderr
+    assert '[launcher] got a second SIGINT; killing chief-0 at once' in stderr
+    assert_all_exited(_pids(starts))
 
 
 def test_tasks_die_with_a_killed_launcher(tmp_path):
@@ -343,3 +408,115 @@ def test_directory_of_another_user_is_refused(tmp_path, flag):
         'another user controls could redirect what is written there: use a directory of '
         'your own' % (flag, theirs)]
     assert os.listdir(theirs) == []
+
+
+@pytest.mark.parametrize('case', ['cap', 'ports', 'private-refused', 'planted-log'])
+def test_refused_launch_leaves_nothing_behind(tmp_path, case):
+    """A launch refused before any task starts: one line, and no logs/ or job-dir made."""
+    job = tmp_path / 'job'
+    flags, wrapper = ['--parameter-server-count', '0', '--worker-count', '0'], ()
+    if case == 'cap':
+        flags = ['--worker-count', '200']
+        expected = ('error: --worker-count=200, --parameter-server-count=2, '
+                    '--evaluator-count=0: a local cluster of 203 tasks is more than the 64 '
+                    'this launcher starts on one machine (each is a TensorFlow process of '
+                    'its own); lower the counts')
+    elif case == 'ports':
+        flags += ['--start-port', '65535', '--worker-count', '1']
+        expected = 'error: no 2 free ports from --start-port 65535'
+    elif case == 'private-refused':
+        if subprocess.run(['unshare', '--user', '--map-root-user', 'true'],
+                          check=False).returncode:
+            pytest.skip('no user namespaces to take away here')
+        flags += ['--network', 'private']
+        wrapper = NO_USER_NAMESPACES
+        expected = ('error: --network private: this system does not allow a private network '
+                    'namespace (unshare: No space left on device); use --network host on a '
+                    'machine whose ports untrusted hosts cannot reach')
+    else:
+        (job / 'logs').mkdir(parents=True)
+        (job / 'logs' / 'worker-0.log').symlink_to(tmp_path / 'victim')
+        flags = ['--parameter-server-count', '1', '--worker-count', '1']
+        expected = ('error: task log %s is a symlink; refusing to write through it (remove '
+                    'it)' % (job / 'logs' / 'worker-0.log'))
+    before = sorted(os.listdir(job / 'logs')) if job.exists() else None
+    code, _, stderr = _run(tmp_path, {'default': 'run:0'}, *flags, wrapper=wrapper)
+    assert code == 2, stderr
+    assert stderr.strip().splitlines() == [expected]
+    assert (sorted(os.listdir(job / 'logs')) if job.exists() else None) == before
+    assert not (tmp_path / 'state' / 'chief-0.jsonl').exists()
+
+
+def test_cluster_larger_than_the_memory_is_refused_naming_how_many_fit():
+    args = launcher.parse_args(['--job-dir', 'j', '--worker-count', '30', '--', 'true'])[0]
+    with pytest.raises(launcher.UserInputError) as raised:
+        launcher.check_size(args, available_bytes=4 * 2 ** 30)
+    assert str(raised.value) == (
+        '--worker-count=30, --parameter-server-count=2, --evaluator-count=0: a local cluster '
+        'of 33 tasks needs about 16.1 GiB (about 500 MiB per TensorFlow process before its '
+        'model), but only 4.0 GiB is available (MemAvailable); at most 8 tasks fit: lower '
+        'the counts')
+    launcher.check_size(args, available_bytes=17 * 2 ** 30)  # fits
+
+
+def _net_namespace(pid):
+    return os.readlink('/proc/%s/ns/net' % pid)
+
+
+def test_train_local_runs_the_tasks_in_a_private_network_namespace(tmp_path):
+    """Through train-local.sh (which imports numpy, whose threads made unshare fail with
+    EINVAL): where this kernel allows user namespaces, the launcher and its tasks are in
+    a network namespace of their own, and it honours --network. A fallback fails here."""
+    if subprocess.run(['unshare', '-rn', 'true'], check=False).returncode:
+        pytest.skip('this kernel refuses unprivileged network namespaces')
+    toy = tmp_path / 'packages'
+    write_guide_package(toy)
+    job_dir = tmp_path / 'job'
+    cluster = Cluster(['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'toy',
+                       '--job-dir', str(job_dir), '--data-dir', str(tmp_path / 'data'),
+                       '--distributed', '--network', 'private',
+                       '--parameter-server-count', '1', '--worker-count', '0',
+                       '--', '--train-steps', '100000000'],
+                      env={'PYTHONPATH': str(toy) + os.pathsep + cli_env()['PYTHONPATH']})
+    cluster.wait_for(lambda: '[chief-0] ' in cluster.output, 'the chief')
+    host = _net_namespace('self')
+    assert 'in a private network namespace; logs in' in cluster.output
+    assert 'warning' not in cluster.output
+    for pid in [cluster.process.pid] + cluster.pids():  # bash exec'd the launcher
+        assert _net_namespace(pid) != host, cluster.output
+    ps_port = int(re.search(r'"ps": \["127\.0\.0\.1:(\d+)"\]', cluster.output).group(1))
+    cluster.wait_for(lambda: 'Parameter server ps-0 serving' in cluster.output, 'ps-0')
+    assert ps_port not in _listening_ports('/proc/self/net')
+    assert ps_port in _listening_ports('/proc/%d/net' % cluster.pids('ps-0')[0])
+    cluster.process.send_signal(signal.SIGTERM)
+    assert cluster.finish(timeout=120) == 143, cluster.output[-3000:]
+    assert_all_exited(cluster.pids())
+
+
+def test_sigterm_to_train_local_stops_its_data_step(tmp_path):
+    """`timeout` or `kill` during the data step: the step is stopped too, not left running."""
+    write_guide_package(tmp_path / 'packages')
+    toy = tmp_path / 'packages' / 'toy_estimator'
+    (toy / 'data.py').write_text(  # a data step that takes its time
+        'import os, sys, time\n'
+        'with open(sys.argv[2] + ".pid", "w") as f:\n'
+        '    f.write(str(os.getpid()))\n'
+        'time.sleep(600)\n')
+    data_dir = tmp_path / 'data'
+    proc = processes.popen(
+        ['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'toy', '--job-dir',
+         str(tmp_path / 'job'), '--data-dir', str(data_dir)], cwd=REPO_ROOT,
+        env=cli_env({'PYTHONPATH': str(toy.parent) + os.pathsep + cli_env()['PYTHONPATH']}),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / 'data.pid'
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # to train-local.sh's pid alone, as `timeout` does
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        'error: stopped on SIGTERM during the data step (python -m toy_estimator.data '
+        '--data-dir %s); the same command starts it again' % data_dir)
+    assert_all_exited([int(pid_file.read_text())])

@@ -26,7 +26,7 @@ TENSORFLOW_FREE = (
     'estimator_trainers.declaration', 'estimator_trainers.cli', 'estimator_trainers.flags',
     'estimator_trainers.errors', 'estimator_trainers.registry', 'estimator_trainers.cluster',
     'estimator_trainers.checkpoints', 'estimator_trainers.job_dir',
-    'estimator_trainers.process', 'estimator_trainers.tools.local',
+    'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.tools.local',
     'estimator_trainers.tools.launcher', 'estimator_trainers.tools.cloud.cli',
     'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
     'estimator_trainers.tools.cloud.packages',

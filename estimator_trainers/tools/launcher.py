@@ -28,10 +28,16 @@ Lifecycle:
   chief's session fails, and it restores its last checkpoint into the ps
   tasks (the steps since are lost). Otherwise every other task is stopped and
   the launcher exits 1 naming the task.
-- Ctrl-C (or SIGTERM) stops every task and exits 130 (143). Tasks run in
-  their own process groups, are stopped group by group (SIGTERM, then SIGKILL
-  after `--stop-timeout-secs`), and on Linux are also killed by the kernel if
-  the launcher itself dies, so no process is left behind.
+- SIGTERM, Ctrl-C or SIGHUP stops the tasks in `cluster.STOP_ORDER` (the
+  chief and evaluators, then the workers, then the parameter servers, so the
+  chief saves while the ps still serve; a failed task stops the others the
+  same way), names the checkpoint the job-dir keeps, and exits 143 (130,
+  129); a second Ctrl-C kills every task at once. Tasks run in their own
+  process groups, are stopped group by group (SIGTERM, then SIGKILL after
+  `--stop-timeout-secs`), and on Linux are also killed by the kernel if the
+  launcher itself dies, so no process is left behind.
+- Before anything starts it refuses, in one line and leaving nothing behind,
+  more than `MAX_TASKS` tasks or more than the available memory holds.
 
 Network (`--network`): TensorFlow's gRPC servers are unauthenticated, run
 any graph sent to them and listen on all interfaces. By default (`auto`) the
@@ -64,13 +70,20 @@ from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import safe_io
-from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, WORKER
+from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, STOP_ORDER, WORKER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import private_network
 
 LOOPBACK = '127.0.0.1'
 NETWORK_MODES = ('auto', 'private', 'host')
 EXIT_FAILED = 1
+# A local cluster rehearses a job's shape: at most MAX_TASKS tasks, each a
+# TensorFlow process of its own that needs about TASK_MEMORY_MIB of resident
+# memory before any model (a TF 2.15 parameter server measured 470 MiB).
+MAX_TASKS = 64
+TASK_MEMORY_MIB = 500
+# The signals that stop the cluster: cancel, Ctrl-C, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _POLL_SECS = 0.1
 _PR_SET_PDEATHSIG = 1
 
@@ -166,7 +179,7 @@ class TaskFailed(errors.TaskFailure):
 
 
 class Interrupted(Exception):
-    """The launcher got SIGINT or SIGTERM."""
+    """The launcher got SIGTERM, SIGINT or SIGHUP."""
 
     def __init__(self, signum):
         super().__init__(signal.Signals(signum).name)
@@ -187,8 +200,11 @@ class Launcher:
     """Starts, watches, restarts and stops the processes of one local cluster."""
 
     def __init__(self, command, tasks, *, max_restarts=0, shutdown_grace_secs=120,
-                 stop_timeout_secs=10, stdout=None, stderr=None, cwd=None):
-        """`command` runs every task that has none of its own; tasks start in `cwd`."""
+                 stop_timeout_secs=30, stdout=None, stderr=None, cwd=None, job_dir=None):
+        """`command` runs every task that has none of its own; tasks start in `cwd`;
+        after an interruption the launcher names the newest checkpoint of a
+        local `job_dir`."""
+        self._job_dir = job_dir
         self._command = list(command or ())
         self._cwd = cwd
         self._tasks = tasks
@@ -201,6 +217,7 @@ class Launcher:
         self._parent_pid = os.getpid()
         self._prctl = _find_prctl()
         self._signal = None
+        self._kill_now = False  # a second Ctrl-C
 
     def say(self, message):
         """A launcher message on stderr, prefixed like the task lines."""
@@ -211,11 +228,13 @@ class Launcher:
     def run(self):
         """Runs the cluster to its end; returns the launcher's exit code.
 
-        Installs SIGINT/SIGTERM handlers (call from the main thread); a signal
-        is acted on at the next poll, never half-way through starting a task.
+        Installs SIGTERM/SIGINT/SIGHUP handlers (call from the main thread); a
+        signal is acted on at the next poll, never half-way through starting
+        a task. The tasks are then stopped in `cluster.STOP_ORDER`; a second
+        Ctrl-C kills them all at once.
         """
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
         try:
             for task in self._tasks:
                 self._start(task)
@@ -224,13 +243,19 @@ class Launcher:
             self._finish()
             return 0
         except TaskFailed as e:
-            self._stop_all()
+            self._stop_in_order()
             with self._output_lock:
                 errors.report(e, self._stderr)
             return EXIT_FAILED
         except Interrupted as e:
-            self.say('got %s; stopping every task' % e)
-            self._stop_all()
+            self.say('got %s; stopping the tasks: the chief (which saves a checkpoint) '
+                     'and evaluators first, then workers, then parameter servers%s'
+                     % (e, '; Ctrl-C again to kill them at once'
+                        if e.signum == signal.SIGINT else ''))
+            self._stop_in_order()
+            if self._kill_now:
+                return 128 + signal.SIGINT
+            self._say_checkpoint()
             return 128 + e.signum
         finally:
             self._join_pumps()
@@ -238,6 +263,8 @@ class Launcher:
     def _on_signal(self, signum, _):
         if self._signal is None:
             self._signal = signum
+        elif signum == signal.SIGINT:
+            self._kill_now = True
 
     def _check_signal(self):
         if self._signal is not None:
@@ -346,27 +373,41 @@ class Launcher:
         rest = [t for t in self._tasks if t.running()]
         if rest:
             self.say('stopping %s' % ', '.join(t.label for t in rest))
-        self._stop(rest)
+        self._stop_in_order()
 
-    def _stop_all(self):
-        self._stop([t for t in self._tasks if t.running()])
+    def _stop_in_order(self):
+        """Stops every running task, role by role in `cluster.STOP_ORDER`."""
+        for roles in STOP_ORDER:
+            self._stop([t for t in self._tasks if t.task_type in roles and t.running()])
 
     def _stop(self, tasks):
-        """SIGTERM to each task's process group, SIGKILL after the timeout."""
+        """SIGTERM to each task's process group, SIGKILL after the timeout
+        (or at once after a second Ctrl-C)."""
         for task in tasks:
-            _signal_group(task.process, signal.SIGTERM)
+            _signal_group(task.process, signal.SIGKILL if self._kill_now else signal.SIGTERM)
         deadline = time.monotonic() + self._stop_timeout_secs
-        for task in tasks:
-            try:
-                task.process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.say('%s ignored SIGTERM; killing it' % task.label)
+        while (not self._kill_now and time.monotonic() < deadline
+               and any(t.process.poll() is None for t in tasks)):
+            time.sleep(_POLL_SECS)
+        if self._kill_now and any(t.process.poll() is None for t in tasks):
+            self.say('got a second SIGINT; killing %s at once'
+                     % ', '.join(t.label for t in tasks if t.process.poll() is None))
         for task in tasks:
             if task.process.poll() is None:
+                if not self._kill_now:
+                    self.say('%s ignored SIGTERM; killing it' % task.label)
                 _signal_group(task.process, signal.SIGKILL)
             task.process.wait()
             if task.exit_code is None:
                 task.exit_code = task.process.returncode
+
+    def _say_checkpoint(self):
+        """Names the checkpoint a rerun resumes from (a local job-dir only)."""
+        if not self._job_dir or '://' in self._job_dir:
+            return
+        kept = job_dir_lib.listed_checkpoint(self._job_dir)
+        self.say('the job-dir keeps %s; the same command resumes from it'
+                 % kept if kept else 'no checkpoint was saved in %s' % self._job_dir)
 
     def _join_pumps(self):
         for task in self._tasks:
@@ -430,8 +471,10 @@ def parse_args(argv=None):
                         default=120,
                         help='After the chief finishes, seconds workers and '
                              'evaluators get to end on their own before being stopped.')
-    parser.add_argument('--stop-timeout-secs', type=flags.positive_int, default=10,
-                        help='Seconds a stopped task gets after SIGTERM before SIGKILL.')
+    parser.add_argument('--stop-timeout-secs', type=flags.positive_int, default=30,
+                        help='Seconds a stopped task gets after SIGTERM before SIGKILL '
+                             '(a safety net: a task ends by itself within 25 s of '
+                             'SIGTERM, a chief after saving its checkpoint).')
     parser.add_argument('--network', choices=NETWORK_MODES, default='auto',
                         help='private: run the tasks in a network namespace of their '
                              'own, unreachable from other hosts (Linux; no gs:// or '
@@ -490,11 +533,41 @@ def isolate_network(mode, job_dir, command):
             '(docs/reliability.md)' % reason)
 
 
+def check_size(args, available_bytes=None):
+    """Refuses a cluster this machine cannot hold, before anything starts.
+
+    Raises:
+      UserInputError: more than `MAX_TASKS` tasks, or more tasks than
+        MemAvailable holds at `TASK_MEMORY_MIB` each (TensorFlow's own, before
+        any model), naming the count flags.
+    """
+    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
+    count = 1 + args.worker_count + args.parameter_server_count + args.evaluator_count
+    given = ('--worker-count=%d, --parameter-server-count=%d, --evaluator-count=%d: a '
+             'local cluster of %d tasks' % (args.worker_count, args.parameter_server_count,
+                                             args.evaluator_count, count))
+    if count > MAX_TASKS:
+        raise UserInputError('%s is more than the %d this launcher starts on one machine '
+                             '(each is a TensorFlow process of its own); lower the counts'
+                             % (given, MAX_TASKS), flag='--worker-count')
+    available = faults.mem_available_bytes() if available_bytes is None else available_bytes
+    need = count * TASK_MEMORY_MIB * 2 ** 20
+    if available is not None and need > available:
+        raise UserInputError('%s needs about %.1f GiB (about %d MiB per TensorFlow process '
+                             'before its model), but only %.1f GiB is available '
+                             '(MemAvailable); at most %d tasks fit: lower the counts'
+                             % (given, need / 2 ** 30, TASK_MEMORY_MIB,
+                                available / 2 ** 30,
+                                available // (TASK_MEMORY_MIB * 2 ** 20)),
+                             flag='--worker-count')
+
+
 def main(argv=None):
+    """Checks everything, then starts the cluster; a refusal leaves nothing behind."""
     args, command, log_dir = parse_args(argv)
     job_dir_lib.check_owner(args.job_dir)
     safe_io.check_owner(log_dir, '--log-dir')
-    os.makedirs(log_dir, exist_ok=True)
+    check_size(args)
     try:
         warning = isolate_network(args.network, args.job_dir, command)
     except private_network.SetupFailed as e:
@@ -507,11 +580,10 @@ def main(argv=None):
         raise UserInputError(str(e), flag='--start-port') from None
     cluster = make_cluster(ports, args.worker_count, args.parameter_server_count)
     tasks = make_tasks(cluster, args.evaluator_count, log_dir)
-    for task in tasks:  # refuse planted logs before any task starts
-        safe_io.open_append(task.log_path, 'task log').close()
+    _create_logs(log_dir, [task.log_path for task in tasks])
     launcher = Launcher(command, tasks, max_restarts=args.max_restarts,
                         shutdown_grace_secs=args.shutdown_grace_secs,
-                        stop_timeout_secs=args.stop_timeout_secs)
+                        stop_timeout_secs=args.stop_timeout_secs, job_dir=args.job_dir)
     if warning:
         launcher.say(warning)
     launcher.say('cluster %s%s in %s; logs in %s' % (
@@ -519,6 +591,36 @@ def main(argv=None):
         ' + %d evaluator(s)' % args.evaluator_count if args.evaluator_count else '',
         'the host network' if warning else 'a private network namespace', log_dir))
     return launcher.run()
+
+
+def _create_logs(log_dir, paths):
+    """Creates `log_dir` and the task logs, refusing planted ones before any task starts.
+
+    A refusal removes what this call created (directories included), so that
+    a refused launch leaves nothing behind.
+    """
+    created = []
+    missing = os.path.abspath(log_dir)
+    while not os.path.exists(missing):
+        created.insert(0, missing)
+        missing = os.path.dirname(missing)
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        for path in paths:
+            new = not os.path.lexists(path)
+            safe_io.open_append(path, 'task log').close()
+            if new:
+                created.append(path)
+    except (OSError, UserInputError) as e:
+        for path in reversed(created):
+            try:
+                (os.rmdir if os.path.isdir(path) else os.remove)(path)
+            except OSError:
+                pass
+        if isinstance(e, UserInputError):
+            raise
+        raise UserInputError('--log-dir %s: %s' % (log_dir, e.strerror or e),
+                             flag='--log-dir', path=log_dir) from None
 
 
 if __name__ == '__main__':

@@ -8,7 +8,10 @@ prepares its data when the data directory lacks it (the trainer's data
 step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
-of a local cluster (`estimator_trainers.tools.launcher`).
+of a local cluster: this process execs `python -m estimator_trainers.tools.launcher`
+(`launcher_command`), which must start without the threads that importing
+the trainers started (its private network namespace needs a single-threaded
+process).
 
 A package this repository has never seen runs the way `gcloud ai-platform
 local train --package-path DIR --module-name M` ran it (`run_package`):
@@ -17,6 +20,7 @@ PYTHONPATH, once or once per task of the same local cluster.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +33,8 @@ from estimator_trainers.tools import launcher
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODEL = 'cifar10'
 LAUNCHER_OPTIONS = ('--parameter-server-count', '--worker-count', '--evaluator-count',
-                    '--start-port', '--max-restarts')
+                    '--start-port', '--max-restarts', '--network', '--shutdown-grace-secs',
+                    '--stop-timeout-secs')
 
 USAGE = """\
 Usage: bash scripts/train-local.sh [MODEL] [options] [-- TRAINER_FLAGS...]
@@ -57,8 +62,14 @@ gcloud ai-platform local train --distributed; see docs/distributed.md):
   --evaluator-count N           evaluators (default 0)
   --start-port PORT             first port to try (default: free ports)
   --max-restarts N              restarts of each failed task (default 0)
+  --network auto|private|host   private network namespace for the tasks
+                                (default auto: private where the kernel allows
+                                and no gs:// path is named)
+  --shutdown-grace-secs N       after the chief: time for workers to end (120)
+  --stop-timeout-secs N         after SIGTERM: time before SIGKILL (30)
   Each task's output is prefixed with its role ([worker-1] ...) and saved to
-  <job-dir>/logs/<role>-<i>.log.
+  <job-dir>/logs/<role>-<i>.log. Ctrl-C stops the tasks in order (the chief
+  saves a checkpoint first); a second Ctrl-C kills them at once.
 
 Everything after '--' goes to the trainer, e.g.
   bash scripts/train-local.sh -- --train-steps=2000
@@ -126,13 +137,44 @@ def prepare_data(trainer, data_dir, environ=None):
     step = trainer.data_step(data_dir, os.environ if environ is None else environ)
     if not step:
         return 0
-    return subprocess.call([sys.executable, '-m'] + list(step))
+    return run_passing_signals([sys.executable, '-m'] + list(step))
+
+
+def run_passing_signals(command):
+    """Runs `command` to its end, passing SIGTERM and SIGHUP on to it; returns its status.
+
+    A signal sent to this process alone (`timeout`, `kill`) would otherwise
+    end it and leave the data step running. Ctrl-C reaches the step from the
+    terminal by itself (same process group), so this process only waits for
+    it. Stopped by a signal, this process says so in one line and returns
+    128 + its number.
+    """
+    process = subprocess.Popen(command)  # pylint: disable=consider-using-with
+    received = []
+
+    def pass_on(signum, _):
+        received.append(signum)
+        process.send_signal(signum)
+
+    handlers = {signal.SIGTERM: pass_on, signal.SIGHUP: pass_on, signal.SIGINT: signal.SIG_IGN}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        code = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        errors.report(errors.TaskFailure(
+            'stopped on %s during the data step (python %s); the same command starts it '
+            'again' % (signal.Signals(received[0]).name, ' '.join(command[1:]))))
+        return 128 + received[0]
+    return code if code >= 0 else 128 - code
 
 
 def run_package(package_path, module, job_dir, user_args, distributed, launcher_options):
     """Runs `python -m module user_args [--job-dir job_dir]` from the package's parent
-    (default: the current directory), once or on a local cluster; returns the exit
-    code (a single run replaces this process)."""
+    (default: the current directory), once or on a local cluster; either replaces
+    this process."""
     root = os.getcwd()
     if package_path:
         if not os.path.isfile(os.path.join(package_path, '__init__.py')):
@@ -155,8 +197,19 @@ def run_package(package_path, module, job_dir, user_args, distributed, launcher_
     logs = []
     if not job_dir or '://' in job_dir:
         logs = ['--log-dir', tempfile.mkdtemp(prefix='local-train-logs-')]
-    return launcher.main(['--job-dir', job_dir or logs[1], *logs, *launcher_options, '--',
-                          *command])
+    command = launcher_command(job_dir or logs[1], [*logs, *launcher_options], command)
+    os.execv(command[0], command)
+
+
+def launcher_command(job_dir, options, task_command):
+    """argv of the launcher running `task_command` as every task of a local cluster.
+
+    The launcher runs as a process of its own (exec'd, not called): its private
+    network namespace can only be made by a process that runs no threads yet,
+    and importing the trainers here started numpy's.
+    """
+    return ([sys.executable, '-m', launcher.__name__, '--job-dir', job_dir] + list(options)
+            + ['--'] + list(task_command))
 
 
 def main(argv=None):
@@ -179,7 +232,7 @@ def main(argv=None):
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
     if args.distributed:
-        return launcher.main(['--job-dir', job_dir] + extra + ['--'] + command)
+        command = launcher_command(job_dir, extra, command)
     os.execv(command[0], command)
 
 

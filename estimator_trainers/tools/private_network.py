@@ -11,7 +11,10 @@ before, and have no other network (so no gs:// paths, no downloads).
 An unprivileged process may create a network namespace inside a new user
 namespace; this maps the caller's own uid and gid into it, so files keep
 their owner and tasks run as the same user. It must run before the process
-starts any thread (the kernel refuses `unshare(CLONE_NEWUSER)` otherwise).
+starts any thread: the kernel refuses `unshare(CLONE_NEWUSER)` in a
+multithreaded process (EINVAL). Importing numpy starts OpenBLAS's threads,
+so `tools/local.py` (train-local.sh), which imports the trainers, execs the
+launcher as a fresh process instead of calling it.
 """
 import ctypes
 import fcntl
@@ -41,8 +44,9 @@ def enter():
     Children started afterwards inherit it.
 
     Raises:
-      Unavailable: with the reason, e.g. "unshare: Operation not permitted";
-        the process is then still in the namespace it started in.
+      Unavailable: with the reason, e.g. "unshare: Operation not permitted",
+        or the threads this process already runs; the process is then still
+        in the namespace it started in.
       SetupFailed: the namespaces exist but loopback is not up; the process
         cannot go back and must not start tasks.
     """
@@ -52,6 +56,10 @@ def enter():
         unshare = libc.unshare
     except (AttributeError, OSError) as e:
         raise Unavailable('no unshare(2) here (%s)' % e) from None
+    threads = thread_count()
+    if threads > 1:
+        raise Unavailable('this process already runs %d threads; a private network '
+                          'namespace must be made before any thread starts' % threads)
     if unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
         raise Unavailable('unshare: %s' % os.strerror(ctypes.get_errno()))
     try:
@@ -61,6 +69,14 @@ def enter():
         _loopback_up()
     except OSError as e:
         raise SetupFailed('cannot set up the private network namespace (%s)' % e) from None
+
+
+def thread_count():
+    """Threads of this process (1 where /proc cannot tell)."""
+    try:
+        return len(os.listdir('/proc/self/task'))
+    except OSError:
+        return 1
 
 
 def _write(path, text):

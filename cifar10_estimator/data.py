@@ -35,7 +35,8 @@ def read_metadata(data_dir):
         raise UserInputError('--data-dir %s has no %s; create the TFRecords with python '
                              '-m cifar10_estimator.generate_cifar10_tfrecords --data-dir %s'
                              % (data_dir, METADATA_FILE, data_dir))
-    text = safe_io.read_text(path, '--data-dir file', max_bytes=_METADATA_MAX_BYTES)
+    text = safe_io.read_text(path, '--data-dir file', max_bytes=_METADATA_MAX_BYTES,
+                             regular=True)
     try:
         counts = safe_io.parse_json(text)['num_examples']
         counts = {subset: int(counts[subset]) for subset in SUBSETS}
@@ -62,6 +63,9 @@ def validate_subset(data_dir, subset, expected_count):
                              'cifar10_estimator.generate_cifar10_tfrecords' % path)
     if expected_count <= 0:
         raise UserInputError('%s: metadata says it holds no examples' % path)
+    kind = safe_io.not_a_regular_file(path)
+    if kind:  # a named pipe would block the read for good
+        raise UserInputError('%s is %s, not a TFRecord file' % (path, kind), path=path)
     size = tf.io.gfile.stat(path).length
     _check_first_length(path, size)
     try:

@@ -61,7 +61,11 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response, \
                     os.fdopen(fd, 'wb') as out:
-                shutil.copyfileobj(response, out, length=1 << 20)
+                if not safe_io.copy_at_most(response, out, CIFAR_SIZE):
+                    raise UserInputError(
+                        'cannot download %s: it serves more than the %d bytes of the '
+                        'official cifar-10-python.tar.gz; stopped reading (use the official '
+                        'archive or a true mirror of it)' % (url, CIFAR_SIZE), flag='--url')
             os.replace(tmp, path)
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, 'reason', e)

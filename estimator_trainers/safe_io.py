@@ -131,7 +131,7 @@ def parse_json(text):
                          'reader allows') from None
 
 
-def read_text(path, flag, max_bytes=None):
+def read_text(path, flag, max_bytes=None, regular=False):
     """The UTF-8 text of the local or gs:// file a flag names.
 
     A leading byte order mark (as spreadsheet programs write) is dropped. A
@@ -141,12 +141,18 @@ def read_text(path, flag, max_bytes=None):
     Args:
       max_bytes: refuse a larger file (None: no limit), e.g. for small JSON
         files in a job-dir that should never need more than a few KiB.
+      regular: refuse anything but a regular file (a file of a job-dir or data
+        dir: a named pipe planted there would block the read for good).
 
     Raises:
       UserInputError: naming `flag` and `path` when it is missing, a
         directory, unreadable, larger than `max_bytes` or not UTF-8.
     """
     where = '%s %s' % (flag, path)
+    kind = regular and not_a_regular_file(path)
+    if kind:
+        raise UserInputError('%s is %s, not a regular file' % (where, kind), flag=flag,
+                             path=path)
     if is_remote(path):
         data = _read_remote(path, where, max_bytes)
     else:
@@ -209,6 +215,26 @@ def not_a_regular_file(path):
         if test(mode):
             return kind
     return 'not a regular file'
+
+
+def copy_at_most(response, target, limit):
+    """Copies a download (`urllib` response) to the file `target`, up to `limit` bytes.
+
+    Returns whether the whole download fit: False as soon as its
+    Content-Length declares more, or its bytes pass `limit` (a mirror that
+    serves an endless stream would otherwise fill the disk).
+    """
+    declared = response.headers.get('Content-Length') if response.headers else None
+    if declared and declared.isdigit() and int(declared) > limit:
+        return False
+    left = limit + 1
+    while left:
+        chunk = response.read(min(1 << 20, left))
+        if not chunk:
+            return True
+        target.write(chunk)
+        left -= len(chunk)
+    return False
 
 
 def size_text(count):

@@ -21,7 +21,6 @@ CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 import tempfile
 import urllib.error
@@ -71,6 +70,9 @@ def read(data_dir):
     if not tf.io.gfile.exists(path):
         raise UserInputError('--data-dir %s has no %s; fetch it with %s'
                              % (data_dir, MNIST_FILE, DATA_STEP % data_dir))
+    kind = safe_io.not_a_regular_file(path)
+    if kind:  # a named pipe would block the read for good
+        raise UserInputError('%s is %s, not an .npz file' % (path, kind), path=path)
     with tf.io.gfile.GFile(path, 'rb') as f:
         return _arrays(f, path)
 
@@ -221,6 +223,10 @@ def file_sha256(path):
     return safe_io.file_digest(path, 'sha256')
 
 
+# The official mnist.npz is about 11 MB; a download is stopped past this.
+MAX_DOWNLOAD_BYTES = MAX_ARRAY_BYTES
+
+
 def download(url, work_dir, timeout=60):
     """Downloads `url` into `work_dir`; returns the path."""
     path = os.path.join(work_dir, MNIST_FILE)
@@ -228,7 +234,11 @@ def download(url, work_dir, timeout=60):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, \
                 open(path, 'wb') as out:
-            shutil.copyfileobj(response, out, length=1 << 20)
+            if not safe_io.copy_at_most(response, out, MAX_DOWNLOAD_BYTES):
+                raise UserInputError(
+                    'cannot download %s: it serves more than %s, and %s is about 11 MB; '
+                    'stopped reading' % (url, safe_io.size_text(MAX_DOWNLOAD_BYTES),
+                                         MNIST_FILE), flag='--url')
     except (urllib.error.URLError, OSError) as e:
         raise UserInputError(
             'cannot download %s (%s); download %s on a machine with internet access '

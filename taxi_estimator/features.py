@@ -91,7 +91,8 @@ def load_stats(path, what='--feature-stats'):
     Raises:
       UserInputError: the file is missing, not JSON, or lacks a feature.
     """
-    text = safe_io.read_text(path, what, max_bytes=STATS_MAX_BYTES)
+    text = safe_io.read_text(path, what, max_bytes=STATS_MAX_BYTES,
+                             regular=what != '--feature-stats')
     try:
         stats = safe_io.parse_json(text)
     except ValueError as e:

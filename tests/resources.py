@@ -1,8 +1,11 @@
-"""Running a CLI with its peak memory measured: resource bombs must stay bounded."""
+"""Resource bombs for tests: a CLI's peak memory, and a server that never stops sending."""
+import contextlib
+import http.server
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import processes
@@ -34,3 +37,34 @@ def run_measured(module, *args, env=None, timeout=600):
         proc = subprocess.CompletedProcess(process.args, process.returncode, out.read(),
                                            err.read())
     return proc, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+@contextlib.contextmanager
+def endless_download(declared_length=None):
+    """An HTTP server on loopback whose every answer is zeros that never end (or, with
+    `declared_length`, a Content-Length header declaring that many); yields its URL."""
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # pylint: disable=invalid-name
+            self.send_response(200)
+            if declared_length is not None:
+                self.send_header('Content-Length', str(declared_length))
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b'\0' * (1 << 20))
+            except OSError:  # the client stopped reading
+                pass
+
+        def log_message(self, *args):
+            del args
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Endless)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield 'http://127.0.0.1:%d/download' % server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

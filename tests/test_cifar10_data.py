@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import cifar10_archive
+import resources
 from cifar10_estimator import data
 from cifar10_estimator import generate_cifar10_tfrecords as gen
 from cifar10_estimator import layout
@@ -396,3 +397,18 @@ def test_metadata_with_absurd_contents_is_one_line(cifar10_data_dir, tmp_path, m
     (data_dir / 'metadata.json').write_text(metadata)
     with pytest.raises(UserInputError, match=r'metadata.json: expected \{"num_examples"'):
         data.read_metadata(str(data_dir))
+
+
+@pytest.mark.parametrize('declared', [None, 1 << 40], ids=['endless', 'declares 1 TiB'])
+def test_download_that_never_ends_is_stopped_at_the_official_size(tmp_path, declared):
+    """A --url serving an endless stream filled the disk: the official archive's size
+    bounds what is read (its MD5 must match the official one anyway)."""
+    with resources.endless_download(declared) as url:
+        proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--url', url,
+                          env={'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'},
+                          timeout=300)
+    assert one_error_line(proc, 'cannot download') == (
+        'error: cannot download %s: it serves more than the 170498071 bytes of the '
+        'official cifar-10-python.tar.gz; stopped reading (use the official archive or a '
+        'true mirror of it)' % url)
+    assert os.listdir(tmp_path / 'data') == []  # the partial download is removed

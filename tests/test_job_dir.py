@@ -321,3 +321,42 @@ def test_state_file_naming_checkpoints_outside_the_job_dir_is_refused(files, tra
     # Absolute names of the job-dir's own files (in place) are fine.
     proc = run_module(TASK, *files, '--job-dir', original, '--train-steps', '30', check=0)
     assert 'Resuming from global step 20 ' in proc.stderr
+
+
+# --- named pipes planted where files are read ---------------------------------------
+
+@pytest.mark.parametrize('name', ['model_params.json', 'feature_stats.json', 'checkpoint'])
+def test_named_pipe_in_the_job_dir_is_refused_not_waited_on(files, job_dir, name):
+    """Opening a named pipe waits for a writer: a run blocked for good on one planted
+    where a job-dir file belongs."""
+    os.remove(job_dir / name)
+    os.mkfifo(job_dir / name)
+    proc = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '30', check=2,
+                      timeout=120)
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        'error: --job-dir file %s is a pipe, not a regular file' % (job_dir / name))
+
+
+@pytest.mark.parametrize('name', ['train.tfrecords', 'metadata.json'])
+def test_named_pipe_in_a_cifar_data_dir_is_refused_not_waited_on(cifar10_data_dir, tmp_path,
+                                                                name):
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    os.remove(data_dir / name)
+    os.mkfifo(data_dir / name)
+    proc = run_module(CIFAR, '--data-dir', data_dir, '--job-dir', tmp_path / 'job',
+                      '--num-layers', '8', '--train-batch-size', '20', '--eval-batch-size',
+                      '50', '--train-steps', '2', check=2, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: %s%s is a pipe, not %s' % (
+            '--data-dir file ' if name == 'metadata.json' else '', data_dir / name,
+            'a regular file' if name == 'metadata.json' else 'a TFRecord file'))
+    assert not (tmp_path / 'job').exists()
+
+
+def test_named_pipe_as_mnist_npz_is_refused_not_waited_on(tmp_path):
+    os.mkfifo(tmp_path / 'mnist.npz')
+    proc = run_module('keras_estimator.trainer', '--data-dir', tmp_path, '--job-dir',
+                      tmp_path / 'job', '--train-steps', '2', check=2, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'error: %s is a pipe, not an .npz file' % (tmp_path / 'mnist.npz'))

@@ -514,3 +514,12 @@ def test_npy_where_an_npz_is_expected_is_one_line(tmp_path):
     assert _error_line(proc) == (
         'error: %s is a .npy file (one array); expected an .npz archive of the arrays '
         'x_train, y_train, x_test, y_test (numpy.savez)' % (tmp_path / 'mnist.npz'))
+
+
+def test_download_declaring_a_tib_is_not_read(tmp_path):
+    with resources.endless_download(1 << 40) as url:
+        proc = run_module(DATA_STEP, '--data-dir', tmp_path / 'data', '--url', url,
+                          env={'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'}, check=2)
+    assert _error_line(proc) == ('error: cannot download %s: it serves more than 1 GiB, and '
+                                 'mnist.npz is about 11 MB; stopped reading' % url)
+    assert not (tmp_path / 'data').exists()

@@ -111,11 +111,12 @@ def listed_checkpoint(job_dir):
     Reads the text file without TensorFlow (for the launcher); None for a
     remote job-dir or one without a readable state file.
     """
-    if safe_io.is_remote(job_dir):
-        return None
+    state = os.path.join(job_dir, CHECKPOINT_STATE_FILE)
+    if safe_io.is_remote(job_dir) or safe_io.not_a_regular_file(state):
+        return None  # a named pipe there would block the read for good
     try:
-        with open(os.path.join(job_dir, CHECKPOINT_STATE_FILE), encoding='utf-8') as f:
-            for line in f:
+        with open(state, encoding='utf-8') as f:
+            for line in f.read(SMALL_FILE_MAX_BYTES).splitlines():
                 key, _, value = line.partition(':')
                 if key.strip() == 'model_checkpoint_path':
                     path = value.strip().strip('"')

@@ -1,5 +1,6 @@
 """safe_io and job_dir.check_owner: writing where another local user was first."""
 import os
+import threading
 
 import pytest
 
@@ -110,3 +111,19 @@ def test_symlink_of_another_user_is_refused_wherever_it_leads(tmp_path):
     own = tmp_path / 'mine'
     os.symlink(tmp_path / 'victim', own)
     job_dir.check_owner(str(own))  # our own symlink is fine
+
+
+def test_listed_checkpoint_does_not_wait_on_a_named_pipe(tmp_path):
+    """The launcher names the checkpoint a stopped job kept; a named pipe planted as
+    the state file would have blocked it for good."""
+    os.mkfifo(tmp_path / job_dir.CHECKPOINT_STATE_FILE)
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(
+        job_dir.listed_checkpoint(str(tmp_path))), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert answers == [None]
+    (tmp_path / 'job').mkdir()
+    (tmp_path / 'job' / 'checkpoint').write_text('model_checkpoint_path: "model.ckpt-5"\n')
+    assert job_dir.listed_checkpoint(str(tmp_path / 'job')) == str(
+        tmp_path / 'job' / 'model.ckpt-5')

@@ -342,9 +342,16 @@ class Termination:
             self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
                          code=exit_code(first))
 
-    def final_save(self, session, checkpoint_dir):
-        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised."""
+    def final_save(self, session, checkpoint_dir, all_finite=None):
+        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised.
+
+        `all_finite` (`hooks.all_variables_finite`): variables that diverged since
+        the last loss was checked are not saved over the last good checkpoint.
+        """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        if all_finite is not None and not session.run(all_finite):
+            self._not_saved = 'its variables are no longer all finite: training diverged'
+            return
         try:
             step = session.run(tf.compat.v1.train.get_global_step())
             saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
@@ -414,6 +421,9 @@ class Termination:
             """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
+                from estimator_trainers import hooks  # pylint: disable=g-import-not-at-top
+                self._all_finite = (hooks.all_variables_finite()
+                                    if checkpoint_dir is not None else None)
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
                 termination.take_signals()
                 termination.checkpoint_dir = checkpoint_dir
@@ -428,7 +438,7 @@ class Termination:
             def end(self, session):
                 if termination.requested.is_set():
                     if checkpoint_dir is not None and not termination.save_impossible():
-                        termination.final_save(session, checkpoint_dir)
+                        termination.final_save(session, checkpoint_dir, self._all_finite)
                     raise Terminated(termination.signum or signal.SIGTERM)
                 termination.set_saving(False)
 

@@ -8,6 +8,7 @@ saving the diverged variables, and every rerun failed the same way.
 """
 import os
 import re
+import signal
 import sys
 
 import numpy as np
@@ -201,3 +202,36 @@ def test_loss_check_works_with_several_steps_per_run(tmp_path):
     diverged = _train(tmp_path, [2.0, np.nan, 4.0, 5.0, 6.0, 7.0], steps_per_run=3)
     assert diverged.step == 3 and np.isnan(diverged.loss)
     assert listed_steps(tmp_path) == [0]
+
+
+def test_stop_signal_save_refuses_variables_that_diverged(tmp_path):
+    """SIGTERM (or Ctrl-C) right after an update that diverged, before its loss was
+    checked: the stop's final save is skipped, not made of NaN, and the line says so."""
+    from estimator_trainers import faults  # pylint: disable=import-outside-toplevel
+    termination = faults.Termination('local', lambda line: None)
+    handlers = {signum: signal.getsignal(signum) for signum in faults.STOP_SIGNALS}
+    try:
+        _stop_after_a_diverged_update(termination, tmp_path)
+    finally:  # the hook took the stop signals over, as in a trainer
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith('model.ckpt')]
+    assert str(termination.failure()) == (
+        'local: stopped on SIGTERM; no final checkpoint (its variables are no longer all '
+        'finite: training diverged); no checkpoint was saved')
+
+
+def _stop_after_a_diverged_update(termination, job_dir):
+    from estimator_trainers import faults  # pylint: disable=import-outside-toplevel
+    with tf.Graph().as_default():
+        step = tf.compat.v1.train.get_or_create_global_step()
+        value = tf.compat.v1.get_variable('v', initializer=1.0)
+        with tf.control_dependencies([value.assign(np.nan)]):
+            train = step.assign_add(1)
+        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS,
+                                       tf.compat.v1.train.Saver())
+        hook = termination.hook(str(job_dir))
+        with pytest.raises(faults.Terminated):
+            with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
+                session.run(train)
+                termination.requested.set()

@@ -57,11 +57,13 @@ def _cifar_decoded_cache(data_dir, count):
         images, labels = data._parse_batch(serialized)
         return tf.cast(images, tf.uint8), labels
 
-    def augment(images, labels):
-        return {'images': data.distort_batch(tf.cast(images, tf.float32))}, labels
+    def augment(index, batch):
+        images, labels = batch
+        seed = tf.stack([tf.constant(0, tf.int64), index])
+        return {'images': data.distort_batch(tf.cast(images, tf.float32), seed)}, labels
     dataset = tf.data.TFRecordDataset(data.subset_path(data_dir, 'train')).batch(1000)
     dataset = dataset.map(decode).unbatch().cache().shuffle(count).repeat()
-    dataset = dataset.batch(BATCH, drop_remainder=True)
+    dataset = dataset.batch(BATCH, drop_remainder=True).enumerate()
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE)
 

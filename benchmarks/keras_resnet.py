@@ -78,10 +78,12 @@ def in_memory_dataset(data_dir, batch_size, seed=None):
     images, labels = np.concatenate(images), np.concatenate(labels)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.shuffle(len(labels), seed=seed).repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.batch(batch_size, drop_remainder=True).enumerate()
 
-    def augment(images, labels):
-        images = data.distort_batch(tf.cast(images, tf.float32), seed=seed)
+    def augment(index, batch):
+        images, labels = batch
+        images = data.distort_batch(tf.cast(images, tf.float32),
+                                    tf.stack([tf.constant(seed or 0, tf.int64), index]))
         return {'images': images}, labels
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE)

@@ -225,6 +225,19 @@ def levers(result):
                      rows))
 
 
+def determinism(result):
+    rows = [[name, _spread(s['unseeded'], '%.1f'), _spread(s['seeded'], '%.1f'),
+             '%.2f' % s['seeded_over_unseeded'],
+             '%.2f' % s['seeded_over_unseeded_per_cpu_second']]
+            for name, s in result['trainers'].items()]
+    return ('Steady-state training throughput with `--random-seed 1` (op determinism, '
+            'seeded input order: the same losses and metrics run after run) and without '
+            '(CIFAR-10: ResNet-%d, batch 128; taxi: batch 128), alternating fresh '
+            'processes.\n\n' % result['num_layers']
+            + _table(['trainer', 'no seed: examples/sec median (min–max)',
+                      '--random-seed', 'seeded / not', 'per CPU-second'], rows))
+
+
 def render(results, notes):
     machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
     sections = [
@@ -236,6 +249,7 @@ def render(results, notes):
         ('5. Cold start', 'cold_start', cold_start),
         ('6. Evaluation cost of the default runs', 'eval_share', eval_share),
         ('7. Installing the pinned requirements: pip vs uv', 'install', install),
+        ('8. The cost of a seed (reproducible runs)', 'determinism', determinism),
         ('Lever study', 'levers', levers),
     ]
     parts = [

@@ -2,7 +2,7 @@
 # Runs the benchmarks; writes benchmarks/results.json and benchmarks/RESULTS.md.
 #
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
-#   BENCHMARK: resnet taxi input cluster cold_start eval_share levers (default:
+#   BENCHMARK: resnet taxi input cluster cold_start eval_share levers determinism (default:
 #   all, in this order; input reads what training consumes from resnet and
 #   taxi), and install (only when named: pip vs uv installing the pins, cold
 #   and warm cache; downloads ~1.2 GB from PyPI).
@@ -22,11 +22,11 @@ for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
     -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|eval_share|levers|install) benchmarks+=("${arg}") ;;
+    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|install) benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start eval_share levers)
+[[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start eval_share levers determinism)
 
 # shellcheck source=scripts/setup-venv.sh
 source "${repo_root}/scripts/setup-venv.sh"
@@ -93,6 +93,11 @@ for benchmark in "${benchmarks[@]}"; do
                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
                     --cifar-train-steps 50 ;;
     levers:0) run levers --data-dir "${cifar}" ;;
+    determinism:0) run determinism --cifar-data-dir "${cifar}" \
+                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" ;;
+    determinism:1) run determinism --cifar-data-dir "${cifar}" \
+                     --taxi-train-files "${taxi_train}" --taxi-eval-files "${taxi_eval}" \
+                     --num-layers 8 --repeats 1 --intervals 2 ;;
     install:*) run install --uv "$(find_uv || bootstrap_uv "${python}")" ;;
     levers:1) run levers --data-dir "${cifar}" --num-layers 8 --repeats 1 \
                 --variants defaults,float32,unfused_batch_norm,inter_threads_1 \

@@ -4,10 +4,13 @@ Example counts always come from the `metadata.json` that
 `generate_cifar10_tfrecords` wrote, never from constants. Records are parsed a
 batch at a time and augmentation (pad to 40x40, random 32x32 crop, random
 left-right flip) is vectorised over the batch, so the pipeline keeps up with
-training on a few CPU cores. Images are float32 in [0, 255], NHWC; the model
+training on a few CPU cores; it is stateless, keyed by the seed and the
+batch's index, so batches parsed in parallel are the same in every run of
+one seed. Images are float32 in [0, 255], NHWC; the model
 does its own scaling, so serving can feed raw pixels.
 """
 import os
+import random
 import struct
 
 import numpy as np
@@ -153,19 +156,23 @@ def _parse_batch(serialized):
     return images, tf.cast(features['label'], tf.int32)
 
 
-def distort_batch(images, seed=None):
+def distort_batch(images, seed):
     """Random 32x32 crops of the 40x40 zero-padded images and random flips.
 
     Vectorised over the batch: each image gets its own crop offset and flip.
+    Stateless: `seed` (a pair of int64, e.g. (run seed, batch index)) decides
+    them, so parallel batches draw the same crops in any order.
     """
     batch = tf.shape(images)[0]
     padded = tf.pad(images, [[0, 0], [_PAD, _PAD], [_PAD, _PAD], [0, 0]])
-    offsets = tf.random.uniform([batch, 2], 0, 2 * _PAD + 1, dtype=tf.int32, seed=seed)
+    crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    offsets = tf.random.stateless_uniform([batch, 2], crop_seed, 0, 2 * _PAD + 1,
+                                          dtype=tf.int32)
     rows = offsets[:, :1] + tf.range(HEIGHT)[None, :]
     cols = offsets[:, 1:] + tf.range(WIDTH)[None, :]
     crops = tf.gather(padded, rows, axis=1, batch_dims=1)
     crops = tf.gather(crops, cols, axis=2, batch_dims=1)
-    flip = tf.random.uniform([batch], seed=seed) < 0.5
+    flip = tf.random.stateless_uniform([batch], flip_seed) < 0.5
     return tf.where(flip[:, None, None, None], tf.reverse(crops, axis=[2]), crops)
 
 
@@ -182,8 +189,11 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
       repeat: repeat forever (training).
       shuffle: shuffle examples (training).
       count: examples in the file, to size the shuffle buffer.
-      seed: shuffle/augmentation seed.
+      seed: shuffle and augmentation seed (None: a random one); the same seed
+        gives the same batches in the same order.
     """
+    if seed is None:
+        seed = random.SystemRandom().randrange(2 ** 31)
     dataset = tf.data.TFRecordDataset(subset_path(data_dir, subset),
                                       buffer_size=8 << 20)
     if repeat or shuffle:
@@ -193,12 +203,12 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
                                   reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=repeat)
+    dataset = dataset.batch(batch_size, drop_remainder=repeat).enumerate()
 
-    def parse(serialized):
+    def parse(index, serialized):
         images, labels = _parse_batch(serialized)
         if distort:
-            images = distort_batch(images, seed=seed)
+            images = distort_batch(images, tf.stack([tf.constant(seed, tf.int64), index]))
         return {'images': images}, labels
 
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)

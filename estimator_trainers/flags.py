@@ -235,7 +235,10 @@ def add_runtime_flags(parser):
     group = parser.add_argument_group('runtime')
     group.add_argument(
         '--random-seed', type=int, default=None,
-        help='Graph-level random seed (default: none, each run differs).')
+        help='Makes the run reproducible: the same seed gives the same losses and '
+             'metrics on the same machine (seeded input order and augmentation, '
+             'TensorFlow op determinism; docs/experiments.md). Default: none, each '
+             'run differs.')
     group.add_argument(
         '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
         type=str.upper, help='Log level.')

@@ -32,7 +32,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
     so no two tasks write one event file. Time spent evaluating in this process
     (`evaluation.Clock`) is left out of the rates, as is the first interval
-    after a (re)start, which includes graph warm-up, from the average.
+    after a (re)start, which includes graph warm-up, from the average. The run
+    record (`run_record`) reads its averages from here.
 
     At the step target the chief also writes the training summaries of the
     last step, so training curves reach the end of the run.
@@ -40,7 +41,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(self, *, examples_per_step, every_n_steps, train_steps,
                  examples_per_global_step=None, summary_dir=None, worker_dir=None,
-                 save_summary_steps=None, eval_clock=None, first_summaries=()):
+                 save_summary_steps=None, eval_clock=None):
         """Creates the hook.
 
         Args:
@@ -54,8 +55,6 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
           save_summary_steps: Estimator's summary interval; with `summary_dir`
             the last step's summaries are written unless it falls on one.
           eval_clock: `evaluation.Clock` of evaluations run by this process.
-          first_summaries: serialized summaries to write into `summary_dir`
-            when training starts (the run's HParams).
         """
         self._examples_per_step = examples_per_step
         self._examples_per_global_step = examples_per_global_step or examples_per_step
@@ -65,9 +64,9 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._worker_dir = worker_dir
         self._save_summary_steps = save_summary_steps
         self._eval_clock = eval_clock
-        self._first_summaries = first_summaries
         self.first_step = None
         self.last_step = None
+        self.local_steps = 0
 
     def begin(self):
         self._global_step = tf.compat.v1.train.get_global_step()
@@ -76,8 +75,6 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._tensors = summaries.progress_values()
         self._writer = self._writer_for(self._summary_dir)
         self._worker_writer = self._writer_for(self._worker_dir)
-        for summary in self._first_summaries if self._writer else ():
-            self._writer.add_summary(summary)
         self._summary_op = (tf.compat.v1.summary.merge_all()
                             if self._summary_dir and self._save_summary_steps else None)
         self._final_summary_written = False
@@ -115,6 +112,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._final_summary_written = True
         self._ended_at = now
         self._eval_secs_at_end = self._eval_secs_since(0.0)
+        self.local_steps += 1
         if self._last_time is None:
             self.first_step = step - 1
             self.last_step = step
@@ -167,13 +165,28 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
 
         Time this process spent evaluating is left out; None before two steps.
         """
-        if self.first_step is None or self.last_step <= self.first_step + 1:
+        secs = self._training_secs()
+        if secs is None or self.last_step <= self.first_step + 1:
+            return None
+        return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs
+
+    def average_worker_examples_per_sec(self):
+        """Examples this task trained on per second since its first step (None: too few)."""
+        secs = self._training_secs()
+        if secs is None or self.local_steps < 2:
+            return None
+        return (self.local_steps - 1) * self._examples_per_step / secs
+
+    def _training_secs(self):
+        if self.first_step is None:
             return None
         secs = (self._ended_at - self._started_at
                 - (self._eval_secs_at_end - self._eval_secs_at_start))
-        if secs <= 0:
-            return None
-        return (self.last_step - self.first_step - 1) * self._examples_per_global_step / secs
+        return secs if secs > 0 else None
+
+    @property
+    def examples_per_global_step(self):
+        return self._examples_per_global_step
 
     def end(self, session):
         for writer in (self._writer, self._worker_writer):

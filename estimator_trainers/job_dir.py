@@ -14,6 +14,9 @@ the names:
       logs/<role>-<i>.log               the local cluster's task logs (`LOGS_DIR`)
       model_params.json                 the flags that shape the variables
       LEASE.json                        the job holding the job-dir (`lease`)
+      run_record.json                   every session's measurements (`run_record`);
+                                        each other training task's own is in
+                                        workers/<task>/run_record.json
 
 To refuse a rerun whose model cannot restore the checkpoints (e.g. a different
 `--num-layers`) before anything is written, the chief records the flags that
@@ -38,6 +41,7 @@ CHECKPOINT_PREFIX = 'model.ckpt'
 # model_params.json and the checkpoint state file are a few hundred bytes.
 SMALL_FILE_MAX_BYTES = 1 << 20
 LEASE_FILE = 'LEASE.json'
+RUN_RECORD_FILE = 'run_record.json'
 EVAL_DIR = 'eval'
 WORKERS_DIR = 'workers'
 EXPORT_DIR = 'export'
@@ -65,6 +69,16 @@ def lease_path(job_dir):
 def lease_temp_name(lease_file_path):
     """A unique name to write a new lease under before renaming it into place."""
     return '%s.%s.tmp' % (lease_file_path, uuid.uuid4().hex)
+
+
+def run_record_path(job_dir):
+    """The chief's run record (`run_record`)."""
+    return os.path.join(job_dir, RUN_RECORD_FILE)
+
+
+def worker_run_record_path(job_dir, task_label):
+    """The run record a training task other than the chief writes of itself."""
+    return os.path.join(worker_dir(job_dir, task_label), RUN_RECORD_FILE)
 
 
 def eval_dir(job_dir):

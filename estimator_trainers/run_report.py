@@ -1,11 +1,15 @@
-"""What a run records for later: its HParams, and the block it ends with.
+"""What a run shows TensorBoard and the console: its HParams, and the block it ends with.
 
-The chief writes the run's flags into the job-dir's training event file as an
-HParams session (TensorBoard's hparams plugin lists each job-dir with its
-flags, next to the last value of every scalar it wrote: the final metrics),
-and prints one summary block when it is done: wall time, steps, the job's
-average examples/sec, final metrics, where the checkpoints, export and
-TensorBoard logs are, and the command that shows them.
+The chief writes the run's flags, with its cluster shape, strategy and
+precision, as an HParams session into the job-dir's `eval` run, which holds
+only evaluation metrics: TensorBoard's hparams plugin takes a session's
+metrics from the scalars of its own run and the runs below it, so each
+job-dir is listed with its flags next to its final evaluation (`accuracy`,
+`loss`, `auc`, ...), never the last training batch's. It also prints one
+summary block when it is done: wall time, steps, the job's average
+examples/sec, final metrics, where the checkpoints, export and TensorBoard
+logs are, and the command that shows them. (The machine-readable record of
+the same run is `run_record`.)
 """
 import time
 
@@ -15,6 +19,7 @@ from tensorboard.plugins.hparams import summary as hparams_summary
 from tensorboard.plugins.hparams import summary_v2 as hparams_v2
 
 from estimator_trainers import hooks
+from estimator_trainers import job_dir as job_dir_lib
 
 TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
 # Flags that name places or logging rather than choices: not hyperparameters.
@@ -36,22 +41,29 @@ def hparams(args):
     return values
 
 
-def session_start(args):
-    """The serialized HParams session-start summary of a run with flags `args`.
+def start_session(job_dir, args, facts=None):
+    """Writes the HParams session start of a run into `<job_dir>/eval`; returns its writer.
 
-    The progress hook writes it with the chief's training summaries (one
-    event file per job-dir run).
+    Args:
+      args: the parsed flags (`hparams` picks the hyperparameters).
+      facts: more values to compare runs by (cluster shape, strategy, precision).
     """
-    return hparams_v2.hparams_pb(hparams(args), trial_id=args.job_dir,
-                                 start_time_secs=time.time()).SerializeToString()
+    values = dict(hparams(args), **(facts or {}))
+    writer = tf.summary.create_file_writer(job_dir_lib.eval_dir(job_dir))
+    _write(writer, hparams_v2.hparams_pb(values, trial_id=job_dir,
+                                         start_time_secs=time.time()))
+    return writer
 
 
-def end_session(job_dir):
-    """Marks the HParams session of this run successful (after its training)."""
-    # The cached writer the chief trained with; FileWriter cannot start in eager mode.
-    writer = tf.compat.v1.summary.FileWriterCache.get(job_dir)
-    writer.add_summary(hparams_summary.session_end_pb(
-        api_pb2.STATUS_SUCCESS, time.time()).SerializeToString())
+def end_session(writer):
+    """Marks the HParams session `start_session` wrote successful (after its training)."""
+    _write(writer, hparams_summary.session_end_pb(api_pb2.STATUS_SUCCESS, time.time()))
+    writer.close()
+
+
+def _write(writer, summary):
+    with writer.as_default():
+        tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=0)
     writer.flush()
 
 

@@ -21,10 +21,15 @@ owns the order of everything else; each step is where it is for a reason:
    `RunConfig` are made once, from the flags and the run's length; the task
    waits for its peers, saying so, before TensorFlow's own endless wait.
 7. `training.train_and_evaluate` trains, evaluates, exports and summarises;
-   the chief records the run's flags for TensorBoard's HParams dashboard.
+   the chief records the run's flags for TensorBoard's HParams dashboard and,
+   however the session ends once it holds the job-dir, its measurements in
+   the job-dir's run record (`recorder`, `run_record`). A seed makes the run
+   reproducible (`make_deterministic`).
 """
+import random
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_trainers import checkpoints
@@ -37,8 +42,9 @@ from estimator_trainers import faults
 from estimator_trainers import gcs
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import lease
 from estimator_trainers import run_config
-from estimator_trainers import run_report
+from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
 
 
@@ -68,12 +74,17 @@ def run(trainer, args):
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
                                 lease_timeout_secs=args.lease_timeout_secs):
-            return _train(trainer, runtime, args, task, plan, termination, started)
+            recorder = recorder_lib.Recorder(args, task, started,
+                                             job_id=lease.cluster_id(cluster))
+            with recorder.recording_failures():
+                return _train(trainer, runtime, args, task, plan, termination, recorder)
 
 
-def _train(trainer, runtime, args, task, plan, termination, started):
+def _train(trainer, runtime, args, task, plan, termination, recorder):
     """Steps 5 to 7 of `run`, on a job-dir this task may write."""
     cluster = task.cluster
+    if args.random_seed is not None:
+        make_deterministic(args.random_seed)
     params = trainer.model_params(args)
     job_dir_lib.check_model_params(args.job_dir, params, write=False)
     if cluster.is_chief:  # it restores them; nothing has been written yet
@@ -108,8 +119,7 @@ def _train(trainer, runtime, args, task, plan, termination, started):
             extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
                                           save_needs=task.distribution.peers)] + (
                 [watch.hook()] if watch else []),
-            started=started,
-            hparams=run_report.session_start(args) if cluster.is_chief else None)
+            started=recorder.started, recorder=recorder)
     except hooks.Diverged as e:
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
 
@@ -145,6 +155,20 @@ def _path_flags(args):
             if isinstance(item, str):
                 pairs.append(('--' + dest.replace('_', '-'), item))
     return pairs
+
+
+def make_deterministic(seed):
+    """`--random-seed` means the same run: seeded Python and NumPy, deterministic ops.
+
+    With TensorFlow's op determinism, ops use deterministic algorithms (or
+    raise where they have none) and tf.data runs stateful map functions in
+    order; the trainers' input functions seed their shuffles and use
+    stateless random augmentation keyed by the seed and the batch, so they
+    keep their parallelism. The graph-level seed is RunConfig's.
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    tf.config.experimental.enable_op_determinism()
 
 
 def _log(line):

@@ -7,6 +7,7 @@ and are evaluated as they come (`evaluation`), progress is logged with an
 ETA and examples/sec, and the chief always finishes with an evaluation, a
 SavedModel export and one summary block (`run_report`).
 """
+import contextlib
 import dataclasses
 import time
 
@@ -76,7 +77,7 @@ def serve_parameters(config):
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
                        eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       started=None, hparams=None):
+                       started=None, recorder=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -88,8 +89,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       serving_input_receiver_fn: export signature; None skips the export.
       extra_hooks: more training hooks, run before the checkpoint saver's.
       started: when the run started (`time.time()`), for the wall time.
-      hparams: the chief's serialized HParams session start
-        (`run_report.session_start`), written when training starts.
+      recorder: `recorder.Recorder` of this task (None: no run record and
+        no HParams session), told how the session went.
 
     Returns:
       The final evaluation metrics on the chief, else None.
@@ -97,7 +98,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     started = started or time.time()
     train_input_fn, eval_input_fn = _in_scope(train_input_fn), _in_scope(eval_input_fn)
     job_dir = estimator.model_dir
-    clock = evaluation.Clock()
+    clock = recorder.eval_clock if recorder else evaluation.Clock()
     evaluate = evaluation.Evaluator(estimator, eval_input_fn, loop.eval_steps, clock)
 
     if cluster.is_evaluator:
@@ -125,16 +126,22 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             summary_dir=job_dir if is_chief else None,
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
-            save_summary_steps=loop.save_summary_steps, eval_clock=clock,
-            first_summaries=[hparams] if hparams else ())
+            save_summary_steps=loop.save_summary_steps, eval_clock=clock)
         divergence = hooks.StopOnDivergenceHook()
-        listeners = [divergence.listener]
+        listeners = [divergence.listener] + (
+            [recorder.checkpoint_listener()] if recorder else [])
         if checkpoint_plan.evaluates_while_training:
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
         # The divergence check runs first: no hook acts on a diverged step.
         train_hooks = ([divergence, progress] + list(extra_hooks)
+                       + (recorder.hooks(progress, loop.train_steps,
+                                         checkpoint_plan.every_steps, step or 0)
+                          if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners))
+        if recorder and is_chief:
+            hparams_writer = run_report.start_session(job_dir, recorder.args,
+                                                      recorder.hparams_facts())
         try:
             metrics = _checked(job_dir, lambda: _train(
                 estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
@@ -149,12 +156,16 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             raise
 
     if not is_chief:
+        if recorder:
+            recorder.finished()
         return None
     if metrics is None:
         metrics = _checked(job_dir, lambda: evaluate(None))
     export_dir = None
     if serving_input_receiver_fn is not None:
-        export_dir = export.export_saved_model(estimator, job_dir, serving_input_receiver_fn)
+        with recorder.timing_export() if recorder else contextlib.nullcontext():
+            export_dir = export.export_saved_model(estimator, job_dir,
+                                                   serving_input_receiver_fn)
     global_step = int(metrics.get('global_step', 0))
     if loop.hypertune_metric:
         hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
@@ -162,8 +173,10 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         'Final evaluation at global step %d: %s', global_step,
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
-    if progress is not None:
-        run_report.end_session(job_dir)
+    if progress is not None and recorder:
+        run_report.end_session(hparams_writer)
+    if recorder:
+        recorder.finished(metrics, export_dir)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
         first_step=progress.first_step if progress else None,

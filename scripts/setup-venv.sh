@@ -12,7 +12,9 @@
 # managed CPython 3.11 and .venv is made from it. Installs go through `uv pip`
 # when uv is there, else through pip, with the same pins and constraints.
 #
-# Usage: bash scripts/setup-venv.sh [--dev]
+# Usage: bash scripts/setup-venv.sh [--dev | --experiments]
+# (--experiments adds the plotting requirements of scripts/experiment.sh;
+# --dev the test requirements, which include those.)
 set -euo pipefail
 
 _repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -124,6 +126,7 @@ setup_venv() {
   local venv="${_repo_root}/.venv"
   local reqs=("${_repo_root}/requirements.txt")
   [[ "${extra}" == "--dev" ]] && reqs=("${_repo_root}/requirements-dev.txt")
+  [[ "${extra}" == "--experiments" ]] && reqs=("${_repo_root}/requirements-experiments.txt")
 
   if [[ ! -x "${venv}/bin/python" ]]; then
     local python version
@@ -150,6 +153,7 @@ setup_venv() {
   local stamp="${venv}/.installed-${extra#--}"
   local digest
   digest="$(cat "${reqs[@]}" "${_repo_root}/requirements.txt" \
+    "${_repo_root}/requirements-experiments.txt" \
     "${_repo_root}/constraints.txt" "${_repo_root}/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${digest}" ]]; then
     return 0

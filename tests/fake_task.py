@@ -14,7 +14,7 @@ mapping `<type>-<index>`, `<type>` or `default` to one of:
   save-on-term:SECS  block; on SIGTERM take SECS to exit (as a chief saving), writing
                    the job-dir's `checkpoint` state file naming model.ckpt-7
   serve-until-term serve; on SIGTERM exit at once
-Every start appends {pid, tf_config, child_pid?} to $FAKE_STATE/<label>.jsonl, and
+Every start appends {pid, tf_config, error_record, child_pid?} to $FAKE_STATE/<label>.jsonl, and
 a task stopped by SIGTERM appends {term: time.time(), exit: time.time()}.
 """
 import json
@@ -38,7 +38,8 @@ def main():
     if os.path.exists(state):
         with open(state) as f:
             starts = len(f.readlines())
-    record = {'pid': os.getpid(), 'tf_config': config}
+    record = {'pid': os.getpid(), 'tf_config': config,
+              'error_record': os.environ.get('ESTIMATOR_TRAINERS_ERROR_RECORD')}
     name, *args = action.split(':')
     if name == 'spawn-child':
         child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])

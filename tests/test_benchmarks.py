@@ -51,6 +51,10 @@ def _results():
                       'evaluations': 10}],
             'cifar10': [{'wall_secs': 300.0, 'eval_secs': 60.0, 'eval_share': 0.2,
                          'evaluations': 6}]}),
+        'determinism': dict(stamp, num_layers=20, trainers={'cifar10': {
+            'unseeded': _summary(400.0, per_cpu_second=_summary(200.0)),
+            'seeded': _summary(380.0, per_cpu_second=_summary(190.0)),
+            'seeded_over_unseeded': 0.95, 'seeded_over_unseeded_per_cpu_second': 0.95}}),
     }
 
 
@@ -75,6 +79,8 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
     assert ('| cifar10 default run: ≥ 5 evaluations, ≤ 15% of wall time evaluating | '
             '6 evaluations, 20.0% | **no** |') in text
     assert '| cifar10 | 300.0 (300.0–300.0) | 60.0 (60.0–60.0) | 20.0% | 6 |' in text
+    assert '## 8. The cost of a seed' in text
+    assert '| cifar10 | 400.0 (360.0–440.0) | 380.0 (342.0–418.0) | 0.95 | 0.95 |' in text
 
 
 def test_run_sh_help_and_bad_argument():

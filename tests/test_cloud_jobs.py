@@ -29,7 +29,8 @@ JOB = 'train_cifar10_20260101_120000'
 JOB_DIR = 'gs://b/jobs/' + JOB
 PACKAGE = 'gs://b/staging/%s/estimator-trainers-0.1.0.tar.gz' % JOB
 CPU_IMAGE = 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest'
-SHIPPED = sorted(os.listdir(os.path.join(REPO_ROOT, 'configs')))
+SHIPPED = sorted(name for name in os.listdir(os.path.join(REPO_ROOT, 'configs'))
+                 if name.endswith('.yaml'))
 CUSTOM_JOB_SCHEMA = 'GoogleCloudAiplatformV1CustomJob'
 TUNING_JOB_SCHEMA = 'GoogleCloudAiplatformV1HyperparameterTuningJob'
 

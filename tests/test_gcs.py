@@ -124,6 +124,21 @@ def test_taxi_rerun_resumes_from_gs(taxi_on_gs):
     assert len(rerun['exports']) == 2 and not rerun['export_temps']
 
 
+def test_the_run_record_on_gs_has_a_session_per_run(gcs, taxi_on_gs):
+    """Written whole (renamed into place: no temporary object left) after each run."""
+    sessions = json.loads(gcs.read_object(TAXI_JOB_DIR + '/run_record.json'))['sessions']
+    assert [s['steps'] for s in sessions] == [{'from': 0, 'to': 200, 'target': 200},
+                                              {'from': 200, 'to': 300, 'target': 300}]
+    for session, run in zip(sessions, taxi_on_gs):
+        assert session['status'] == 'succeeded' and session['flags']['job_dir'] == TAXI_JOB_DIR
+        step, metrics = final_metrics(run['stderr'])
+        assert session['final_metrics']['global_step'] == step
+        assert '%.4f' % session['final_metrics']['auc'] == '%.4f' % metrics['auc']
+        assert session['export_dir'].startswith(TAXI_JOB_DIR + '/export/')
+    assert [n for n in gcs.list_objects('taxi-data', 'jobs/taxi/run_record')] == [
+        'jobs/taxi/run_record.json']
+
+
 @pytest.mark.usefixtures('taxi_on_gs')
 def test_tensorboard_serves_eval_scalars_from_gs(gcs, tmp_path):
     """TensorBoard's Python loader (--load_fast=false) reads gs:// through TF's client."""

@@ -21,11 +21,11 @@ from test_trainer_discovery import write_guide_package
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
 
 
-def _start(tmp_path, plan, *flags, wrapper=(), task_args=()):
+def _start(tmp_path, plan, *flags, wrapper=(), task_args=(), env=None):
     """Starts the launcher (under `wrapper`, a command prefix) on fake tasks."""
     state = tmp_path / 'state'
     state.mkdir(exist_ok=True)
-    env = cli_env({'FAKE_PLAN': json.dumps(plan), 'FAKE_STATE': str(state)})
+    env = cli_env(dict(env or {}, FAKE_PLAN=json.dumps(plan), FAKE_STATE=str(state)))
     command = [*wrapper, sys.executable, '-m', 'estimator_trainers.tools.launcher',
                '--job-dir', str(tmp_path / 'job'), *flags, '--',
                sys.executable, FAKE_TASK, *task_args]
@@ -81,6 +81,18 @@ def _wait_for_starts(tmp_path, labels, timeout=30):
             return starts
         time.sleep(0.1)
     raise AssertionError('tasks did not start: %s' % sorted(_starts(tmp_path)))
+
+
+def test_tasks_do_not_inherit_the_launchers_error_record(tmp_path):
+    """The record says why the launcher failed; a task writing there would overwrite it."""
+    record = tmp_path / 'launcher-error.json'
+    code, _, stderr = _run(tmp_path, {'ps': 'serve', 'default': 'run:0.2'},
+                           '--parameter-server-count', '1', '--worker-count', '1',
+                           env={errors.ERROR_RECORD_ENV: str(record)})
+    assert code == 0, stderr
+    starts = _starts(tmp_path)
+    assert sorted(starts) == ['chief-0', 'ps-0', 'worker-0']
+    assert [r['error_record'] for rs in starts.values() for r in rs] == [None] * 3
 
 
 def test_cluster_runs_to_the_chief_and_stops_parameter_servers(tmp_path):

@@ -30,12 +30,15 @@ TENSORFLOW_FREE = (
     'estimator_trainers.tools.launcher', 'estimator_trainers.tools.cloud.cli',
     'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
     'estimator_trainers.tools.cloud.packages',
+    'estimator_trainers.run_record', 'estimator_trainers.tools.experiment.cli',
+    'estimator_trainers.tools.experiment.execute',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
 
 # Command-line modules whose `--help` must be instant.
 ENTRY_POINTS = (
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
-    'estimator_trainers.tools.cloud', 'cifar10_estimator.generate_cifar10_tfrecords',
+    'estimator_trainers.tools.cloud', 'estimator_trainers.tools.experiment',
+    'cifar10_estimator.generate_cifar10_tfrecords',
     'taxi_estimator.data', 'taxi_estimator.predict', 'keras_estimator.data',
     'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
 )

@@ -36,6 +36,19 @@ def test_tensorboard_help_and_errors(tmp_path):
     assert proc.returncode == 2 and "--port expects a port number, got 'http'" in proc.stderr
 
 
+def test_experiment_help_and_errors(tmp_path):
+    proc = _bash('scripts/experiment.sh', '--help')
+    assert proc.returncode == 0
+    assert proc.stdout.startswith('usage: bash scripts/experiment.sh')
+    assert '--dry-run' in proc.stdout and '--full' in proc.stdout
+    proc = _bash('scripts/experiment.sh', str(tmp_path / 'missing.yaml'))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == 'error: %s: No such file or directory' % (
+        tmp_path / 'missing.yaml')
+    proc = _bash('scripts/experiment.sh', 'configs/experiments/resume.yaml', '--bogus')
+    assert proc.returncode == 2 and '--bogus' in proc.stderr.splitlines()[-1]
+
+
 def test_empty_job_dir_is_refused_not_replaced_by_a_default(tmp_path):
     """`train-local.sh taxi --job-dir "$UNSET"` trained in the shared /tmp/taxi, and the
     launcher with `--job-dir ''` wrote its task logs into ./logs."""

@@ -27,7 +27,8 @@ import interpreters
 from conftest import REPO_ROOT
 
 SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt',
-               'requirements-dev.txt', 'constraints.txt', 'pyproject.toml')
+               'requirements-experiments.txt', 'requirements-dev.txt', 'constraints.txt',
+               'pyproject.toml')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
                        open(os.path.join(REPO_ROOT, 'scripts', 'setup-venv.sh')).read(),

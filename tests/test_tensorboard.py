@@ -113,19 +113,28 @@ def test_cifar_tag_set_images_and_graph(cifar):
         node.name.split('/')[0] for node in train.Graph().node}
 
 
-def test_hparams_session_with_the_flags(taxi):
-    job_dir, _ = taxi
-    train = _run(job_dir)
+def _hparams_content(acc):
     content = {}
-    for tag in train.Tags()['tensors']:
-        if train.SummaryMetadata(tag).plugin_data.plugin_name == 'hparams':
+    for tag in acc.Tags()['tensors']:
+        if acc.SummaryMetadata(tag).plugin_data.plugin_name == 'hparams':
             data = plugin_data_pb2.HParamsPluginData.FromString(
-                train.SummaryMetadata(tag).plugin_data.content)
+                acc.SummaryMetadata(tag).plugin_data.content)
             content[data.WhichOneof('data')] = data
+    return content
+
+
+def test_hparams_session_with_the_flags(taxi):
+    """The session is the `eval` run: its metrics are the evaluation's, not a batch's."""
+    job_dir, _ = taxi
+    assert not _hparams_content(_run(job_dir))
+    content = _hparams_content(_run(job_dir, 'eval'))
     start = content['session_start_info'].session_start_info
     assert start.hparams['num_epochs'].number_value == 10
     assert start.hparams['batch_size'].number_value == 128
     assert start.hparams['serving_export_format'].string_value == 'JSON'
+    assert start.hparams['training_tasks'].number_value == 1
+    assert start.hparams['strategy'].string_value == 'none'
+    assert start.hparams['precision'].string_value == 'float32'
     assert 'job_dir' not in start.hparams
     assert content['session_end_info'].session_end_info.status == 1  # STATUS_SUCCESS
 
@@ -218,13 +227,22 @@ def test_tensorboard_script_serves_the_job_dir_on_localhost(taxi):
         assert set(runs) == {'.', 'eval'}
         tags = _get_json(base + '/data/plugin/scalars/tags', server)
         assert {'accuracy', 'auc', 'loss'} <= set(tags['.']) & set(tags['eval'])
+        experiment = _post_json(base + '/data/plugin/hparams/experiment',
+                                {'experimentName': ''})
+        metrics = {(m['name'].get('group', ''), m['name']['tag'])
+                   for m in experiment['metricInfos']}
+        # The evaluation's metrics, and nothing of the training batches.
+        assert {('', 'accuracy'), ('', 'auc'), ('', 'loss')} <= metrics, metrics
+        assert not {tag for _, tag in metrics} & {'examples_per_sec', 'learning_rate/dnn_adam'}
         hparams = _post_json(base + '/data/plugin/hparams/session_groups', {
             'experimentName': '', 'allowedStatuses': ['STATUS_SUCCESS'],
-            'colParams': [{'hparam': 'num_epochs'}, {'metric': {'tag': 'auc', 'group': 'eval'}}],
+            'colParams': [{'hparam': 'num_epochs'}, {'metric': {'tag': 'auc', 'group': ''}}],
             'startIndex': 0, 'sliceSize': 10})
         group = hparams['sessionGroups'][0]
         assert group['hparams']['num_epochs'] == 10
-        assert [m for m in group['metricValues'] if m['name']['tag'] == 'auc']
+        (auc,) = [m['value'] for m in group['metricValues'] if m['name']['tag'] == 'auc']
+        final = [e.value for e in _run(job_dir, 'eval').Scalars('auc')][-1]
+        assert auc == pytest.approx(final, rel=1e-6)
     finally:
         os.killpg(server.pid, 15)
         output = server.communicate(timeout=30)[0]

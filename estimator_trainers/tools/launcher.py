@@ -276,6 +276,9 @@ class Launcher:
             env.pop('CLUSTER_SPEC', None)
         else:
             env = dict(task.env)
+        # The launcher's own error record is the launcher's: a task writing there
+        # would overwrite why the job failed with why one task stopped.
+        env.pop(errors.ERROR_RECORD_ENV, None)
         env.update(TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
         command = task.command or self._command
         try:

@@ -136,17 +136,22 @@ def trainer_command(trainer, data_dir, job_dir, trainer_flags):
 
 
 def prepare_data(trainer, data_dir, environ=None):
-    """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code."""
+    """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code.
+
+    `environ`: the step's environment (default: this process's).
+    """
     if trainer.data_ready(data_dir):
         return 0
     step = trainer.data_step(data_dir, os.environ if environ is None else environ)
     if not step:
         return 0
-    return run_passing_signals([sys.executable, '-m'] + list(step))
+    return run_passing_signals([sys.executable, '-m'] + list(step), env=environ)
 
 
-def run_passing_signals(command):
+def run_passing_signals(command, env=None):
     """Runs `command` to its end, passing SIGTERM and SIGHUP on to it; returns its status.
+
+    `env`: its environment (default: this process's).
 
     A signal sent to this process alone (`timeout`, `kill`) would otherwise
     end it and leave the data step running. Ctrl-C reaches the step from the
@@ -154,7 +159,7 @@ def run_passing_signals(command):
     it. Stopped by a signal, this process says so in one line and returns
     128 + its number.
     """
-    process = subprocess.Popen(command)  # pylint: disable=consider-using-with
+    process = subprocess.Popen(command, env=env)  # pylint: disable=consider-using-with
     received = []
 
     def pass_on(signum, _):

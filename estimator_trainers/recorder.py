@@ -1,0 +1,318 @@
+"""Records one session of a training task into its job-dir's run record.
+
+The runner makes a `Recorder` per training task once it holds the job-dir;
+the training driver hands it its progress hook and evaluation clock, adds
+its session hook and checkpoint listener, and tells it how the session
+ended. The chief appends the session to `<job-dir>/run_record.json`; every
+other training task records its own throughput in
+`<job-dir>/workers/<task>/run_record.json`. The record's format and reading
+it are `run_record`'s (no TensorFlow there).
+"""
+import contextlib
+import os
+import platform
+import resource
+import signal
+import socket
+import sys
+import time
+
+import tensorflow as tf
+
+from estimator_trainers import devices
+from estimator_trainers import errors
+from estimator_trainers import evaluation
+from estimator_trainers import faults
+from estimator_trainers import process
+from estimator_trainers import run_record
+from estimator_trainers.errors import first_line
+
+
+def gpus():
+    """The GPUs TensorFlow sees: `[{"device", "name", "compute_capability"}]`."""
+    found = []
+    for device in tf.config.list_physical_devices('GPU'):
+        details = tf.config.experimental.get_device_details(device) or {}
+        capability = details.get('compute_capability')
+        found.append({'device': device.name,
+                      'name': details.get('device_name', device.name),
+                      'compute_capability': '.'.join(map(str, capability))
+                      if capability else None})
+    return found
+
+
+def hardware():
+    """This machine: CPU model and cores, memory, GPUs, host, platform."""
+    return {'cpu_model': run_record.cpu_model(), 'cpu_cores': os.cpu_count(),
+            'memory_bytes': run_record.memory_bytes(), 'gpus': gpus(),
+            'host': socket.gethostname(), 'platform': platform.platform()}
+
+
+def precision(args, num_gpus):
+    """The `--mixed-precision` setting and what it resolved to on this task."""
+    setting = getattr(args, 'mixed_precision', None)
+    compute = devices.resolve_mixed_precision(setting, num_gpus) if setting else 'none'
+    return {'flag': setting, 'compute': 'float32' if compute == 'none' else compute,
+            'variables': 'float32'}
+
+
+def hparams_facts(task, args):
+    """The cluster shape, strategy and precision, for the HParams dashboard."""
+    facts = run_record.cluster_facts(task)
+    return {'training_tasks': facts['training_tasks'],
+            'parameter_servers': facts.get('ps', 0),
+            'strategy': facts['strategy'],
+            'precision': precision(args, task.num_gpus)['compute']}
+
+
+class Recorder:
+    """Measures one session of a training task and records it when it ends.
+
+    The chief appends its session to `<job-dir>/run_record.json`; another
+    training task records its own throughput under `workers/<task>/`.
+    It works beside the training driver: one session hook, one checkpoint
+    listener and a timer around the export.
+    """
+
+    def __init__(self, args, task, started, job_id=None):
+        """Args:
+          args: the parsed flags.
+          task: `declaration.Task` of this process.
+          started: `time.time()` when the run started; the process's own start
+            where /proc tells it (`run_record.process_started_at`).
+          job_id: the cluster's id, which its tasks share (`lease.cluster_id`).
+        """
+        self.args = args
+        self._task = task
+        self.started = min(started, run_record.process_started_at() or started)
+        self._job_id = job_id
+        self._load_at_start = run_record.load_average()
+        self._progress = None
+        # The driver's evaluation clock: time this process spent evaluating.
+        self.eval_clock = evaluation.Clock()
+        self._checkpoint_every = None
+        self._train_steps = getattr(args, 'train_steps', None)
+        self._start_step = None
+        self._checkpoints = 0
+        self._checkpoint_secs = 0.0
+        self._export_secs = 0.0
+        # (time, checkpoint secs, evaluation secs) at the first and last step's end.
+        self._first = None
+        self._last = None
+        self._written = False
+
+    @property
+    def is_chief(self):
+        return self._task.cluster.is_chief
+
+    def hparams_facts(self):
+        """Cluster shape, strategy and precision for the HParams session."""
+        return hparams_facts(self._task, self.args)
+
+    # Calls from the training driver.
+
+    def hooks(self, progress, train_steps, checkpoint_every, start_step):
+        """The session hooks that time training.
+
+        Args:
+          progress: the driver's `hooks.TrainingProgressHook`, whose step
+            accounting gives the rates.
+          train_steps: the step target the trainer resolved (e.g. from epochs).
+          checkpoint_every: the plan's checkpoint interval.
+          start_step: the global step of the checkpoint the session starts
+            from (0 for a new job-dir). The progress hook's first step can be
+            one more: it reads the global step while the first update runs.
+        """
+        self._progress = progress
+        self._train_steps = train_steps
+        self._checkpoint_every = checkpoint_every
+        self._start_step = start_step
+        return [_TimelineHook(self)]
+
+    def checkpoint_listener(self):
+        """A saver listener timing each save; put it first (the evaluation listener
+        runs after saving, and its time is the evaluation's)."""
+        return _CheckpointTimer(self)
+
+    @contextlib.contextmanager
+    def timing_export(self):
+        start = time.time()
+        try:
+            yield
+        finally:
+            self._export_secs += time.time() - start
+
+    def finished(self, metrics=None, export_dir=None):
+        """Records a session that ended normally (the chief's with its final metrics)."""
+        self._write(run_record.SUCCEEDED, 0, None, metrics, export_dir)
+
+    @contextlib.contextmanager
+    def recording_failures(self):
+        """Records the session as failed when the block raises, then re-raises.
+
+        Also records it as `aborted` when `process.exit_now` ends the process
+        from another thread (a lost peer or lease) before the block completes.
+        """
+        process.at_exit(self._aborted)
+        try:
+            yield self
+        except BaseException as e:  # pylint: disable=broad-except
+            if isinstance(e, errors.UserInputError) and not self._trained:
+                # Refused for its input (another model's checkpoints): not a
+                # session of this job-dir, which stays as it was.
+                self._written = True
+                raise
+            status, code = failure_status(e)
+            if isinstance(e, faults.Terminated):
+                text = 'stopped on %s' % signal.Signals(e.signum).name
+            else:
+                text = first_line(e) if str(e) else type(e).__name__
+            self._write(status, code, text, None, None)
+            raise
+
+    @property
+    def _trained(self):
+        return self._progress is not None and self._progress.first_step is not None
+
+    def _aborted(self):
+        self._write(run_record.ABORTED, None,
+                    'the process was ended before the session completed', None, None)
+
+    def _step_ended(self, now):
+        mark = (now, self._checkpoint_secs, self.eval_clock.seconds)
+        if self._first is None:
+            self._first = mark
+        self._last = mark
+
+    def _saved(self, secs):
+        self._checkpoints += 1
+        self._checkpoint_secs += secs
+
+    # The record.
+
+    def _write(self, status, exit_code, error, metrics, export_dir):
+        if self._written:
+            return
+        self._written = True
+        try:
+            if self.is_chief:
+                run_record.append(run_record.path(self.args.job_dir), self.session(
+                    status, exit_code, error, metrics, export_dir))
+            elif self._trained:
+                run_record.append(
+                    run_record.worker_path(self.args.job_dir, self._task.cluster.task_label),
+                    {'job_id': self._job_id, 'status': status,
+                     'throughput': self._own_throughput()})
+        except Exception as e:  # pylint: disable=broad-except
+            # The run's own outcome stands: a record that cannot be written
+            # (a full disk) must not replace its error.
+            sys.stderr.write('warning: run record not written: %s\n' % first_line(e))
+
+    def _own_throughput(self):
+        return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),
+                'steps': self._progress.local_steps}
+
+    def session(self, status, exit_code, error, metrics, export_dir):
+        """The session dict (see the module docstring)."""
+        ended = time.time()
+        wall = ended - self.started
+        progress = self._progress
+        eval_secs = self.eval_clock.seconds
+        phases = {'evaluating_secs': eval_secs, 'checkpointing_secs': self._checkpoint_secs,
+                  'export_secs': self._export_secs}
+        if self._first is not None:
+            (start, ckpt0, eval0), (end, ckpt1, eval1) = self._first, self._last
+            # The save a session starts with counts as checkpointing, not start-up.
+            phases['startup_secs'] = start - self.started - ckpt0 - eval0
+            phases['training_secs'] = max(0.0, end - start - (ckpt1 - ckpt0) - (eval1 - eval0))
+        else:
+            phases['startup_secs'] = max(0.0, wall - sum(phases.values()))
+            phases['training_secs'] = 0.0
+        phases['other_secs'] = wall - sum(phases.values())
+        metrics = {k: (int(v) if k == 'global_step' else float(v))
+                   for k, v in (metrics or {}).items()}
+        trained = self._trained
+        workers = {}
+        if trained:
+            workers['chief' if self._task.cluster.is_distributed else 'local'] = (
+                self._own_throughput())
+        if self._job_id:
+            for label, throughput in run_record.worker_entries(self.args.job_dir,
+                                                               self._job_id):
+                workers.setdefault(label, throughput)
+        flags = vars(self.args)
+        return {
+            'status': status, 'exit_code': exit_code, 'error': error,
+            'started_at': run_record.iso_time(self.started),
+            'ended_at': run_record.iso_time(ended),
+            'started_at_unix': self.started, 'wall_secs': wall,
+            'cpu_secs': _cpu_secs(),
+            'phases': phases,
+            'steps': {'from': self._start_step if trained else None,
+                      'to': metrics.get('global_step',
+                                        progress.last_step if trained else None),
+                      'target': self._train_steps},
+            'examples_per_sec': progress.average_examples_per_sec() if trained else None,
+            'examples_per_global_step': progress.examples_per_global_step if progress else None,
+            'workers': workers,
+            'checkpoints': {'count': self._checkpoints, 'secs': self._checkpoint_secs,
+                            'mean_secs': (self._checkpoint_secs / self._checkpoints
+                                          if self._checkpoints else None),
+                            'every_steps': self._checkpoint_every},
+            'evaluations': {'count': self.eval_clock.count, 'secs': eval_secs},
+            'final_metrics': metrics, 'export_dir': export_dir,
+            'flags': {k: run_record.json_value(v) for k, v in sorted(flags.items())},
+            'cluster': run_record.cluster_facts(self._task),
+            'precision': precision(self.args, self._task.num_gpus),
+            'determinism': {'random_seed': flags.get('random_seed'),
+                            'op_determinism': flags.get('random_seed') is not None},
+            'hardware': dict(hardware(), load_average={'start': self._load_at_start,
+                                                       'end': run_record.load_average()}),
+            'software': {'tensorflow': tf.__version__, 'python': platform.python_version()},
+            'job_id': self._job_id,
+        }
+
+
+def _cpu_secs():
+    """CPU seconds this process used, all threads (robust to a shared machine's load)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def failure_status(error):
+    """(status, exit code) of a session that ended with `error`."""
+    stopped = {faults.exit_code(signum) for signum in faults.STOP_SIGNALS}
+    if isinstance(error, faults.Terminated):
+        return run_record.TERMINATED, faults.exit_code(error.signum)
+    if isinstance(error, errors.TaskFailure):
+        return (run_record.TERMINATED if error.exit_code in stopped else run_record.FAILED,
+                error.exit_code)
+    if isinstance(error, errors.UserInputError):
+        return run_record.FAILED, errors.EXIT_USAGE
+    if isinstance(error, KeyboardInterrupt):
+        return run_record.TERMINATED, faults.exit_code(signal.SIGINT)
+    return run_record.FAILED, errors.EXIT_FAILED
+
+
+class _TimelineHook(tf.compat.v1.train.SessionRunHook):
+    """Notes when each step ends (the first and last bound training)."""
+
+    def __init__(self, recorder):
+        self._recorder = recorder
+
+    def after_run(self, run_context, run_values):
+        self._recorder._step_ended(time.time())  # pylint: disable=protected-access
+
+
+class _CheckpointTimer(tf.compat.v1.train.CheckpointSaverListener):
+    """Adds each save's duration to the recorder."""
+
+    def __init__(self, recorder):
+        self._recorder = recorder
+        self._start = None
+
+    def before_save(self, session, global_step_value):
+        self._start = time.time()
+
+    def after_save(self, session, global_step_value):
+        self._recorder._saved(time.time() - self._start)  # pylint: disable=protected-access

@@ -1,0 +1,233 @@
+"""The run record: what every training session of a job-dir measured, as JSON.
+
+`<job-dir>/run_record.json` (`job_dir.RUN_RECORD_FILE`) is written by the chief at
+the end of each session (a run of the trainer on the job-dir: the first, and
+every resumption), atomically, local or `gs://` (`safe_io.write_atomic`):
+
+    {"format": 1, "sessions": [SESSION, ...]}      # oldest first; a resumed job appends
+
+A SESSION (all times in seconds, rates in examples/sec):
+
+- `status`: `succeeded`, `failed` (with `error`, the one line the task
+  ended with), `terminated` (a stop signal: SIGTERM, SIGINT, SIGHUP, e.g. a
+  preemption or a sweep's Ctrl-C) or `aborted` (the process was ended from another thread: a lost
+  peer or lease); `exit_code`. A run refused for its input before its first
+  step (a bad flag, another job's lease, another model's checkpoints) writes
+  nothing: it was not a session of this job-dir.
+- `started_at`, `ended_at` (ISO 8601, UTC), `started_at_unix`, `wall_secs`;
+  `cpu_secs`, the CPU time the process used (all its threads): on a shared
+  machine it varies much less than the wall time.
+- `phases`: `startup_secs` (process start to the end of the first training
+  step: imports, input checks, graph, session, restore), `training_secs`
+  (first to last step, without evaluating and checkpointing), `evaluating_secs`,
+  `checkpointing_secs`, `export_secs`, `other_secs` (the rest: final
+  evaluation set-up, shutdown). They add up to `wall_secs`.
+- `steps`: `from` (the global step it started at), `to` (the global step
+  of the final evaluation), `target` (`--train-steps`).
+- `examples_per_sec`: the whole job's average while training, as the
+  progress hook accounts it (`TrainingProgressHook.average_examples_per_sec`);
+  `examples_per_global_step`.
+- `workers`: `{task: {"examples_per_sec": ..., "steps": ...}}`, each training
+  task's own average (`chief`, `worker-0`, ...); every other task of a
+  cluster writes its entry into `<job-dir>/workers/<task>/run_record.json`
+  when it stops training, and `read` merges those into the chief's sessions.
+- `checkpoints`: `count` saved (the save a session starts with and the
+  one at its end included), `secs` spent saving, `mean_secs`, `every_steps`.
+- `evaluations`: `count`, `secs`; `final_metrics` (with `global_step`);
+  `export_dir`.
+- `flags` (every flag value), `cluster` (tasks per role, this task, the
+  resolved strategy and whether it is synchronous), `precision` (the
+  `--mixed-precision` setting and the compute and variable types it
+  resolved to), `determinism` (`random_seed`, `op_determinism`),
+  `hardware` (CPU model, cores, memory, GPUs, host, load average at the
+  start and the end), `software` (TensorFlow and Python versions),
+  `job_id` (the cluster's id, shared by its tasks).
+
+`recorder.Recorder` measures and writes the sessions; this module is the
+format, reading it, and the facts of this machine, without TensorFlow at
+import (the experiment tools read records; a gs:// record is read through
+`tf.io.gfile`, imported then).
+"""
+import datetime
+import json
+import os
+import platform
+import time
+
+from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import safe_io
+
+FORMAT = 1
+SUCCEEDED = 'succeeded'
+FAILED = 'failed'
+TERMINATED = 'terminated'
+ABORTED = 'aborted'
+
+
+def path(job_dir):
+    """The chief's run record of `job_dir`."""
+    return job_dir_lib.run_record_path(job_dir)
+
+
+def worker_path(job_dir, task_label):
+    """Where training task `task_label` (`worker-0`, ...) records its own rate."""
+    return job_dir_lib.worker_run_record_path(job_dir, task_label)
+
+
+def read(job_dir):
+    """The sessions of `job_dir`'s run record, with the workers' entries merged.
+
+    Returns:
+      A list of session dicts, oldest first; [] when there is no record.
+
+    Raises:
+      ValueError: the record is not a run record (names the file).
+    """
+    sessions = _read_sessions(path(job_dir))
+    for session in sessions:
+        if session.get('job_id') and session.get('cluster', {}).get('training_tasks', 1) > 1:
+            for label, throughput in worker_entries(job_dir, session['job_id']):
+                session.setdefault('workers', {}).setdefault(label, throughput)
+    return sessions
+
+
+def _worker_labels(job_dir):
+    directory = os.path.join(job_dir, job_dir_lib.WORKERS_DIR)
+    if safe_io.is_remote(directory):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        if not tf.io.gfile.isdir(directory):
+            return []
+        return sorted(name.rstrip('/') for name in tf.io.gfile.listdir(directory))
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def _read_sessions(record_path):
+    text = _read_text(record_path)
+    if text is None:
+        return []
+    try:
+        record = json.loads(text)
+        sessions = record['sessions']
+        if record.get('format') != FORMAT or not isinstance(sessions, list):
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise ValueError('%s is not a run record (expected {"format": %d, "sessions": '
+                         '[...]})' % (record_path, FORMAT)) from None
+    return sessions
+
+
+def _read_text(record_path):
+    if safe_io.is_remote(record_path):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        try:
+            with tf.io.gfile.GFile(record_path) as f:
+                return f.read()
+        except tf.errors.NotFoundError:
+            return None
+    try:
+        with open(record_path, encoding='utf-8') as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def append(record_path, session):
+    """Appends `session` to the record at `record_path`, replacing the file atomically.
+
+    Raises:
+      ValueError: the file there is not a run record (it is left as it is).
+      OSError: it cannot be read or written.
+    """
+    sessions = _read_sessions(record_path)
+    safe_io.write_atomic(record_path, json.dumps(
+        {'format': FORMAT, 'sessions': sessions + [session]}, indent=1, sort_keys=True) + '\n')
+
+
+def iso_time(unix):
+    return datetime.datetime.fromtimestamp(unix, datetime.timezone.utc).isoformat(
+        timespec='seconds')
+
+
+# --- what the machine is --------------------------------------------------------
+
+def cpu_model(cpuinfo_path='/proc/cpuinfo'):
+    """The CPU's model name (`Intel(R) Xeon(R) ...`), else what `platform` knows."""
+    try:
+        with open(cpuinfo_path) as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_bytes(meminfo='/proc/meminfo'):
+    """Total memory (MemTotal), or None where unknown."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith('MemTotal:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def process_started_at():
+    """When this process started (`time.time()` scale), from /proc; None where unknown.
+
+    A run's wall time and start-up count from here: importing TensorFlow is
+    part of what a run costs.
+    """
+    try:
+        with open('/proc/self/stat') as f:
+            start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
+        with open('/proc/uptime') as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - start_ticks / os.sysconf('SC_CLK_TCK'))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def load_average():
+    """The 1, 5 and 15 minute load averages (a shared machine's figures say why), or None."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def cluster_facts(task):
+    """Tasks per role, this task, the resolved strategy (`declaration.Task`)."""
+    cluster = task.cluster
+    roles = {role: len(cluster.addresses(role)) for role in ('chief', 'master', 'worker', 'ps')}
+    facts = {role: count for role, count in roles.items() if count}
+    if not cluster.is_distributed:
+        facts = {'chief': 1}
+    facts.update(evaluator=cluster.num_evaluators, training_tasks=cluster.num_workers,
+                 task=cluster.task_label, strategy=task.distribution.strategy,
+                 synchronous=task.distribution.synchronous,
+                 replicas_in_sync=task.distribution.replicas_in_sync)
+    return facts
+
+
+def json_value(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return str(value)
+
+
+def worker_entries(job_dir, job_id):
+    """(task, throughput) of the other training tasks of job `job_id` that recorded theirs."""
+    entries = []
+    try:
+        for label in _worker_labels(job_dir):
+            for entry in _read_sessions(worker_path(job_dir, label)):
+                if entry.get('job_id') == job_id:
+                    entries.append((label, entry['throughput']))
+    except (OSError, ValueError):
+        pass
+    return entries

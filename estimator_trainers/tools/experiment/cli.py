@@ -1,0 +1,109 @@
+"""Command line of the experiment runner (behind `scripts/experiment.sh`).
+
+    python -m estimator_trainers.tools.experiment SWEEP.yaml [--out DIR] [--dry-run] [--full]
+
+Checks the whole sweep file first (one `error:` line naming the key), then
+runs every point that is not done yet into `<out>/runs/<point>` with a
+progress line per point and an ETA for the sweep, and writes `results.csv`,
+`results.md`, `plots/*.png` and the HParams experiment of the sweep.
+"""
+import os
+import shutil
+import sys
+
+from estimator_trainers import flags
+from estimator_trainers import logs
+from estimator_trainers import safe_io
+from estimator_trainers.tools.experiment import execute
+from estimator_trainers.tools.experiment import plots
+from estimator_trainers.tools.experiment import results
+from estimator_trainers.tools.experiment import sweep as sweep_lib
+
+EXIT_FAILED = 1
+
+
+def parse_args(argv):
+    parser = flags.make_parser(
+        'bash scripts/experiment.sh',
+        'Run every point of a sweep file (a grid or list of trainer flag values, '
+        'repeated with distinct seeds) into its own job-dir, resumably, then '
+        'write results.csv, results.md, plots/*.png and an HParams experiment '
+        'for TensorBoard. See docs/experiments.md.')
+    parser.add_argument('sweep', metavar='SWEEP.yaml',
+                        help='The sweep file (e.g. configs/experiments/checkpoint-interval.yaml).')
+    parser.add_argument('--out', default=None,
+                        help='Directory of the sweep\'s job-dirs (runs/), logs and results '
+                             '(default: ./<sweep name>, ./<sweep name>-full with --full). '
+                             'Rerun with the same --out to resume.')
+    parser.add_argument('--dry-run', action='store_true',
+                        help='Print every point\'s command (local) or request body '
+                             '(rehearse, vertex) and run nothing.')
+    parser.add_argument('--full', action='store_true',
+                        help='Apply the sweep file\'s `full` section: the course\'s sizes '
+                             '(hours on a laptop) instead of the quick ones.')
+    return parser.parse_args(argv)
+
+
+def main(argv=None, stream=None):
+    """Runs the command; returns the exit code."""
+    logs.quiet_tensorflow_native_logs()
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    stream = stream or sys.stdout
+    sweep = sweep_lib.load(args.sweep, full=args.full)
+    out = os.path.abspath(args.out or (sweep.name + ('-full' if args.full else '')))
+    safe_io.check_owner(out, '--out')
+    layout = execute.Layout.of(sweep, out)
+    if args.dry_run:
+        execute.dry_run(sweep, layout, stream)
+        return 0
+    if '://' in layout.job_base:
+        logs.import_tensorflow()  # gs:// records are read through it: without its noise
+    records = execute.read_records(sweep, layout)
+    for point in sweep.points:  # refuse a changed sweep before anything runs
+        if records.get(point.id):
+            execute.check_flags(sweep, point, records[point.id])
+    os.makedirs(out, exist_ok=True)
+    shutil.copyfile(sweep.path, os.path.join(out, 'sweep.yaml'))
+    stream.write('%s: %d point%s (%s), target %s, into %s\n' % (
+        sweep.name, len(sweep.points), '' if len(sweep.points) == 1 else 's',
+        _shape(sweep), sweep.target, layout.job_base))
+    stream.flush()
+    runner = execute.Runner(sweep, layout, stream, execute.Signals().install())
+    try:
+        runner.run(records)
+    except execute.Stop as e:
+        stream.write('stopped on %s; rerun the same command to resume (finished points '
+                     'are skipped, interrupted ones resume from their checkpoints)\n' % e)
+        stream.flush()
+        return 128 + e.signum
+    write_results(sweep, layout, stream)
+    if runner.failed:
+        stream.write('%d point(s) failed: %s (logs in %s)\n' % (
+            len(runner.failed), ', '.join(p.label for p in runner.failed),
+            os.path.join(out, execute.LOGS_DIR)))
+        return EXIT_FAILED
+    return 0
+
+
+def _shape(sweep):
+    axes = ' x '.join('%s' % axis for axis in sweep.axes) or 'no axes'
+    return '%s, %d repeat%s' % (axes, sweep.repeats, '' if sweep.repeats == 1 else 's')
+
+
+def write_results(sweep, layout, stream):
+    """results.csv, results.md, plots and the HParams experiment of what ran."""
+    # TensorBoard's event reader uses TensorFlow's file system (gs:// too): import
+    # it without its start-up noise first.
+    logs.import_tensorflow()
+    rows, curves = results.collect(sweep, layout)
+    csv_path = os.path.join(layout.out, results.RESULTS_CSV)
+    md_path = os.path.join(layout.out, results.RESULTS_MD)
+    results.write_csv(rows, csv_path)
+    table = results.markdown(sweep, rows, results.machine_line(rows))
+    safe_io.write_atomic(md_path, table)
+    written = plots.write_all(sweep, rows, curves, layout.out)
+    results.write_hparams_experiment(sweep, layout, rows)
+    stream.write('\n%s\nresults: %s, %s\nplots:   %s\nTensorBoard (HParams compares the '
+                 'points): bash scripts/tensorboard.sh %s\n' % (
+                     table, csv_path, md_path, ', '.join(written), layout.job_base))
+    stream.flush()

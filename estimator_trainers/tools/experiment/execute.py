@@ -1,0 +1,570 @@
+"""Runs a sweep's points: commands, resuming, progress, stopping cleanly.
+
+Each point trains its own job-dir (`<out>/runs/<point id>` locally, under a
+gs:// directory for rehearse and vertex) in one or more sessions. Whether a
+session is done is read from the job-dir's run record (`run_record`): a
+succeeded session that reached the session's step target. A rerun of the
+sweep skips what is done and reruns the rest with the same command, which
+resumes an interrupted point from its checkpoints.
+
+Local points run one at a time (`python -m <module>`, or the local cluster
+launcher for a `cluster` shape), each in its own process group with its
+output in `<out>/logs/<point id>.log`. Rehearse points run one at a time
+through the cloud CLI (`submit --rehearse`). Vertex points are submitted
+through the cloud CLI (`submit --stream-logs`), at most `max_parallel` at
+once, and followed until they end; a rerun follows the jobs it submitted
+before (`<out>/vertex-jobs.json`) instead of submitting them again. The cloud
+CLI is always driven as a command, so this module never depends on its
+internals. SIGINT or SIGTERM stops the running points (SIGTERM to each: a
+trainer saves a checkpoint first, the launcher stops its tasks; Vertex jobs
+keep running and the next invocation follows them).
+"""
+import dataclasses
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from estimator_trainers import errors
+from estimator_trainers import run_record
+from estimator_trainers import safe_io
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import local
+from estimator_trainers.tools.experiment import sweep as sweep_lib
+
+CLOUD_CLI = (sys.executable, '-m', 'estimator_trainers.tools.cloud')
+LAUNCHER = (sys.executable, '-m', 'estimator_trainers.tools.launcher')
+RUNS_DIR = 'runs'
+LOGS_DIR = 'logs'
+VERTEX_STATE = 'vertex-jobs.json'
+STOP_GRACE_SECS = 60
+_POLL_SECS = 0.2
+_JOB_NAME_RE = re.compile(r'^(projects/\S+/(customJobs|hyperparameterTuningJobs)/\S+)$', re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a sweep's files go: job-dirs, logs and results."""
+    out: str
+    job_base: str
+
+    @classmethod
+    def of(cls, sweep, out, environ=None):
+        environ = os.environ if environ is None else environ
+        if sweep.target == 'local':
+            return cls(out=out, job_base=os.path.join(out, RUNS_DIR))
+        base = sweep.cloud.get('job_dir')
+        if not base:
+            bucket = sweep.cloud.get('bucket') or environ.get('BUCKET_NAME')
+            if not bucket:
+                raise UserInputError('%s: %s.job_dir or %s.bucket (or BUCKET_NAME) is '
+                                     'needed: the job-dirs are gs:// directories'
+                                     % (sweep.path, sweep.target, sweep.target),
+                                     path=sweep.path)
+            base = '%s/experiments/%s' % (bucket.rstrip('/'), sweep.name)
+        return cls(out=out, job_base=base.rstrip('/'))
+
+    def job_dir(self, point):
+        return '%s/%s' % (self.job_base, point.id) if '://' in self.job_base else \
+            os.path.join(self.job_base, point.id)
+
+    def log_path(self, point):
+        return os.path.join(self.out, LOGS_DIR, point.id + '.log')
+
+    def task_log_dir(self, point):
+        return os.path.join(self.out, LOGS_DIR, point.id)
+
+
+def job_name(sweep, point, session):
+    """A Vertex AI display name: letters, digits and underscores, at most 128."""
+    name = re.sub(r'[^A-Za-z0-9_]+', '_', '%s_%s' % (sweep.name, point.id))
+    if len(point.sessions) > 1:
+        name += '_s%d' % (session + 1)
+    if not name[0].isalpha():
+        name = 'x' + name
+    return name[:128]
+
+
+def environment(sweep, environ=None):
+    """The environment of every command: this repository (and the sweep's package) importable."""
+    env = dict(os.environ if environ is None else environ)
+    paths = [sweep_lib.REPO_ROOT] + ([sweep.package_dir] if sweep.package_dir else [])
+    if env.get('PYTHONPATH'):
+        paths.append(env['PYTHONPATH'])
+    env['PYTHONPATH'] = os.pathsep.join(paths)
+    env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    return env
+
+
+def trainer_argv(sweep, point, session, job_dir):
+    """`python -m MODULE ...` of one session of a local point."""
+    data = sweep.trainer.data_args(sweep.data_dir) if sweep.uses_data_args else []
+    return ([sys.executable, '-m', sweep.module] + data + ['--job-dir', job_dir]
+            + list(sweep.trainer.local_args) + list(point.sessions[session])
+            + ['--random-seed=%d' % point.seed])
+
+
+def command(sweep, layout, point, session, dry_run=False):
+    """argv of one session of `point` on the sweep's target."""
+    job_dir = layout.job_dir(point)
+    if sweep.target == 'local':
+        argv = trainer_argv(sweep, point, session, job_dir)
+        if point.cluster is None:
+            return argv
+        counts = []
+        for key in sweep_lib.CLUSTER_KEYS:
+            counts += ['--' + key, str(point.cluster[key])]
+        return (list(LAUNCHER) + ['--job-dir', job_dir, '--log-dir',
+                                  layout.task_log_dir(point)] + counts + ['--'] + argv)
+    cloud = sweep.cloud
+    argv = list(CLOUD_CLI) + ['submit', sweep.trainer.name, '--config', point.config,
+                              '--job-dir', job_dir,
+                              '--job-name', job_name(sweep, point, session)]
+    for key in ('project', 'region', 'bucket'):
+        if cloud.get(key):
+            argv += ['--' + key, cloud[key]]
+    if dry_run:
+        argv.append('--dry-run')
+    elif sweep.target == 'rehearse':
+        argv += ['--rehearse', '--max-replicas', str(cloud.get('max_replicas', 1))]
+    else:
+        argv.append('--stream-logs')
+        if cloud.get('poll_interval') is not None:
+            argv += ['--poll-interval', str(cloud['poll_interval'])]
+    return argv + list(cloud['options']) + ['--'] + list(point.sessions[session]) + [
+        '--random-seed=%d' % point.seed]
+
+
+# --- what is done -------------------------------------------------------------------
+
+def session_done(sessions, target):
+    """Whether a succeeded session in `sessions` reached `target` (None: any step target)."""
+    for session in sessions:
+        steps = session.get('steps') or {}
+        if session.get('status') != run_record.SUCCEEDED or steps.get('to') is None:
+            continue
+        if target is not None and steps.get('target') != target:
+            continue
+        if steps.get('target') is None or steps['to'] >= steps['target']:
+            return True
+    return False
+
+
+def done_sessions(point, sessions):
+    """The leading sessions of `point` its record shows done."""
+    count = 0
+    for target in point.targets:
+        if not session_done(sessions, target):
+            break
+        count += 1
+    return count
+
+
+def read_records(sweep, layout):
+    """{point id: the sessions of its run record} of every point with one."""
+    records = {}
+    for point in sweep.points:
+        try:
+            sessions = run_record.read(layout.job_dir(point))
+        except ValueError as e:
+            raise UserInputError(str(e), path=run_record.path(layout.job_dir(point))) from None
+        if sessions:
+            records[point.id] = sessions
+    return records
+
+
+def check_flags(sweep, point, sessions):
+    """Refuses a job-dir trained with other flags than the sweep now gives its point.
+
+    Raises:
+      UserInputError: naming the point, the flag and both values.
+    """
+    parser = sweep_lib._flag_parser(sweep.trainer)  # pylint: disable=protected-access
+    defaults = vars(parser.parse_args([]))
+    given = vars(parser.parse_args(list(point.sessions[0])))
+    recorded = sessions[0].get('flags', {})
+    for name, value in sorted(given.items()):
+        if name == 'train_steps' or value == defaults.get(name) or name not in recorded:
+            continue
+        value = run_record.json_value(value)
+        if recorded[name] != value:
+            raise UserInputError(
+                '%s: point %s: its job-dir was trained with --%s=%s, the sweep now says '
+                '%s; use another --out, or remove that job-dir to retrain it'
+                % (sweep.path, point.label, name.replace('_', '-'), recorded[name], value),
+                path=sweep.path)
+
+
+# --- running ------------------------------------------------------------------------
+
+class Stop(Exception):
+    """SIGINT or SIGTERM arrived: the sweep stops after the running points."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Signals:
+    """SIGINT/SIGTERM noted for the polling loops (installed from the main thread)."""
+
+    def __init__(self):
+        self.received = None
+
+    def install(self):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+        return self
+
+    def _on_signal(self, signum, frame):
+        del frame
+        self.received = self.received or signum
+
+
+def error_record_path(log_path):
+    """Where a command started with `start` records the error it ends with."""
+    return log_path[:-len('.log')] + '.error.json'
+
+
+def start(argv, env, log_path, stdout_path=None):
+    """Starts `argv` in its own process group, its output appended to `log_path`.
+
+    The command records the error it ends with (`errors.ERROR_RECORD_ENV`) for
+    `failure`.
+    """
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    record = error_record_path(log_path)
+    _remove(record)
+    env = dict(env, **{errors.ERROR_RECORD_ENV: record})
+    with open(log_path, 'ab') as log:
+        log.write(('$ %s\n' % shlex.join(argv)).encode())
+        log.flush()
+        stdout = open(stdout_path, 'wb') if stdout_path else log  # pylint: disable=consider-using-with
+        try:
+            return subprocess.Popen(argv, stdout=stdout, stderr=log, env=env,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            if stdout_path:
+                stdout.close()
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def stop(process, grace_secs=STOP_GRACE_SECS):
+    """SIGTERM to the process group (the trainer saves, the launcher stops its
+    tasks), SIGKILL after `grace_secs`; returns its exit code."""
+    for signum, wait in ((signal.SIGTERM, grace_secs), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            return process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.poll()
+
+
+def wait(process, signals):
+    """Waits for `process`; on a signal stops it and raises `Stop`."""
+    while process.poll() is None:
+        if signals.received:
+            stop(process)
+            raise Stop(signals.received)
+        time.sleep(_POLL_SECS)
+    return process.returncode
+
+
+def failure(log_path):
+    """Why a command `start` ran failed: its error record, else its log's last line."""
+    error = errors.read_record(error_record_path(log_path))
+    if error is not None:
+        return errors.line(error)
+    try:
+        with open(log_path, encoding='utf-8', errors='replace') as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return ''
+    return (lines or [''])[-1][:300]
+
+
+@dataclasses.dataclass
+class Progress:
+    """Progress lines with an ETA for the whole sweep, on `stream`."""
+    total: int
+    stream: object
+    parallel: int = 1
+    durations: list = dataclasses.field(default_factory=list)
+    remaining: int = 0
+
+    def say(self, point, text):
+        self.stream.write('[%d/%d] %s: %s\n' % (point.index + 1, self.total, point.label, text))
+        self.stream.flush()
+
+    def finished(self, point, secs, text):
+        self.durations.append(secs)
+        self.remaining -= 1
+        self.say(point, '%s in %s; %s' % (text, _duration(secs), self.eta()))
+
+    def eta(self):
+        if not self.remaining:
+            return 'sweep done'
+        mean = sum(self.durations) / len(self.durations)
+        left = mean * self.remaining / self.parallel
+        return 'sweep ETA %s (%d point%s to go)' % (
+            _duration(left), self.remaining, '' if self.remaining == 1 else 's')
+
+
+def _duration(secs):
+    """`42.1s`, `3m05s` or `1h02m`, as the trainers' progress lines show times."""
+    if secs < 60:
+        return '%.1fs' % secs
+    minutes, seconds = divmod(int(round(secs)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return '%dh%02dm' % (hours, minutes) if hours else '%dm%02ds' % (minutes, seconds)
+
+
+def describe(sessions, metric):
+    """`accuracy 0.8125, 1234.5 examples/sec` of a point's last succeeded session."""
+    done = [s for s in sessions if s.get('status') == run_record.SUCCEEDED]
+    if not done:
+        return 'no run record'
+    last = done[-1]
+    parts = []
+    value = (last.get('final_metrics') or {}).get(metric)
+    if value is not None:
+        parts.append('%s %.4g' % (metric, value))
+    if last.get('examples_per_sec'):
+        parts.append('%.1f examples/sec' % last['examples_per_sec'])
+    return ', '.join(parts) or 'recorded'
+
+
+class Runner:
+    """Runs the points of `sweep` that are not done, with progress on `stream`."""
+
+    def __init__(self, sweep, layout, stream, signals, environ=None, cloud_cli=CLOUD_CLI):
+        self.sweep = sweep
+        self.layout = layout
+        self.stream = stream
+        self.signals = signals
+        self.env = environment(sweep, environ)
+        self.cloud_cli = tuple(cloud_cli)
+        self.failed = []
+
+    def _argv(self, point, session):
+        argv = command(self.sweep, self.layout, point, session)
+        if argv[:len(CLOUD_CLI)] == list(CLOUD_CLI):
+            argv = list(self.cloud_cli) + argv[len(CLOUD_CLI):]
+        return argv
+
+    def run(self, records):
+        """Runs every point whose sessions `records` do not show done.
+
+        Raises:
+          Stop: a signal arrived (the running points were stopped first).
+        """
+        todo = []
+        progress = Progress(total=len(self.sweep.points), stream=self.stream,
+                            parallel=(self.sweep.cloud.get('max_parallel',
+                                                            sweep_lib.DEFAULT_MAX_PARALLEL)
+                                      if self.sweep.target == 'vertex' else 1))
+        for point in self.sweep.points:
+            sessions = records.get(point.id, [])
+            done = done_sessions(point, sessions)
+            if done == len(point.sessions):
+                progress.say(point, 'done earlier (%s), skipped'
+                             % describe(sessions, self.sweep.metric))
+            else:
+                todo.append((point, done))
+        progress.remaining = len(todo)
+        if not todo:
+            return
+        if self.sweep.target == 'local':
+            self._prepare_data()
+        if self.sweep.target == 'vertex':
+            self._run_vertex(todo, progress)
+        else:
+            for point, done in todo:
+                self._run_point(point, done, progress)
+
+    def _prepare_data(self):
+        if not self.sweep.uses_data_args:
+            return
+        code = local.prepare_data(self.sweep.trainer, self.sweep.data_dir, self.env)
+        if code:
+            raise UserInputError('the data step of %s for %s failed (exit %d)'
+                                 % (self.sweep.trainer.name, self.sweep.data_dir, code),
+                                 path=self.sweep.data_dir)
+
+    def _run_point(self, point, done, progress):
+        started = time.time()
+        log = self.layout.log_path(point)
+        for session in range(done, len(point.sessions)):
+            what = 'training' if len(point.sessions) == 1 else 'session %d of %d' % (
+                session + 1, len(point.sessions))
+            if session == done and self._has_checkpoints(point):
+                what = 'resuming from its checkpoints (%s)' % what
+            progress.say(point, '%s (log %s)' % (what, log))
+            process = start(self._argv(point, session), self.env, log)
+            code = wait(process, self.signals)
+            if code:
+                self.failed.append(point)
+                progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'
+                                  % (code, failure(log)))
+                return
+            # A cluster's tasks inherit the path: a parameter server stopped at
+            # the end records its SIGTERM there. Only a failure's record is kept.
+            _remove(error_record_path(log))
+        sessions = run_record.read(self.layout.job_dir(point))
+        progress.finished(point, time.time() - started,
+                          'done (%s)' % describe(sessions, self.sweep.metric))
+
+    def _has_checkpoints(self, point):
+        job_dir = self.layout.job_dir(point)
+        return '://' not in job_dir and os.path.isfile(os.path.join(job_dir, 'checkpoint'))
+
+    # Vertex AI: bounded parallel submission, following, resuming the following.
+
+    def _run_vertex(self, todo, progress):
+        state_path = os.path.join(self.layout.out, VERTEX_STATE)
+        state = _read_state(state_path)
+        limit = progress.parallel
+        queue = list(todo)
+        running = {}  # point id -> (point, session, process, started, stdout path)
+        try:
+            while queue or running:
+                while queue and len(running) < limit:
+                    point, session = queue.pop(0)
+                    running[point.id] = self._launch(point, session, state, progress)
+                for point_id, (point, session, process, started, out) in list(running.items()):
+                    self._note_job(point, session, out, state, state_path)
+                    if process.poll() is None:
+                        continue
+                    del running[point_id]
+                    self._note_job(point, session, out, state, state_path)
+                    log = self.layout.log_path(point)
+                    if process.returncode:
+                        state.pop(_state_key(point, session), None)
+                        _write_state(state_path, state)
+                        self.failed.append(point)
+                        progress.finished(point, time.time() - started, 'FAILED (exit %d: %s)'
+                                          % (process.returncode, failure(log)))
+                    elif session + 1 < len(point.sessions):
+                        queue.insert(0, (point, session + 1))
+                        progress.remaining += 1
+                        progress.finished(point, time.time() - started,
+                                          'session %d done' % (session + 1))
+                    else:
+                        sessions = run_record.read(self.layout.job_dir(point))
+                        progress.finished(point, time.time() - started, 'done (%s)'
+                                          % describe(sessions, self.sweep.metric))
+                if self.signals.received:
+                    raise Stop(self.signals.received)
+                time.sleep(_POLL_SECS)
+        except Stop:
+            for point, session, process, _, out in running.values():
+                stop(process, grace_secs=10)
+                self._note_job(point, session, out, state, state_path)
+            if running:
+                self.stream.write(
+                    'stopped following %d Vertex AI job(s), which keep running: rerun the '
+                    'same command to follow them, or cancel them with %s cancel JOB\n'
+                    % (len(running), shlex.join(CLOUD_CLI[1:])))
+            raise
+
+    def _launch(self, point, session, state, progress):
+        key = _state_key(point, session)
+        log = self.layout.log_path(point)
+        out = log[:-len('.log')] + '.out'
+        if state.get(key):
+            argv = list(self.cloud_cli) + ['logs', state[key]]
+            if self.sweep.cloud.get('poll_interval') is not None:
+                argv += ['--poll-interval', str(self.sweep.cloud['poll_interval'])]
+            progress.say(point, 'following %s (log %s)' % (state[key], log))
+        else:
+            argv = self._argv(point, session)
+            progress.say(point, 'submitting%s (log %s)' % (
+                '' if len(point.sessions) == 1 else ' session %d of %d' % (
+                    session + 1, len(point.sessions)), log))
+        return point, session, start(argv, self.env, log, stdout_path=out), time.time(), out
+
+    def _note_job(self, point, session, out, state, state_path):
+        """Keeps the job name `submit` printed, so a rerun follows it."""
+        key = _state_key(point, session)
+        if state.get(key):
+            return
+        try:
+            with open(out, encoding='utf-8', errors='replace') as f:
+                match = _JOB_NAME_RE.search(f.read())
+        except OSError:
+            return
+        if match:
+            state[key] = match.group(1)
+            _write_state(state_path, state)
+
+
+def _state_key(point, session):
+    return '%s#%d' % (point.id, session)
+
+
+def _read_state(path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            state = json.load(f)
+        return state if isinstance(state, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_state(path, state):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    safe_io.write_atomic(path, json.dumps(state, indent=1, sort_keys=True) + '\n')
+
+
+# --- dry runs -----------------------------------------------------------------------
+
+def dry_run(sweep, layout, stream, environ=None, cloud_cli=CLOUD_CLI):
+    """Prints every point's command (local) or request (rehearse, vertex); runs nothing
+    that trains. A cloud point's request comes from the cloud CLI's own `--dry-run`.
+
+    Raises:
+      UserInputError: the cloud CLI refused a point (its error line).
+    """
+    env = environment(sweep, environ)
+    for point in sweep.points:
+        for session in range(len(point.sessions)):
+            header = '== [%d/%d] %s%s: %s' % (
+                point.index + 1, len(sweep.points), point.label,
+                '' if len(point.sessions) == 1 else ' (session %d of %d)' % (
+                    session + 1, len(point.sessions)), layout.job_dir(point))
+            stream.write(header + '\n')
+            argv = command(sweep, layout, point, session, dry_run=True)
+            if sweep.target == 'local':
+                stream.write(shlex.join(argv) + '\n')
+                continue
+            argv = list(cloud_cli) + argv[len(CLOUD_CLI):]
+            with tempfile.TemporaryDirectory(prefix='sweep-dry-run-') as tmp:
+                record = os.path.join(tmp, 'error.json')
+                proc = subprocess.run(argv, env=dict(env, **{errors.ERROR_RECORD_ENV: record}),
+                                      capture_output=True, text=True,
+                                      stdin=subprocess.DEVNULL, check=False)
+                error = errors.read_record(record)
+            if proc.returncode:
+                why = error.message if error else (proc.stderr.strip().splitlines()
+                                                   or ['exit %d' % proc.returncode])[-1]
+                raise UserInputError('%s: point %s: the cloud CLI refused it: %s' % (
+                    sweep.path, point.label, why), path=sweep.path)
+            request = json.loads(proc.stdout)['request']
+            stream.write(json.dumps(request, indent=1, sort_keys=True) + '\n')
+    stream.write('(PYTHONPATH=%s)\n' % env['PYTHONPATH'])
+

@@ -1,0 +1,309 @@
+"""A sweep's results: one row per run and session, a table, TensorBoard's HParams.
+
+Every figure of a row comes from the point's job-dir: the run record
+(`run_record`: times, steps, rates, checkpoints, status, seed, machine) and
+the `eval` event files, read with TensorBoard's own reader (the final
+evaluation metrics, the evaluation curve). Rows are written to `results.csv`
+(full precision); `results.md` groups the repeats of each point: mean ±
+standard deviation, and the evaluation metric's range over the seeds.
+
+The job-dirs' parent is a TensorBoard log directory; `write_hparams_experiment`
+adds the sweep's HParams experiment there, so the dashboard lists the axes
+(and seed) as hyperparameters and the evaluation metrics as its metrics.
+"""
+import collections
+import csv
+import io
+import logging
+import math
+import os
+import statistics
+import time
+
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.compat import tf as tensorboard_tf
+from tensorboard.compat.proto import event_pb2
+from tensorboard.plugins.hparams import summary_v2 as hp
+from tensorboard.summary.writer import event_file_writer
+
+from estimator_trainers import run_record
+from estimator_trainers import safe_io
+from estimator_trainers.tools.experiment import execute
+from estimator_trainers.tools.experiment import sweep as sweep_lib
+
+RESULTS_CSV = 'results.csv'
+RESULTS_MD = 'results.md'
+EVAL_DIR = 'eval'
+# Measured quantities of a row, as (column, what it is); the plots draw each.
+QUANTITIES = (
+    ('wall_secs', 'wall time (s)'),
+    ('cpu_secs', 'CPU time (s)'),
+    ('training_secs', 'training (s)'),
+    ('examples_per_sec', 'examples/sec (job)'),
+    ('tasks_examples_per_sec', 'examples/sec (sum of the tasks\')'),
+    ('checkpointing_secs', 'checkpointing (s)'),
+    ('checkpoint_mean_secs', 'one checkpoint (s)'),
+    ('evaluating_secs', 'evaluating (s)'),
+)
+PHASES = ('startup_secs', 'training_secs', 'evaluating_secs', 'checkpointing_secs',
+          'export_secs', 'other_secs')
+
+
+def eval_column(metric):
+    return 'eval_' + metric
+
+
+def axis_columns(sweep):
+    """The axis columns of a row: the axes, then `session` when points have several."""
+    columns = list(sweep.axes)
+    if any(len(p.sessions) > 1 for p in sweep.points):
+        columns.append('session')
+    return columns
+
+
+def read_eval_events(job_dir):
+    """{tag: [(step, wall_time, value)]} of the job-dir's `eval` run, via TensorBoard's reader."""
+    # A resumed job's `eval` run has a graph per session: TensorBoard warns, rightly.
+    logging.getLogger('tensorboard').setLevel(logging.ERROR)
+    path = '%s/%s' % (job_dir, EVAL_DIR) if '://' in job_dir else os.path.join(job_dir, EVAL_DIR)
+    if not tensorboard_tf.io.gfile.isdir(path):
+        return {}
+    accumulator = event_accumulator.EventAccumulator(
+        path, size_guidance={event_accumulator.SCALARS: 0})
+    accumulator.Reload()
+    return {tag: [(e.step, e.wall_time, e.value) for e in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()['scalars']}
+
+
+def _session_for(sessions, target):
+    """The session a row reports for a step target: the last succeeded one that
+    reached it, else the last one (failed, still the truth of what happened)."""
+    good = [s for s in sessions if execute.session_done([s], target)]
+    if good:
+        return good[-1]
+    matching = [s for s in sessions if target is None
+                or (s.get('steps') or {}).get('target') == target]
+    return (matching or sessions or [None])[-1]
+
+
+def collect(sweep, layout):
+    """(rows, curves): a dict per point and session; {point id: eval events}."""
+    rows, curves = [], {}
+    for point in sweep.points:
+        job_dir = layout.job_dir(point)
+        sessions = run_record.read(job_dir)
+        events = read_eval_events(job_dir) if sessions else {}
+        curves[point.id] = (events, sessions)
+        for index, target in enumerate(point.targets):
+            session = _session_for(sessions, target) if sessions else None
+            rows.append(_row(sweep, point, index, session, events, job_dir))
+    return rows, curves
+
+
+def _row(sweep, point, index, session, events, job_dir):
+    row = collections.OrderedDict()
+    row['point'] = point.id
+    for key, value in point.values:
+        row[key] = sweep_lib.value_label(value)
+    if any(len(p.sessions) > 1 for p in sweep.points):
+        row['session'] = index + 1
+    row['repeat'] = point.repeat + 1
+    row['seed'] = point.seed
+    if session is None:
+        row['status'] = 'not run'
+        row['job_dir'] = job_dir
+        return row
+    steps = session.get('steps') or {}
+    phases = session.get('phases') or {}
+    checkpoints = session.get('checkpoints') or {}
+    cluster = session.get('cluster') or {}
+    row['status'] = session.get('status')
+    row['exit_code'] = session.get('exit_code')
+    row['steps_from'] = steps.get('from')
+    row['steps_to'] = steps.get('to')
+    row['steps_target'] = steps.get('target')
+    row['wall_secs'] = session.get('wall_secs')
+    row['cpu_secs'] = session.get('cpu_secs')
+    for phase in PHASES:
+        row[phase] = phases.get(phase)
+    row['examples_per_sec'] = session.get('examples_per_sec')
+    workers = session.get('workers') or {}
+    row['training_tasks'] = cluster.get('training_tasks')
+    row['parameter_servers'] = cluster.get('ps', 0)
+    row['strategy'] = cluster.get('strategy')
+    row['worker_examples_per_sec'] = ';'.join(
+        '%s=%r' % (task, (rate or {}).get('examples_per_sec'))
+        for task, rate in sorted(workers.items()))
+    rates = [(rate or {}).get('examples_per_sec') for rate in workers.values()]
+    row['tasks_examples_per_sec'] = (sum(r for r in rates if r) if any(rates) else None)
+    row['checkpoints'] = checkpoints.get('count')
+    row['checkpointing_secs'] = checkpoints.get('secs')
+    row['checkpoint_mean_secs'] = checkpoints.get('mean_secs')
+    row['checkpoint_every_steps'] = checkpoints.get('every_steps')
+    row['evaluations'] = (session.get('evaluations') or {}).get('count')
+    final_step = steps.get('to')
+    for tag in sorted(events):
+        at_end = [value for step, _, value in events[tag] if step == final_step]
+        row[eval_column(tag)] = at_end[-1] if at_end else None
+    row['eval_points'] = len({step for step, _, _ in events.get(sweep.metric, ())
+                              if final_step is not None and (steps.get('from') or 0)
+                              < step <= final_step})
+    row['precision'] = (session.get('precision') or {}).get('compute')
+    load = ((session.get('hardware') or {}).get('load_average') or {})
+    row['load_average_start'] = (load.get('start') or [None])[0]
+    row['load_average_end'] = (load.get('end') or [None])[0]
+    row['cpu_model'] = (session.get('hardware') or {}).get('cpu_model')
+    row['cpu_cores'] = (session.get('hardware') or {}).get('cpu_cores')
+    row['tensorflow'] = (session.get('software') or {}).get('tensorflow')
+    row['job_dir'] = job_dir
+    return row
+
+
+def columns_of(rows):
+    """Every column any row has, in first-seen order."""
+    columns = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    return columns
+
+
+def write_csv(rows, path):
+    """`results.csv`: a row per run and session, floats at full precision (repr)."""
+    columns = columns_of(rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator='\n')
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(['' if row.get(c) is None else
+                         repr(row[c]) if isinstance(row[c], float) else row[c]
+                         for c in columns])
+    _write(path, buffer.getvalue())
+
+
+def _write(path, text):
+    safe_io.write_atomic(path, text)
+
+
+def summary(values):
+    """(mean, standard deviation, min, max, n) of the numbers in `values` (None: none)."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    if not numbers:
+        return None
+    spread = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
+    return statistics.fmean(numbers), spread, min(numbers), max(numbers), len(numbers)
+
+
+def groups(sweep, rows):
+    """[(axis values as shown, [rows of its repeats])], in the sweep's order."""
+    keys = axis_columns(sweep)
+    grouped = collections.OrderedDict()
+    for row in rows:
+        grouped.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+    return list(grouped.items())
+
+
+def _fmt(value, digits=3):
+    if value is None:
+        return 'n/a'
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 10 ** 5 or abs(value) < 10 ** -3):
+            return '%.3g' % value
+        return ('%.' + str(digits) + 'g') % value if abs(value) < 100 else '%.1f' % value
+    return str(value)
+
+
+def _mean_sd(stats, digits=3):
+    if stats is None:
+        return 'n/a'
+    mean, spread, _, _, count = stats
+    return _fmt(mean, digits) if count == 1 else '%s ± %s' % (_fmt(mean, digits),
+                                                             _fmt(spread, 2))
+
+
+def markdown(sweep, rows, machine=None):
+    """`results.md`: one line per point (its repeats aggregated), machine and load noted."""
+    metric = eval_column(sweep.metric)
+    keys = axis_columns(sweep)
+    clusters = any((r.get('training_tasks') or 1) > 1 for r in rows)
+    header = keys + ['runs', 'seeds', 'wall time (s)', 'training (s)', 'examples/sec'] + (
+        ['examples/sec, sum of the tasks\''] if clusters else []) + [
+        'checkpoints', 'one checkpoint (s)', 'evaluating (s)',
+        'eval %s' % sweep.metric, '%s range over seeds' % sweep.metric]
+    lines = ['# %s' % sweep.name, '']
+    if sweep.description:
+        lines += [sweep.description, '']
+    if machine:
+        lines += [machine, '']
+    lines += ['| %s |' % ' | '.join(header), '|' + '---|' * len(header)]
+    for values, members in groups(sweep, rows):
+        ran = [r for r in members if r.get('status') == run_record.SUCCEEDED]
+        stats = {c: summary([r.get(c) for r in ran]) for c, _ in QUANTITIES}
+        metric_stats = summary([r.get(metric) for r in ran])
+        checkpoints = summary([r.get('checkpoints') for r in ran])
+        cells = ['–' if v is None else str(v) for v in values] + [
+            '%d of %d' % (len(ran), len(members)),
+            ','.join(str(r['seed']) for r in members),
+            _mean_sd(stats['wall_secs']), _mean_sd(stats['training_secs']),
+            _mean_sd(stats['examples_per_sec'])] + (
+                [_mean_sd(stats['tasks_examples_per_sec'])] if clusters else []) + [
+            _fmt(checkpoints[0]) if checkpoints else 'n/a',
+            _mean_sd(stats['checkpoint_mean_secs'], 2), _mean_sd(stats['evaluating_secs']),
+            _mean_sd(metric_stats, 4),
+            ('%s – %s' % (_fmt(metric_stats[2], 4), _fmt(metric_stats[3], 4))
+             if metric_stats else 'n/a')]
+        lines.append('| %s |' % ' | '.join(cells))
+    failed = [r for r in rows if r.get('status') not in (run_record.SUCCEEDED,)]
+    if failed:
+        lines += ['', 'Not succeeded: %s.' % ', '.join(
+            '%s (%s)' % (r['point'], r.get('status')) for r in failed)]
+    lines += ['', 'Mean ± standard deviation over the repeats (seeds); every run and '
+              'session is a row of %s.' % RESULTS_CSV, '']
+    return '\n'.join(lines)
+
+
+def machine_line(rows):
+    """`Intel Xeon, 2 cores; load average 1.9-4.2 (1 min) during the runs`."""
+    ran = [r for r in rows if r.get('cpu_model')]
+    if not ran:
+        return None
+    loads = [v for r in ran for v in (r.get('load_average_start'), r.get('load_average_end'))
+             if v is not None]
+    text = 'Machine: %s, %s cores, TensorFlow %s' % (
+        ran[0]['cpu_model'], ran[0].get('cpu_cores'), ran[0].get('tensorflow'))
+    if loads:
+        text += '; 1-minute load average %.1f–%.1f at the runs\' starts and ends' % (
+            min(loads), max(loads))
+    return text + '.'
+
+
+def write_hparams_experiment(sweep, layout, rows):
+    """The sweep's HParams experiment in the job-dirs' parent: axes and seed as
+    hyperparameters, the evaluation metrics as metrics.
+
+    Each job-dir's HParams session lives in its `eval` run (`run_report`), so
+    a metric is the `eval` run's own scalar (group ''). Replaces the
+    experiment an earlier invocation wrote.
+    """
+    root = layout.job_base
+    names = [sweep_lib.flag_dest(axis) for axis in sweep.axes
+             if axis not in (sweep_lib.CLUSTER, sweep_lib.CONFIG)]
+    if sweep_lib.CLUSTER in sweep.axes:
+        names += ['training_tasks', 'parameter_servers']
+    names.append('random_seed')
+    metrics = sorted({c[len('eval_'):] for r in rows for c in r
+                      if c.startswith('eval_') and c != 'eval_points'})
+    if sweep.metric in metrics:
+        metrics.remove(sweep.metric)
+        metrics.insert(0, sweep.metric)
+    experiment = hp.hparams_config_pb(
+        hparams=[hp.HParam(name) for name in names],
+        metrics=[hp.Metric(tag, group='', display_name='eval %s' % tag) for tag in metrics])
+    gfile = tensorboard_tf.io.gfile  # TensorFlow's where installed: gs:// too
+    gfile.makedirs(root)
+    for old in gfile.glob(os.path.join(root, 'events.out.tfevents.*')):
+        gfile.remove(old)
+    writer = event_file_writer.EventFileWriter(root)
+    writer.add_event(event_pb2.Event(wall_time=time.time(), step=0, summary=experiment))
+    writer.close()

@@ -169,8 +169,8 @@ def check_model_params(job_dir, params, write=True):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path = model_params_path(job_dir)
     if tf.io.gfile.exists(path):
-        text = safe_io.read_text(path, '--job-dir file',
-                                  max_bytes=SMALL_FILE_MAX_BYTES, regular=True)
+        text = safe_io.read_text(path, '--job-dir file', max_bytes=SMALL_FILE_MAX_BYTES,
+                                 regular=True)
         compare_model_params(parse_model_params(text, path), params, job_dir)
         return
     if write:
@@ -299,8 +299,8 @@ def check_checkpoints(job_dir):
                 % (job_dir, os.path.basename(saved[-1]), CHECKPOINT_STATE_FILE,
                    os.path.basename(saved[-1])), flag='--job-dir', path=state_path)
         return None
-    text = safe_io.read_text(state_path, '--job-dir file',
-                                  max_bytes=SMALL_FILE_MAX_BYTES, regular=True)
+    text = safe_io.read_text(state_path, '--job-dir file', max_bytes=SMALL_FILE_MAX_BYTES,
+                             regular=True)
     state = checkpoint_state_pb2.CheckpointState()
     try:
         text_format.Parse(text, state)

@@ -153,50 +153,50 @@ def read_text(path, flag, max_bytes=None, regular=False):
     if kind:
         raise UserInputError('%s is %s, not a regular file' % (where, kind), flag=flag,
                              path=path)
-    if is_remote(path):
-        data = _read_remote(path, where, max_bytes)
-    else:
-        data = _read_local(path, where, max_bytes)
+    def refused(problem):
+        return UserInputError(problem % where, flag=flag, path=path)
+
+    data = (_read_remote if is_remote(path) else _read_local)(path, refused, max_bytes)
     try:
         text = data.decode('utf-8')
     except UnicodeDecodeError:
-        raise UserInputError('%s: not UTF-8 text' % where) from None
+        raise refused('%s: not UTF-8 text') from None
     return text[1:] if text.startswith(BOM) else text
 
 
-def _too_large(where, max_bytes):
-    return UserInputError('%s is larger than %s; expected a small file (is this the '
-                          'right one?)' % (where, size_text(max_bytes)))
+def _too_large(refused, max_bytes):
+    return refused('%%s is larger than %s; expected a small file (is this the right '
+                   'one?)' % size_text(max_bytes))
 
 
-def _read_local(path, where, max_bytes):
+def _read_local(path, refused, max_bytes):
     try:
         with open(path, 'rb') as f:
             data = f.read() if max_bytes is None else f.read(max_bytes + 1)
     except FileNotFoundError:
-        raise UserInputError('%s: no such file' % where) from None
+        raise refused('%s: no such file') from None
     except IsADirectoryError:
-        raise UserInputError('%s is a directory; expected a file' % where) from None
+        raise refused('%s is a directory; expected a file') from None
     except OSError as e:
-        raise UserInputError('%s: %s' % (where, e.strerror or e)) from None
+        raise refused('%%s: %s' % str(e.strerror or e).replace('%', '%%')) from None
     if max_bytes is not None and len(data) > max_bytes:
-        raise _too_large(where, max_bytes)
+        raise _too_large(refused, max_bytes)
     return data
 
 
-def _read_remote(path, where, max_bytes):
+def _read_remote(path, refused, max_bytes):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:
         if tf.io.gfile.isdir(path):
-            raise UserInputError('%s is a directory; expected a file' % where)
+            raise refused('%s is a directory; expected a file')
         if max_bytes is not None and tf.io.gfile.stat(path).length > max_bytes:
-            raise _too_large(where, max_bytes)
+            raise _too_large(refused, max_bytes)
         with tf.io.gfile.GFile(path, 'rb') as f:
             return f.read()
     except tf.errors.NotFoundError:
-        raise UserInputError('%s: no such file' % where) from None
+        raise refused('%s: no such file') from None
     except tf.errors.OpError as e:
-        raise UserInputError('%s: %s' % (where, first_line(e))) from None
+        raise refused('%%s: %s' % first_line(e).replace('%', '%%')) from None
 
 
 def not_a_regular_file(path):

@@ -9,18 +9,22 @@ batch's index, so batches parsed in parallel are the same in every run of
 one seed. Images are float32 in [0, 255], NHWC; the model
 does its own scaling, so serving can feed raw pixels.
 """
-import json
 import os
 import random
+import struct
 
+import numpy as np
 import tensorflow as tf
 
 from cifar10_estimator.layout import DEPTH, HEIGHT, IMAGE_BYTES, METADATA_FILE, NUM_CLASSES
 from cifar10_estimator.layout import SUBSETS, WIDTH, subset_path
+from estimator_trainers import safe_io
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 _PAD = 4
 _TFRECORD_FRAMING_BYTES = 16  # length (8) + length CRC (4) + data CRC (4)
+_METADATA_MAX_BYTES = 1 << 20  # metadata.json is about 200 bytes
+_MAX_EXAMPLES = 1 << 40
 
 
 def read_metadata(data_dir):
@@ -34,13 +38,17 @@ def read_metadata(data_dir):
         raise UserInputError('--data-dir %s has no %s; create the TFRecords with python '
                              '-m cifar10_estimator.generate_cifar10_tfrecords --data-dir %s'
                              % (data_dir, METADATA_FILE, data_dir))
+    text = safe_io.read_text(path, '--data-dir file', max_bytes=_METADATA_MAX_BYTES,
+                             regular=True)
     try:
-        with tf.io.gfile.GFile(path) as f:
-            counts = json.load(f)['num_examples']
+        counts = safe_io.parse_json(text)['num_examples']
         counts = {subset: int(counts[subset]) for subset in SUBSETS}
-    except (ValueError, KeyError, TypeError) as e:
+        if not all(0 <= n <= _MAX_EXAMPLES for n in counts.values()):
+            raise ValueError('counts out of range')
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
         raise UserInputError('%s: expected {"num_examples": {"train": N, "validation": '
-                             'N, "eval": N}} (%s)' % (path, e)) from None
+                             'N, "eval": N}} with N up to %d (%s)'
+                             % (path, _MAX_EXAMPLES, e), path=path) from None
     return counts
 
 
@@ -58,6 +66,11 @@ def validate_subset(data_dir, subset, expected_count):
                              'cifar10_estimator.generate_cifar10_tfrecords' % path)
     if expected_count <= 0:
         raise UserInputError('%s: metadata says it holds no examples' % path)
+    kind = safe_io.not_a_regular_file(path)
+    if kind:  # a named pipe would block the read for good
+        raise UserInputError('%s is %s, not a TFRecord file' % (path, kind), path=path)
+    size = tf.io.gfile.stat(path).length
+    _check_first_length(path, size)
     try:
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as e:
@@ -77,11 +90,58 @@ def validate_subset(data_dir, subset, expected_count):
         raise UserInputError('%s: records must have features "image" (%d raw bytes) '
                              'and "label" (int64)' % (path, IMAGE_BYTES))
     expected_size = expected_count * (len(record) + _TFRECORD_FRAMING_BYTES)
-    size = tf.io.gfile.stat(path).length
     if size != expected_size:
         raise UserInputError('%s is %d bytes, expected %d for %d records: the file is '
                              'truncated or corrupt; regenerate --data-dir'
                              % (path, size, expected_size, expected_count))
+    if not safe_io.is_remote(path):
+        _check_lengths(path, len(record))
+
+
+def _declared_too_long(path, offset, length, limit):
+    return UserInputError(
+        '%s: the record at byte %d declares %d bytes, more than %s; the file is corrupt or '
+        'was made to crash its reader (TensorFlow allocates what a record declares); '
+        'regenerate --data-dir' % (path, offset, length, limit), path=path)
+
+
+def _check_first_length(path, size):
+    """Refuses a file whose first record declares more bytes than the file holds.
+
+    TensorFlow's reader allocates the length a record's header declares (a
+    checksum guards the header, not its sense): 1 TiB crashed the process.
+    """
+    with tf.io.gfile.GFile(path, 'rb') as f:
+        header = f.read(8)
+    if len(header) == 8:
+        (length,) = struct.unpack('<Q', header)
+        if length > size - _TFRECORD_FRAMING_BYTES:
+            raise _declared_too_long(path, 0, length, 'the file holds')
+
+
+def _check_lengths(path, record_bytes):
+    """Checks that every record header of a local file declares `record_bytes`.
+
+    All CIFAR-10 records serialise to the same length and the file size was
+    checked against it, so the headers sit at fixed offsets: a read of the file
+    (about 125 MB for the training set, a fraction of a second) finds one that
+    declares another length before TensorFlow allocates it.
+    """
+    stride = record_bytes + _TFRECORD_FRAMING_BYTES
+    per_read = max(1, (8 << 20) // stride)
+    offset = 0
+    with open(path, 'rb') as f:
+        while True:
+            chunk = f.read(per_read * stride)
+            if not chunk:
+                return
+            lengths = np.frombuffer(chunk, np.uint8).reshape(-1, stride)[:, :8].copy()
+            lengths = lengths.view('<u8').ravel()
+            bad = np.flatnonzero(lengths != record_bytes)
+            if bad.size:
+                raise _declared_too_long(path, offset + int(bad[0]) * stride,
+                                         int(lengths[bad[0]]), 'a CIFAR-10 record')
+            offset += len(chunk)
 
 
 def _parse_batch(serialized):

@@ -25,12 +25,14 @@ import codecs
 import json
 import os
 import pickle
+import posixpath
 import shutil
 import sys
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zlib
 
 import numpy as np
 
@@ -59,7 +61,11 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response, \
                     os.fdopen(fd, 'wb') as out:
-                shutil.copyfileobj(response, out, length=1 << 20)
+                if not safe_io.copy_at_most(response, out, CIFAR_SIZE):
+                    raise UserInputError(
+                        'cannot download %s: it serves more than the %d bytes of the '
+                        'official cifar-10-python.tar.gz; stopped reading (use the official '
+                        'archive or a true mirror of it)' % (url, CIFAR_SIZE), flag='--url')
             os.replace(tmp, path)
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, 'reason', e)
@@ -94,41 +100,122 @@ def check_official(source):
                              % (source, CIFAR_MD5, CIFAR_URL))
 
 
+# The official batches are about 30 MiB each (10,000 images): nothing a CIFAR-10
+# archive holds is larger than this, and a larger member or batch file is
+# refused before a byte of it is read (a "zip bomb" member inflating to GiBs).
+MAX_BATCH_BYTES = 256 << 20
+# The official archive has 9 members; what is read through to find the
+# batches (members skipped included) is bounded too.
+MAX_MEMBERS = 1000
+MAX_ARCHIVE_BYTES = 2 << 30
+
+
+def _batch_names():
+    return [name for names in layout.SPLITS.values() for name in names]
+
+
 def locate_batches(source, work_dir):
     """Finds the batch files of `source`.
 
-    `source` is the downloaded tarball (extracted into `work_dir`), the
-    extracted `cifar-10-batches-py` directory, or a directory containing it.
+    `source` is the downloaded tarball (only its batch members are extracted,
+    into `work_dir`), the extracted `cifar-10-batches-py` directory, or a
+    directory containing it.
 
     Returns:
       {batch name: (path, description naming --source and the member)}.
     """
-    archive = None
     if os.path.isfile(source):
         check_official(source)
-        try:
-            with tarfile.open(source, 'r:gz') as tar:
-                tar.extractall(work_dir, filter='data')
-        except (tarfile.TarError, OSError, EOFError) as e:
-            raise UserInputError('--source %s: not a readable cifar-10-python.tar.gz '
-                                 '(%s)' % (source, e)) from None
-        archive, source = source, work_dir
+        return _extract_batches(source, work_dir)
     if not os.path.isdir(source):
-        raise UserInputError('--source %s: no such file or directory' % source)
-    shown = archive or source
+        raise UserInputError('--source %s: no such file or directory' % source,
+                             flag='--source', path=source)
+    names = _batch_names()
     for candidate in (source, os.path.join(source, CIFAR_DIR_NAME)):
-        names = [name for names in layout.SPLITS.values() for name in names]
-        if all(os.path.isfile(os.path.join(candidate, name)) for name in names):
+        if all(os.path.lexists(os.path.join(candidate, name)) for name in names):
             batches = {}
             for name in names:
                 path = os.path.join(candidate, name)
-                member = os.path.relpath(path, source)
-                batches[name] = (path, '--source %s member %s' % (archive, member)
-                                 if archive else '--source %s' % path)
+                where = '--source %s' % path
+                _check_batch_file(path, where)
+                batches[name] = (path, where)
             return batches
     raise UserInputError('--source %s: expected the CIFAR-10 python batches '
                          '(data_batch_1..5, test_batch) in it or in %s/'
-                         % (shown, CIFAR_DIR_NAME))
+                         % (source, CIFAR_DIR_NAME), flag='--source', path=source)
+
+
+def _check_batch_file(path, where):
+    """Refuses a batch file that is no regular file (a pipe would block) or too large."""
+    kind = safe_io.not_a_regular_file(path)
+    if kind or not os.path.isfile(path):
+        raise UserInputError('%s is %s; expected a CIFAR-10 python batch file'
+                             % (where, kind or 'not a file'), flag='--source', path=path)
+    if os.path.getsize(path) > MAX_BATCH_BYTES:
+        raise _too_large(where, os.path.getsize(path), path)
+
+
+def _too_large(where, size, path):
+    return UserInputError(
+        '%s is %s; a CIFAR-10 batch is about 30 MiB, and nothing in its archive is '
+        'larger than %s' % (where, safe_io.size_text(size),
+                            safe_io.size_text(MAX_BATCH_BYTES)),
+        flag='--source', path=path)
+
+
+def _extract_batches(source, work_dir):
+    """Extracts the batch members of archive `source` into `work_dir`, and nothing else.
+
+    Members are read in order; each is checked from its header before its data
+    is read: a member larger than `MAX_BATCH_BYTES`, more than `MAX_MEMBERS`
+    members or `MAX_ARCHIVE_BYTES` in all end the read with one line. A batch
+    must be a regular file; other members are skipped unread, and no path of
+    the archive's choosing is written to.
+    """
+    wanted = set(_batch_names())
+    batches = {}
+    total = 0
+    try:
+        with tarfile.open(source, 'r:gz') as tar:
+            for count, member in enumerate(tar, 1):
+                name = member.name[2:] if member.name.startswith('./') else member.name
+                where = '--source %s member %s' % (source, name)
+                if count > MAX_MEMBERS:
+                    raise UserInputError('--source %s has more than %d members; a '
+                                         'CIFAR-10 archive has 9' % (source, MAX_MEMBERS),
+                                         flag='--source', path=source)
+                if member.size > MAX_BATCH_BYTES:
+                    raise _too_large(where, member.size, source)
+                total += member.size
+                if total > MAX_ARCHIVE_BYTES:
+                    raise UserInputError(
+                        '--source %s holds more than %s; a CIFAR-10 archive holds about '
+                        '180 MiB' % (source, safe_io.size_text(MAX_ARCHIVE_BYTES)),
+                        flag='--source', path=source)
+                base = posixpath.basename(name)
+                if base not in wanted or posixpath.dirname(name) not in ('', CIFAR_DIR_NAME):
+                    continue
+                if not member.isfile():
+                    raise UserInputError('%s is not a regular file (a link or device); '
+                                         'expected a CIFAR-10 python batch' % where,
+                                         flag='--source', path=source)
+                if base in batches:
+                    raise UserInputError('%s: the archive holds %s twice'
+                                         % (where, base), flag='--source', path=source)
+                path = os.path.join(work_dir, base)
+                with tar.extractfile(member) as data, open(path, 'wb') as out:
+                    shutil.copyfileobj(data, out, 1 << 20)
+                batches[base] = (path, where)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        raise UserInputError('--source %s: not a readable cifar-10-python.tar.gz (%s)'
+                             % (source, e), flag='--source', path=source) from None
+    missing = [n for n in _batch_names() if n not in batches]
+    if missing:
+        raise UserInputError('--source %s: expected the CIFAR-10 python batches '
+                             '(data_batch_1..5, test_batch) in it or in %s/; %s missing'
+                             % (source, CIFAR_DIR_NAME, ', '.join(missing)),
+                             flag='--source', path=source)
+    return batches
 
 
 def _latin1_encode(text, encoding):
@@ -146,6 +233,26 @@ def _dtype(*args):
     return dtype
 
 
+class _ArrayType:
+    """Stands for `numpy.ndarray` in a batch pickle, where numpy's own pickles name it
+    only as the type `_reconstruct` makes: called, it would allocate whatever
+    shape the pickle declares, before a byte of its data is read."""
+
+    def __new__(cls, *args, **kwargs):
+        raise pickle.UnpicklingError('it constructs an array of a declared shape '
+                                     'directly, which a CIFAR-10 batch never does')
+
+
+def _reconstruct(subtype, shape, dtype):
+    """numpy's `_reconstruct`, limited to what numpy's own pickles pass: an empty
+    array, whose shape and bytes the pickle's next step sets together (numpy checks
+    that they agree). Another shape, e.g. (10**8, 3072), would allocate 279 GiB."""
+    if subtype is not _ArrayType or not isinstance(shape, tuple) or shape != (0,):
+        raise pickle.UnpicklingError('it declares an array of shape %.40r before its data'
+                                     % (shape,))
+    return np.core.multiarray._reconstruct(np.ndarray, shape, dtype)
+
+
 class BatchUnpickler(pickle.Unpickler):
     """Loads what a CIFAR-10 batch holds and nothing else.
 
@@ -154,14 +261,16 @@ class BatchUnpickler(pickle.Unpickler):
     official batches name numpy.core.multiarray._reconstruct, numpy.ndarray
     and numpy.dtype; pickles written by newer Python or numpy versions also
     use _codecs.encode for bytes and numpy's _frombuffer). Anything else, e.g.
-    os.system, is refused before it is called.
+    os.system, is refused before it is called. Arrays are only made as numpy's
+    own pickles make them (`_reconstruct`): no declared shape is allocated
+    before the bytes that fill it are read.
     """
 
     _ALLOWED = {
-        ('numpy', 'ndarray'): np.ndarray,
+        ('numpy', 'ndarray'): _ArrayType,
         ('numpy', 'dtype'): _dtype,
-        ('numpy.core.multiarray', '_reconstruct'): np.core.multiarray._reconstruct,
-        ('numpy._core.multiarray', '_reconstruct'): np.core.multiarray._reconstruct,
+        ('numpy.core.multiarray', '_reconstruct'): _reconstruct,
+        ('numpy._core.multiarray', '_reconstruct'): _reconstruct,
         ('numpy.core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
         ('numpy._core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
         ('_codecs', 'encode'): _latin1_encode,
@@ -186,6 +295,7 @@ def read_batch(path, where=None):
       where: how to name it in errors (default: the path).
     """
     where = where or path
+    _check_batch_file(path, where)
     try:
         with open(path, 'rb') as f:
             batch = BatchUnpickler(f, encoding='bytes').load()
@@ -260,9 +370,9 @@ def parse_args(argv):
     parser = flags.make_parser(
         'python -m cifar10_estimator.generate_cifar10_tfrecords',
         'Download CIFAR-10 and convert it to TFRecords for cifar10_main.')
-    parser.add_argument('--data-dir', required=True,
+    parser.add_argument('--data-dir', type=flags.path, required=True,
                         help='Output directory (local or gs://).')
-    parser.add_argument('--source', default=None,
+    parser.add_argument('--source', type=flags.path, default=None,
                         help='Already downloaded cifar-10-python.tar.gz or extracted '
                              'cifar-10-batches-py directory (no network needed). Its '
                              'batches are parsed as data (arrays, lists, numbers, '

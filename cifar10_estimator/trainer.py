@@ -40,7 +40,7 @@ class Cifar10Trainer(declaration.Trainer):
     eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser):
-        parser.add_argument('--data-dir', required=True,
+        parser.add_argument('--data-dir', type=flags.path, required=True,
                             help='Directory with train/eval TFRecords and metadata.json '
                                  '(from generate_cifar10_tfrecords); local or gs://.')
         group = parser.add_argument_group('model')

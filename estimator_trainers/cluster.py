@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 
+from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
 
 CHIEF = 'chief'
@@ -165,11 +166,10 @@ def parse_tf_config(text, source='TF_CONFIG'):
     job = config.get('job')
     if not info.num_evaluators and isinstance(job, dict):
         # AI Platform's TF_CONFIG carries the job's trainingInput, with evaluatorCount.
-        try:
-            count = int(job.get('evaluatorCount') or 0)
-        except (TypeError, ValueError):
-            raise UserInputError('%s: job.evaluatorCount must be an integer, got %r'
-                                 % (source, job.get('evaluatorCount'))) from None
+        count = _integer(job.get('evaluatorCount') or 0)
+        if count is None or count < 0:
+            raise UserInputError('%s: job.evaluatorCount must be an integer >= 0, got %r'
+                                 % (source, job.get('evaluatorCount')))
         info = dataclasses.replace(info, num_evaluators=count)
     return info
 
@@ -226,7 +226,7 @@ def export_tf_config(info, environ=None):
 
 def _load_json(text, source):
     try:
-        config = json.loads(text)
+        config = safe_io.parse_json(text)
     except ValueError as e:
         raise UserInputError('%s is not valid JSON (%s)' % (source, e)) from None
     if not isinstance(config, dict):
@@ -256,11 +256,10 @@ def _validated(cluster, task, environment, source):
     if task_type not in TASK_TYPES:
         raise UserInputError('%s: unknown task.type %r (expected %s)'
                              % (source, task.get('type'), ', '.join(TASK_TYPES)))
-    try:
-        task_index = int(task.get('index', 0))
-    except (TypeError, ValueError):
+    task_index = _integer(task.get('index', 0))
+    if task_index is None:
         raise UserInputError('%s: task.index must be an integer, got %r'
-                             % (source, task.get('index'))) from None
+                             % (source, task.get('index')))
     if task_type == EVALUATOR:
         limit = len(evaluators) if evaluators else None
     else:
@@ -279,6 +278,23 @@ def _validated(cluster, task, environment, source):
             cluster, task_type, task_index)
     return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
                        environment=environment, num_evaluators=len(evaluators or ()))
+
+
+def _integer(value):
+    """An integer written as a JSON number or as digits (`2`, `"2"`, `2.0`), else None.
+
+    `true`, `1.5` and `1e400` (infinity) are no task index: `int()` read the
+    first two as 1 and failed on the last with a traceback.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and value.strip().lstrip('+-').isdigit():
+        return int(value)
+    return None
 
 
 def _promote_first_worker(cluster, task_type, task_index):

@@ -342,9 +342,16 @@ class Termination:
             self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
                          code=exit_code(first))
 
-    def final_save(self, session, checkpoint_dir):
-        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised."""
+    def final_save(self, session, checkpoint_dir, all_finite=None):
+        """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised.
+
+        `all_finite` (`hooks.all_variables_finite`): variables that diverged since
+        the last loss was checked are not saved over the last good checkpoint.
+        """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        if all_finite is not None and not session.run(all_finite):
+            self._not_saved = 'its variables are no longer all finite: training diverged'
+            return
         try:
             step = session.run(tf.compat.v1.train.get_global_step())
             saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
@@ -414,6 +421,9 @@ class Termination:
             """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
+                from estimator_trainers import hooks  # pylint: disable=g-import-not-at-top
+                self._all_finite = (hooks.all_variables_finite()
+                                    if checkpoint_dir is not None else None)
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
                 termination.take_signals()
                 termination.checkpoint_dir = checkpoint_dir
@@ -428,7 +438,7 @@ class Termination:
             def end(self, session):
                 if termination.requested.is_set():
                     if checkpoint_dir is not None and not termination.save_impossible():
-                        termination.final_save(session, checkpoint_dir)
+                        termination.final_save(session, checkpoint_dir, self._all_finite)
                     raise Terminated(termination.signum or signal.SIGTERM)
                 termination.set_saving(False)
 
@@ -459,10 +469,46 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
             clean_leftovers(job_dir, log)
         else:
             lease.check_shared()
-        yield
+        with disk_full_in_threads() as seen:
+            yield
+        if seen:  # only a writer thread met it: the run's events are incomplete
+            raise seen[0]
     except Exception as e:  # pylint: disable=broad-except
         if is_disk_full(e):
             raise disk_full_error(job_dir) from None
         raise
     finally:
         lease.release()
+
+
+@contextlib.contextmanager
+def disk_full_in_threads():
+    """Keeps a full disk met by another thread quiet, and yields what they met.
+
+    TensorFlow's event writers write on threads of their own: on a full disk
+    one printed its traceback (and an ERROR line) before the main thread, which
+    meets the full disk too, ended with the one line. Their other errors
+    still print as before.
+    """
+    import logging  # pylint: disable=g-import-not-at-top
+    seen = []
+    previous = threading.excepthook
+
+    def excepthook(args):
+        if is_disk_full(args.exc_value):
+            seen.append(args.exc_value)
+        else:
+            previous(args)
+
+    def quiet(record):
+        return not ('writer thread error' in record.getMessage()
+                    and 'No space left on device' in record.getMessage())
+
+    logger = logging.getLogger('tensorflow')
+    threading.excepthook = excepthook
+    logger.addFilter(quiet)
+    try:
+        yield seen
+    finally:
+        threading.excepthook = previous
+        logger.removeFilter(quiet)

@@ -99,15 +99,29 @@ def unit_interval(text):
 
 
 def int_list(text):
-    """argparse type: comma-separated positive integers, e.g. `128,64,32`."""
+    """argparse type: comma-separated positive integers, e.g. `128,64,32`.
+
+    Every item must be a number: `32,,16` or `32,16,` is a typo, not `32,16`.
+    """
+    items = text.split(',')
     try:
-        values = [int(v) for v in text.split(',') if v.strip()]
+        values = [int(v) for v in items]
     except ValueError:
         values = []
     if not values or any(not 0 < v <= INT64_MAX for v in values):
         raise argparse.ArgumentTypeError(
-            'expected comma-separated positive integers like 128,64, got %r' % text)
+            'expected comma-separated positive integers like 128,64, got %r%s'
+            % (text, ' (an empty item)' if len(items) > 1 and not all(
+                v.strip() for v in items) else ''))
     return values
+
+
+def path(text):
+    """argparse type: a local or gs:// path; an empty one (an unset variable) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError('expected a path, got %r (an unset variable?)'
+                                         % text)
+    return text
 
 
 # Integers become int64 tensors (steps, batch sizes, seeds); larger ones overflow.
@@ -130,9 +144,9 @@ def _parse(kind, text, what):
 
 def add_job_flags(parser):
     """--job-dir: where checkpoints, summaries, exports and logs go."""
-    default = os.environ.get('AIP_MODEL_DIR')
+    default = os.environ.get('AIP_MODEL_DIR', '').strip() or None
     parser.add_argument(
-        '--job-dir', default=default, required=default is None,
+        '--job-dir', type=path, default=default, required=default is None,
         help='Local or gs:// directory for checkpoints, TensorBoard summaries '
              'and exports. A rerun on the same directory resumes training '
              '(defaults to $AIP_MODEL_DIR on Vertex AI).')
@@ -141,6 +155,11 @@ def add_job_flags(parser):
         help='One job trains in a job-dir at a time (its chief holds '
              '<job-dir>/LEASE.json with a heartbeat); a lease whose heartbeat is '
              'older than this is stale and taken over.')
+    parser.add_argument(
+        '--storage-timeout-secs', type=positive_float, default=60,
+        help='Before anything else, every gs:// bucket the flags name must answer '
+             'within this time (TensorFlow\'s own client retries for minutes); '
+             'else the run ends with one line.')
 
 
 def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_loop=1):

@@ -1,10 +1,12 @@
-"""Session hooks: progress logging, training summaries and step-aligned checkpoints.
+"""Session hooks: progress logging, training summaries, divergence and step-aligned
+checkpoints.
 
 A `Session.run` may train several steps (`--steps-per-loop`): the hooks
 count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
 import time
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.training import training_util  # pylint: disable=g-direct-tensorflow-import
 
@@ -221,6 +223,104 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
 
 
+class Diverged(Exception):
+    """Training diverged: its loss, or the variables it would save, are not finite.
+
+    Attributes:
+      step: the global step at which it was seen.
+      loss: the loss of the step (None: the variables were seen first).
+      start_step: the global step this process started (or resumed) at.
+      at_start: no run of this process had a finite loss: the variables it
+        started from (a checkpoint it resumed from) already diverge.
+      unverified_steps: steps of checkpoints this process saved after the last
+        finite loss it saw: their variables are finite, but were never seen to
+        give a finite loss (the loss of a step comes from the variables before
+        its update), so a rerun from them could diverge at once.
+    """
+
+    def __init__(self, step, loss=None):
+        super().__init__('training diverged at step %d: %s' % (
+            step, 'loss = %s' % loss if loss is not None else
+            'its variables are no longer all finite'))
+        self.step = step
+        self.loss = loss
+        self.start_step = None
+        self.at_start = False
+        self.unverified_steps = ()
+
+
+def all_variables_finite():
+    """A bool tensor: every floating-point global variable holds only finite values.
+
+    Each variable is checked on its own device (a parameter server's on the
+    parameter server), so one bool per variable crosses the network.
+    """
+    checks = []
+    for variable in tf.compat.v1.global_variables():
+        if variable.dtype.base_dtype.is_floating:
+            with tf.device(variable.device):
+                checks.append(tf.reduce_all(tf.math.is_finite(variable)))
+    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
+class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):
+    """Raises `Diverged` at the first run of the training op whose loss is NaN or infinite.
+
+    The loss is the one Estimator trains on (the last it adds to the LOSSES
+    collection before its session starts, as its own NaN hook uses). With
+    several steps per session run (an in-graph loop) it is the loss of the
+    run's last step; non-finite values propagate, so a divergence inside the
+    loop shows there too. Run it first among the training hooks: no other
+    hook may act on a diverged step (the checkpoint saver would save it). The
+    saver also refuses non-finite variables itself (`AlignedCheckpointSaverHook`),
+    since a step's update can diverge after its loss was computed; and
+    `listener` tells this hook which checkpoints were saved since the last
+    finite loss (`Diverged.unverified_steps`).
+    """
+
+    def __init__(self):
+        hook = self
+
+        class _Saves(tf.compat.v1.train.CheckpointSaverListener):
+            def after_save(self, session, global_step_value):
+                if global_step_value != hook.start_step:  # not the start's re-save
+                    hook._unverified.append(int(global_step_value))  # pylint: disable=protected-access
+
+        self.listener = _Saves()
+        self.start_step = None
+        self._unverified = []
+        self._finite_seen = False
+
+    def begin(self):
+        losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+        self._loss = losses[-1] if losses else None
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def after_create_session(self, session, coord):
+        self.start_step = int(session.run(self._global_step))
+
+    def before_run(self, run_context):
+        if self._loss is None:
+            return None
+        return tf.compat.v1.train.SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+        loss = run_values.results
+        if loss is None or np.all(np.isfinite(loss)):
+            self._finite_seen = True
+            del self._unverified[:]
+            return
+        raise self.annotated(Diverged(int(run_context.session.run(self._global_step)),
+                                      float(np.asarray(loss).ravel()[0])))
+
+    def annotated(self, error):
+        """`error` with what this hook saw (`Diverged.start_step` and after)."""
+        error.start_step = self.start_step
+        error.at_start = error.loss is not None and not self._finite_seen
+        error.unverified_steps = tuple(self._unverified)
+        return error
+
+
 class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):
     """Triggers at exact multiples of `every_steps`, whatever step it starts at.
 
@@ -269,6 +369,10 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     With `write_summaries=False` (a multi_worker_mirrored worker saving only
     because the save ops all-reduce) it writes no graph and no events: no one
     reads them.
+
+    A checkpoint is saved only when every variable is finite: a diverged
+    step raises `Diverged` instead, so the job-dir's latest checkpoint stays
+    the last good one, which a rerun resumes from.
     """
 
     def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True,
@@ -279,7 +383,13 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         self._write_summaries = write_summaries
         self._set_steps_per_run(steps_per_run)
 
+    def _save(self, session, step):
+        if not session.run(self._all_finite):
+            raise Diverged(int(step))
+        return super()._save(session, step)
+
     def begin(self):
+        self._all_finite = all_variables_finite()
         if self._write_summaries:
             super().begin()
             return

@@ -20,6 +20,7 @@ ends its process.
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import socket
 import sys
@@ -29,6 +30,7 @@ import uuid
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import process
+from estimator_trainers import safe_io
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
@@ -65,6 +67,20 @@ def cluster_id(cluster, environ=None):
     text = json.dumps({'cluster': cluster.cluster,
                        'job': environ.get('CLOUD_ML_JOB_ID', '')}, sort_keys=True)
     return 'cluster-%s' % hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _well_formed(owner):
+    """Whether every field of a lease read back has the type `Owner` gives it.
+
+    A lease edited by hand or garbled (`"pid": "x"`, `"heartbeat": null`) is
+    unreadable, like one that is not JSON, rather than a traceback later.
+    """
+    texts = (owner.token, owner.cluster_id, owner.host, owner.pid_start, owner.task)
+    return (all(isinstance(t, str) for t in texts)
+            and isinstance(owner.pid, int) and not isinstance(owner.pid, bool)
+            and 0 < owner.pid < 2 ** 31
+            and isinstance(owner.heartbeat, (int, float))
+            and not isinstance(owner.heartbeat, bool) and math.isfinite(owner.heartbeat))
 
 
 def _pid_start(pid):
@@ -223,9 +239,10 @@ class Lease:
         if not text:
             return None
         try:
-            return Owner(**json.loads(text))
+            owner = Owner(**safe_io.parse_json(text))
         except (ValueError, TypeError):
             return None
+        return owner if _well_formed(owner) else None
 
     def stale_reason(self, owner):
         """Why `owner`'s lease no longer counts, or None while it does."""

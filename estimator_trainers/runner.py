@@ -39,6 +39,8 @@ from estimator_trainers import devices as devices_lib
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers import errors
 from estimator_trainers import faults
+from estimator_trainers import gcs
+from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease
 from estimator_trainers import run_config
@@ -66,6 +68,7 @@ def run(trainer, args):
             return training.serve_parameters(config)
 
         runtime = trainer.load_runtime()
+        gcs.check_buckets(_path_flags(args), args.storage_timeout_secs)
         job_dir_lib.check_owner(args.job_dir)
         steps_per_loop = distribution_lib.steps_per_loop(
             args.steps_per_loop, trainer.steps_per_loop, task.distribution)
@@ -85,8 +88,11 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     cluster = task.cluster
     if args.random_seed is not None:
         make_deterministic(args.random_seed)
-    job_dir_lib.check_model_params(args.job_dir, trainer.model_params(args),
-                                   write=cluster.is_chief)
+    params = trainer.model_params(args)
+    job_dir_lib.check_model_params(args.job_dir, params, write=False)
+    if cluster.is_chief:  # it restores them; nothing has been written yet
+        job_dir_lib.check_checkpoints(args.job_dir)
+        job_dir_lib.check_model_params(args.job_dir, params)  # recorded if absent
     if cluster.is_chief:
         runtime.prepare_job_dir(args, task, plan)
 
@@ -108,15 +114,51 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
         args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,
         examples_per_global_step=examples_per_global_step(plan, task),
         steps_per_loop=steps_per_loop)
-    return training.train_and_evaluate(
-        runtime.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
-        train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
-        serving_input_receiver_fn=(runtime.serving_input_receiver_fn(args, plan)
-                                   if trainer.exports else None),
-        extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
-                                      save_needs=task.distribution.peers)] + (
-            [watch.hook()] if watch else []),
-        started=recorder.started, recorder=recorder)
+    try:
+        return training.train_and_evaluate(
+            runtime.estimator(args, task, plan, config), loop, cluster, checkpoint_plan,
+            train_input_fn=train_input_fn, eval_input_fn=eval_input_fn,
+            serving_input_receiver_fn=(runtime.serving_input_receiver_fn(args, plan)
+                                       if trainer.exports else None),
+            extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
+                                          save_needs=task.distribution.peers)] + (
+                [watch.hook()] if watch else []),
+            started=recorder.started, recorder=recorder)
+    except hooks.Diverged as e:
+        raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
+
+
+def _divergence_failure(diverged, trainer, task, checkpoint_plan):
+    """The one line for a run that diverged: where, the checkpoint a rerun resumes
+    from (no checkpoint that is not finite is saved), and which flag to lower."""
+    rates = sorted(action.option_strings[-1] for action in trainer.make_parser()._actions  # pylint: disable=protected-access
+                   if action.dest.endswith('learning_rate'))
+    hint = 'lower %s' % ' or '.join(rates) if rates else 'lower the learning rate'
+    label = '' if task.cluster.task_label == 'local' else '%s: ' % task.cluster.task_label
+    good = (faults.last_good_checkpoint(checkpoint_plan.directory)
+            if task.cluster.is_chief and checkpoint_plan.directory else None)
+    if diverged.at_start and diverged.start_step:
+        return errors.TaskFailure(
+            '%s%s, at the first step from the checkpoint it resumed from, %s: its '
+            'variables do not train; it was saved by a run that diverged: move it '
+            '(and its line in the checkpoint file) away to resume from an earlier '
+            'one, or use a new --job-dir, and %s' % (label, diverged, good, hint))
+    kept = ''
+    if task.cluster.is_chief:
+        kept = ('; the latest checkpoint stays %s, the last whose variables gave a '
+                'finite loss, and a rerun resumes from it' % good if good else
+                '; no checkpoint was saved')
+    return errors.TaskFailure('%s%s%s; %s' % (label, diverged, kept, hint))
+
+
+def _path_flags(args):
+    """(flag, value) of every string flag value (gs:// paths among them)."""
+    pairs = []
+    for dest, value in sorted(vars(args).items()):
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str):
+                pairs.append(('--' + dest.replace('_', '-'), item))
+    return pairs
 
 
 def make_deterministic(seed):

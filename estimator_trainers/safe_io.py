@@ -11,6 +11,7 @@ TensorFlow's gfile under unique temp names and renamed (copy + delete).
 No TensorFlow import at module level: the local launcher uses this module.
 """
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -36,12 +37,24 @@ def check_owner(path, flag):
     symlinks they planted and files they can change under us. A path that
     does not exist yet is fine: it will be created by (and owned by) us.
 
+    A symlink on the way to `path` that another user owns (root's are
+    trusted) is refused too, wherever it leads: whoever planted `/tmp/taxi ->
+    /home/you/other-job` chooses what a run overwrites.
+
     Raises:
       UserInputError: `path` exists and is owned by someone else, or is not a
-        directory.
+        directory, or a symlink on the way is someone else's.
     """
     if is_remote(path):
         return
+    foreign = _foreign_symlink(path)
+    if foreign:
+        link, uid = foreign
+        raise UserInputError(
+            '%s %s%s is a symlink owned by user %s, not by you (uid %d); refusing to follow '
+            'it: another user chose where it leads. Use a directory of your own'
+            % (flag, path, '' if link == os.path.abspath(path) else ': ' + link,
+               _user_name(uid), os.geteuid()), flag=flag, path=link)
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -57,6 +70,43 @@ def check_owner(path, flag):
             'your own' % (flag, path, _user_name(info.st_uid), os.geteuid()))
 
 
+def _foreign_symlink(path, max_links=40):
+    """(symlink, its owner's uid) of the first symlink resolving `path` meets that
+    is owned by neither this user nor root; None if there is none.
+
+    Resolves component by component as the kernel does (stopping at the first
+    component that does not exist yet: we create the rest).
+    """
+    pending = os.path.abspath(path).split(os.sep)[1:]
+    current = os.sep
+    links = 0
+    while pending:
+        name = pending.pop(0)
+        if name in ('', '.'):
+            continue
+        if name == '..':
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return None
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        if info.st_uid not in (os.geteuid(), 0):
+            return candidate, info.st_uid
+        links += 1
+        if links > max_links:
+            return None  # a loop: os.stat reports it
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            current = os.sep
+        pending = target.split(os.sep) + pending
+    return None
+
+
 def _user_name(uid):
     try:
         import pwd  # pylint: disable=g-import-not-at-top
@@ -65,29 +115,136 @@ def _user_name(uid):
         return 'uid %d' % uid
 
 
-def read_text(path, flag):
+def parse_json(text):
+    """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
+
+    Python's JSON decoder recurses once per level of nesting and ends in a
+    `RecursionError` (a traceback of thousands of lines) at about 1,000; every
+    reader of a user's or a job-dir's JSON (TF_CONFIG, predict instances,
+    feature statistics, model_params.json) goes through here, so its usual
+    "not valid JSON" line covers that too.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError('nested too deeply: more levels of [ and { than Python\'s JSON '
+                         'reader allows') from None
+
+
+def read_text(path, flag, max_bytes=None, regular=False):
     """The UTF-8 text of the local or gs:// file a flag names.
 
-    A leading byte order mark (as spreadsheet programs write) is dropped.
+    A leading byte order mark (as spreadsheet programs write) is dropped. A
+    local file is read with Python's own I/O, once, so a pipe works too (a
+    process substitution `<(...)`, `/dev/stdin`).
+
+    Args:
+      max_bytes: refuse a larger file (None: no limit), e.g. for small JSON
+        files in a job-dir that should never need more than a few KiB.
+      regular: refuse anything but a regular file (a file of a job-dir or data
+        dir: a named pipe planted there would block the read for good).
 
     Raises:
       UserInputError: naming `flag` and `path` when it is missing, a
-        directory, unreadable or not UTF-8.
+        directory, unreadable, larger than `max_bytes` or not UTF-8.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     where = '%s %s' % (flag, path)
+    kind = regular and not_a_regular_file(path)
+    if kind:
+        raise UserInputError('%s is %s, not a regular file' % (where, kind), flag=flag,
+                             path=path)
+    def refused(problem):
+        return UserInputError(problem % where, flag=flag, path=path)
+
+    data = (_read_remote if is_remote(path) else _read_local)(path, refused, max_bytes)
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise refused('%s: not UTF-8 text') from None
+    return text[1:] if text.startswith(BOM) else text
+
+
+def _too_large(refused, max_bytes):
+    return refused('%%s is larger than %s; expected a small file (is this the right '
+                   'one?)' % size_text(max_bytes))
+
+
+def _read_local(path, refused, max_bytes):
+    try:
+        with open(path, 'rb') as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise refused('%s: no such file') from None
+    except IsADirectoryError:
+        raise refused('%s is a directory; expected a file') from None
+    except OSError as e:
+        raise refused('%%s: %s' % str(e.strerror or e).replace('%', '%%')) from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _too_large(refused, max_bytes)
+    return data
+
+
+def _read_remote(path, refused, max_bytes):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:
         if tf.io.gfile.isdir(path):
-            raise UserInputError('%s is a directory; expected a file' % where)
-        with tf.io.gfile.GFile(path) as f:
-            text = f.read()
+            raise refused('%s is a directory; expected a file')
+        if max_bytes is not None and tf.io.gfile.stat(path).length > max_bytes:
+            raise _too_large(refused, max_bytes)
+        with tf.io.gfile.GFile(path, 'rb') as f:
+            return f.read()
     except tf.errors.NotFoundError:
-        raise UserInputError('%s: no such file' % where) from None
-    except UnicodeDecodeError:
-        raise UserInputError('%s: not UTF-8 text' % where) from None
+        raise refused('%s: no such file') from None
     except tf.errors.OpError as e:
-        raise UserInputError('%s: %s' % (where, first_line(e))) from None
-    return text[1:] if text.startswith(BOM) else text
+        raise refused('%%s: %s' % first_line(e).replace('%', '%%')) from None
+
+
+def not_a_regular_file(path):
+    """What a local `path` is when it exists but is no regular file or directory
+    (`'a pipe'`, `'a character device'`, ...), else None."""
+    if is_remote(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, 'a pipe'), (stat.S_ISCHR, 'a character device'),
+                       (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket')):
+        if test(mode):
+            return kind
+    return 'not a regular file'
+
+
+def copy_at_most(response, target, limit):
+    """Copies a download (`urllib` response) to the file `target`, up to `limit` bytes.
+
+    Returns whether the whole download fit: False as soon as its
+    Content-Length declares more, or its bytes pass `limit` (a mirror that
+    serves an endless stream would otherwise fill the disk).
+    """
+    declared = response.headers.get('Content-Length') if response.headers else None
+    if declared and declared.isdigit() and int(declared) > limit:
+        return False
+    left = limit + 1
+    while left:
+        chunk = response.read(min(1 << 20, left))
+        if not chunk:
+            return True
+        target.write(chunk)
+        left -= len(chunk)
+    return False
+
+
+def size_text(count):
+    """`64 KiB`, `1.5 GiB`: a byte count for messages."""
+    for unit in ('bytes', 'KiB', 'MiB', 'GiB', 'TiB'):
+        if count < 1024 or unit == 'TiB':
+            text = ('%d %s' if unit == 'bytes' or count == int(count) else '%.1f %s')
+            return text % (count, unit)
+        count /= 1024.0
+    return None
 
 
 def write_atomic(path, text):

@@ -134,11 +134,14 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock)
-        listeners = [recorder.checkpoint_listener()] if recorder else []
+        divergence = hooks.StopOnDivergenceHook()
+        listeners = [divergence.listener] + (
+            [recorder.checkpoint_listener()] if recorder else [])
         if checkpoint_plan.evaluates_while_training:
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
-        train_hooks = ([progress] + list(extra_hooks)
+        # The divergence check runs first: no hook acts on a diverged step.
+        train_hooks = ([divergence, progress] + list(extra_hooks)
                        + (recorder.hooks(progress, loop.train_steps,
                                          checkpoint_plan.every_steps, step or 0)
                           if recorder else [])
@@ -148,9 +151,18 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,
                                                       recorder.hparams_facts())
-        metrics = _checked(job_dir, lambda: _train(
-            trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
-            checkpoint_plan.eval_every_secs))
+        try:
+            metrics = _checked(job_dir, lambda: _train(
+                trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+                checkpoint_plan.eval_every_secs))
+        except hooks.Diverged as e:
+            divergence.annotated(e)
+            if checkpoint_plan.directory and e.unverified_steps:
+                # Saved by this run from variables that then gave a non-finite
+                # loss: the last checkpoint seen to train stays the latest.
+                job_dir_lib.drop_checkpoints(checkpoint_plan.directory,
+                                             e.unverified_steps)
+            raise
 
     if not is_chief:
         if recorder:

@@ -21,13 +21,13 @@ CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 import tempfile
 import urllib.error
 import urllib.request
 import uuid
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -70,36 +70,124 @@ def read(data_dir):
     if not tf.io.gfile.exists(path):
         raise UserInputError('--data-dir %s has no %s; fetch it with %s'
                              % (data_dir, MNIST_FILE, DATA_STEP % data_dir))
+    kind = safe_io.not_a_regular_file(path)
+    if kind:  # a named pipe would block the read for good
+        raise UserInputError('%s is %s, not an .npz file' % (path, kind), path=path)
     with tf.io.gfile.GFile(path, 'rb') as f:
         return _arrays(f, path)
 
 
+# The official arrays are 47 MB at most. A larger array, or a member that
+# inflates more than `_MAX_RATIO` times (image data compresses about 5:1; a
+# "zip bomb" of zeros about 1000:1), is refused from its zip entry, unread.
+MAX_ARRAY_BYTES = 1 << 30
+_MAX_RATIO = 100
+_NPY_MAGIC = b'\x93NUMPY'
+
+
 def _arrays(file, path):
-    """The checked arrays of an open mnist.npz file."""
+    """The checked arrays of an open mnist.npz file.
+
+    Only the four arrays are read, and each only after its zip entry (size,
+    compression ratio) and its .npy header (dtype, shape, and the bytes that
+    shape declares against the bytes the entry holds) are checked: nothing
+    is allocated that the file does not hold and the format does not need.
+    """
     names = [field.name for field in dataclasses.fields(Mnist)]
+    head = file.read(len(_NPY_MAGIC))
+    if head == _NPY_MAGIC:
+        raise UserInputError('%s is a .npy file (one array); expected an .npz archive of '
+                             'the arrays %s (numpy.savez)' % (path, ', '.join(names)),
+                             path=path)
+    if not head.startswith(b'PK'):
+        raise UserInputError('%s: not a readable .npz file (not a zip archive)' % path,
+                             path=path)
+    file.seek(0)
     try:
-        with np.load(file, allow_pickle=False) as npz:
-            missing = [name for name in names if name not in npz.files]
+        with zipfile.ZipFile(file) as archive:
+            entries = {info.filename: info for info in archive.infolist()}
+            missing = [name for name in names if name + '.npy' not in entries]
             if missing:
                 raise UserInputError('%s: no array %r; expected %s'
-                                     % (path, missing[0], ', '.join(names)))
-            mnist = Mnist(**{name: npz[name] for name in names})
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+                                     % (path, missing[0], ', '.join(names)), path=path)
+            headers = {name: _header(archive, entries[name + '.npy'], path)
+                       for name in names}
+            for split in ('train', 'test'):
+                _check_shapes(path, split, headers['x_' + split], headers['y_' + split])
+            mnist = Mnist(**{name: _array(archive, entries[name + '.npy'], headers[name])
+                             for name in names})
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError) as e:
         raise UserInputError('%s: not a readable .npz file (%s)'
-                             % (path, errors.first_line(e))) from None
+                             % (path, errors.first_line(e)), path=path) from None
     for split in ('train', 'test'):
         images, labels = getattr(mnist, 'x_' + split), getattr(mnist, 'y_' + split)
-        if (images.dtype != np.uint8 or images.ndim != 3 or not len(images)
-                or images.shape[1:] != (HEIGHT, WIDTH)):
-            raise UserInputError('%s: x_%s must be uint8 images [N, %d, %d], got %s %s'
-                                 % (path, split, HEIGHT, WIDTH, images.dtype,
-                                    list(images.shape)))
-        if (labels.dtype.kind not in 'iu' or labels.shape != (len(images),)
-                or labels.min() < 0 or labels.max() >= NUM_CLASSES):
+        if labels.min() < 0 or labels.max() >= NUM_CLASSES:
             raise UserInputError('%s: y_%s must hold %d integer labels in 0-%d, got %s %s'
                                  % (path, split, len(images), NUM_CLASSES - 1,
-                                    labels.dtype, list(labels.shape)))
+                                    labels.dtype, list(labels.shape)), path=path)
     return mnist
+
+
+def _header(archive, info, path):
+    """(dtype, shape, fortran order) of a .npy entry, checked against the entry."""
+    where = '%s: %s' % (path, info.filename)
+    if info.file_size > (1 << 20) and info.file_size > _MAX_RATIO * max(1, info.compress_size):
+        raise UserInputError('%s inflates from %s to %s (%d times); image data compresses '
+                             'far less, so it is refused unread'
+                             % (where, safe_io.size_text(info.compress_size),
+                                safe_io.size_text(info.file_size),
+                                info.file_size // max(1, info.compress_size)), path=path)
+    if info.file_size > MAX_ARRAY_BYTES:
+        raise UserInputError('%s inflates to %s; an MNIST array is at most %s'
+                             % (where, safe_io.size_text(info.file_size),
+                                safe_io.size_text(MAX_ARRAY_BYTES)), path=path)
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        offset = f.tell()
+    if dtype.hasobject:
+        raise UserInputError('%s holds Python objects, which are never loaded' % where,
+                             path=path)
+    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if declared != info.file_size - offset:
+        raise UserInputError('%s declares a %s array %s of %s, but the archive holds %s of '
+                             'data for it' % (where, dtype, list(shape),
+                                              safe_io.size_text(declared),
+                                              safe_io.size_text(info.file_size - offset)),
+                             path=path)
+    return dtype, tuple(shape), fortran, offset
+
+
+def _check_shapes(path, split, images, labels):
+    """The declared dtypes and shapes of a split's arrays, before they are read."""
+    dtype, shape = images[:2]
+    if dtype != np.uint8 or len(shape) != 3 or not shape[0] or shape[1:] != (HEIGHT, WIDTH):
+        raise UserInputError('%s: x_%s must be uint8 images [N, %d, %d], got %s %s'
+                             % (path, split, HEIGHT, WIDTH, dtype, list(shape)), path=path)
+    if labels[0].kind not in 'iu' or labels[1] != shape[:1]:
+        raise UserInputError('%s: y_%s must hold %d integer labels in 0-%d, got %s %s'
+                             % (path, split, shape[0], NUM_CLASSES - 1, labels[0],
+                                list(labels[1])), path=path)
+
+
+def _array(archive, info, header):
+    """The array of a .npy entry whose `header` (`_header`) was checked."""
+    dtype, shape, fortran, offset = header
+    data = bytearray(info.file_size - offset)
+    with archive.open(info) as f:
+        f.read(offset)
+        view = memoryview(data)
+        while view:
+            count = f.readinto(view)
+            if not count:
+                raise EOFError('%s ends early' % info.filename)
+            view = view[count:]
+    array = np.frombuffer(data, dtype)
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
 
 
 def input_fn(images, labels, batch_size, *, training, seed=None):
@@ -135,6 +223,10 @@ def file_sha256(path):
     return safe_io.file_digest(path, 'sha256')
 
 
+# The official mnist.npz is about 11 MB; a download is stopped past this.
+MAX_DOWNLOAD_BYTES = MAX_ARRAY_BYTES
+
+
 def download(url, work_dir, timeout=60):
     """Downloads `url` into `work_dir`; returns the path."""
     path = os.path.join(work_dir, MNIST_FILE)
@@ -142,7 +234,11 @@ def download(url, work_dir, timeout=60):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, \
                 open(path, 'wb') as out:
-            shutil.copyfileobj(response, out, length=1 << 20)
+            if not safe_io.copy_at_most(response, out, MAX_DOWNLOAD_BYTES):
+                raise UserInputError(
+                    'cannot download %s: it serves more than %s, and %s is about 11 MB; '
+                    'stopped reading' % (url, safe_io.size_text(MAX_DOWNLOAD_BYTES),
+                                         MNIST_FILE), flag='--url')
     except (urllib.error.URLError, OSError) as e:
         raise UserInputError(
             'cannot download %s (%s); download %s on a machine with internet access '
@@ -198,9 +294,9 @@ def parse_args(argv):
         'python -m keras_estimator.data',
         'Put the mnist.npz of keras.datasets.mnist into a data directory, checksum '
         'verified, for python -m keras_estimator.trainer --model mnist_cnn.')
-    parser.add_argument('--data-dir', required=True,
+    parser.add_argument('--data-dir', type=flags.path, required=True,
                         help='Output directory (local or gs://); gets %s.' % MNIST_FILE)
-    parser.add_argument('--source', default=None,
+    parser.add_argument('--source', type=flags.path, default=None,
                         help='An mnist.npz already downloaded (no network needed).')
     parser.add_argument('--url', default=MNIST_URL,
                         help='Download URL (a mirror of the official file; its '

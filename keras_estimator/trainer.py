@@ -35,7 +35,7 @@ class KerasTrainer(declaration.Trainer):
     eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser):
-        parser.add_argument('--data-dir', required=True,
+        parser.add_argument('--data-dir', type=flags.path, required=True,
                             help='mnist_cnn: directory with %s (python -m '
                                  'keras_estimator.data); cifar10_mlp: the CIFAR-10 '
                                  'TFRecords with %s (python -m cifar10_estimator.'

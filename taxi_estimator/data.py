@@ -125,6 +125,11 @@ def read_rows(text, source):
     return list(reader)
 
 
+# What a sample CSV download or the tfx wheel's CSV may hold at most: they are
+# a few MB, and a server or a wheel offering more is not read into memory.
+MAX_SAMPLE_BYTES = 256 << 20
+
+
 def fetch_sample(url_prefix, timeout):
     """Downloads and cleans the sample's train and eval CSVs.
 
@@ -140,7 +145,12 @@ def fetch_sample(url_prefix, timeout):
         url = url_prefix.rstrip('/') + '/' + name
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
-                text = response.read().decode('utf-8')
+                body = io.BytesIO()
+                if not safe_io.copy_at_most(response, body, MAX_SAMPLE_BYTES):
+                    raise SourceUnavailable('%s serves more than %s; the sample CSVs are a '
+                                            'few MB' % (url, safe_io.size_text(
+                                                MAX_SAMPLE_BYTES)))
+                text = body.getvalue().decode('utf-8')
         except (urllib.error.URLError, OSError, UnicodeDecodeError) as e:
             raise SourceUnavailable('%s: %s' % (url, getattr(e, 'reason', e))) from None
         if not text.startswith(schema.HEADER_LINE):
@@ -177,7 +187,15 @@ def fetch_tfx_csv(wheel=None, timeout=300):
             wheel = os.path.join(tmp, wheels[0])
         try:
             with zipfile.ZipFile(wheel) as archive:
-                return archive.read(TFX_CSV_PATH).decode('utf-8')
+                info = archive.getinfo(TFX_CSV_PATH)
+                # The real CSV is about 2 MB; a member declaring far more, or inflating
+                # like a "zip bomb", is not read into memory.
+                if (info.file_size > MAX_SAMPLE_BYTES
+                        or info.file_size > 100 * max(1, info.compress_size)):
+                    raise SourceUnavailable(
+                        '%s: %s inflates from %d to %d bytes; the real one is about 2 MB'
+                        % (wheel, TFX_CSV_PATH, info.compress_size, info.file_size))
+                return archive.read(info).decode('utf-8')
         except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
             raise SourceUnavailable('%s: no readable %s (%s)' % (wheel, TFX_CSV_PATH, e)) from None
 
@@ -269,13 +287,13 @@ def parse_args(argv=None):
         'python -m taxi_estimator.data',
         'Fetch Chicago Taxi trips, clean them like the AI Platform sample and write '
         '%s and %s.' % (TRAIN_FILE, EVAL_FILE))
-    parser.add_argument('--out-dir', required=True,
+    parser.add_argument('--out-dir', type=flags.path, required=True,
                         help='Directory (local or gs://) for the two CSV files.')
     parser.add_argument('--source', choices=('auto', 'sample', 'tfx'), default='auto',
                         help='auto: the sample CSVs, else the tfx wheel.')
     parser.add_argument('--sample-url-prefix', default=SAMPLE_URL_PREFIX,
                         help='HTTP(S) folder holding the sample CSVs (e.g. a mirror).')
-    parser.add_argument('--tfx-wheel', default=None,
+    parser.add_argument('--tfx-wheel', type=flags.path, default=None,
                         help='A downloaded %s wheel to read the trips from instead '
                              'of running pip download.' % TFX_REQUIREMENT)
     parser.add_argument('--eval-fraction', type=_fraction, default=0.2,

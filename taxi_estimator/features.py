@@ -85,13 +85,26 @@ class StatsAccumulator:
         moments[0] = total
 
     def stats(self):
-        """{column: {'mean', 'std'}}; a column without values gets 0 and 1."""
+        """{column: {'mean', 'std'}}; a column without values gets 0 and 1, one
+        whose values are all (nearly) equal std 1 (`min_std`)."""
         result = {}
         for column, (count, mean, m2) in self._moments.items():
+            mean = mean if count else 0.0
             std = math.sqrt(m2 / count) if count else 0.0
-            result[column] = {'mean': mean if count else 0.0,
-                              'std': std if std > 0 else 1.0}
+            result[column] = {'mean': mean, 'std': std if std >= min_std(mean) else 1.0}
         return result
+
+
+# The z-scores are computed in float32 (about 7 significant digits): a std
+# below a millionth of the mean's magnitude is below the precision of the
+# values themselves, and only makes z-scores overflow.
+_MIN_RELATIVE_STD = 1e-6
+STATS_MAX_BYTES = 1 << 20  # a statistics file is a few hundred bytes
+
+
+def min_std(mean):
+    """The smallest std `check_stats` accepts for a feature with this mean."""
+    return _MIN_RELATIVE_STD * max(1.0, abs(mean))
 
 
 def load_stats(path, what='--feature-stats'):
@@ -100,9 +113,10 @@ def load_stats(path, what='--feature-stats'):
     Raises:
       UserInputError: the file is missing, not JSON, or lacks a feature.
     """
-    text = safe_io.read_text(path, what)
+    text = safe_io.read_text(path, what, max_bytes=STATS_MAX_BYTES,
+                             regular=what != '--feature-stats')
     try:
-        stats = json.loads(text)
+        stats = safe_io.parse_json(text)
     except ValueError as e:
         raise UserInputError('%s %s: not valid JSON (%s)' % (what, path, e)) from None
     return check_stats(stats, '%s %s' % (what, path))
@@ -111,8 +125,11 @@ def load_stats(path, what='--feature-stats'):
 def check_stats(stats, where):
     """The statistics as {feature: {'mean': float, 'std': float}}, checked.
 
-    Every float feature needs a finite mean and a finite std > 0: anything
-    else would turn every z-score into NaN or infinity.
+    Every float feature needs a finite mean within the feature's valid range
+    (`schema.FLOAT_RANGES`: the mean of valid values is a valid value) and a
+    std from `min_std(mean)` up to the width of that range: anything else
+    turns the float32 z-scores into infinities or NaN, and training (and
+    every later run on the job-dir) fails.
 
     Raises:
       UserInputError: naming `where` and the first bad feature.
@@ -128,7 +145,18 @@ def check_stats(stats, where):
             raise UserInputError(
                 '%s: feature %r needs {"mean": number, "std": number > 0}'
                 % (where, column))
-        result[column] = {'mean': float(entry['mean']), 'std': float(entry['std'])}
+        mean, std = float(entry['mean']), float(entry['std'])
+        low, high = schema.FLOAT_RANGES[column]
+        if not low <= mean <= high:
+            raise UserInputError('%s: feature %r has mean %g, outside the range of its '
+                                 'values [%g, %g]' % (where, column, mean, low, high))
+        if not min_std(mean) <= std <= high - low:
+            raise UserInputError(
+                '%s: feature %r has std %g; expected %g to %g (a smaller one is below '
+                'the precision of float32 values near the mean %g, a larger one wider '
+                'than the range of its values)'
+                % (where, column, std, min_std(mean), high - low, mean))
+        result[column] = {'mean': mean, 'std': std}
     return result
 
 
@@ -152,7 +180,12 @@ def resolve_stats(job_dir, computed, supplied_path=None):
     recorded_path = os.path.join(job_dir, STATS_FILE)
     supplied = load_stats(supplied_path) if supplied_path else None
     if tf.io.gfile.exists(recorded_path):
-        recorded = load_stats(recorded_path, what='--job-dir file')
+        try:
+            recorded = load_stats(recorded_path, what='--job-dir file')
+        except UserInputError as e:
+            raise UserInputError('%s; the checkpoints in --job-dir were trained with the '
+                                 'statistics it held: restore it, or use a new --job-dir'
+                                 % e) from None
         if supplied is not None and supplied != recorded:
             raise UserInputError(
                 '--feature-stats %s differs from %s, which the checkpoints in '

@@ -17,6 +17,7 @@ The serving input functions accept the same features in three encodings
 `csv_row` string in `schema.FEATURES` order) and EXAMPLE (one serialized
 `tf.train.Example` per instance, input `examples`).
 """
+import codecs
 import csv
 import dataclasses
 import json
@@ -95,6 +96,13 @@ def resolve_files(patterns, flag):
             if tf.io.gfile.isdir(path):
                 raise UserInputError('%s %s: %s is a directory; expected CSV files '
                                      '(use a glob like DIR/*.csv)' % (flag, pattern, path))
+            kind = safe_io.not_a_regular_file(path)
+            if kind:
+                raise UserInputError(
+                    '%s %s is %s, not a regular file (a process substitution <(...) '
+                    'is a pipe): training reads its files more than once (this check, '
+                    'then every epoch) and a pipe gives its rows only once; write them to '
+                    'a file and pass that' % (flag, path, kind))
             if path not in files:
                 files.append(path)
     return tuple(files)
@@ -253,11 +261,11 @@ def _checked_chunk(lines):
 def _scan_file(path, where, accumulator):
     """Checks one file line by line, as TensorFlow reads it; returns its row count."""
     rows = number = 0
-    with tf.io.gfile.GFile(path, 'r') as f:
-        for number, line in enumerate(f, 1):
+    with tf.io.gfile.GFile(path, 'rb') as f:
+        for number, line in _lines(f, where):
             if number == 1:  # TensorFlow skips the header line, byte order mark and all
                 line = line[1:] if line.startswith(safe_io.BOM) else line
-            fields = _split_line(line.rstrip('\n').rstrip('\r'), where, number)
+            fields = _split_line(line, where, number)
             if number == 1:
                 _check_header(fields, where)
                 continue
@@ -282,6 +290,58 @@ def _scan_file(path, where, accumulator):
     return rows
 
 
+# A taxi row is a few hundred characters; a longer line is not a row of the
+# layout, and is refused before it is held in memory whole (a file without
+# line breaks would be read into memory at once).
+MAX_LINE_CHARS = 1 << 16
+_READ_BYTES = 1 << 20
+
+
+def _lines(f, where):
+    """(number, text) of each line of the binary file `f`, as TensorFlow splits them.
+
+    TensorFlow's `TextLineDataset` ends lines at LF only and drops the CR of a
+    CRLF; so does this. A file whose lines end in a CR alone is one long line
+    for TensorFlow: it is refused with that reason, as is any line longer
+    than `MAX_LINE_CHARS`.
+
+    Raises:
+      UnicodeDecodeError: the file is not UTF-8.
+      UserInputError: CR-only line ends, or a line too long.
+    """
+    decoder = codecs.getincrementaldecoder('utf-8')()
+    pending = ''
+    number = 0
+    while True:
+        chunk = f.read(_READ_BYTES)
+        pending += decoder.decode(chunk, final=not chunk)
+        lines = pending.split('\n')
+        pending = lines.pop()
+        if not chunk and pending:
+            lines.append(pending)
+            pending = ''
+        for line in lines:
+            number += 1
+            _check_length(line, where, number)
+            yield number, line[:-1] if line.endswith('\r') else line
+        _check_length(pending, where, number + 1)
+        if not chunk:
+            return
+
+
+def _check_length(line, where, number):
+    if number == 1 and '\r' in line[:-1]:  # the header has no quoted fields
+        raise UserInputError(
+            '%s line %d: lines end in a carriage return alone (CR, as old Mac programs '
+            'wrote them), but TensorFlow\'s CSV reader ends lines at line feeds (LF) '
+            'only; convert the line ends, e.g. with tr \'\\r\' \'\\n\''
+            % (where, number))
+    if len(line) > MAX_LINE_CHARS:
+        raise UserInputError('%s line %d is longer than %d characters; a row of the taxi '
+                             'layout has %d short fields (is this the right file?)'
+                             % (where, number, MAX_LINE_CHARS, len(schema.COLUMNS)))
+
+
 # A CSV line as TensorFlow's decode_csv accepts it: fields are bare (no quotes,
 # no line breaks) or enclosed in double quotes with inner quotes doubled.
 _FIELD = r'(?:"(?:[^"]|"")*"|[^",\r\n]*)'
@@ -297,7 +357,10 @@ def _split_line(text, where, number):
             '%s line %d: malformed CSV quoting; a field with a comma or a double quote '
             'must be enclosed in double quotes, with inner quotes doubled, and rows '
             'cannot span lines' % (where, number))
-    return next(csv.reader([text]), [])
+    try:
+        return next(csv.reader([text]), [])
+    except csv.Error as e:  # e.g. a field beyond csv.field_size_limit()
+        raise UserInputError('%s line %d: %s' % (where, number, e)) from None
 
 
 def _check_header(header, where):

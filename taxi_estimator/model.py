@@ -134,10 +134,9 @@ def _evaluation_spec(predictions, labels):
             'accuracy': metrics.accuracy(labels, classes),
             'precision': metrics.precision(labels, classes),
             'recall': metrics.recall(labels, classes),
-            'auc': metrics.auc(labels, probabilities, num_thresholds=200),
-            'auc_precision_recall': metrics.auc(labels, probabilities, curve='PR',
-                                                num_thresholds=200,
-                                                summation_method='careful_interpolation'),
+            'auc': _auc(labels, probabilities, curve='ROC'),
+            'auc_precision_recall': _auc(labels, probabilities, curve='PR',
+                                         summation_method='careful_interpolation'),
             'average_loss': metrics.mean(per_example),
             'label/mean': label_mean,
             'prediction/mean': metrics.mean(probabilities),
@@ -146,6 +145,23 @@ def _evaluation_spec(predictions, labels):
         }
     return tf.estimator.EstimatorSpec(tf.estimator.ModeKeys.EVAL, loss=loss,
                                       predictions=predictions, eval_metric_ops=ops)
+
+
+def _auc(labels, probabilities, **kwargs):
+    """`tf.compat.v1.metrics.auc` with 200 thresholds, NaN once any probability is not finite.
+
+    Its own range check fails the whole evaluation on a NaN probability: a
+    checkpoint saved just before a run diverged (finite variables whose next
+    loss is not) would end the run in a traceback instead of the divergence
+    line (`hooks.StopOnDivergenceHook`).
+    """
+    finite = tf.math.is_finite(probabilities)
+    auc, auc_update = tf.compat.v1.metrics.auc(
+        labels, tf.where(finite, probabilities, tf.zeros_like(probabilities)),
+        num_thresholds=200, **kwargs)
+    bad, bad_update = tf.compat.v1.metrics.mean(1.0 - tf.cast(finite, tf.float32))
+    return (tf.where(bad > 0, tf.constant(float('nan')), auc),
+            tf.group(auc_update, bad_update))
 
 
 def _with_default_signature(spec):

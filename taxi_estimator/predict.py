@@ -36,15 +36,15 @@ def parse_args(argv=None):
         'python -m taxi_estimator.predict',
         'Predict with a SavedModel exported by taxi_estimator.task; prints one JSON '
         'line per instance with the class and the class probabilities.')
-    parser.add_argument('--model-dir', required=True,
+    parser.add_argument('--model-dir', type=flags.path, required=True,
                         help='An export, <job-dir>/export/<timestamp>, or '
                              '<job-dir>/export to use its newest export.')
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument('--json-instances',
+    source.add_argument('--json-instances', type=flags.path,
                         help='Newline-delimited JSON: one object per line with every '
                              'feature (null for a missing value); or a TensorFlow '
                              'Serving request body, {"instances": [{...}, ...]}.')
-    source.add_argument('--csv-instances',
+    source.add_argument('--csv-instances', type=flags.path,
                         help='CSV with a header line naming every feature (a tip '
                              'column is ignored; empty fields are missing values).')
     parser.add_argument('--batch-size', type=flags.positive_int, default=256,
@@ -90,7 +90,7 @@ def read_json_instances(path, text):
             continue
         where = '--json-instances %s line %d' % (path, number)
         try:
-            raw = json.loads(line)
+            raw = safe_io.parse_json(line)
         except ValueError as e:
             raise UserInputError('%s: not valid JSON (%s)' % (where, e)) from None
         if not isinstance(raw, dict):
@@ -103,7 +103,7 @@ def read_json_instances(path, text):
 def _serving_request(text):
     """The parsed body if `text` is one JSON object with `instances`, else None."""
     try:
-        body = json.loads(text)
+        body = safe_io.parse_json(text)
     except ValueError:
         return None
     return body if isinstance(body, dict) and 'instances' in body else None
@@ -129,9 +129,21 @@ def _request_instances(path, body):
 
 
 def read_csv_instances(path, text):
-    """Parsed instances from CSV text with a header line."""
-    reader = csv.reader(io.StringIO(text))
+    """Parsed instances from CSV text with a header line.
+
+    Lines may end in LF, CRLF or CR alone; a quoted field may span lines.
+    """
     where = '--csv-instances %s' % path
+    # newline='': the csv module splits the lines itself, at any line end.
+    reader = csv.reader(io.StringIO(text, newline=''))
+    try:
+        return _csv_instances(reader, where)
+    except csv.Error as e:  # e.g. a field beyond csv.field_size_limit()
+        raise UserInputError('%s line %d: not CSV that Python\'s csv module reads (%s)'
+                             % (where, reader.line_num, e)) from None
+
+
+def _csv_instances(reader, where):
     header = next(reader, None)
     if header is None:
         return []

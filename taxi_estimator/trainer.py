@@ -73,12 +73,12 @@ class TaxiTrainer(declaration.Trainer):
         parser.epilog = (
             'Without --train-steps the step target is --num-epochs passes over the '
             'training rows: ceil(num_epochs * train_size / batch_size).')
-        parser.add_argument('--train-files', nargs='+', required=True,
+        parser.add_argument('--train-files', type=flags.path, nargs='+', required=True,
                             help='Training CSV files or globs, local or gs://, each with '
                                  'the header line of the sample layout; or one cache '
                                  'directory of python -m taxi_estimator.cache (data '
                                  'larger than memory).')
-        parser.add_argument('--eval-files', nargs='+', required=True,
+        parser.add_argument('--eval-files', type=flags.path, nargs='+', required=True,
                             help='Evaluation CSV files or globs, local or gs://; or one '
                                  'cache directory.')
         group = parser.add_argument_group('model')
@@ -118,7 +118,7 @@ class TaxiTrainer(declaration.Trainer):
         group.add_argument('--dropout-prob', type=flags.unit_interval, default=0.5,
                            help='Probability of dropping a DNN unit while training (0: '
                                 'no dropout).')
-        group.add_argument('--feature-stats', default=None,
+        group.add_argument('--feature-stats', type=flags.path, default=None,
                            help='JSON file {feature: {"mean": m, "std": s}} with the '
                                 'normalisation statistics of trip_miles, trip_seconds, '
                                 'fare and the coordinates (default: computed from '

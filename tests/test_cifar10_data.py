@@ -5,6 +5,8 @@ import json
 import os
 import pickle
 import shutil
+import struct
+import tarfile
 import threading
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import cifar10_archive
+import resources
 from cifar10_estimator import data
 from cifar10_estimator import generate_cifar10_tfrecords as gen
 from cifar10_estimator import layout
@@ -261,3 +264,151 @@ def test_data_dir_of_another_user_is_refused(cifar10_tarball, tmp_path):
     proc = run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball)
     one_error_line(proc, '--data-dir %s is owned by user nobody' % data_dir)
     assert os.listdir(data_dir) == []
+
+
+# --- declared sizes and archive bombs ---------------------------------------------------
+
+class _Reduces:
+    """Pickles to `function(*args)`, as a crafted batch would."""
+
+    def __init__(self, function, *args):
+        self.call = (function, args)
+
+    def __reduce__(self):
+        return self.call
+
+
+@pytest.mark.parametrize('data, declared', [
+    (_Reduces(np.core.multiarray._reconstruct, np.ndarray, (10 ** 8, 3072), b'B'),
+     'it declares an array of shape (100000000, 3072) before its data'),
+    (_Reduces(np.ndarray, (10 ** 8, 3072), 'B'),
+     'it constructs an array of a declared shape directly, which a CIFAR-10 batch never '
+     'does'),
+], ids=['reconstruct', 'ndarray'])
+def test_batch_declaring_hundreds_of_gib_is_refused_before_allocating(tmp_path, data,
+                                                                      declared):
+    """An array header declaring 279 GiB was a MemoryError traceback (or, for a size
+    the kernel lets it reserve, memory filled later): no declared shape is
+    allocated before the bytes that fill it are read."""
+    raw = pickle.dumps({b'data': data, b'labels': [0]}, protocol=2)
+    archive = _evil_archive(tmp_path / 'src', 'data_batch_2', raw)
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    assert one_error_line(proc, '--source %s member cifar-10-batches-py/data_batch_2: '
+                          'not a CIFAR-10 python batch' % archive) == (
+        'error: --source %s member cifar-10-batches-py/data_batch_2: not a CIFAR-10 python '
+        'batch (%s); nothing in it was run' % (archive, declared))
+    assert tree_bytes(tmp_path / 'data') == {}
+
+
+def _zeros(size):
+    """A file object of `size` zero bytes, read in 1 MiB pieces."""
+    class Zeros:
+        left = size
+
+        def read(self, n=-1):
+            n = min(self.left, 1 << 20 if n is None or n < 0 else n)
+            self.left -= n
+            return b'\0' * n
+    return Zeros()
+
+
+def test_archive_with_a_gib_member_is_refused_unread(tmp_path):
+    """A 1 MiB archive whose first member inflates to 1 GiB was extracted to disk whole
+    before the batches were read; only batch members are extracted now, each checked
+    from its header first, so this one is refused before a byte of it is read."""
+    batches = cifar10_archive.write_batches(str(tmp_path / 'src'), per_batch=20,
+                                            test_size=20)
+    archive = tmp_path / 'cifar-10-python.tar.gz'
+    with tarfile.open(archive, 'w:gz', compresslevel=1) as tar:
+        bomb = tarfile.TarInfo('cifar-10-batches-py/readme.html')
+        bomb.size = 1 << 30
+        tar.addfile(bomb, _zeros(bomb.size))
+        tar.add(batches, arcname='cifar-10-batches-py')
+    assert archive.stat().st_size < 8 << 20
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', archive)
+    assert one_error_line(proc, '--source') == (
+        'error: --source %s member cifar-10-batches-py/readme.html is 1 GiB; a CIFAR-10 '
+        'batch is about 30 MiB, and nothing in its archive is larger than 256 MiB'
+        % archive)
+    assert tree_bytes(tmp_path / 'data') == {}
+
+
+def test_batch_that_is_a_pipe_is_refused_without_blocking(tmp_path):
+    batches = cifar10_archive.write_batches(str(tmp_path / 'src'), per_batch=20,
+                                            test_size=20)
+    os.remove(os.path.join(batches, 'test_batch'))
+    os.mkfifo(os.path.join(batches, 'test_batch'))  # opening it would wait for a writer
+    proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--source', batches,
+                      timeout=120)
+    assert one_error_line(proc, '--source') == (
+        'error: --source %s is a pipe; expected a CIFAR-10 python batch file'
+        % os.path.join(batches, 'test_batch'))
+
+
+def _masked_crc(data):
+    """TFRecord's masked CRC-32C of `data`."""
+    crc = 0xffffffff
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xffffffff
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+
+
+def _declare_length(path, record, length):
+    """Makes record number `record` of a TFRecord file declare `length` bytes, with a
+    header checksum that holds (so TensorFlow's reader believes it)."""
+    with open(path, 'r+b') as f:
+        header = f.read(8)
+        stride = struct.unpack('<Q', header)[0] + 16
+        f.seek(record * stride)
+        declared = struct.pack('<Q', length)
+        f.write(declared + struct.pack('<I', _masked_crc(declared)))
+
+
+@pytest.mark.parametrize('record', [0, 7], ids=['first record', 'later record'])
+def test_record_declaring_a_tib_is_refused_before_tensorflow_reads_it(
+        cifar10_data_dir, tmp_path, record):
+    """TensorFlow allocates what a record header declares: 1 TiB crashed the trainer
+    (SIGSEGV) when it read that record, at the start or in the middle of training."""
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    _declare_length(data_dir / 'train.tfrecords', record, 1 << 40)
+    proc = run_module('cifar10_estimator.cifar10_main', '--data-dir', data_dir, '--job-dir',
+                      tmp_path / 'job', '--num-layers', '8', '--train-batch-size', '20',
+                      '--eval-batch-size', '50', '--train-steps', '2')
+    line = one_error_line(proc, '%s: the record at byte ' % (data_dir / 'train.tfrecords'))
+    assert line.endswith(' declares 1099511627776 bytes, more than %s; the file is corrupt '
+                         'or was made to crash its reader (TensorFlow allocates what a '
+                         'record declares); regenerate --data-dir'
+                         % ('the file holds' if record == 0 else 'a CIFAR-10 record')), line
+    assert not (tmp_path / 'job').exists()
+
+
+@pytest.mark.parametrize('metadata', [
+    '{"num_examples": {"train": Infinity, "validation": 1, "eval": 1}}',
+    '{"num_examples": ' + '[' * 50000 + ']' * 50000 + '}',
+], ids=['infinite count', 'deep nesting'])
+def test_metadata_with_absurd_contents_is_one_line(cifar10_data_dir, tmp_path, metadata):
+    """An infinite count was an OverflowError traceback, deep nesting a RecursionError."""
+    data_dir = tmp_path / 'data'
+    shutil.copytree(cifar10_data_dir, data_dir)
+    (data_dir / 'metadata.json').write_text(metadata)
+    with pytest.raises(UserInputError, match=r'metadata.json: expected \{"num_examples"'):
+        data.read_metadata(str(data_dir))
+
+
+@pytest.mark.parametrize('declared', [None, 1 << 40], ids=['endless', 'declares 1 TiB'])
+def test_download_that_never_ends_is_stopped_at_the_official_size(tmp_path, declared):
+    """A --url serving an endless stream filled the disk: the official archive's size
+    bounds what is read (its MD5 must match the official one anyway)."""
+    with resources.endless_download(declared) as url:
+        proc = run_module(GEN, '--data-dir', tmp_path / 'data', '--url', url,
+                          env={'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'},
+                          timeout=300)
+    assert one_error_line(proc, 'cannot download') == (
+        'error: cannot download %s: it serves more than the 170498071 bytes of the '
+        'official cifar-10-python.tar.gz; stopped reading (use the official archive or a '
+        'true mirror of it)' % url)
+    assert os.listdir(tmp_path / 'data') == []  # the partial download is removed

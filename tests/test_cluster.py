@@ -176,6 +176,16 @@ def test_addresses_and_label():
      'task.index -1 is out of range'),
     (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': 'one'})),
      'task.index must be an integer'),
+    # An infinite index was an OverflowError traceback; true and 1.5 were read as 1.
+    (json.dumps(VERTEX)[:-1] + ', "task": {"type": "worker", "index": 1e400}}',
+     'task.index must be an integer, got inf'),
+    (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': True})),
+     'task.index must be an integer, got True'),
+    (json.dumps(dict(VERTEX, task={'type': 'worker', 'index': 1.5})),
+     'task.index must be an integer, got 1.5'),
+    (json.dumps({'cluster': {'chief': ['c:1']}, 'task': {'type': 'chief'}})[:-1]
+     + ', "job": {"evaluatorCount": 1e400}}',
+     'job.evaluatorCount must be an integer >= 0, got inf'),
     (json.dumps({'cluster': {'chief': ['c:1'], 'master': ['m:1']},
                  'task': {'type': 'chief', 'index': 0}}),
      'both "chief" and "master"'),

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import zipfile
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ import tensorflow as tf
 
 import mnist_archive
 import processes
+import resources
 from cluster_helpers import assert_all_exited, Cluster, final_step, task_log
 from conftest import cli_env, REPO_ROOT, run_module
 from estimator_trainers.errors import UserInputError
@@ -436,3 +438,88 @@ def test_parameter_servers(cifar10_data_dir, tmp_path):
     assert _final_metrics(cluster.output)[1] > 0.6
     assert len(os.listdir(job_dir / 'export')) == 1
     assert_all_exited(cluster.pids())
+
+
+# Resource bombs: declared sizes and inflation, checked before anything is allocated.
+
+def _npz(path, arrays, raw=None, level=6):
+    """Writes an .npz of `arrays`; `raw` maps a name to (header dict, data chunks)
+    written as that member instead (a header that may lie about its data)."""
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED, compresslevel=level) as npz:
+        for name, array in arrays.items():
+            with npz.open(name + '.npy', 'w', force_zip64=True) as f:
+                np.lib.format.write_array(f, array)
+        for name, (header, chunks) in (raw or {}).items():
+            with npz.open(name + '.npy', 'w', force_zip64=True) as f:
+                np.lib.format.write_array_header_1_0(f, header)
+                for chunk in chunks:
+                    f.write(chunk)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _small_arrays(n=20):
+    x, y = mnist_archive.make_images(n, 0)
+    return dict(x_train=x, y_train=y, x_test=x, y_test=y)
+
+
+BOMBS = {
+    'declared TiB': (
+        lambda path: _npz(path, {k: v for k, v in _small_arrays().items() if k != 'x_train'},
+                          raw={'x_train': ({'descr': '|u1', 'fortran_order': False,
+                                            'shape': (10 ** 9, 28, 28)}, [b'\0' * 784])}),
+        r'x_train.npy declares a uint8 array \[1000000000, 28, 28\] of 730.2 GiB, '
+        r'but the archive holds 784 bytes of data for it'),
+    'inflates 1.5 GB': (
+        lambda path: _npz(path, dict(_small_arrays(), y_train=np.zeros(1900000, np.uint8)),
+                          raw={'x_train': ({'descr': '|u1', 'fortran_order': False,
+                                            'shape': (1900000, 28, 28)},
+                                           [b'\0' * (28 * 28 * 100000)] * 19)}, level=9),
+        r'x_train.npy inflates from [\d.]+ MiB to 1.4 GiB \(\d+ times\); image '
+        r'data compresses far less, so it is refused unread'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BOMBS))
+def test_npz_bombs_are_refused_before_allocating(case, tmp_path):
+    """A header declaring 730 GiB was a MemoryError traceback; an array inflating a
+    1 MB file to 1.5 GB was read into memory whole. Both are refused from the zip
+    entry and the .npy header, with the data step's memory bounded."""
+    build, expected = BOMBS[case]
+    source = tmp_path / 'mnist.npz'
+    sha256 = build(source)
+    assert source.stat().st_size < 2 << 20  # a 1.4 MB file
+    proc, peak = resources.run_measured(DATA_STEP, '--data-dir', tmp_path / 'data',
+                                        '--source', source, '--sha256', sha256)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert re.fullmatch('error: --source %s: %s' % (re.escape(str(source)), expected),
+                        _error_line(proc)), _error_line(proc)
+    # The same command refusing a file at once: what the process needs anyway.
+    (tmp_path / 'empty.npz').write_bytes(b'')
+    _, baseline = resources.run_measured(DATA_STEP, '--data-dir', tmp_path / 'data',
+                                         '--source', tmp_path / 'empty.npz', '--sha256',
+                                         hashlib.sha256(b'').hexdigest())
+    assert peak < baseline + (256 << 20), (peak, baseline)
+    assert not (tmp_path / 'data').exists()
+    # The trainer reads the file the same way.
+    proc = _train(tmp_path, tmp_path / 'job', '--train-steps', '5', check=2)
+    assert re.fullmatch('error: %s: %s' % (re.escape(str(source)), expected),
+                        _error_line(proc)), _error_line(proc)
+
+
+def test_npy_where_an_npz_is_expected_is_one_line(tmp_path):
+    """It was a TypeError traceback."""
+    np.save(tmp_path / 'mnist.npz', np.zeros((20, 28, 28), np.uint8))
+    os.rename(tmp_path / 'mnist.npz.npy', tmp_path / 'mnist.npz')
+    proc = _train(tmp_path, tmp_path / 'job', '--train-steps', '5', check=2)
+    assert _error_line(proc) == (
+        'error: %s is a .npy file (one array); expected an .npz archive of the arrays '
+        'x_train, y_train, x_test, y_test (numpy.savez)' % (tmp_path / 'mnist.npz'))
+
+
+def test_download_declaring_a_tib_is_not_read(tmp_path):
+    with resources.endless_download(1 << 40) as url:
+        proc = run_module(DATA_STEP, '--data-dir', tmp_path / 'data', '--url', url,
+                          env={'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'}, check=2)
+    assert _error_line(proc) == ('error: cannot download %s: it serves more than 1 GiB, and '
+                                 'mnist.npz is about 11 MB; stopped reading' % url)
+    assert not (tmp_path / 'data').exists()

@@ -82,3 +82,21 @@ def test_gcs_lease_is_exclusive(client, monkeypatch):
         first.release()
         assert emulator.list_objects('bucket', 'job') == []
         lease.Lease(job_dir, 'cluster-b', 'chief-0').acquire().release()
+
+
+@pytest.mark.parametrize('text', [
+    '{"token": "t", "cluster_id": "c", "host": "h", "pid": "x", "pid_start": "1", '
+    '"task": "local", "heartbeat": 1}',
+    '{"token": "t", "cluster_id": "c", "host": "h", "pid": 7, "pid_start": "1", '
+    '"task": "local", "heartbeat": null}',
+    '[' * 100000 + ']' * 100000,
+], ids=['pid-text', 'heartbeat-null', 'deep-nesting'])
+def test_garbled_lease_is_unreadable_and_taken_over(tmp_path, text):
+    """A lease with wrong field types or nesting too deep for Python's JSON reader is
+    taken over as unreadable (it was a TypeError or RecursionError traceback)."""
+    (tmp_path / job_dir.LEASE_FILE).write_text(text)
+    lines = []
+    taken = lease.Lease(str(tmp_path), 'local-y', 'local', log=lines.append).acquire()
+    taken.release()
+    assert lines == ['Job-dir lease: taking over the stale lease of LEASE.json: it is '
+                     'unreadable']

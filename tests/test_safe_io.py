@@ -1,5 +1,6 @@
 """safe_io and job_dir.check_owner: writing where another local user was first."""
 import os
+import threading
 
 import pytest
 
@@ -83,3 +84,46 @@ def test_staged_files_publish_whole_sets_or_nothing(tmp_path):
             with open(os.path.join(staging, 'a.txt'), 'w') as f:
                 f.write('new')
     assert _snapshot(tmp_path) == before
+
+
+def _planted_link(tmp_path, name):
+    """A symlink `name` in tmp_path to a directory of ours, given to user nobody."""
+    victim = tmp_path / 'victim'
+    victim.mkdir(exist_ok=True)
+    (victim / 'precious').write_text('kept')
+    link = tmp_path / name
+    os.symlink(victim, link)
+    os.lchown(link, 65534, 65534)
+    return link
+
+
+@needs_root
+def test_symlink_of_another_user_is_refused_wherever_it_leads(tmp_path):
+    """A job-dir that is someone else's symlink to a directory of ours was followed."""
+    link = _planted_link(tmp_path, 'taxi')
+    with pytest.raises(UserInputError, match=r'^--job-dir %s is a symlink owned by user '
+                       r'nobody \(uid 65534\), not by you \(uid 0\); refusing to follow '
+                       r'it' % link):
+        job_dir.check_owner(str(link))
+    with pytest.raises(UserInputError, match=r'^--log-dir %s/logs: %s is a symlink owned '
+                       r'by user nobody' % (link, link)):
+        safe_io.check_owner(str(link / 'logs'), '--log-dir')
+    own = tmp_path / 'mine'
+    os.symlink(tmp_path / 'victim', own)
+    job_dir.check_owner(str(own))  # our own symlink is fine
+
+
+def test_listed_checkpoint_does_not_wait_on_a_named_pipe(tmp_path):
+    """The launcher names the checkpoint a stopped job kept; a named pipe planted as
+    the state file would have blocked it for good."""
+    os.mkfifo(tmp_path / job_dir.CHECKPOINT_STATE_FILE)
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(
+        job_dir.listed_checkpoint(str(tmp_path))), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert answers == [None]
+    (tmp_path / 'job').mkdir()
+    (tmp_path / 'job' / 'checkpoint').write_text('model_checkpoint_path: "model.ckpt-5"\n')
+    assert job_dir.listed_checkpoint(str(tmp_path / 'job')) == str(
+        tmp_path / 'job' / 'model.ckpt-5')

@@ -1,9 +1,11 @@
 """The shell entry points: usage and argument errors (set-up: test_setup_venv.py)."""
+import os
 import shutil
 import subprocess
+import sys
 
 import processes
-from conftest import REPO_ROOT
+from conftest import cli_env, REPO_ROOT
 
 
 def _bash(script, *args, env=None, cwd=REPO_ROOT):
@@ -45,3 +47,21 @@ def test_experiment_help_and_errors(tmp_path):
         tmp_path / 'missing.yaml')
     proc = _bash('scripts/experiment.sh', 'configs/experiments/resume.yaml', '--bogus')
     assert proc.returncode == 2 and '--bogus' in proc.stderr.splitlines()[-1]
+
+
+def test_empty_job_dir_is_refused_not_replaced_by_a_default(tmp_path):
+    """`train-local.sh taxi --job-dir "$UNSET"` trained in the shared /tmp/taxi, and the
+    launcher with `--job-dir ''` wrote its task logs into ./logs."""
+    proc = _bash('scripts/train-local.sh', 'taxi', '--job-dir', '', '--', '--train-steps',
+                 '1')
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: --job-dir: expected a path, got '' (an unset variable?)"]
+    proc = processes.run([sys.executable, '-m', 'estimator_trainers.tools.launcher',
+                          '--job-dir', '', '--', 'true'], 120, cwd=tmp_path,
+                         env=cli_env(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: argument --job-dir: expected a path, got '' (an unset variable?) "
+        '(see --help)']
+    assert os.listdir(tmp_path) == []

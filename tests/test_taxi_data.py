@@ -4,10 +4,13 @@ import functools
 import http.server
 import os
 import random
+import re
 import threading
+import zipfile
 
 import pytest
 
+import resources
 import taxi_trips
 from conftest import one_error_line
 from conftest import run_module
@@ -179,3 +182,27 @@ def test_out_dir_owned_by_another_user_is_refused(tmp_path):
     os.chown(out, 65534, 65534)
     one_error_line(_run_tfx(tmp_path, out), '--out-dir %s is owned by user' % out)
     assert os.listdir(out) == []
+
+
+def test_sample_download_that_never_ends_falls_back_unread(tmp_path):
+    """A sample URL serving an endless stream was read into memory whole."""
+    wheel = taxi_trips.write_tfx_wheel(tmp_path / 'tfx.whl', _raw_trips())
+    with resources.endless_download() as url:
+        proc = run_module(MODULE, '--out-dir', tmp_path / 'out', '--sample-url-prefix',
+                          url.rsplit('/', 1)[0] + '/small/', '--tfx-wheel', wheel,
+                          env={'NO_PROXY': '127.0.0.1', 'no_proxy': '127.0.0.1'}, check=0)
+    assert re.search(r'serves more than 256 MiB; the sample CSVs are a few MB\); falling back '
+                     r'to the tfx wheel', proc.stderr), proc.stderr[-3000:]
+
+
+def test_tfx_wheel_whose_csv_inflates_like_a_bomb_is_not_read(tmp_path, refused_port):
+    wheel = tmp_path / 'tfx.whl'
+    with zipfile.ZipFile(wheel, 'w', zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open(data.TFX_CSV_PATH, 'w', force_zip64=True) as f:
+            for _ in range(300):
+                f.write(b'\0' * (1 << 20))
+    proc = run_module(MODULE, '--out-dir', tmp_path / 'out', '--source', 'tfx',
+                      '--tfx-wheel', wheel, check=2)
+    assert re.search(r'%s: %s inflates from \d+ to 314572800 bytes; the real one is about '
+                     r'2 MB' % (re.escape(str(wheel)), re.escape(data.TFX_CSV_PATH)),
+                     proc.stderr.strip().splitlines()[-1]), proc.stderr[-3000:]

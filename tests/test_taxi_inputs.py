@@ -1,15 +1,19 @@
 """Bad input to the taxi CLIs: one `error:` line naming file/line/column, exit 2,
 and the job-dir left as it was."""
+import argparse
 import glob
 import json
 import os
 import re
 import shutil
+import sys
 
 import pytest
 
 import taxi_trips
-from conftest import run_module
+import processes
+from conftest import cli_env, REPO_ROOT, run_module
+from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
@@ -128,6 +132,14 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
     (['--hidden-units', '64,9223372036854775808'],
      'error: argument --hidden-units: expected comma-separated positive integers like '
      "128,64, got '64,9223372036854775808' (see --help)"),
+    (['--hidden-units', '32,,16'],
+     'error: argument --hidden-units: expected comma-separated positive integers like '
+     "128,64, got '32,,16' (an empty item) (see --help)"),
+    (['--job-dir', ''],
+     "error: argument --job-dir: expected a path, got '' (an unset variable?) (see --help)"),
+    (['--feature-stats', ' '],
+     "error: argument --feature-stats: expected a path, got ' ' (an unset variable?) "
+     '(see --help)'),
 ])
 def test_bad_flags(tmp_path, good_lines, flags, expected):
     good = _write(tmp_path / 'good.csv', good_lines)
@@ -302,3 +314,172 @@ def test_byte_order_mark_of_spreadsheet_csvs_is_accepted(tmp_path, good_lines):
     proc = run_module('taxi_estimator.predict', '--model-dir', tmp_path / 'nothing',
                       '--csv-instances', instances, check=2)
     assert 'no SavedModel there' in _error_line(proc)  # the instances were read
+
+
+@pytest.mark.parametrize('text', ['32,,16', '32,16,', ',32', ' ', '32, ,16'])
+def test_int_list_flags_refuse_empty_items(text):
+    """`--hidden-units 32,,16` was read as 32,16: a typo must not change the model."""
+    with pytest.raises(argparse.ArgumentTypeError, match='expected comma-separated'):
+        flags.int_list(text)
+    assert flags.int_list(' 32, 16') == [32, 16]
+
+
+def test_empty_aip_model_dir_is_no_job_dir(tmp_path, good_lines):
+    """An empty $AIP_MODEL_DIR (an unset variable exported) does not become --job-dir ''."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      env={'AIP_MODEL_DIR': ''}, check=2)
+    assert _error_line(proc) == ('error: the following arguments are required: --job-dir '
+                                 '(see --help)')
+
+
+# --- parsers at their limits, line ends and pipes -------------------------------------
+
+def _long_field(lines):
+    """Line 2 with a company name beyond Python's csv field limit (131072)."""
+    fields = lines[1].split(',')
+    fields[schema.COLUMNS.index('company')] = 'x' * 200000
+    return [lines[0], ','.join(fields)] + lines[2:]
+
+
+@pytest.mark.parametrize('flag', ['train', 'eval'])
+@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe'])
+def test_csv_at_the_parsers_limits_is_one_line(tmp_path, good_lines, flag, case):
+    """A field beyond csv's limit was a `_csv.Error` traceback, CR-only line ends were
+    'malformed CSV quoting' and a process substitution was 'empty': each is now one
+    line that says what is wrong, before the job-dir is touched."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    bad = tmp_path / 'bad.csv'
+    if case == 'long field':
+        _write(bad, _long_field(good_lines))
+        expected = ('error: --%s-files %s line 2 is longer than 65536 characters; a row of '
+                    'the taxi layout has 17 short fields (is this the right file?)'
+                    % (flag, bad))
+    elif case == 'CR line ends':
+        bad.write_bytes('\r'.join(good_lines).encode() + b'\r')
+        expected = ('error: --%s-files %s line 1: lines end in a carriage return alone '
+                    '(CR, as old Mac programs wrote them), but TensorFlow\'s CSV reader '
+                    'ends lines at line feeds (LF) only; convert the line ends, e.g. with '
+                    "tr '\\r' '\\n'" % (flag, bad))
+    else:
+        bad = '<(cat %s)' % good
+        expected = re.compile(
+            r'error: --%s-files /dev/fd/\d+ is a pipe, not a regular file \(a process '
+            r'substitution <\(\.\.\.\) is a pipe\): training reads its files more than '
+            r'once \(this check, then every epoch\) and a pipe gives its rows only once; '
+            r'write them to a file and pass that' % flag)
+    paths = {'train': good, 'eval': good, flag: str(bad)}
+    command = ('exec %s -m taxi_estimator.task --train-files %s --eval-files %s --job-dir '
+               '%s --train-steps 10' % (sys.executable, paths['train'], paths['eval'],
+                                        tmp_path / 'job'))
+    proc = processes.run(['bash', '-c', command], 300, cwd=REPO_ROOT, env=cli_env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = _error_line(proc)
+    assert (expected.fullmatch(line) if case == 'pipe' else line == expected), line
+    assert not (tmp_path / 'job').exists()
+
+
+def test_crlf_and_a_missing_last_line_break_are_read(tmp_path, good_lines):
+    crlf = tmp_path / 'crlf.csv'
+    crlf.write_bytes('\r\n'.join(good_lines).encode() + b'\r\n')
+    unterminated = tmp_path / 'unterminated.csv'
+    unterminated.write_text('\n'.join(good_lines))
+    for path in (crlf, unterminated):
+        assert input_lib.scan([str(path)], '--train-files').rows == len(good_lines) - 1
+
+
+@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe', 'deep JSON'])
+def test_predict_instances_at_the_parsers_limits(tmp_path, good_lines, case):
+    """predict reads CR-only CSV and a process substitution (it reads its input once);
+    a field beyond csv's limit and JSON nested too deeply are one line (they were
+    `_csv.Error` and `RecursionError` tracebacks)."""
+    instances = tmp_path / 'instances.csv'
+    flag = '--csv-instances'
+    if case == 'long field':
+        _write(instances, _long_field(good_lines[:3]))
+    elif case == 'CR line ends':
+        instances.write_bytes('\r'.join(good_lines[:3]).encode())
+    elif case == 'pipe':
+        _write(tmp_path / 'rows.csv', good_lines[:3])
+        instances = '<(cat %s)' % (tmp_path / 'rows.csv')
+    else:
+        flag = '--json-instances'
+        instances = tmp_path / 'instances.json'
+        instances.write_text('{"instances": ' + '[' * 50000 + ']' * 50000 + '}')
+    command = 'exec %s -m taxi_estimator.predict --model-dir %s %s %s' % (
+        sys.executable, tmp_path / 'nothing', flag, instances)
+    proc = processes.run(['bash', '-c', command], 300, cwd=REPO_ROOT, env=cli_env())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = _error_line(proc)
+    if case == 'long field':
+        assert line == ('error: --csv-instances %s line 2: not CSV that Python\'s csv module '
+                        'reads (field larger than field limit (131072))' % instances)
+    elif case == 'deep JSON':
+        assert line == ('error: --json-instances %s line 1: not valid JSON (nested too '
+                        'deeply: more levels of [ and { than Python\'s JSON reader allows)'
+                        % instances)
+    else:  # the instances were read: the missing model is what stops it
+        assert line == ('error: --model-dir %s: no SavedModel there (expected '
+                        '<job-dir>/export/<timestamp> or <job-dir>/export)'
+                        % (tmp_path / 'nothing'))
+
+
+def test_tf_config_nested_too_deeply_is_one_line(tmp_path, good_lines):
+    good = _write(tmp_path / 'good.csv', good_lines)
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', tmp_path / 'job', env={
+                          'TF_CONFIG': '{"cluster": ' + '[' * 20000 + ']' * 20000 + '}'},
+                      check=2)
+    assert _error_line(proc) == ('error: TF_CONFIG is not valid JSON (nested too deeply: '
+                                 'more levels of [ and { than Python\'s JSON reader allows)')
+    assert not (tmp_path / 'job').exists()
+
+
+BAD_STATS = {
+    'absurd mean': (lambda: json.dumps(_stats(fare={'mean': 1e300, 'std': 12.0})),
+                    "feature 'fare' has mean 1e+300, outside the range of its values "
+                    "[0, 1e+09]"),
+    'tiny std': (lambda: json.dumps(_stats(trip_miles={'mean': 3.0, 'std': 1e-300})),
+                 "feature 'trip_miles' has std 1e-300; expected 3e-06 to 1e+09 (a smaller "
+                 'one is below the precision of float32 values near the mean 3, a larger '
+                 'one wider than the range of its values)'),
+    'deep nesting': (lambda: '[' * 100000 + ']' * 100000,
+                     'not valid JSON (nested too deeply: more levels of [ and { than '
+                     'Python\'s JSON reader allows)'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_STATS))
+def test_absurd_feature_stats_are_refused_on_read(tmp_path, good_lines, case):
+    """--feature-stats and a job-dir's feature_stats.json with an absurd mean, a tiny
+    std or JSON nested too deeply: one line, nothing written (they were accepted, and
+    every later run on the job-dir crashed; or a RecursionError)."""
+    text, expected = BAD_STATS[case][0](), BAD_STATS[case][1]
+    good = _write(tmp_path / 'good.csv', good_lines)
+    common = ['--train-files', good, '--eval-files', good, '--train-steps', '1',
+              '--batch-size', '16']
+    supplied = tmp_path / 'stats.json'
+    supplied.write_text(text)
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
+                      '--feature-stats', supplied, check=2)
+    assert _error_line(proc) == 'error: --feature-stats %s: %s' % (supplied, expected)
+    assert not (tmp_path / 'job').exists()
+
+    job_dir = tmp_path / 'recorded'
+    job_dir.mkdir()
+    (job_dir / 'feature_stats.json').write_text(text)
+    before = os.listdir(job_dir)
+    proc = run_module('taxi_estimator.task', *common, '--job-dir', job_dir, check=2)
+    assert _error_line(proc) == (
+        'error: --job-dir file %s: %s; the checkpoints in --job-dir were trained with the '
+        'statistics it held: restore it, or use a new --job-dir'
+        % (job_dir / 'feature_stats.json', expected))
+    assert os.listdir(job_dir) == before
+
+
+def test_statistics_of_a_constant_column_get_std_one():
+    accumulator = features.StatsAccumulator()
+    for value in (10.0, 10.0, 10.0 + 1e-9):
+        accumulator.add('fare', value)
+    assert accumulator.stats()['fare']['std'] == 1.0
+    features.check_stats(accumulator.stats(), 'computed')

@@ -452,10 +452,10 @@ def parse_args(argv=None):
         'Run COMMAND as every task of a TensorFlow cluster on this machine, one '
         'process per task with its own TF_CONFIG, like gcloud ai-platform local '
         'train --distributed. Usage: ... [options] -- COMMAND [ARGS...]')
-    parser.add_argument('--job-dir', required=True,
+    parser.add_argument('--job-dir', type=flags.path, required=True,
                         help='The trainer\'s --job-dir; task logs go to '
                              '<job-dir>/logs/<role>-<i>.log.')
-    parser.add_argument('--log-dir', default=None,
+    parser.add_argument('--log-dir', type=flags.path, default=None,
                         help='Local directory for the task logs instead of '
                              '<job-dir>/logs (needed when --job-dir is gs://).')
     parser.add_argument('--parameter-server-count', type=flags.non_negative_int,

@@ -108,6 +108,11 @@ def parse_args(argv):
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         raise UserInputError("unknown option '%s' (see --help)" % unknown[0])
+    for flag in ('--job-dir', '--data-dir'):
+        value = getattr(args, flag[2:].replace('-', '_'))
+        if value is not None and not value.strip():  # not the shared /tmp default
+            raise UserInputError('%s: expected a path, got %r (an unset variable?)'
+                                 % (flag, value), flag=flag)
     args.model = model
     return args, trainer_flags
 

@@ -14,6 +14,10 @@ run names, within a deadline, before any other gs:// request.
 import os
 import threading
 
+from estimator_trainers.errors import first_line
+from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import UserInputError
+
 MODULAR_FILESYSTEM_VAR = 'TF_USE_MODULAR_FILESYSTEM'
 
 
@@ -57,9 +61,6 @@ def check_buckets(paths, timeout_secs):
       TaskFailure: Cloud Storage does not answer within `timeout_secs`, or
         fails (offline, a proxy or firewall in the way, no credentials).
     """
-    from estimator_trainers.errors import first_line  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.errors import TaskFailure  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.errors import UserInputError  # pylint: disable=g-import-not-at-top
     buckets = {}
     for flag, path in paths:
         if path is not None and is_gcs_path(path):

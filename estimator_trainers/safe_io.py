@@ -11,8 +11,10 @@ TensorFlow's gfile under unique temp names and renamed (copy + delete).
 No TensorFlow import at module level: the local launcher uses this module.
 """
 import contextlib
+import hashlib
 import json
 import os
+import pwd
 import shutil
 import stat
 import tempfile
@@ -109,9 +111,8 @@ def _foreign_symlink(path, max_links=40):
 
 def _user_name(uid):
     try:
-        import pwd  # pylint: disable=g-import-not-at-top
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
-    except (ImportError, KeyError):
+    except KeyError:
         return 'uid %d' % uid
 
 
@@ -353,7 +354,6 @@ def staged_files(directory, names, flag):
 
 def file_digest(path, algorithm):
     """Hex digest (`hashlib` algorithm name, e.g. sha256) of a local file, read in 1 MiB chunks."""
-    import hashlib  # pylint: disable=g-import-not-at-top
     digest = hashlib.new(algorithm)
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''):

@@ -5,10 +5,11 @@ Two layers, checked by tests/test_layering.py:
 - Declarations, without TensorFlow (what `--help`, the registry and the tools
   import): `declaration` (Trainer, Runtime, Plan, Task), `cli` (a trainer's
   command line), `flags`, `errors`, `registry`, `cluster`, `checkpoints` (the
-  cadence), `job_dir` (the job-dir's names and rules), `process`.
+  cadence), `job_dir` (the job-dir's names and rules), `process`, `host`.
 - The runtime, with TensorFlow: `runner` (the order of a run), `training`,
   `evaluation`, `hooks`, `run_config`, `devices`, `distribution`, `faults`,
-  `lease`, `export`, `summaries`, `run_report`, `hypertune`, `sync_replicas`.
+  `lease`, `resume` (the checkpoints a run resumes from), `export`,
+  `summaries`, `run_report`, `hypertune`, `sync_replicas`.
 
 `tools` runs around training tasks and is never imported by one: the local
 launcher (`train-local.sh`) and the Vertex AI client (`train-cloud.sh`).

@@ -43,6 +43,7 @@ from estimator_trainers import gcs
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease
+from estimator_trainers import resume
 from estimator_trainers import run_config
 from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
@@ -89,10 +90,10 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     if args.random_seed is not None:
         make_deterministic(args.random_seed)
     params = trainer.model_params(args)
-    job_dir_lib.check_model_params(args.job_dir, params, write=False)
+    resume.check_model_params(args.job_dir, params, write=False)
     if cluster.is_chief:  # it restores them; nothing has been written yet
-        job_dir_lib.check_checkpoints(args.job_dir)
-        job_dir_lib.check_model_params(args.job_dir, params)  # recorded if absent
+        resume.check_checkpoints(args.job_dir)
+        resume.check_model_params(args.job_dir, params)  # recorded if absent
     if cluster.is_chief:
         runtime.prepare_job_dir(args, task, plan)
 

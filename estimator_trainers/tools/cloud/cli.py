@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 from estimator_trainers import flags
+from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
@@ -86,8 +87,8 @@ class Backend:
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
-        """The google-cloud-storage client of every storage call (`api.storage_client`)."""
-        return api.storage_client(project, credentials)
+        """The google-cloud-storage client of every storage call (`google_api.storage_client`)."""
+        return google_api.storage_client(project, credentials)
 
 
 def _credentials_source():
@@ -371,10 +372,10 @@ def create_job(vertex, collection, body, sub):
     """Creates the job; an executor image Vertex AI refuses gets the way out."""
     try:
         return vertex.create(collection, body)
-    except api.ApiError as e:
+    except google_api.ApiError as e:
         if sub.executor_image and e.status in (400, 403, 404) and \
                 'image' in str(e).lower():
-            raise api.ApiError('%s; Vertex AI refuses the executor image %s: drop '
+            raise google_api.ApiError('%s; Vertex AI refuses the executor image %s: drop '
                                '--executor-image-uri to build the image (--build-image), '
                                'or pass --image-uri' % (e, sub.executor_image),
                                e.status) from None

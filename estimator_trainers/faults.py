@@ -2,6 +2,8 @@
 
 - `check_job_dir`: a job-dir that is a file, on a read-only file system or
   under an unwritable parent is refused before training starts.
+- `check_buckets`: a gs:// bucket that does not exist or does not answer is
+  refused within a deadline, before TensorFlow's client retries for minutes.
 - `clean_leftovers`: what TensorFlow leaves when killed mid-save or on a full
   disk (`model.ckpt-N_temp/`, `graph.pbtxt.tmp<hex>`, `export/temp-<ts>/`) is
   removed by the chief at start, once it holds the job-dir lease.
@@ -26,6 +28,7 @@ import time
 import tensorflow as tf
 
 from estimator_trainers import distribution
+from estimator_trainers import gcs
 from estimator_trainers import hooks
 from estimator_trainers import host
 from estimator_trainers import job_dir as job_dir_lib
@@ -102,6 +105,63 @@ def clean_leftovers(job_dir, log):
         log('Removed %d leftover(s) of interrupted saves: %s'
             % (len(removed), ', '.join(os.path.basename(p) for p in removed)))
     return removed
+
+
+# --- Cloud Storage ----------------------------------------------------------
+
+def check_buckets(paths, timeout_secs):
+    """Refuses gs:// paths whose bucket does not exist or does not answer in time.
+
+    TensorFlow's built-in gs:// client retries a failing request for minutes
+    (ten times, with backoff), and on some errors (a bucket that does not
+    exist, for `makedirs`) loops for good: this asks once for every bucket a
+    run names, within a deadline, before any other gs:// request.
+
+    Args:
+      paths: (flag, path) pairs; paths that are not gs:// are skipped.
+      timeout_secs: how long all the buckets together may take to answer.
+
+    Raises:
+      UserInputError: a bucket does not exist.
+      TaskFailure: Cloud Storage does not answer within `timeout_secs`, or
+        fails (offline, a proxy or firewall in the way, no credentials).
+    """
+    buckets = {}
+    for flag, path in paths:
+        if path is not None and gcs.is_gcs_path(path):
+            buckets.setdefault(gcs.bucket_of(path), (flag, path))
+    if not buckets:
+        return
+    answers = {}
+
+    def ask():
+        # A daemon thread: one blocked inside TensorFlow's client cannot keep
+        # the process from ending with the line below.
+        for bucket in buckets:
+            try:
+                tf.io.gfile.stat(bucket)
+                answers[bucket] = None
+            except tf.errors.PermissionDeniedError:
+                answers[bucket] = None  # it exists; what may be done there shows later
+            except tf.errors.OpError as e:
+                answers[bucket] = e
+
+    thread = threading.Thread(target=ask, name='bucket-check', daemon=True)
+    thread.start()
+    thread.join(timeout_secs)
+    for bucket, (flag, path) in buckets.items():
+        if bucket not in answers:
+            raise TaskFailure(
+                '%s %s: Cloud Storage did not answer within %gs (offline, or a proxy or '
+                'firewall in the way?); --storage-timeout-secs sets how long to wait'
+                % (flag, path, timeout_secs), flag=flag, path=path)
+        error = answers[bucket]
+        if isinstance(error, tf.errors.NotFoundError):
+            raise UserInputError('%s %s: there is no bucket %s; create it or correct the '
+                                 'name' % (flag, path, bucket), flag=flag, path=path)
+        if error is not None:
+            raise TaskFailure('%s %s: cannot reach Cloud Storage (%s)'
+                              % (flag, path, first_line(error)), flag=flag, path=path)
 
 
 # --- full disk --------------------------------------------------------------

@@ -62,7 +62,8 @@ def storage_client(project, credentials, **options):
     """
     os.environ.setdefault(NO_BUCKET_METADATA_ENV, 'true')
     # Imported on first use, here and in `storage_call`: google-cloud-storage takes
-    # about 0.4 s to import, which every `--help` of the cloud tools would pay.
+    # about 0.4 s to import, which every `--help` of the cloud tools would pay, and
+    # google-api-core warns (FutureWarning) before a command can quiet it.
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
     return storage.Client(project=project, credentials=credentials, **options)
 

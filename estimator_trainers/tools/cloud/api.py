@@ -33,6 +33,8 @@ def build(api, version, http, endpoint=None):
       endpoint: a root URL other than the document's (regional endpoints,
         emulators), with its scheme.
     """
+    # Imported on first use: it brings google-api-core, whose import warns
+    # (FutureWarning) before a command can quiet it (`logs.quiet_google_python_notice`).
     from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
     options = {'api_endpoint': endpoint} if endpoint else None
     return discovery.build(api, version, http=http, client_options=options,

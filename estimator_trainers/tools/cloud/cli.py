@@ -18,6 +18,10 @@ import re
 import sys
 import tempfile
 
+import google.auth
+from google.auth import exceptions as auth_exceptions
+from google.auth.credentials import AnonymousCredentials
+
 from estimator_trainers import flags
 from estimator_trainers import google_api
 from estimator_trainers import registry
@@ -56,11 +60,9 @@ class Backend:
 
     def credentials(self):
         """Application Default Credentials and their project (maybe None)."""
-        import google.auth  # pylint: disable=g-import-not-at-top
-        from google.auth import exceptions  # pylint: disable=g-import-not-at-top
         try:
             return google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        except exceptions.DefaultCredentialsError as e:
+        except auth_exceptions.DefaultCredentialsError as e:
             raise UserInputError(
                 'no usable Application Default Credentials (%s): run `gcloud auth '
                 'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
@@ -411,7 +413,6 @@ def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name
 def _dry_run(out, sub, collection, body, sdist, context, build_body, bucket_uri,
              repository):
     """Prints the staging plan, the image build (if any) and the exact request."""
-    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
     anonymous = AnonymousCredentials()
     offline = jobs.VertexJobs(sub.project, sub.region, credentials=anonymous)
     if sdist:

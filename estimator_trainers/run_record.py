@@ -46,13 +46,14 @@ A SESSION (all times in seconds, rates in examples/sec):
 `recorder.Recorder` measures and writes the sessions; this module is the
 format and reading it (the machine's facts come from `host`), without TensorFlow at
 import (the experiment tools read records; a gs:// record is read through
-`tf.io.gfile`, imported then).
+`tf.io.gfile`, loaded then by `logs.import_tensorflow`).
 """
 import datetime
 import json
 import os
 
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import logs
 from estimator_trainers import safe_io
 
 FORMAT = 1
@@ -92,7 +93,7 @@ def read(job_dir):
 def _worker_labels(job_dir):
     directory = os.path.join(job_dir, job_dir_lib.WORKERS_DIR)
     if safe_io.is_remote(directory):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()
         if not tf.io.gfile.isdir(directory):
             return []
         return sorted(name.rstrip('/') for name in tf.io.gfile.listdir(directory))
@@ -116,7 +117,7 @@ def _read_sessions(record_path):
 
 def _read_text(record_path):
     if safe_io.is_remote(record_path):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()
         try:
             with tf.io.gfile.GFile(record_path) as f:
                 return f.read()

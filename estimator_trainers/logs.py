@@ -41,8 +41,9 @@ def import_tensorflow():
     """Imports TensorFlow, passing on what it prints to stderr except known noise.
 
     The one way a module without TensorFlow at import loads it on demand (a
-    gs:// path in `safe_io` and `run_record`, the experiment tool's readers),
-    so `--help` and local work never pay for it. The native library writes
+    gs:// path in `safe_io` and `run_record`, the experiment tool's readers,
+    the data steps once their flags are parsed), so `--help` and local work
+    never pay for it. The native library writes
     straight to file descriptor 2, so the import runs with it pointed at a
     temporary file, which is then replayed without the lines matching
     `_IMPORT_NOISE`. A failing import is replayed in full.

@@ -80,6 +80,7 @@ def storage_call(call, action, project, endpoint, retry=True):
       retry: retry transient failures (5xx, 429, connection errors) up to
         `NUM_RETRIES` times; only for calls that are safe to repeat.
     """
+    # On first use, as in `storage_client`: google-cloud-storage brings these.
     from google.api_core import exceptions as core_exceptions  # pylint: disable=g-import-not-at-top
     import requests  # pylint: disable=g-import-not-at-top
     retries_left = NUM_RETRIES if retry else 0

@@ -389,21 +389,29 @@ def _trainer(spec, base_dir, target, fail):
 
 
 def _module_trainer(module, package_dir, fail):
-    """The `TRAINER` that `module` (or its package's `trainer` module) declares."""
-    if package_dir and package_dir not in sys.path:
+    """The `TRAINER` that `module` (or its package's `trainer` module) declares.
+
+    `package_dir` is on the import path only while the declaration imports:
+    the sweep's points run in their own processes, and the path of this one
+    (registry discovery included) stays as it was.
+    """
+    saved_path = list(sys.path)
+    if package_dir:
         sys.path.insert(0, package_dir)
-    candidates = [module, module.split('.')[0] + '.' + registry.DECLARATION]
-    for name in candidates:
-        try:
-            declared = getattr(importlib.import_module(name), 'TRAINER', None)
-        except ImportError as e:
-            if name == module:
-                fail('module', 'cannot import %s (%s)%s' % (
-                    module, e, '' if package_dir else '; give `package:`, the directory '
-                    'it lives in'))
-            continue
-        if isinstance(declared, declaration.Trainer):
-            return declared
+    try:
+        for name in [module, module.split('.')[0] + '.' + registry.DECLARATION]:
+            try:
+                declared = getattr(importlib.import_module(name), 'TRAINER', None)
+            except ImportError as e:
+                if name == module:
+                    fail('module', 'cannot import %s (%s)%s' % (
+                        module, e, '' if package_dir else '; give `package:`, the '
+                        'directory it lives in'))
+                continue
+            if isinstance(declared, declaration.Trainer):
+                return declared
+    finally:
+        sys.path[:] = saved_path
     fail('module', '%s declares no TRAINER (a declaration.Trainer, as in '
          'docs/adding-a-trainer.md), so its flags cannot be checked' % module)
     return None

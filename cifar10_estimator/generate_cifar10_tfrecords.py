@@ -318,7 +318,7 @@ def read_batch(path, where=None):
 
 def write_tfrecords(batches, output_path):
     """Converts batches [(path, where)] to one TFRecord file; returns the count."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     count = 0
     with tf.io.TFRecordWriter(output_path) as writer:
         for path, where in batches:
@@ -344,7 +344,7 @@ def generate(data_dir, source=None, url=CIFAR_URL):
     Returns:
       The metadata dict ({'train': 40000, 'validation': 10000, ...}).
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     safe_io.check_owner(data_dir, '--data-dir')
     with tempfile.TemporaryDirectory() as work_dir:
         if source is None:

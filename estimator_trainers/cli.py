@@ -21,6 +21,7 @@ def main(trainer, argv=None):
     if warning:
         sys.stderr.write(warning + '\n')
     logs.configure(args.verbosity)
+    # The crossing into the runtime (TensorFlow), once the flags parsed.
     from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
     runner.run(trainer, args)
     return 0

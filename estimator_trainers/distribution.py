@@ -25,7 +25,6 @@ means with TensorFlow 2.15's Estimator:
 Parameter servers and evaluators never get a strategy: they serve variables
 or evaluate checkpoints. Evaluation always runs on one device.
 """
-import contextlib
 import dataclasses
 import socket
 import sys
@@ -34,7 +33,6 @@ import time
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import process
-from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
@@ -110,78 +108,8 @@ class Distribution:
         """All workers' batches form one global step (all-reduce strategies)."""
         return self.strategy in (MIRRORED, MULTI_WORKER_MIRRORED)
 
-    def make_train_distribute(self, log=None, inside_tensorflow=None):
-        """The `train_distribute` strategy for RunConfig, or None.
-
-        Built on demand because a multi-worker strategy reads TF_CONFIG and
-        configures the process's collective ops when created: call it after
-        `cluster.export_tf_config` and before anything starts TensorFlow's
-        runtime (running an op, listing logical devices).
-
-        Creating `multi_worker_mirrored` waits inside TensorFlow, holding the
-        interpreter lock, until every peer joins its collective set-up: no
-        signal handler and no thread of this process runs meanwhile. So the
-        peers are waited for first, in Python (`wait_for_peers`, listening on
-        this task's own port meanwhile so they can see it too), and the call
-        runs in `inside_tensorflow(what, deadline_secs, deadline_error)`
-        (`faults.Termination.inside_tensorflow`), which ends the task on a
-        signal, or when a peer that was up never joins within
-        `peer_timeout_secs` (TensorFlow itself would wait forever).
-
-        Args:
-          log: callable taking one line, for progress while waiting for peers.
-          inside_tensorflow: see above (default: the call runs unguarded).
-
-        Raises:
-          UserInputError: a peer never accepted connections, or this task's
-            own port is taken.
-          TaskFailure: the peers were reachable but the set-up failed.
-        """
-        if not self.builds_strategy:
-            return None
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
-        if self.strategy == MIRRORED:
-            on_gpus = all('gpu' in d.lower() for d in self.devices)
-            # Collective all-reduce between CPU devices can deadlock in a
-            # graph session on few cores; reducing on one device cannot.
-            return tf.distribute.MirroredStrategy(
-                list(self.devices),
-                cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
-        log = log or (lambda line: None)
-        wait_for_peers(self, log, listen=True)
-        peers = ', '.join('%s at %s' % peer for peer in self.peers)
-        log('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
-            '--peer-timeout-secs=%g)' % (peers, self.peer_timeout_secs))
-        guard = (inside_tensorflow or _unguarded)(
-            'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
-            'with %s' % peers, self.peer_timeout_secs,
-            TaskFailure('%s: the collective set-up of multi_worker_mirrored with %s (from '
-                        'TF_CONFIG) did not complete within %gs; did one of them die? '
-                        '(--peer-timeout-secs)' % (self.label, peers, self.peer_timeout_secs),
-                        flag='--peer-timeout-secs'))
-        try:
-            with guard:
-                return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
-        except RuntimeError as e:
-            raise RuntimeError(
-                'multi_worker_mirrored must be set up before TensorFlow starts its '
-                'runtime: build the RunConfig before running any TensorFlow op or '
-                'listing logical devices (%s)' % e) from e
-        except tf.errors.OpError as e:
-            raise TaskFailure(
-                '%s: the collective set-up of multi_worker_mirrored with %s (from '
-                'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
-                % (self.label, peers, first_line(e)), flag='--peer-timeout-secs') from None
-
-
-@contextlib.contextmanager
-def _unguarded(what, deadline_secs, deadline_error):
-    del what, deadline_secs, deadline_error
-    yield
-
-
 def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
-            max_worker_delay_secs=None, visible_gpus=None):
+            max_worker_delay_secs=None, visible_gpus):
     """Maps `--distribution-strategy` to this task's `Distribution`.
 
     Args:
@@ -189,7 +117,7 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
       cluster: `cluster.ClusterInfo` of this process.
       devices: this task's local devices (`/gpu:0`, ... or `/cpu:0`, ...).
       peer_timeout_secs, max_worker_delay_secs: see `Distribution`.
-      visible_gpus: GPUs this machine has (default: asked from TensorFlow);
+      visible_gpus: GPUs this machine has (`devices.gpu_count`);
         `multi_worker_mirrored` always uses all of them.
 
     Raises:
@@ -229,9 +157,6 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                              'rejects "master")')
     if name == MULTI_WORKER_MIRRORED:
         gpus = [d for d in devices if 'gpu' in d.lower()]
-        if visible_gpus is None:
-            from estimator_trainers import devices as devices_lib  # pylint: disable=g-import-not-at-top
-            visible_gpus = devices_lib.gpu_count()
         if gpus and len(gpus) != visible_gpus:
             raise UserInputError('multi_worker_mirrored replicates over all %d GPUs of '
                                  'each worker, not %d; drop --num-gpus or limit the GPUs '
@@ -277,11 +202,11 @@ def steps_per_loop(requested, default, distribution):
     return requested
 
 
-def from_flags(args, cluster, devices=('/cpu:0',)):
+def from_flags(args, cluster, devices=('/cpu:0',), *, visible_gpus):
     """`resolve` with the values of `flags.add_distribution_flags`."""
     return resolve(args.distribution_strategy, cluster, devices,
                    peer_timeout_secs=args.peer_timeout_secs,
-                   max_worker_delay_secs=args.max_worker_delay_secs)
+                   max_worker_delay_secs=args.max_worker_delay_secs, visible_gpus=visible_gpus)
 
 
 def _describe(cluster):
@@ -306,32 +231,6 @@ def _peers(strategy, cluster):
             if (job, index) != own:
                 peers.append(('%s-%d' % (job, index), address))
     return tuple(peers)
-
-
-def dense_gradient_aggregator(run_config):
-    """A Keras optimizer `gradient_aggregator` for `run_config`'s strategy, or None.
-
-    Under TF 2.15's multi_worker_mirrored in an Estimator graph, all-reducing
-    sparse gradients (IndexedSlices from embeddings and sparse linear columns)
-    fails with "Shape mismatch in the collective instance" as soon as workers'
-    slices differ in length. This aggregator makes them dense first and sums
-    them like any other gradient. None elsewhere, keeping Keras' default
-    (sparse gradients stay sparse, which matters with parameter servers).
-    """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    if not isinstance(run_config.train_distribute,
-                      tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
-        return None
-
-    def all_reduce_dense(grads_and_vars):
-        pairs = [(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g, v)
-                 for g, v in grads_and_vars]
-        present = [g for g, _ in pairs if g is not None]
-        reduced = iter(tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, present) if present else ())
-        return [(None if g is None else next(reduced), v) for g, v in pairs]
-
-    return all_reduce_dense
 
 
 def unreachable_peers(peers, timeout_secs, retry_secs=0.5, progress=None):
@@ -447,7 +346,7 @@ def watch_peers(distribution, stderr=None, poll_secs=None):
 
 
 class PeerWatch:
-    """The thread of `watch_peers`; `stop` it (or let its `hook` end) when training ends."""
+    """The thread of `watch_peers`; `stop` it when training ends (`hooks.CallAtEndHook`)."""
 
     def __init__(self, distribution, stderr, poll_secs=None):
         self._distribution = distribution
@@ -484,14 +383,3 @@ class PeerWatch:
                     'that task die? (--peer-timeout-secs)'
                     % (', '.join('%s at %s' % peer for peer in lost),
                        dist.peer_timeout_secs), flag='--peer-timeout-secs'))
-
-    def hook(self):
-        """A training hook that stops the watch when training ends."""
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
-        watch = self
-
-        class StopPeerWatchHook(tf.compat.v1.train.SessionRunHook):
-            def end(self, session):
-                watch.stop()
-
-        return StopPeerWatchHook()

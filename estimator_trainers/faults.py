@@ -2,6 +2,8 @@
 
 - `check_job_dir`: a job-dir that is a file, on a read-only file system or
   under an unwritable parent is refused before training starts.
+- `check_buckets`: a gs:// bucket that does not exist or does not answer is
+  refused within a deadline, before TensorFlow's client retries for minutes.
 - `clean_leftovers`: what TensorFlow leaves when killed mid-save or on a full
   disk (`model.ckpt-N_temp/`, `graph.pbtxt.tmp<hex>`, `export/temp-<ts>/`) is
   removed by the chief at start, once it holds the job-dir lease.
@@ -15,6 +17,7 @@
 """
 import contextlib
 import errno
+import logging
 import os
 import select
 import signal
@@ -22,8 +25,16 @@ import sys
 import threading
 import time
 
+import tensorflow as tf
+
+from estimator_trainers import distribution
+from estimator_trainers import gcs
+from estimator_trainers import hooks
+from estimator_trainers import host
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import lease as lease_lib
 from estimator_trainers import process
+from estimator_trainers import sentinel as sentinel_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
@@ -77,7 +88,6 @@ def clean_leftovers(job_dir, log):
     Call only while holding the job-dir lease: a running save of another
     process would lose its files. Returns the removed paths.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     removed = []
     for directory, patterns in job_dir_lib.leftover_places(job_dir):
         if not tf.io.gfile.isdir(directory):
@@ -95,6 +105,63 @@ def clean_leftovers(job_dir, log):
         log('Removed %d leftover(s) of interrupted saves: %s'
             % (len(removed), ', '.join(os.path.basename(p) for p in removed)))
     return removed
+
+
+# --- Cloud Storage ----------------------------------------------------------
+
+def check_buckets(paths, timeout_secs):
+    """Refuses gs:// paths whose bucket does not exist or does not answer in time.
+
+    TensorFlow's built-in gs:// client retries a failing request for minutes
+    (ten times, with backoff), and on some errors (a bucket that does not
+    exist, for `makedirs`) loops for good: this asks once for every bucket a
+    run names, within a deadline, before any other gs:// request.
+
+    Args:
+      paths: (flag, path) pairs; paths that are not gs:// are skipped.
+      timeout_secs: how long all the buckets together may take to answer.
+
+    Raises:
+      UserInputError: a bucket does not exist.
+      TaskFailure: Cloud Storage does not answer within `timeout_secs`, or
+        fails (offline, a proxy or firewall in the way, no credentials).
+    """
+    buckets = {}
+    for flag, path in paths:
+        if path is not None and gcs.is_gcs_path(path):
+            buckets.setdefault(gcs.bucket_of(path), (flag, path))
+    if not buckets:
+        return
+    answers = {}
+
+    def ask():
+        # A daemon thread: one blocked inside TensorFlow's client cannot keep
+        # the process from ending with the line below.
+        for bucket in buckets:
+            try:
+                tf.io.gfile.stat(bucket)
+                answers[bucket] = None
+            except tf.errors.PermissionDeniedError:
+                answers[bucket] = None  # it exists; what may be done there shows later
+            except tf.errors.OpError as e:
+                answers[bucket] = e
+
+    thread = threading.Thread(target=ask, name='bucket-check', daemon=True)
+    thread.start()
+    thread.join(timeout_secs)
+    for bucket, (flag, path) in buckets.items():
+        if bucket not in answers:
+            raise TaskFailure(
+                '%s %s: Cloud Storage did not answer within %gs (offline, or a proxy or '
+                'firewall in the way?); --storage-timeout-secs sets how long to wait'
+                % (flag, path, timeout_secs), flag=flag, path=path)
+        error = answers[bucket]
+        if isinstance(error, tf.errors.NotFoundError):
+            raise UserInputError('%s %s: there is no bucket %s; create it or correct the '
+                                 'name' % (flag, path, bucket), flag=flag, path=path)
+        if error is not None:
+            raise TaskFailure('%s %s: cannot reach Cloud Storage (%s)'
+                              % (flag, path, first_line(error)), flag=flag, path=path)
 
 
 # --- full disk --------------------------------------------------------------
@@ -122,7 +189,6 @@ def disk_full_error(job_dir):
 
 def last_good_checkpoint(job_dir):
     """Newest listed checkpoint of `job_dir` that restores (its step readable), or None."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     try:
         state = tf.train.get_checkpoint_state(job_dir)
     except tf.errors.OpError:
@@ -140,18 +206,6 @@ def last_good_checkpoint(job_dir):
 
 # --- memory -----------------------------------------------------------------
 
-def mem_available_bytes(meminfo='/proc/meminfo'):
-    """MemAvailable of /proc/meminfo in bytes, or None where there is none."""
-    try:
-        with open(meminfo) as f:
-            for line in f:
-                if line.startswith('MemAvailable:'):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def check_memory(estimate, batch, batch_flag, log, available=None):
     """Refuses a step whose estimated memory exceeds what the host has available.
 
@@ -167,7 +221,7 @@ def check_memory(estimate, batch, batch_flag, log, available=None):
     """
     if estimate is None:
         return
-    available = mem_available_bytes() if available is None else available
+    available = host.mem_available_bytes() if available is None else available
     need = estimate.fixed_bytes + batch * estimate.bytes_per_example
     text = ('about %s for one step of %d examples (%s per example, rough estimate of '
             'the model\'s activations and variables)'
@@ -246,7 +300,6 @@ class Termination:
     def install(self):
         """Takes the stop signals over; call from the main thread (`hook` takes them
         back later, should TensorFlow's runtime have installed its own handlers)."""
-        from estimator_trainers import sentinel as sentinel_lib  # pylint: disable=g-import-not-at-top
         self._sentinel = sentinel_lib.Sentinel.start(self.task_label, self._quick_exit_secs)
         if self._sentinel:
             wakeup_fd, watch_fd = self._sentinel.wakeup_fd, self._sentinel.echo_fd
@@ -348,7 +401,6 @@ class Termination:
         `all_finite` (`hooks.all_variables_finite`): variables that diverged since
         the last loss was checked are not saved over the last good checkpoint.
         """
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         if all_finite is not None and not session.run(all_finite):
             self._not_saved = 'its variables are no longer all finite: training diverged'
             return
@@ -362,7 +414,6 @@ class Termination:
 
     def save_impossible(self):
         """True (and says why) when a task the final save needs is unreachable."""
-        from estimator_trainers import distribution  # pylint: disable=g-import-not-at-top
         down = distribution.unreachable_peers(self._save_needs, 0)
         if down:
             self._not_saved = '%s unreachable' % ', '.join('%s at %s' % p for p in down)
@@ -414,14 +465,12 @@ class Termination:
         naming it and the checkpoint the job-dir keeps.
         """
         self._save_needs = tuple(save_needs)
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         termination = self
 
         class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
             """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
             def begin(self):
-                from estimator_trainers import hooks  # pylint: disable=g-import-not-at-top
                 self._all_finite = (hooks.all_variables_finite()
                                     if checkpoint_dir is not None else None)
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
@@ -456,8 +505,6 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
     any, is their cluster's. After: a full disk becomes a `TaskFailure`; the
     lease is released.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import lease as lease_lib  # pylint: disable=g-import-not-at-top
     check_job_dir(job_dir)
     lease = lease_lib.Lease(job_dir, lease_lib.cluster_id(cluster), cluster.task_label,
                             timeout_secs=lease_timeout_secs, log=log)
@@ -490,7 +537,6 @@ def disk_full_in_threads():
     meets the full disk too, ended with the one line. Their other errors
     still print as before.
     """
-    import logging  # pylint: disable=g-import-not-at-top
     seen = []
     previous = threading.excepthook
 

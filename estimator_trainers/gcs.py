@@ -1,18 +1,14 @@
-"""Checks about Cloud Storage (gs://) paths that trainers and tools run before any I/O.
+"""Cloud Storage (gs://) paths: which they are, and which client of TensorFlow's reads them.
 
 TensorFlow 2.15 reads and writes gs:// with its built-in client unless
 `TF_USE_MODULAR_FILESYSTEM` is set, in which case the tensorflow-io GCS
 plugin takes over. That plugin registers no directory rename, so Estimator's
 SavedModel export (written to `temp-<timestamp>`, then renamed) fails at the
-end of training; Vertex AI tasks run the built-in client.
-
-The built-in client retries a failing request for minutes (ten times, with
-backoff), and on some errors (a bucket that does not exist, for
-`makedirs`) loops for good: `check_buckets` asks once for every bucket a
-run names, within a deadline, before any other gs:// request.
+end of training; Vertex AI tasks run the built-in client. No TensorFlow: a
+trainer's command line and the cloud tools warn before importing it.
+(`faults.check_buckets` asks for the buckets themselves.)
 """
 import os
-import threading
 
 MODULAR_FILESYSTEM_VAR = 'TF_USE_MODULAR_FILESYSTEM'
 
@@ -43,57 +39,3 @@ def modular_filesystem_warning(paths, environ=None):
 def bucket_of(path):
     """`gs://bucket` of a gs:// path."""
     return 'gs://' + str(path)[len('gs://'):].split('/', 1)[0]
-
-
-def check_buckets(paths, timeout_secs):
-    """Refuses gs:// paths whose bucket does not exist or does not answer in time.
-
-    Args:
-      paths: (flag, path) pairs; paths that are not gs:// are skipped.
-      timeout_secs: how long all the buckets together may take to answer.
-
-    Raises:
-      UserInputError: a bucket does not exist.
-      TaskFailure: Cloud Storage does not answer within `timeout_secs`, or
-        fails (offline, a proxy or firewall in the way, no credentials).
-    """
-    from estimator_trainers.errors import first_line  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.errors import TaskFailure  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.errors import UserInputError  # pylint: disable=g-import-not-at-top
-    buckets = {}
-    for flag, path in paths:
-        if path is not None and is_gcs_path(path):
-            buckets.setdefault(bucket_of(path), (flag, path))
-    if not buckets:
-        return
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    answers = {}
-
-    def ask():
-        # A daemon thread: one blocked inside TensorFlow's client cannot keep
-        # the process from ending with the line below.
-        for bucket in buckets:
-            try:
-                tf.io.gfile.stat(bucket)
-                answers[bucket] = None
-            except tf.errors.PermissionDeniedError:
-                answers[bucket] = None  # it exists; what may be done there shows later
-            except tf.errors.OpError as e:
-                answers[bucket] = e
-
-    thread = threading.Thread(target=ask, name='bucket-check', daemon=True)
-    thread.start()
-    thread.join(timeout_secs)
-    for bucket, (flag, path) in buckets.items():
-        if bucket not in answers:
-            raise TaskFailure(
-                '%s %s: Cloud Storage did not answer within %gs (offline, or a proxy or '
-                'firewall in the way?); --storage-timeout-secs sets how long to wait'
-                % (flag, path, timeout_secs), flag=flag, path=path)
-        error = answers[bucket]
-        if isinstance(error, tf.errors.NotFoundError):
-            raise UserInputError('%s %s: there is no bucket %s; create it or correct the '
-                                 'name' % (flag, path, bucket), flag=flag, path=path)
-        if error is not None:
-            raise TaskFailure('%s %s: cannot reach Cloud Storage (%s)'
-                              % (flag, path, first_line(error)), flag=flag, path=path)

@@ -223,6 +223,16 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
 
 
+class CallAtEndHook(tf.compat.v1.train.SessionRunHook):
+    """Calls `callback` when training ends (e.g. `distribution.PeerWatch.stop`)."""
+
+    def __init__(self, callback):
+        self._callback = callback
+
+    def end(self, session):
+        self._callback()
+
+
 class Diverged(Exception):
     """Training diverged: its loss, or the variables it would save, are not finite.
 

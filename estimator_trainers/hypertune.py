@@ -6,6 +6,7 @@ config's `hyperparameterMetricTag`); outside a tuning trial nothing is written.
 """
 import os
 
+import hypertune
 import tensorflow as tf
 
 
@@ -33,7 +34,6 @@ def report_metric(metric_tag, metrics, global_step):
     if key not in metrics:
         raise KeyError('--hypertune-metric %r is not an evaluation metric (have %s)'
                        % (metric_tag, ', '.join(sorted(metrics))))
-    import hypertune  # pylint: disable=g-import-not-at-top
     value = float(metrics[key])
     hypertune.HyperTune().report_hyperparameter_tuning_metric(
         hyperparameter_metric_tag=metric_tag, metric_value=value,

@@ -11,7 +11,7 @@ gone from this host, is stale and taken over with a line saying so.
 
 Creation is exclusive: locally with `O_CREAT | O_EXCL`; on gs:// with
 google-cloud-storage's `if_generation_match=0` (the object must not exist)
-when that package is installed, else by write-then-read-back with the
+where credentials allow, else by write-then-read-back with the
 owner's unique token through tf.io.gfile, which leaves a window of one
 request in which two starters can both write: the loser then reads another
 token back and is refused, and a heartbeat that finds another owner's token
@@ -28,6 +28,10 @@ import threading
 import time
 import uuid
 
+from google.auth import exceptions as auth_exceptions
+import tensorflow as tf
+
+from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import process
 from estimator_trainers import safe_io
@@ -35,6 +39,8 @@ from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
 DEFAULT_TIMEOUT_SECS = 300
+# The HTTP status of a create whose `if_generation_match=0` found the object there.
+PRECONDITION_FAILED = 412
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +147,12 @@ class _GfileStore(_LocalStore):
         created = _create_gcs_object(self.path, text)
         if created is not None:
             return created
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         if tf.io.gfile.exists(self.path):
             return False
         self.replace(text)
         return self.read() == text
 
     def read(self):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         try:
             with tf.io.gfile.GFile(self.path) as f:
                 return f.read()
@@ -156,12 +160,10 @@ class _GfileStore(_LocalStore):
             return None
 
     def replace(self, text):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         with tf.io.gfile.GFile(self.path, 'w') as f:
             f.write(text)
 
     def delete(self):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
         try:
             tf.io.gfile.remove(self.path)
         except tf.errors.NotFoundError:
@@ -169,27 +171,27 @@ class _GfileStore(_LocalStore):
 
 
 def _create_gcs_object(path, text):
-    """Creates gs:// `path` only if absent (`if_generation_match=0`).
+    """Creates gs:// `path` only if absent (`if_generation_match=0`), through the one
+    storage client (`google_api.storage_client`), not retried (a lost answer to a
+    create that succeeded would read as another job's lease).
 
     Returns whether it did, or None where google-cloud-storage cannot be used
-    (not a gs:// path, not installed, no credentials): then the caller falls
-    back to write-then-read-back.
+    (not a gs:// path, no credentials, no answer): then the caller falls back
+    to write-then-read-back.
     """
     if not path.startswith('gs://'):
         return None
-    try:
-        from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
-        from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
-        from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    except ImportError:
-        return None
     bucket, _, name = path[len('gs://'):].partition('/')
     try:
-        blob = storage.Client().bucket(bucket).blob(name)
-        blob.upload_from_string(text, if_generation_match=0)
-    except exceptions.PreconditionFailed:
-        return False
-    except (exceptions.GoogleAPIError, auth_exceptions.GoogleAuthError, OSError):
+        client = google_api.storage_client(None, None)
+        blob = client.bucket(bucket).blob(name)
+        google_api.storage_call(
+            lambda: blob.upload_from_string(text, if_generation_match=0, retry=None,
+                                            timeout=google_api.TIMEOUT_SECS),
+            'creating the job-dir lease %s' % path, None, client.api_endpoint, retry=False)
+    except google_api.ApiError as e:
+        return False if e.status == PRECONDITION_FAILED else None
+    except (auth_exceptions.GoogleAuthError, OSError):
         return None
     return True
 

@@ -40,9 +40,13 @@ def quiet_tensorflow_native_logs():
 def import_tensorflow():
     """Imports TensorFlow, passing on what it prints to stderr except known noise.
 
-    The native library writes straight to file descriptor 2, so the import runs
-    with it pointed at a temporary file, which is then replayed without the
-    lines matching `_IMPORT_NOISE`. A failing import is replayed in full.
+    The one way a module without TensorFlow at import loads it on demand (a
+    gs:// path in `safe_io` and `run_record`, the experiment tool's readers,
+    the data steps once their flags are parsed), so `--help` and local work
+    never pay for it. The native library writes
+    straight to file descriptor 2, so the import runs with it pointed at a
+    temporary file, which is then replayed without the lines matching
+    `_IMPORT_NOISE`. A failing import is replayed in full.
     """
     if 'tensorflow' in sys.modules:
         return sys.modules['tensorflow']
@@ -52,6 +56,7 @@ def import_tensorflow():
         os.dup2(captured.fileno(), 2)
         failed = True
         try:
+            # Here, inside the redirection: the crossing point itself.
             import tensorflow as tf  # pylint: disable=g-import-not-at-top
             failed = False
         finally:

@@ -23,6 +23,7 @@ from estimator_trainers import devices
 from estimator_trainers import errors
 from estimator_trainers import evaluation
 from estimator_trainers import faults
+from estimator_trainers import host
 from estimator_trainers import process
 from estimator_trainers import run_record
 from estimator_trainers.errors import first_line
@@ -43,8 +44,8 @@ def gpus():
 
 def hardware():
     """This machine: CPU model and cores, memory, GPUs, host, platform."""
-    return {'cpu_model': run_record.cpu_model(), 'cpu_cores': os.cpu_count(),
-            'memory_bytes': run_record.memory_bytes(), 'gpus': gpus(),
+    return {'cpu_model': host.cpu_model(), 'cpu_cores': os.cpu_count(),
+            'memory_bytes': host.memory_bytes(), 'gpus': gpus(),
             'host': socket.gethostname(), 'platform': platform.platform()}
 
 
@@ -79,14 +80,14 @@ class Recorder:
           args: the parsed flags.
           task: `declaration.Task` of this process.
           started: `time.time()` when the run started; the process's own start
-            where /proc tells it (`run_record.process_started_at`).
+            where /proc tells it (`host.process_started_at`).
           job_id: the cluster's id, which its tasks share (`lease.cluster_id`).
         """
         self.args = args
         self._task = task
-        self.started = min(started, run_record.process_started_at() or started)
+        self.started = min(started, host.process_started_at() or started)
         self._job_id = job_id
-        self._load_at_start = run_record.load_average()
+        self._load_at_start = host.load_average()
         self._progress = None
         # The driver's evaluation clock: time this process spent evaluating.
         self.eval_clock = evaluation.Clock()
@@ -267,7 +268,7 @@ class Recorder:
             'determinism': {'random_seed': flags.get('random_seed'),
                             'op_determinism': flags.get('random_seed') is not None},
             'hardware': dict(hardware(), load_average={'start': self._load_at_start,
-                                                       'end': run_record.load_average()}),
+                                                       'end': host.load_average()}),
             'software': {'tensorflow': tf.__version__, 'python': platform.python_version()},
             'job_id': self._job_id,
         }

@@ -1,7 +1,13 @@
-"""`tf.estimator.RunConfig` and session settings built from flag values."""
+"""`tf.estimator.RunConfig`, its `tf.distribute` strategy and session settings,
+built from flag values and the task's `distribution.Distribution`."""
+import contextlib
 import os
 
 import tensorflow as tf
+
+from estimator_trainers import distribution as distribution_lib
+from estimator_trainers.errors import first_line
+from estimator_trainers.errors import TaskFailure
 
 
 def session_config(num_intra_threads=0, num_inter_threads=0,
@@ -44,7 +50,7 @@ def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session
       keep_checkpoint_max: recent checkpoints to keep (the plan's `keep_max`).
       distribution: `distribution.Distribution` of this task (None:
         TensorFlow's worker start-up delays).
-      train_distribute: the strategy `distribution.make_train_distribute()`
+      train_distribute: the strategy `train_distribute(distribution)`
         built, which the runner does before any TensorFlow op runs.
     """
     config = tf.estimator.RunConfig(
@@ -94,3 +100,99 @@ def _with_device_filters(config):
     session.CopyFrom(config.session_config)
     session.device_filters[:] = ['/job:ps', own]
     return config.replace(session_config=session)
+
+
+def train_distribute(distribution, log=None, inside_tensorflow=None):
+    """The `train_distribute` strategy for RunConfig of `distribution`, or None.
+
+    Built on demand because a multi-worker strategy reads TF_CONFIG and
+    configures the process's collective ops when created: call it after
+    `cluster.export_tf_config` and before anything starts TensorFlow's
+    runtime (running an op, listing logical devices).
+
+    Creating `multi_worker_mirrored` waits inside TensorFlow, holding the
+    interpreter lock, until every peer joins its collective set-up: no
+    signal handler and no thread of this process runs meanwhile. So the
+    peers are waited for first, in Python (`distribution.wait_for_peers`,
+    listening on this task's own port meanwhile so they can see it too), and the call
+    runs in `inside_tensorflow(what, deadline_secs, deadline_error)`
+    (`faults.Termination.inside_tensorflow`), which ends the task on a
+    signal, or when a peer that was up never joins within
+    `peer_timeout_secs` (TensorFlow itself would wait forever).
+
+    Args:
+      log: callable taking one line, for progress while waiting for peers.
+      inside_tensorflow: see above (default: the call runs unguarded).
+
+    Raises:
+      UserInputError: a peer never accepted connections, or this task's
+        own port is taken.
+      TaskFailure: the peers were reachable but the set-up failed.
+    """
+    if not distribution.builds_strategy:
+        return None
+    if distribution.strategy == distribution_lib.MIRRORED:
+        on_gpus = all('gpu' in d.lower() for d in distribution.devices)
+        # Collective all-reduce between CPU devices can deadlock in a
+        # graph session on few cores; reducing on one device cannot.
+        return tf.distribute.MirroredStrategy(
+            list(distribution.devices),
+            cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
+    log = log or (lambda line: None)
+    distribution_lib.wait_for_peers(distribution, log, listen=True)
+    peers = ', '.join('%s at %s' % peer for peer in distribution.peers)
+    log('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
+        '--peer-timeout-secs=%g)' % (peers, distribution.peer_timeout_secs))
+    guard = (inside_tensorflow or _unguarded)(
+        'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
+        'with %s' % peers, distribution.peer_timeout_secs,
+        TaskFailure('%s: the collective set-up of multi_worker_mirrored with %s (from '
+                    'TF_CONFIG) did not complete within %gs; did one of them die? '
+                    '(--peer-timeout-secs)'
+                    % (distribution.label, peers, distribution.peer_timeout_secs),
+                    flag='--peer-timeout-secs'))
+    try:
+        with guard:
+            return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+    except RuntimeError as e:
+        raise RuntimeError(
+            'multi_worker_mirrored must be set up before TensorFlow starts its '
+            'runtime: build the RunConfig before running any TensorFlow op or '
+            'listing logical devices (%s)' % e) from e
+    except tf.errors.OpError as e:
+        raise TaskFailure(
+            '%s: the collective set-up of multi_worker_mirrored with %s (from '
+            'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
+            % (distribution.label, peers, first_line(e)),
+            flag='--peer-timeout-secs') from None
+
+
+@contextlib.contextmanager
+def _unguarded(what, deadline_secs, deadline_error):
+    del what, deadline_secs, deadline_error
+    yield
+
+
+def dense_gradient_aggregator(config):
+    """A Keras optimizer `gradient_aggregator` for RunConfig `config`'s strategy, or None.
+
+    Under TF 2.15's multi_worker_mirrored in an Estimator graph, all-reducing
+    sparse gradients (IndexedSlices from embeddings and sparse linear columns)
+    fails with "Shape mismatch in the collective instance" as soon as workers'
+    slices differ in length. This aggregator makes them dense first and sums
+    them like any other gradient. None elsewhere, keeping Keras' default
+    (sparse gradients stay sparse, which matters with parameter servers).
+    """
+    if not isinstance(config.train_distribute,
+                      tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
+        return None
+
+    def all_reduce_dense(grads_and_vars):
+        pairs = [(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g, v)
+                 for g, v in grads_and_vars]
+        present = [g for g, _ in pairs if g is not None]
+        reduced = iter(tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, present) if present else ())
+        return [(None if g is None else next(reduced), v) for g, v in pairs]
+
+    return all_reduce_dense

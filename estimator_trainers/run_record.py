@@ -44,17 +44,16 @@ A SESSION (all times in seconds, rates in examples/sec):
   `job_id` (the cluster's id, shared by its tasks).
 
 `recorder.Recorder` measures and writes the sessions; this module is the
-format, reading it, and the facts of this machine, without TensorFlow at
+format and reading it (the machine's facts come from `host`), without TensorFlow at
 import (the experiment tools read records; a gs:// record is read through
-`tf.io.gfile`, imported then).
+`tf.io.gfile`, loaded then by `logs.import_tensorflow`).
 """
 import datetime
 import json
 import os
-import platform
-import time
 
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import logs
 from estimator_trainers import safe_io
 
 FORMAT = 1
@@ -94,7 +93,7 @@ def read(job_dir):
 def _worker_labels(job_dir):
     directory = os.path.join(job_dir, job_dir_lib.WORKERS_DIR)
     if safe_io.is_remote(directory):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()
         if not tf.io.gfile.isdir(directory):
             return []
         return sorted(name.rstrip('/') for name in tf.io.gfile.listdir(directory))
@@ -118,7 +117,7 @@ def _read_sessions(record_path):
 
 def _read_text(record_path):
     if safe_io.is_remote(record_path):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()
         try:
             with tf.io.gfile.GFile(record_path) as f:
                 return f.read()
@@ -146,56 +145,6 @@ def append(record_path, session):
 def iso_time(unix):
     return datetime.datetime.fromtimestamp(unix, datetime.timezone.utc).isoformat(
         timespec='seconds')
-
-
-# --- what the machine is --------------------------------------------------------
-
-def cpu_model(cpuinfo_path='/proc/cpuinfo'):
-    """The CPU's model name (`Intel(R) Xeon(R) ...`), else what `platform` knows."""
-    try:
-        with open(cpuinfo_path) as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def memory_bytes(meminfo='/proc/meminfo'):
-    """Total memory (MemTotal), or None where unknown."""
-    try:
-        with open(meminfo) as f:
-            for line in f:
-                if line.startswith('MemTotal:'):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def process_started_at():
-    """When this process started (`time.time()` scale), from /proc; None where unknown.
-
-    A run's wall time and start-up count from here: importing TensorFlow is
-    part of what a run costs.
-    """
-    try:
-        with open('/proc/self/stat') as f:
-            start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
-        with open('/proc/uptime') as f:
-            uptime = float(f.read().split()[0])
-        return time.time() - (uptime - start_ticks / os.sysconf('SC_CLK_TCK'))
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def load_average():
-    """The 1, 5 and 15 minute load averages (a shared machine's figures say why), or None."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def cluster_facts(task):

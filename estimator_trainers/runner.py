@@ -39,10 +39,10 @@ from estimator_trainers import devices as devices_lib
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers import errors
 from estimator_trainers import faults
-from estimator_trainers import gcs
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease
+from estimator_trainers import resume
 from estimator_trainers import run_config
 from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
@@ -68,7 +68,7 @@ def run(trainer, args):
             return training.serve_parameters(config)
 
         runtime = trainer.load_runtime()
-        gcs.check_buckets(_path_flags(args), args.storage_timeout_secs)
+        faults.check_buckets(_path_flags(args), args.storage_timeout_secs)
         job_dir_lib.check_owner(args.job_dir)
         steps_per_loop = distribution_lib.steps_per_loop(
             args.steps_per_loop, trainer.steps_per_loop, task.distribution)
@@ -89,10 +89,10 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     if args.random_seed is not None:
         make_deterministic(args.random_seed)
     params = trainer.model_params(args)
-    job_dir_lib.check_model_params(args.job_dir, params, write=False)
+    resume.check_model_params(args.job_dir, params, write=False)
     if cluster.is_chief:  # it restores them; nothing has been written yet
-        job_dir_lib.check_checkpoints(args.job_dir)
-        job_dir_lib.check_model_params(args.job_dir, params)  # recorded if absent
+        resume.check_checkpoints(args.job_dir)
+        resume.check_model_params(args.job_dir, params)  # recorded if absent
     if cluster.is_chief:
         runtime.prepare_job_dir(args, task, plan)
 
@@ -122,7 +122,7 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
                                        if trainer.exports else None),
             extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
                                           save_needs=task.distribution.peers)] + (
-                [watch.hook()] if watch else []),
+                [hooks.CallAtEndHook(watch.stop)] if watch else []),
             started=recorder.started, recorder=recorder)
     except hooks.Diverged as e:
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
@@ -211,12 +211,13 @@ def _task(args, cluster, termination):
     An all-reduce strategy waits for its peers first (`wait_for_peers`), and
     its set-up runs inside `termination.inside_tensorflow`.
     """
+    visible_gpus = devices_lib.gpu_count()
     num_gpus = getattr(args, 'num_gpus', None)
     if num_gpus is None or cluster.is_ps:
         # A parameter server computes nothing: it never claims GPUs.
-        num_gpus = 0 if cluster.is_ps else devices_lib.gpu_count()
+        num_gpus = 0 if cluster.is_ps else visible_gpus
     devices = devices_lib.local_devices(num_gpus)
-    dist = distribution_lib.from_flags(args, cluster, devices)
+    dist = distribution_lib.from_flags(args, cluster, devices, visible_gpus=visible_gpus)
     return declaration.Task(cluster=cluster, distribution=dist, devices=devices,
-                            num_gpus=num_gpus, train_distribute=dist.make_train_distribute(
-                                _log, inside_tensorflow=termination.inside_tensorflow))
+                            num_gpus=num_gpus, train_distribute=run_config.train_distribute(
+                                dist, _log, inside_tensorflow=termination.inside_tensorflow))

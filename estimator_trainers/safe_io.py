@@ -8,16 +8,21 @@ target with `rename(2)`, which replaces a planted symlink instead of
 following it. `gs://` paths have no such attacks; they are written with
 TensorFlow's gfile under unique temp names and renamed (copy + delete).
 
-No TensorFlow import at module level: the local launcher uses this module.
+TensorFlow is loaded only for gs:// paths and staged sets, on first use
+(`logs.import_tensorflow`, without its start-up noise): the local launcher,
+the cloud tools and the `--help` of the data tools use this module without it.
 """
 import contextlib
+import hashlib
 import json
 import os
+import pwd
 import shutil
 import stat
 import tempfile
 import uuid
 
+from estimator_trainers import logs
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -109,9 +114,8 @@ def _foreign_symlink(path, max_links=40):
 
 def _user_name(uid):
     try:
-        import pwd  # pylint: disable=g-import-not-at-top
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
-    except (ImportError, KeyError):
+    except KeyError:
         return 'uid %d' % uid
 
 
@@ -185,7 +189,7 @@ def _read_local(path, refused, max_bytes):
 
 
 def _read_remote(path, refused, max_bytes):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     try:
         if tf.io.gfile.isdir(path):
             raise refused('%s is a directory; expected a file')
@@ -250,7 +254,7 @@ def size_text(count):
 def write_atomic(path, text):
     """Writes `text` to `path` (local or gs://) so readers see old or new, whole."""
     if is_remote(path):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()
         tmp = '%s.tmp-%s' % (path, uuid.uuid4().hex)
         with tf.io.gfile.GFile(tmp, 'w') as f:
             f.write(text)
@@ -318,7 +322,7 @@ def staged_files(directory, names, flag):
       UserInputError: (before anything is written) `directory` is a file, or
         one of `names` in it is a directory; `flag` names the directory.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     gfile = tf.io.gfile
     if gfile.exists(directory) and not gfile.isdir(directory):
         raise UserInputError('%s %s is a file; expected a directory' % (flag, directory))
@@ -353,7 +357,6 @@ def staged_files(directory, names, flag):
 
 def file_digest(path, algorithm):
     """Hex digest (`hashlib` algorithm name, e.g. sha256) of a local file, read in 1 MiB chunks."""
-    import hashlib  # pylint: disable=g-import-not-at-top
     digest = hashlib.new(algorithm)
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''):

@@ -20,6 +20,7 @@ from estimator_trainers import export
 from estimator_trainers import hooks
 from estimator_trainers import hypertune
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import resume
 from estimator_trainers import run_report
 from estimator_trainers import steps_loop
 from estimator_trainers.errors import first_line
@@ -114,7 +115,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         return None
 
     is_chief = cluster.is_chief
-    step = job_dir_lib.latest_checkpoint_step(job_dir)
+    step = resume.latest_checkpoint_step(job_dir)
     progress = None
     metrics = None
     if is_chief and step is not None and step >= loop.train_steps:
@@ -160,7 +161,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             if checkpoint_plan.directory and e.unverified_steps:
                 # Saved by this run from variables that then gave a non-finite
                 # loss: the last checkpoint seen to train stays the latest.
-                job_dir_lib.drop_checkpoints(checkpoint_plan.directory,
+                resume.drop_checkpoints(checkpoint_plan.directory,
                                              e.unverified_steps)
             raise
 

@@ -14,7 +14,7 @@ elsewhere in the same format (test data); the official file is always
 checked against the official value.
 
 The trainer reads the arrays once (`read`) and feeds them in batches from
-memory (`input_fn`): a tf.data generator, so the 47 MB of pixels never
+memory (`runtime.mnist_input_fn`): a tf.data generator, so the 47 MB of pixels never
 become a constant in the graph that Estimator writes to the job-dir.
 CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
 """
@@ -65,7 +65,7 @@ def read(data_dir):
     Raises:
       UserInputError: the file is missing or not in Keras' mnist.npz format.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()  # gs:// goes through its gfile
     path = mnist_path(data_dir)
     if not tf.io.gfile.exists(path):
         raise UserInputError('--data-dir %s has no %s; fetch it with %s'
@@ -190,35 +190,6 @@ def _array(archive, info, header):
     return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
 
 
-def input_fn(images, labels, batch_size, *, training, seed=None):
-    """An Estimator input_fn of ({'images': float32 [B,28,28]}, int32 labels [B]).
-
-    Training repeats forever in a fresh shuffled order each epoch and drops
-    each epoch's last partial batch; evaluation is one pass in order.
-    """
-    def batches():
-        rng = np.random.default_rng(seed)
-        count = len(labels)
-        while True:
-            order = rng.permutation(count) if training else np.arange(count)
-            last = count - batch_size + 1 if training else count
-            for start in range(0, last, batch_size):
-                chosen = order[start:start + batch_size]
-                yield images[chosen], labels[chosen].astype(np.int32)
-            if not training:
-                return
-
-    def _input_fn():
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
-        batch = batch_size if training else None
-        dataset = tf.data.Dataset.from_generator(batches, output_signature=(
-            tf.TensorSpec([batch, HEIGHT, WIDTH], tf.uint8),
-            tf.TensorSpec([batch], tf.int32)))
-        dataset = dataset.map(lambda x, y: ({'images': tf.cast(x, tf.float32)}, y))
-        return dataset.prefetch(tf.data.AUTOTUNE)
-    return _input_fn
-
-
 def file_sha256(path):
     return safe_io.file_digest(path, 'sha256')
 
@@ -279,7 +250,7 @@ def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
         with open(path, 'rb') as f:
             mnist = _arrays(f, origin)
         # Only a checked file is written, under a fresh name, then moved into place.
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        tf = logs.import_tensorflow()  # gs:// goes through its gfile
         tmp = '%s.tmp-%s' % (dest, uuid.uuid4().hex)
         tf.io.gfile.makedirs(data_dir)
         tf.io.gfile.copy(path, tmp)

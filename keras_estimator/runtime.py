@@ -6,6 +6,7 @@ Reads and checks `mnist.npz` (or the CIFAR-10 metadata and TFRecords through
 """
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from cifar10_estimator import data as cifar10_data
@@ -71,10 +72,10 @@ class KerasRuntime(declaration.Runtime):
         seed = task.cluster.input_seed(args.random_seed)
         if facts.mnist is not None:
             mnist = facts.mnist
-            return (data.input_fn(mnist.x_train, mnist.y_train, facts.replica_batch,
-                                  training=True, seed=seed),
-                    data.input_fn(mnist.x_test, mnist.y_test, args.batch_size,
-                                  training=False))
+            return (mnist_input_fn(mnist.x_train, mnist.y_train, facts.replica_batch,
+                                   training=True, seed=seed),
+                    mnist_input_fn(mnist.x_test, mnist.y_test, args.batch_size,
+                                   training=False))
         return (cifar10_data.input_fn(args.data_dir, 'train', facts.replica_batch,
                                       training=True, count=facts.train_count, seed=seed,
                                       distort=False),
@@ -85,6 +86,34 @@ class KerasRuntime(declaration.Runtime):
         if args.model == trainer.MNIST_CNN:
             return serving_input_receiver_fn([data.HEIGHT, data.WIDTH])
         return serving_input_receiver_fn([layout.HEIGHT, layout.WIDTH, layout.DEPTH])
+
+
+def mnist_input_fn(images, labels, batch_size, *, training, seed=None):
+    """An Estimator input_fn of ({'images': float32 [B,28,28]}, int32 labels [B]).
+
+    Training repeats forever in a fresh shuffled order each epoch and drops
+    each epoch's last partial batch; evaluation is one pass in order.
+    """
+    def batches():
+        rng = np.random.default_rng(seed)
+        count = len(labels)
+        while True:
+            order = rng.permutation(count) if training else np.arange(count)
+            last = count - batch_size + 1 if training else count
+            for start in range(0, last, batch_size):
+                chosen = order[start:start + batch_size]
+                yield images[chosen], labels[chosen].astype(np.int32)
+            if not training:
+                return
+
+    def _input_fn():
+        batch = batch_size if training else None
+        dataset = tf.data.Dataset.from_generator(batches, output_signature=(
+            tf.TensorSpec([batch, data.HEIGHT, data.WIDTH], tf.uint8),
+            tf.TensorSpec([batch], tf.int32)))
+        dataset = dataset.map(lambda x, y: ({'images': tf.cast(x, tf.float32)}, y))
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return _input_fn
 
 
 RUNTIME = KerasRuntime()

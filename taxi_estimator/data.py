@@ -219,7 +219,7 @@ def split(rows, eval_fraction, seed):
 
 def write_csv(path, rows):
     """Writes `rows` with the layout's header (into a staging directory)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     with tf.io.gfile.GFile(path, 'w') as f:
         writer = csv.writer(f, lineterminator='\n')
         writer.writerow(schema.COLUMNS)
@@ -236,7 +236,7 @@ def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
     Raises:
       UserInputError: no source could be used.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = logs.import_tensorflow()
     log = tf.compat.v1.logging
     safe_io.check_owner(out_dir, '--out-dir')
     failures = []

@@ -21,7 +21,9 @@ import codecs
 import csv
 import dataclasses
 import json
+import os
 import re
+import time
 
 import tensorflow as tf
 
@@ -42,6 +44,7 @@ EXAMPLE_INPUT = 'examples'
 
 
 CACHE_RECORD = 'taxi_cache.json'  # marks a complete cache directory
+CACHE_FORMAT = 1
 _SCAN_CHUNK = 16384  # lines checked together by the fast path
 FAST_SCAN_BYTES = 16 << 20  # files at least this large in all are checked by ops first
 
@@ -71,6 +74,43 @@ def read_cache_record(path):
     """The record of a cache directory: {'rows', 'stats', 'sources', ...}."""
     with tf.io.gfile.GFile(path.rstrip('/') + '/' + CACHE_RECORD) as f:
         return json.load(f)
+
+
+def write_cache(patterns, out_dir, shards, flag='--files'):
+    """Checks the CSV files `patterns` match and writes their cache into `out_dir`
+    (the data step `taxi_estimator.cache`).
+
+    Returns:
+      The cache's record (what `taxi_cache.json` holds).
+
+    Raises:
+      UserInputError: a bad file (as `scan`), a cache given as input,
+        or an `out_dir` that is not empty.
+    """
+    if tf.io.gfile.exists(out_dir) and tf.io.gfile.listdir(out_dir):
+        raise UserInputError('--out-dir %s is not empty; give a new or empty directory'
+                             % out_dir, flag='--out-dir', path=out_dir)
+    started = time.time()
+    summary = scan(patterns, flag)
+    if summary.cache:
+        raise UserInputError('%s %s is a cache already; give its CSV files'
+                             % (flag, summary.files[0]), flag=flag)
+    tf.compat.v1.logging.info('Checked %d rows in %d file(s) in %.1fs', summary.rows,
+                              len(summary.files), time.time() - started)
+    # Only the columns: ids derived from them are computed when read.
+    chunks = parsed_chunks(list(summary.files)).map(
+        lambda features, label: ({k: v for k, v in features.items()
+                                  if k != features_lib.WIDE_IDS}, label)).enumerate()
+    chunks.save(out_dir, shard_func=lambda index, chunk: index % shards)
+    record = {'format': CACHE_FORMAT, 'rows': summary.rows, 'stats': summary.stats,
+              'sources': list(summary.files), 'chunk_rows': CHUNK_ROWS,
+              'shards': shards}
+    with tf.io.gfile.GFile(os.path.join(out_dir, CACHE_RECORD), 'w') as f:
+        f.write(json.dumps(record, indent=2, sort_keys=True))
+    tf.compat.v1.logging.info('Wrote %d rows in %d shards to %s in %.1fs; train with '
+                              '--train-files %s', summary.rows, shards, out_dir,
+                              time.time() - started, out_dir)
+    return record
 
 
 def resolve_files(patterns, flag):

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tensorflow_estimator.python.estimator.canned import dnn_linear_combined
 from tensorflow_estimator.python.estimator.head import head_utils
 
-from estimator_trainers import distribution
+from estimator_trainers import run_config
 from estimator_trainers import summaries
 from taxi_estimator import features as features_lib
 
@@ -65,7 +65,7 @@ def build_estimator(config, stats, hparams):
       hparams: `HParams`.
     """
     wide, deep = features_lib.wide_and_deep_columns(stats)
-    aggregator = distribution.dense_gradient_aggregator(config)
+    aggregator = run_config.dense_gradient_aggregator(config)
     head = head_utils.binary_or_multi_class_head(
         2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
 

@@ -20,7 +20,7 @@ import requests
 from google.auth.credentials import AnonymousCredentials
 from googleapiclient import http as googleapiclient_http
 
-from estimator_trainers.tools.cloud import api
+from estimator_trainers import google_api
 
 Request = collections.namedtuple('Request', 'method uri body headers')
 
@@ -77,7 +77,7 @@ def recorded_storage_client(responses):
     """A google-cloud-storage client whose requests get `responses`; and its session."""
     session = RecordingSession(responses)
     # The real endpoint, not STORAGE_EMULATOR_HOST (an emulator fixture may set it).
-    return api.storage_client('my-project', AnonymousCredentials(), _http=session,
+    return google_api.storage_client('my-project', AnonymousCredentials(), _http=session,
                               client_options={'api_endpoint': 'https://storage.googleapis.com'}
                               ), session
 
@@ -89,7 +89,7 @@ def storage_client(emulator, bucket):
     emulator.create_bucket(bucket)
     host = emulator.env()['STORAGE_EMULATOR_HOST']
     with mock.patch.dict(os.environ, {'STORAGE_EMULATOR_HOST': host}):
-        yield api.storage_client('test-project', None)
+        yield google_api.storage_client('test-project', None)
 
 
 # The AI Platform config a course hands out (docs/cloud.md): a parameter-server

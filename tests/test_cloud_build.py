@@ -18,6 +18,7 @@ import processes
 from conftest import REPO_ROOT
 from conftest import cli_env
 from conftest import run_module
+from estimator_trainers import google_api
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build
@@ -385,7 +386,7 @@ def test_a_failed_build_is_one_line_with_its_log():
         (200, {'metadata': {'build': {'id': 'b2', 'logUrl': 'https://console/b2'}}}),
         (200, {'id': 'b2', 'status': 'FAILURE', 'statusDetail': 'step 0 exited 1',
                'logUrl': 'https://console/b2'})])
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         builder.build(build.build_body('gs://b/c.tar.gz', IMAGE_PREFIX + 'x', 'cpu'), 0,
                       io.StringIO())
     assert str(raised.value) == ('Cloud Build b2 ended FAILURE (step 0 exited 1); its log: '
@@ -394,7 +395,7 @@ def test_a_failed_build_is_one_line_with_its_log():
 
 def test_a_cloud_build_quota_answer_names_the_resource():
     builder, _, _ = _builder([cloud_fakes.error(429, 'Quota exceeded for concurrent builds')])
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         builder.build(build.build_body('gs://b/c.tar.gz', IMAGE_PREFIX + 'x', 'cpu'), 0,
                       io.StringIO())
     assert str(raised.value) == ('builds.create in projects/my-project: quota exceeded '
@@ -481,7 +482,7 @@ def test_an_executor_image_vertex_refuses_says_what_to_use(gcs):
     backend = Backend([cloud_fakes.error(
         400, 'Invalid image URI us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest: '
              'the image is no longer available')], gcs)
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         _submit(backend, '--executor-image-uri', jobs.EXECUTOR_IMAGES['cpu'])
     assert str(raised.value).endswith(
         '; Vertex AI refuses the executor image %s: drop --executor-image-uri to build the '

@@ -9,6 +9,7 @@ import io
 import pytest
 
 import cloud_fakes
+from estimator_trainers import google_api
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import jobs
@@ -157,7 +158,7 @@ def test_a_cancelled_job_exits_1_and_a_logging_403_names_the_api():
     code, lines, _ = _logs_command([
         (200, {'name': NAME, 'state': 'JOB_STATE_CANCELLED'}), (200, {}), (200, {})])
     assert (code, lines) == (1, ['[job] JOB_STATE_CANCELLED'])
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         _logs_command([(200, {'name': NAME, 'state': 'JOB_STATE_RUNNING'}),
                        cloud_fakes.error(403, 'Permission denied on logging')])
     assert str(raised.value) == (

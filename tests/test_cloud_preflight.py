@@ -20,9 +20,9 @@ import processes
 from conftest import REPO_ROOT
 from conftest import cli_env
 from conftest import run_module
+from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import preflight
@@ -171,7 +171,7 @@ def gcs(gcs):  # pylint: disable=redefined-outer-name
 def _checks(responses=None):
     """BucketChecks on the emulator, or on recorded answers (and their session)."""
     if responses is None:
-        return preflight.BucketChecks(api.storage_client('test-project', None),
+        return preflight.BucketChecks(google_api.storage_client('test-project', None),
                                       'my-project'), None
     client, session = cloud_fakes.recorded_storage_client(responses)
     return preflight.BucketChecks(client, 'my-project'), session
@@ -179,7 +179,7 @@ def _checks(responses=None):
 
 def _offline_checks(endpoint):
     """BucketChecks whose client calls `endpoint` (no emulator, no credentials)."""
-    return preflight.BucketChecks(api.storage_client(
+    return preflight.BucketChecks(google_api.storage_client(
         'my-project', AnonymousCredentials(), client_options={'api_endpoint': endpoint}),
         'my-project')
 
@@ -240,17 +240,17 @@ def test_a_bucket_these_credentials_cannot_write_is_named():
 
 def test_a_server_error_is_retried_once_then_named():
     checks, http = _checks([cloud_fakes.error(503, 'backend unavailable')] * 2)
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         checks.check_writable('gs://shared-bucket/jobs/j', '--job-dir')
     assert str(raised.value) == ('checking access to bucket gs://shared-bucket: HTTP 503 '
                                  '(backend unavailable)')
-    assert len(http.requests) == 1 + api.NUM_RETRIES
+    assert len(http.requests) == 1 + google_api.NUM_RETRIES
 
 
 def test_a_permission_answer_names_the_resource_and_the_role():
     checks, _ = _checks([cloud_fakes.error(403, 'caller does not have '
                                                 'storage.objects.list access')])
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         checks.check_data('--data-dir', 'gs://locked/data')
     assert str(raised.value) == (
         'checking --data-dir gs://locked/data: permission denied (caller does not have '
@@ -368,7 +368,7 @@ def test_a_malformed_key_is_one_line_without_key_material(tmp_path, body, expect
 def test_a_refused_connection_is_one_line_naming_the_endpoint(refused_port):
     port = refused_port
     checks = _offline_checks('http://127.0.0.1:%d' % port)
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         checks.check_writable('gs://my-bucket/jobs/x', '--job-dir')
     assert str(raised.value).startswith('checking access to bucket gs://my-bucket: cannot reach '
                                         'http://127.0.0.1:%d (' % port)
@@ -378,7 +378,7 @@ def test_a_refused_connection_is_one_line_naming_the_endpoint(refused_port):
 def test_a_failed_dns_lookup_is_one_line_naming_the_endpoint():
     # .invalid never resolves (RFC 6761).
     checks = _offline_checks('https://storage.nonexistent.invalid')
-    with pytest.raises(api.ApiError) as raised:
+    with pytest.raises(google_api.ApiError) as raised:
         checks.check_data('--data-dir', 'gs://my-bucket/data')
     assert str(raised.value).startswith('checking --data-dir gs://my-bucket/data: cannot reach '
                                         'https://storage.nonexistent.invalid (')

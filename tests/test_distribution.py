@@ -14,6 +14,7 @@ import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
+from estimator_trainers import run_config
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
 
@@ -53,7 +54,7 @@ def test_parameter_server_peers_are_the_ps_and_for_workers_the_chief():
     worker = _resolve('parameter_server', _cluster('worker', 1))
     assert chief.peers == (('ps-0', PS0),)
     assert worker.peers == (('ps-0', PS0), ('chief-0', CHIEF))
-    assert not chief.builds_strategy and chief.make_train_distribute() is None
+    assert not chief.builds_strategy and run_config.train_distribute(chief) is None
     assert (chief.local_replicas, chief.synchronous) == (1, False)
 
 
@@ -223,7 +224,6 @@ def test_watch_peers_without_peers_starts_nothing():
 ])
 def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
         task_type, index, expected, monkeypatch, tmp_path):
-    from estimator_trainers import run_config  # pylint: disable=import-outside-toplevel
     cluster = _cluster(task_type, index)
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
     dist = _resolve(None, cluster)
@@ -236,10 +236,9 @@ def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
 
 
 def test_run_config_passes_the_worker_delay_cap(monkeypatch, tmp_path):
-    from estimator_trainers import run_config  # pylint: disable=import-outside-toplevel
     cluster = _cluster('worker', 1)
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
-    dist = distribution.resolve(None, cluster, max_worker_delay_secs=0)
+    dist = distribution.resolve(None, cluster, max_worker_delay_secs=0, visible_gpus=0)
     config = run_config.make_run_config(
         str(tmp_path), keep_checkpoint_max=2,
         distribution=dist)

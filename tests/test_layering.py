@@ -26,12 +26,13 @@ TENSORFLOW_FREE = (
     'estimator_trainers.declaration', 'estimator_trainers.cli', 'estimator_trainers.flags',
     'estimator_trainers.errors', 'estimator_trainers.registry', 'estimator_trainers.cluster',
     'estimator_trainers.checkpoints', 'estimator_trainers.job_dir',
-    'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.tools.local',
-    'estimator_trainers.tools.launcher', 'estimator_trainers.tools.cloud.cli',
-    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
-    'estimator_trainers.tools.cloud.packages',
-    'estimator_trainers.run_record', 'estimator_trainers.tools.experiment.cli',
-    'estimator_trainers.tools.experiment.execute',
+    'estimator_trainers.distribution', 'estimator_trainers.gcs', 'estimator_trainers.safe_io',
+    'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.host',
+    'estimator_trainers.google_api', 'estimator_trainers.run_record',
+    'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
+    'estimator_trainers.tools.cloud.cli', 'estimator_trainers.tools.cloud.gcloud_cli',
+    'estimator_trainers.tools.cloud.bootstrap', 'estimator_trainers.tools.cloud.packages',
+    'estimator_trainers.tools.experiment.cli', 'estimator_trainers.tools.experiment.execute',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
 
 # Command-line modules whose `--help` must be instant.

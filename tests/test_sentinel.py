@@ -3,9 +3,10 @@
 A task stands in for one blocked inside TensorFlow's C++ with the lock held:
 it locks a pthread mutex twice through `ctypes.PyDLL`, which keeps the lock
 during the call, and a mutex wait, like TensorFlow's, is not interrupted by
-signals; neither a Python signal handler nor any thread of the task runs (no
-TensorFlow needed). The task installs `faults.Termination` as every trainer
-task does.
+signals; neither a Python signal handler nor any thread of the task runs. The
+task imports TensorFlow as the trainer command does (`logs.import_tensorflow`,
+which `faults` needs) and installs `faults.Termination` as every trainer task
+does.
 """
 import signal
 import subprocess
@@ -20,6 +21,9 @@ from estimator_trainers import sentinel
 
 BLOCKED = textwrap.dedent('''\
     import ctypes, sys
+    from estimator_trainers import logs
+    logs.quiet_tensorflow_native_logs()
+    logs.import_tensorflow()
     from estimator_trainers import errors, faults
 
     def block():

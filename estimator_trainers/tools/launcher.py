@@ -68,6 +68,7 @@ import time
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import host
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import safe_io
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, STOP_ORDER, WORKER
@@ -544,7 +545,6 @@ def check_size(args, available_bytes=None):
         MemAvailable holds at `TASK_MEMORY_MIB` each (TensorFlow's own, before
         any model), naming the count flags.
     """
-    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
     count = 1 + args.worker_count + args.parameter_server_count + args.evaluator_count
     given = ('--worker-count=%d, --parameter-server-count=%d, --evaluator-count=%d: a '
              'local cluster of %d tasks' % (args.worker_count, args.parameter_server_count,
@@ -553,7 +553,7 @@ def check_size(args, available_bytes=None):
         raise UserInputError('%s is more than the %d this launcher starts on one machine '
                              '(each is a TensorFlow process of its own); lower the counts'
                              % (given, MAX_TASKS), flag='--worker-count')
-    available = faults.mem_available_bytes() if available_bytes is None else available_bytes
+    available = host.mem_available_bytes() if available_bytes is None else available_bytes
     need = count * TASK_MEMORY_MIB * 2 ** 20
     if available is not None and need > available:
         raise UserInputError('%s needs about %.1f GiB (about %d MiB per TensorFlow process '

@@ -1,61 +1,28 @@
-"""Google API calls with bounded waits and one-line errors.
+"""Google API calls of the cloud tools, with bounded waits and one-line errors.
 
 Vertex AI, Cloud Logging, Cloud Build and Artifact Registry are
 google-api-python-client services built from the discovery documents bundled
 with the library, so nothing is fetched to build them (`build`, `execute`).
-Cloud Storage is google-cloud-storage's client, the one storage client of the
-tools (it honours `STORAGE_EMULATOR_HOST` itself); its calls go through
-`storage_call`. Either way a request waits at most `TIMEOUT_SECS` per try and
-is retried at most `NUM_RETRIES` times (only when safe), so no network, a
-refused connection or a failed DNS lookup ends in one line naming the
-endpoint within seconds. HTTP errors become one line naming the call, the
-resource and what to check.
+Cloud Storage is `google_api.storage_client`, the one storage client of the
+runtime and the tools. Either way a request waits at most
+`google_api.TIMEOUT_SECS` per try and is retried at most
+`google_api.NUM_RETRIES` times (only when safe), and an HTTP error becomes one
+line naming the call, the resource and what to check (`google_api.status_error`).
 """
-import os
-import re
-
+from google.auth import exceptions as auth_exceptions
+import google_auth_httplib2
+from googleapiclient import errors
 import httplib2
 
+from estimator_trainers import google_api
 from estimator_trainers.errors import first_line
-from estimator_trainers.errors import UserInputError
-
-TIMEOUT_SECS = 10
-NUM_RETRIES = 1
-# google-api-core starts an HTTP error's message with the request.
-_REQUEST_PREFIX = re.compile(r'^[A-Z]+ \S+: ')
-# google-cloud-storage 3.x fetches each bucket's metadata for its tracing in a
-# background thread (buckets.get, retried for two minutes) unless this is set.
-NO_BUCKET_METADATA_ENV = 'DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA'
-
-# api -> (what to enable, the role the credentials need), for 403 answers.
-_ACCESS = {
-    'aiplatform': ('the Vertex AI API (aiplatform.googleapis.com)', 'roles/aiplatform.user'),
-    'storage': ('the Cloud Storage API (storage.googleapis.com)',
-                'roles/storage.objectAdmin on the bucket'),
-    'logging': ('the Cloud Logging API (logging.googleapis.com)', 'roles/logging.viewer'),
-    'cloudbuild': ('the Cloud Build API (cloudbuild.googleapis.com)',
-                   'roles/cloudbuild.builds.editor'),
-    'artifactregistry': ('the Artifact Registry API (artifactregistry.googleapis.com)',
-                         'roles/artifactregistry.admin'),
-}
-
-
-class ApiError(UserInputError):
-    """A Google API call failed; the message says which call and what to do.
-
-    `status` is the HTTP status, or None when no answer came back.
-    """
-
-    def __init__(self, message, status=None):
-        super().__init__(message)
-        self.status = status
+from estimator_trainers.google_api import ApiError
 
 
 def authorized_http(credentials):
-    """An httplib2 transport with `credentials` and a `TIMEOUT_SECS` socket timeout."""
-    import google_auth_httplib2  # pylint: disable=g-import-not-at-top
+    """An httplib2 transport with `credentials` and a `google_api.TIMEOUT_SECS` socket timeout."""
     return google_auth_httplib2.AuthorizedHttp(
-        credentials, http=httplib2.Http(timeout=TIMEOUT_SECS))
+        credentials, http=httplib2.Http(timeout=google_api.TIMEOUT_SECS))
 
 
 def build(api, version, http, endpoint=None):
@@ -66,6 +33,8 @@ def build(api, version, http, endpoint=None):
       endpoint: a root URL other than the document's (regional endpoints,
         emulators), with its scheme.
     """
+    # Imported on first use: it brings google-api-core, whose import warns
+    # (FutureWarning) before a command can quiet it (`logs.quiet_google_python_notice`).
     from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
     options = {'api_endpoint': endpoint} if endpoint else None
     return discovery.build(api, version, http=http, client_options=options,
@@ -83,126 +52,20 @@ def execute(request, action, api, project, retry=True):
       retry: retry transient failures (5xx, 429, connection errors); off for
         calls that must not run twice (job creation).
     """
-    from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
-    from googleapiclient import errors  # pylint: disable=g-import-not-at-top
     try:
-        return request.execute(num_retries=NUM_RETRIES if retry else 0)
+        return request.execute(num_retries=google_api.NUM_RETRIES if retry else 0)
     except errors.HttpError as e:
         raise api_error(e, action, api, project) from None
     except auth_exceptions.RefreshError as e:
-        raise _refresh_error(action, e) from None
+        raise google_api.refresh_error(action, e) from None
     except auth_exceptions.TransportError as e:
-        raise _token_endpoint_error(action, e) from None
+        raise google_api.token_endpoint_error(action, e) from None
     except (OSError, httplib2.HttpLib2Error) as e:
         raise ApiError('%s: cannot reach %s (%s)'
-                       % (action, _host(request.uri), first_line(e))) from None
-
-
-def storage_client(project, credentials, **options):
-    """The google-cloud-storage client every storage call of the tools goes through.
-
-    It talks to `STORAGE_EMULATOR_HOST` when that is set (no credentials
-    then). Its background bucket-metadata fetches are switched off
-    (`NO_BUCKET_METADATA_ENV`): they trace nothing here and would make
-    requests no check asked for.
-
-    Args:
-      options: more `storage.Client` arguments (`client_options`, ...).
-    """
-    os.environ.setdefault(NO_BUCKET_METADATA_ENV, 'true')
-    from google.cloud import storage  # pylint: disable=g-import-not-at-top
-    return storage.Client(project=project, credentials=credentials, **options)
-
-
-def storage_call(call, action, project, endpoint, retry=True):
-    """Runs `call()`, google-cloud-storage requests made with `retry=None` and
-    `timeout=TIMEOUT_SECS`; any failure becomes an `ApiError` naming `action`.
-
-    Args:
-      call: a function making the requests and returning the result.
-      action: the call and its resource, e.g. `checking --data-dir gs://b/d`.
-      project: the project, for messages.
-      endpoint: the client's endpoint (`client.api_endpoint`), for messages.
-      retry: retry transient failures (5xx, 429, connection errors) up to
-        `NUM_RETRIES` times; only for calls that are safe to repeat.
-    """
-    import requests  # pylint: disable=g-import-not-at-top
-    from google.api_core import exceptions as core_exceptions  # pylint: disable=g-import-not-at-top
-    from google.auth import exceptions as auth_exceptions  # pylint: disable=g-import-not-at-top
-    retries_left = NUM_RETRIES if retry else 0
-    while True:
-        try:
-            return call()
-        except core_exceptions.GoogleAPICallError as e:
-            if retries_left and (e.code == 429 or (e.code or 0) >= 500):
-                retries_left -= 1
-                continue
-            raise status_error(e.code or 0, _storage_reason(e), action, 'storage',
-                               project) from None
-        except auth_exceptions.RefreshError as e:
-            raise _refresh_error(action, e) from None
-        except auth_exceptions.TransportError as e:
-            raise _token_endpoint_error(action, e) from None
-        except (requests.exceptions.RequestException, OSError) as e:
-            if retries_left:
-                retries_left -= 1
-                continue
-            raise ApiError('%s: cannot reach %s (%s)'
-                           % (action, _host(endpoint), first_line(e))) from None
-
-
-def _storage_reason(error):
-    """The server's message of a google-cloud-storage error, without the
-    `METHOD URL: ` google-api-core puts before it."""
-    return first_line(_REQUEST_PREFIX.sub('', error.message or '')) or 'no details'
+                       % (action, google_api.host(request.uri), first_line(e))) from None
 
 
 def api_error(error, action, api, project):
     """An `HttpError` -> `ApiError` whose message says what to check."""
-    return status_error(error.resp.status, error.reason or 'no details', action, api, project)
-
-
-def status_error(status, reason, action, api, project):
-    """An `ApiError` for HTTP `status` of `action` that says what to check."""
-    if status == 401:
-        message = ('%s: the credentials were rejected (%s); run `gcloud auth '
-                   'application-default login`' % (action, reason))
-    elif status == 403:
-        service, role = _ACCESS[api]
-        message = ('%s: permission denied (%s); check that %s is enabled in project %s '
-                   'and that your Application Default Credentials hold %s'
-                   % (action, reason, service, project, role))
-    elif status == 404:
-        message = '%s: not found (%s)' % (action, reason)
-    elif status == 409:
-        message = '%s: conflict with the resource\'s current state (%s)' % (action, reason)
-    elif status == 400:
-        message = '%s: the request was rejected (%s)' % (action, reason)
-    elif status == 429:
-        message = '%s: quota exceeded (%s)' % (action, reason)
-    else:
-        message = '%s: HTTP %d (%s)' % (action, status, reason)
-    return ApiError(message, status)
-
-
-def _refresh_error(action, error):
-    return ApiError('%s: the Application Default Credentials could not be refreshed '
-                    '(%s); run `gcloud auth application-default login` or point '
-                    'GOOGLE_APPLICATION_CREDENTIALS at a valid key file'
-                    % (action, _refresh_reason(error)))
-
-
-def _token_endpoint_error(action, error):
-    return ApiError('%s: cannot reach the Google token endpoint to refresh the '
-                    'Application Default Credentials (%s)' % (action, first_line(error)))
-
-
-def _host(uri):
-    scheme, _, rest = uri.partition('://')
-    return '%s://%s' % (scheme, rest.split('/', 1)[0])
-
-
-def _refresh_reason(error):
-    """The refresh error's text; google-auth puts the server's answer in args[0]."""
-    return first_line(error.args[0]) if error.args and isinstance(error.args[0], str) \
-        else type(error).__name__
+    return google_api.status_error(error.resp.status, error.reason or 'no details', action,
+                                   api, project)

@@ -22,6 +22,7 @@ import tempfile
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import google_api
 from estimator_trainers.cluster import CHIEF, EVALUATOR, MASTER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import packages
@@ -62,20 +63,19 @@ def tf_config_with_primary(text, primary):
 def download(uris, work_dir, environ):
     """Local paths of `uris` (gs:// objects downloaded into `work_dir`)."""
     paths = []
+    client = None
     for uri in uris:
         if not uri.startswith('gs://'):
             paths.append(uri)
             continue
-        from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
-        from google.cloud import storage  # pylint: disable=g-import-not-at-top
+        project = environ.get('CLOUD_ML_PROJECT_ID') or None
+        client = client or google_api.storage_client(project, None)
         bucket, _, name = uri[len('gs://'):].partition('/')
         path = os.path.join(work_dir, '%d-%s' % (len(paths), os.path.basename(name)))
-        try:
-            client = storage.Client(project=environ.get('CLOUD_ML_PROJECT_ID') or None)
-            client.bucket(bucket).blob(name).download_to_filename(path)
-        except exceptions.GoogleAPICallError as e:
-            raise UserInputError('downloading the package %s failed: %s'
-                                 % (uri, e.message)) from None
+        blob = client.bucket(bucket).blob(name)
+        google_api.storage_call(
+            lambda: blob.download_to_filename(path, timeout=google_api.TIMEOUT_SECS, retry=None),
+            'downloading the package %s' % uri, project, client.api_endpoint)
         paths.append(path)
     return paths
 

@@ -30,6 +30,7 @@ import time
 
 import pathspec
 
+from estimator_trainers import google_api
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import credential_files
@@ -542,7 +543,7 @@ class ImageBuilder:
             self._run(self._repositories().get(name=self.repository_name),
                       'get %s' % self.repository_name)
             return False
-        except api.ApiError as e:
+        except google_api.ApiError as e:
             if e.status != 404:
                 raise
         action = 'repositories.create %s' % self.repository_name
@@ -555,7 +556,7 @@ class ImageBuilder:
             operation = self._run(operations.get(name=operation['name']),
                                   'get %s' % operation['name'])
         if operation.get('error'):
-            raise api.ApiError('%s: %s' % (action, operation['error'].get('message')))
+            raise google_api.ApiError('%s: %s' % (action, operation['error'].get('message')))
         return True
 
     def image_exists(self, tag):
@@ -564,7 +565,7 @@ class ImageBuilder:
         try:
             self._run(self._repositories().packages().tags().get(name=name), 'get %s' % name)
             return True
-        except api.ApiError as e:
+        except google_api.ApiError as e:
             if e.status == 404:
                 return False
             raise
@@ -598,7 +599,7 @@ class ImageBuilder:
                 break
             self.sleep(poll_interval)
         if status != 'SUCCESS':
-            raise api.ApiError('Cloud Build %s ended %s (%s); its log: %s'
+            raise google_api.ApiError('Cloud Build %s ended %s (%s); its log: %s'
                                % (build_id, status, build.get('statusDetail', 'no details'),
                                   build.get('logUrl', '(none)')))
         return build

@@ -18,7 +18,12 @@ import re
 import sys
 import tempfile
 
+import google.auth
+from google.auth import exceptions as auth_exceptions
+from google.auth.credentials import AnonymousCredentials
+
 from estimator_trainers import flags
+from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
@@ -55,11 +60,9 @@ class Backend:
 
     def credentials(self):
         """Application Default Credentials and their project (maybe None)."""
-        import google.auth  # pylint: disable=g-import-not-at-top
-        from google.auth import exceptions  # pylint: disable=g-import-not-at-top
         try:
             return google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        except exceptions.DefaultCredentialsError as e:
+        except auth_exceptions.DefaultCredentialsError as e:
             raise UserInputError(
                 'no usable Application Default Credentials (%s): run `gcloud auth '
                 'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
@@ -86,8 +89,8 @@ class Backend:
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
-        """The google-cloud-storage client of every storage call (`api.storage_client`)."""
-        return api.storage_client(project, credentials)
+        """The google-cloud-storage client of every storage call (`google_api.storage_client`)."""
+        return google_api.storage_client(project, credentials)
 
 
 def _credentials_source():
@@ -371,10 +374,10 @@ def create_job(vertex, collection, body, sub):
     """Creates the job; an executor image Vertex AI refuses gets the way out."""
     try:
         return vertex.create(collection, body)
-    except api.ApiError as e:
+    except google_api.ApiError as e:
         if sub.executor_image and e.status in (400, 403, 404) and \
                 'image' in str(e).lower():
-            raise api.ApiError('%s; Vertex AI refuses the executor image %s: drop '
+            raise google_api.ApiError('%s; Vertex AI refuses the executor image %s: drop '
                                '--executor-image-uri to build the image (--build-image), '
                                'or pass --image-uri' % (e, sub.executor_image),
                                e.status) from None
@@ -410,7 +413,6 @@ def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name
 def _dry_run(out, sub, collection, body, sdist, context, build_body, bucket_uri,
              repository):
     """Prints the staging plan, the image build (if any) and the exact request."""
-    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
     anonymous = AnonymousCredentials()
     offline = jobs.VertexJobs(sub.project, sub.region, credentials=anonymous)
     if sdist:

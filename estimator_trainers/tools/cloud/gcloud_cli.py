@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 
+from google.auth.credentials import AnonymousCredentials
 import yaml
 
 from estimator_trainers import errors
@@ -31,6 +32,7 @@ from estimator_trainers import registry
 from estimator_trainers.cluster import CHIEF
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local
+from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import cli
 from estimator_trainers.tools.cloud import configs
@@ -515,8 +517,6 @@ def _print_submitted(out, err, job_name, created):
 def _dry_run(out, sub, collection, body, archives, context, build_body, bucket_uri,
              repository):
     """The staging plan (each package, the image) and the exact request."""
-    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
-    from estimator_trainers.tools.cloud import api  # pylint: disable=g-import-not-at-top
     anonymous = AnonymousCredentials()
     offline = jobs.VertexJobs(sub.project, sub.region, credentials=anonymous)
     # package_uris: the local archives' staged places first, then gs:// --packages.

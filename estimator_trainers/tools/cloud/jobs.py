@@ -11,12 +11,14 @@ waits, one-line errors).
 """
 import re
 
+from google.auth.credentials import AnonymousCredentials
+
 from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import schema
-from estimator_trainers.tools.cloud.api import ApiError
 
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability
 # announced for 2025-11-14; --image-uri takes a container built from Dockerfile).
@@ -207,10 +209,7 @@ def legacy_job_body(submission):
 
 def legacy_create_request(project, body):
     """The `ml v1` `projects.jobs.create` request (built offline, never sent)."""
-    from google.auth.credentials import AnonymousCredentials  # pylint: disable=g-import-not-at-top
-    from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
-    service = discovery.build('ml', 'v1', credentials=AnonymousCredentials(),
-                              static_discovery=True, cache_discovery=False)
+    service = api.build('ml', 'v1', api.authorized_http(AnonymousCredentials()))
     return service.projects().jobs().create(parent='projects/%s' % project, body=body)
 
 

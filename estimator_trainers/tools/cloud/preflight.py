@@ -15,11 +15,11 @@ storage client, which honours `STORAGE_EMULATOR_HOST` itself.
 """
 import re
 
+from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers.cluster import PS
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcs_paths
 
@@ -138,8 +138,8 @@ def data_paths(trainer, parsed):
 class BucketChecks:
     """Reads Cloud Storage with a google-cloud-storage client; writes nothing.
 
-    Every request waits at most `api.TIMEOUT_SECS` and is retried at most
-    `api.NUM_RETRIES` times (`api.storage_call`), not the library's default
+    Every request waits at most `google_api.TIMEOUT_SECS` and is retried at most
+    `google_api.NUM_RETRIES` times (`google_api.storage_call`), not the library's default
     of retrying for two minutes.
     """
 
@@ -153,7 +153,7 @@ class BucketChecks:
         self.project = project
 
     def _run(self, call, action):
-        return api.storage_call(call, action, self.project, self.client.api_endpoint)
+        return google_api.storage_call(call, action, self.project, self.client.api_endpoint)
 
     def check_data(self, flag, path):
         """Raises unless `path` (a file, a directory or a glob) names objects."""
@@ -172,8 +172,8 @@ class BucketChecks:
             prefix = name.rstrip('/') + '/' if name else ''
             found = self._run(lambda: list(self.client.list_blobs(
                 bucket, prefix=prefix, max_results=1, fields='items/name',
-                timeout=api.TIMEOUT_SECS, retry=None)), 'listing %s for %s' % (path, flag))
-        except api.ApiError as e:
+                timeout=google_api.TIMEOUT_SECS, retry=None)), 'listing %s for %s' % (path, flag))
+        except google_api.ApiError as e:
             if e.status == 404:  # a listing answers 404 only for the bucket
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
                                      % (flag, path, bucket), flag=flag) from None
@@ -185,7 +185,7 @@ class BucketChecks:
     def _blob(self, bucket, name, action):
         """The object's metadata (a `Blob`), or None when there is none."""
         return self._run(lambda: self.client.bucket(bucket).get_blob(
-            name, timeout=api.TIMEOUT_SECS, retry=None), action)
+            name, timeout=google_api.TIMEOUT_SECS, retry=None), action)
 
     def _glob_matches(self, bucket, pattern):
         """Whether an object in the first `_MAX_LIST_PAGES` pages matches."""
@@ -193,7 +193,7 @@ class BucketChecks:
         regex = glob_regex(pattern)
         listing = self.client.list_blobs(bucket, prefix=prefix, fields='items/name,nextPageToken',
                                          page_size=_LIST_PAGE_SIZE,
-                                         timeout=api.TIMEOUT_SECS, retry=None)
+                                         timeout=google_api.TIMEOUT_SECS, retry=None)
         for _, page in zip(range(_MAX_LIST_PAGES), listing.pages):
             if any(regex.fullmatch(blob.name) for blob in page):
                 return True
@@ -204,9 +204,9 @@ class BucketChecks:
         bucket, _ = gcs_paths.split(uri)
         try:
             granted = self._run(lambda: self.client.bucket(bucket).test_iam_permissions(
-                list(WRITE_PERMISSIONS), timeout=api.TIMEOUT_SECS, retry=None),
+                list(WRITE_PERMISSIONS), timeout=google_api.TIMEOUT_SECS, retry=None),
                 'checking access to bucket gs://%s' % bucket)
-        except api.ApiError as e:
+        except google_api.ApiError as e:
             if e.status == 404:
                 raise UserInputError('%s %s: bucket gs://%s does not exist'
                                      % (what, uri, bucket), flag=what) from None
@@ -232,7 +232,7 @@ class BucketChecks:
                                  'trainer writes (a few hundred bytes); use a new --job-dir'
                                  % (job_dir, uri, blob.size), flag='--job-dir', path=uri)
         data = self._run(lambda: blob.download_as_bytes(
-            end=MAX_MODEL_PARAMS_BYTES, timeout=api.TIMEOUT_SECS, retry=None),
+            end=MAX_MODEL_PARAMS_BYTES, timeout=google_api.TIMEOUT_SECS, retry=None),
             'reading %s' % uri)
         recorded = job_dir_lib.parse_model_params(data.decode('utf-8', errors='replace'), uri)
         job_dir_lib.compare_model_params(recorded, params, job_dir)

@@ -172,6 +172,7 @@ def _stop_after_parsing(record, argv):
     argparse.ArgumentParser.parse_args = patched_parse_args
     argparse.ArgumentParser.error = patched_error
     try:
+        # absl is the probed package's own dependency, if any: only its venv has it.
         from absl import flags  # pylint: disable=import-outside-toplevel
     except ImportError:
         return

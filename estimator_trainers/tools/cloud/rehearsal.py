@@ -42,6 +42,7 @@ import time
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import gcs
+from estimator_trainers import google_api
 from estimator_trainers.cluster import CHIEF, EVALUATOR, POOL_ORDER, START_ORDER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher as launcher_lib
@@ -420,15 +421,14 @@ def _task_environment(environ, python):
 
 
 def _download(storage_client, uri, work_dir):
-    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
     bucket, name = staging.split_gs_uri(uri)
     path = os.path.join(work_dir, 'package', os.path.basename(name))
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        storage_client.bucket(bucket).blob(name).download_to_filename(path)
-    except exceptions.GoogleAPICallError as e:
-        raise UserInputError('downloading the staged package %s failed: %s'
-                             % (uri, e.message)) from None
+    blob = storage_client.bucket(bucket).blob(name)
+    google_api.storage_call(
+        lambda: blob.download_to_filename(path, timeout=google_api.TIMEOUT_SECS, retry=None),
+        'downloading the staged package %s' % uri, storage_client.project,
+        storage_client.api_endpoint)
     return path
 
 

@@ -28,6 +28,9 @@ import sys
 import tarfile
 import tempfile
 
+from packaging.specifiers import SpecifierSet
+
+from estimator_trainers import google_api
 from estimator_trainers.errors import UserInputError
 # The gs:// rule lives in gcs_paths; these names stay for the callers of staging.
 from estimator_trainers.tools.cloud.gcs_paths import parse_bucket  # pylint: disable=unused-import
@@ -232,7 +235,6 @@ def python_mismatch(requires_python, image_uri):
     The prebuilt Vertex AI images name their Python (`...tf-cpu.2-15.py310`);
     other images are not checked.
     """
-    from packaging.specifiers import SpecifierSet  # pylint: disable=g-import-not-at-top
     match = re.search(r'\.py3(\d{1,2})\b', image_uri or '')
     if not requires_python or not match:
         return None
@@ -262,21 +264,25 @@ def stage(client, sdist, destination):
     Returns:
       True when uploaded, False when skipped.
     """
-    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
     bucket_name, object_name = split_gs_uri(destination)
     bucket = client.bucket(bucket_name)
-    try:
-        existing = bucket.get_blob(object_name)
-        if existing is not None and (existing.metadata or {}).get(
-                HASH_METADATA_KEY) == sdist.sha256:
-            return False
-        blob = bucket.blob(object_name)
-        blob.metadata = {HASH_METADATA_KEY: sdist.sha256}
-        # The precondition makes a concurrent upload to the same name fail
-        # instead of silently replacing it.
-        blob.upload_from_filename(
-            sdist.path, content_type='application/gzip',
-            if_generation_match=existing.generation if existing else 0)
-    except exceptions.GoogleAPICallError as e:
-        raise UserInputError('staging %s failed: %s' % (destination, e.message)) from None
+    action = 'staging %s' % destination
+
+    def call(function, retry=True):
+        return google_api.storage_call(function, action, client.project, client.api_endpoint,
+                                       retry=retry)
+
+    existing = call(lambda: bucket.get_blob(object_name, timeout=google_api.TIMEOUT_SECS,
+                                            retry=None))
+    if existing is not None and (existing.metadata or {}).get(
+            HASH_METADATA_KEY) == sdist.sha256:
+        return False
+    blob = bucket.blob(object_name)
+    blob.metadata = {HASH_METADATA_KEY: sdist.sha256}
+    # The precondition makes a concurrent upload to the same name fail instead
+    # of silently replacing it (and a repeat of it would fail on its own upload).
+    call(lambda: blob.upload_from_filename(
+        sdist.path, content_type='application/gzip',
+        if_generation_match=existing.generation if existing else 0,
+        timeout=google_api.TIMEOUT_SECS, retry=None), retry=False)
     return True

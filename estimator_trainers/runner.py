@@ -137,7 +137,10 @@ def _divergence_failure(diverged, trainer, task, checkpoint_plan):
     label = '' if task.cluster.task_label == 'local' else '%s: ' % task.cluster.task_label
     good = (faults.last_good_checkpoint(checkpoint_plan.directory)
             if task.cluster.is_chief and checkpoint_plan.directory else None)
-    if diverged.at_start and diverged.start_step:
+    # With parameter servers another task may have diverged the shared variables
+    # before this task's first step: only a task training alone (or in lockstep)
+    # can blame the checkpoint it resumed from.
+    if diverged.at_start and diverged.start_step and not task.cluster.num_ps:
         return errors.TaskFailure(
             '%s%s, at the first step from the checkpoint it resumed from, %s: its '
             'variables do not train; it was saved by a run that diverged: move it '

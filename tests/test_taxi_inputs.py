@@ -13,6 +13,7 @@ import pytest
 import taxi_trips
 import processes
 from conftest import cli_env, REPO_ROOT, run_module
+from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
@@ -92,6 +93,23 @@ CASES = [
 
 
 @pytest.mark.parametrize('name, flag, mutate, expected', CASES, ids=[c[0] for c in CASES])
+def test_bad_csv_is_one_error_naming_flag_file_line_and_column(tmp_path, good_lines, name,
+                                                               flag, mutate, expected):
+    """Each case's words, from the check the trainer runs on its files (in process:
+    the CLI cases below show the same check prints its line and changes nothing)."""
+    del name
+    bad = _write(tmp_path / 'bad.csv', mutate(good_lines))
+    with pytest.raises(UserInputError) as raised:
+        input_lib.scan([bad], '--%s-files' % flag)
+    assert errors.line(raised.value) == 'error: --%s-files %s%s' % (flag, bad, expected)
+
+
+CLI_CASES = [case for case in CASES
+             if case[0] in ('missing column', 'too few fields', 'empty file')]
+
+
+@pytest.mark.parametrize('name, flag, mutate, expected', CLI_CASES,
+                         ids=[c[0] for c in CLI_CASES])
 def test_bad_csv_is_one_error_line_and_leaves_the_job_dir(tmp_path, good_lines, name,
                                                           flag, mutate, expected):
     del name

@@ -26,10 +26,10 @@ DEFAULT_SHARDS = 16
 
 def parse_args(argv=None):
     parser = flags.make_parser('python -m taxi_estimator.cache', __doc__.split('\n')[0])
-    parser.add_argument('--files', nargs='+', required=True,
+    parser.add_argument('--files', type=flags.path, nargs='+', required=True,
                         help='CSV files or globs, local or gs://, in the layout of the '
                              'data step (header line first).')
-    parser.add_argument('--out-dir', required=True,
+    parser.add_argument('--out-dir', type=flags.path, required=True,
                         help='New or empty directory, local or gs://, for the cache.')
     parser.add_argument('--shards', type=flags.positive_int, default=DEFAULT_SHARDS,
                         help='Files the rows are spread over (read in parallel while '

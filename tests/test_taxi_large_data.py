@@ -125,6 +125,14 @@ def test_cache_step_then_train_from_the_cache(shards, tmp_path):
     assert step == 80 and metrics['auc'] > 0.7, metrics
 
 
+@pytest.mark.parametrize('flags, flag', [(['--files', '', '--out-dir', 'out'], '--files'),
+                                         (['--files', 'a.csv', '--out-dir', ''], '--out-dir')])
+def test_cache_step_refuses_empty_paths(flags, flag):
+    """An unset variable's empty path is refused before anything is read or written."""
+    proc = run_module(CACHE, *flags)
+    one_error_line(proc, 'argument %s: expected a path' % flag)
+
+
 def test_cache_step_refusals_are_one_line(shards, tmp_path):
     paths, evals = shards
     occupied = tmp_path / 'occupied'

@@ -188,7 +188,7 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
     waiting_logged = False
     while True:
         path = tf.train.latest_checkpoint(job_dir)
-        step = int(path.rsplit('-', 1)[1]) if path else None
+        step = job_dir_lib.checkpoint_step(path) if path else None
         if not step or path == evaluated:
             if not waiting_logged and not evaluated:
                 tf.compat.v1.logging.info(

@@ -93,7 +93,6 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     if cluster.is_chief:  # it restores them; nothing has been written yet
         resume.check_checkpoints(args.job_dir)
         resume.check_model_params(args.job_dir, params)  # recorded if absent
-    if cluster.is_chief:
         runtime.prepare_job_dir(args, task, plan)
 
     checkpoint_plan = checkpoints.plan(

@@ -161,8 +161,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             if checkpoint_plan.directory and e.unverified_steps:
                 # Saved by this run from variables that then gave a non-finite
                 # loss: the last checkpoint seen to train stays the latest.
-                resume.drop_checkpoints(checkpoint_plan.directory,
-                                             e.unverified_steps)
+                resume.drop_checkpoints(checkpoint_plan.directory, e.unverified_steps)
             raise
 
     if not is_chief:

@@ -89,7 +89,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._summary_step = None
         self._last_time = None
         self._next_log = None
-        self._local_steps = 0
+        self._interval_steps = 0
         self._total_time = 0.0
         self._total_steps = 0
         self._intervals = 0
@@ -143,7 +143,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._eval_secs_at_start = self._eval_secs_since(0.0)
             self._start_interval(now, step)
             return
-        self._local_steps += steps
+        self._interval_steps += steps
         self.last_step = step
         if step < self._next_log and step < self._train_steps:
             return
@@ -155,7 +155,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         return self._eval_clock.seconds - mark if self._eval_clock else 0.0
 
     def _log(self, step, elapsed, values):
-        rate = self._local_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
+        rate = self._interval_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
         steps_per_sec = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
         job_rate = steps_per_sec * self._examples_per_global_step
         self._intervals += 1
@@ -218,7 +218,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
                 writer.flush()
 
     def _start_interval(self, now, step):
-        self._last_time, self._last_step, self._local_steps = now, step, 0
+        self._last_time, self._last_step, self._interval_steps = now, step, 0
         self._last_eval_secs = self._eval_secs_since(0.0)
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
 

@@ -9,6 +9,10 @@ import random
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Tests that drive the experiment runner in-process read gs:// records its jobs
+# rewrite, as the experiment CLI does with the stat cache off (set there before
+# TF loads). Here TF loads in whichever test comes first: set it before any.
+os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -47,6 +47,10 @@ def parse_args(argv):
 def main(argv=None, stream=None):
     """Runs the command; returns the exit code."""
     logs.quiet_tensorflow_native_logs()
+    # This process reads gs:// run records that the points' jobs rewrite. TF's
+    # gs:// client keeps a 5-second stat cache, read when TF loads, and a stale
+    # size fails the next read with "File contents are inconsistent".
+    os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
     args = parse_args(sys.argv[1:] if argv is None else argv)
     stream = stream or sys.stdout
     sweep = sweep_lib.load(args.sweep, full=args.full)

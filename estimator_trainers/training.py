@@ -138,16 +138,19 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener] + (
             [recorder.checkpoint_listener()] if recorder else [])
+        preparing = []
         if checkpoint_plan.evaluates_while_training:
             listeners.append(evaluation.InTrainingEvaluation(
                 evaluate, loop.train_steps, checkpoint_plan))
+            preparing.append(evaluation.PrepareInBackground(evaluate))
         # The divergence check runs first: no hook acts on a diverged step.
         train_hooks = ([divergence, progress] + list(extra_hooks)
                        + (recorder.hooks(progress, loop.train_steps,
                                          checkpoint_plan.every_steps, step or 0)
                           if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners,
-                                                      loop.steps_per_loop))
+                                                      loop.steps_per_loop)
+                       + preparing)
         trained, train_input_fn = _looped(estimator, train_input_fn, loop, checkpoint_plan)
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,

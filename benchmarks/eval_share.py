@@ -3,10 +3,12 @@
 Runs each trainer's default local job (`train-local.sh` flags: taxi 10
 epochs of the data step's trips, CIFAR-10 ResNet-44 for `--cifar-train-steps`,
 1000 as `train-local.sh` does) in a fresh job-dir, and reads the closing
-summary block: wall time, the seconds spent evaluating (building the
-evaluation graph once, every evaluation during training, the final one) and
-the number of evaluations, i.e. of points on the evaluation curves. Target:
-at least 5 points and at most 15% of the wall time.
+summary block: wall time, the seconds training waited for evaluation (every
+evaluation during training, the final one, and building the evaluation graph
+where training waited for it: a chief that evaluates while it trains builds
+it in a thread as training starts) and the number of evaluations, i.e. of
+points on the evaluation curves. Target: at least 5 points and at most 15%
+of the wall time.
 """
 import argparse
 import re

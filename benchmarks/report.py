@@ -205,15 +205,15 @@ def taxi(result):
 
 def data_size(result):
     rows = []
-    for size, by_variant in result['sizes'].items():
-        for variant, v in by_variant.items():
+    for size, by_variant in sorted(result['sizes'].items(), key=lambda kv: int(kv[0])):
+        for variant, v in sorted(by_variant.items()):
             rows.append(['{:,}'.format(int(size)), variant, _spread(v['rows_per_sec']),
                          '%.0f' % v['rows_per_cpu_sec']['median'],
                          _spread(v['peak_rss_mb']), _spread(v['start_up_secs'], '%.1f')])
     data = ', '.join('%s rows: %.0f MB of CSV in %d files%s' % (
         '{:,}'.format(int(size)), d['csv_mb'], result['shards'],
         ', cache step %.0f s' % d['cache_step_secs'] if d.get('cache_step_secs') else '')
-        for size, d in result['data'].items())
+        for size, d in sorted(result['data'].items(), key=lambda kv: int(kv[0])))
     return ('Jittered rows drawn from the real trips (`benchmarks.taxi_bigdata`): %s. '
             '`csv`: the shards streamed; `cache`: their `taxi_estimator.cache` directory; '
             '`memory`: the shards held in memory (sizes under the in-memory limit). '
@@ -225,10 +225,16 @@ def data_size(result):
                                             for kv in sorted(result['ratios'].items())))
 
 
+def _loop_order(n):
+    """Steps per loop in numeric order, the `baseline` row last."""
+    return (1, 0) if n == 'baseline' else (0, int(n))
+
+
 def steps_per_loop(result):
     rows = [[name, n, _spread(s), '%.0f' % s['per_cpu_second']['median'],
              '%.2f' % s['vs_1'], '%.2f' % s['vs_1_per_cpu_second']]
-            for name, by_n in result['trainers'].items() for n, s in by_n.items()]
+            for name, by_n in result['trainers'].items()
+            for n, s in sorted(by_n.items(), key=lambda kv: _loop_order(kv[0]))]
     return ('Each trainer\'s defaults at each `--steps-per-loop` (`baseline`: the trainer '
             'before issue #22, from its own checkout).\n\n'
             + _table(['trainer', 'steps per loop', 'examples/sec median (min–max)',
@@ -243,9 +249,11 @@ def eval_share(result):
             for name, runs in result['runs'].items()]
     return ('Each trainer\'s default local run (taxi: 10 epochs of the data step\'s trips; '
             'CIFAR-10: ResNet-44, %d steps), read from its closing summary block. '
-            '"Evaluating" counts building the evaluation graph once, every evaluation '
-            'during training and the final one; each evaluation is a point of the '
-            'evaluation curves.\n\n' % result['cifar_train_steps']
+            '"Evaluating" counts the time training waited for evaluation: every '
+            'evaluation during training, the final one, and building the evaluation '
+            'graph where training waited for it (a chief that evaluates while it trains '
+            'builds it in a thread as training starts); each evaluation is a point of '
+            'the evaluation curves.\n\n' % result['cifar_train_steps']
             + _table(['trainer', 'wall s median (min–max)', 'evaluating s',
                       'share of wall time', 'evaluations'], rows))
 

@@ -87,7 +87,8 @@ class Evaluator:
         graph = tf.Graph()
         with graph.as_default():
             scaffold, update_op, metrics, hooks = (
-                self._estimator._evaluate_build_graph(self._input_fn, hooks=[]))  # pylint: disable=protected-access
+                self._estimator._evaluate_build_graph(  # pylint: disable=protected-access
+                    without_autotune(self._input_fn), hooks=[]))
             scaffold = scaffold or tf.compat.v1.train.Scaffold()
             scaffold.finalize()
             for hook in hooks:
@@ -147,6 +148,23 @@ class Evaluator:
         self._session.run(self._scaffold.local_init_op)
         for hook in self._hooks:
             hook.after_create_session(self._session, None)
+
+
+def without_autotune(input_fn):
+    """`input_fn` whose dataset runs without tf.data's autotuning.
+
+    Every evaluation re-initialises the input's iterator, and replacing an
+    autotuned one waited on its tuning thread: 1 to 27 s at random for five
+    CIFAR-10 batches that take 0.3 s (benchmarks/RESULTS.md, benchmark 6).
+    """
+    def wrapped():
+        result = input_fn()
+        if isinstance(result, tf.data.Dataset):
+            options = tf.data.Options()
+            options.autotune.enabled = False
+            result = result.with_options(options)
+        return result
+    return wrapped
 
 
 class PrepareInBackground(tf.compat.v1.train.SessionRunHook):

@@ -53,3 +53,11 @@ def test_a_failed_preparation_is_raised_by_the_evaluation(trained):
     evaluator.prepare_in_background()
     with pytest.raises(ValueError, match='no eval data here'):
         evaluator(None)
+
+
+def test_evaluation_input_runs_without_autotuning():
+    with tf.Graph().as_default():
+        assert _input_fn()().options().autotune.enabled is not False
+        assert evaluation.without_autotune(_input_fn())().options().autotune.enabled is False
+        features = {'x': tf.constant([1.0])}
+        assert evaluation.without_autotune(lambda: features)() is features

@@ -23,8 +23,6 @@ import tensorflow as tf
 from estimator_trainers import run_steps
 
 LOSS = 'loss'
-ACCURACY = 'accuracy'
-AUC = 'auc'
 LEARNING_RATE = 'learning_rate'
 EXAMPLES_PER_SEC = 'examples_per_sec'
 GLOBAL_STEPS_PER_SEC = 'global_step/sec'
@@ -57,19 +55,6 @@ def training_metrics(loss, **metrics):
     for name, value in sorted(metrics.items()):
         tf.compat.v1.summary.scalar(name, value)
         log_progress(name, value)
-
-
-def keep_tag_set():
-    """Drops from the training summaries every summary outside the shared tag set.
-
-    For models whose library adds its own (the canned estimators' per-layer
-    activation histograms and zero fractions): in a `--steps-per-loop` loop
-    every training summary is computed at every step.
-    """
-    collection = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.SUMMARIES)
-    collection[:] = [t for t in collection
-                     if t.op.name in (LOSS, ACCURACY, AUC)
-                     or t.op.name.startswith(LEARNING_RATE + '/')]
 
 
 def hook_summaries(graph=None):

@@ -1,22 +1,24 @@
-"""Feature columns of the wide-and-deep model, and their normalisation stats.
+"""Inputs of the wide-and-deep model, and their normalisation stats.
 
 Every column of the layout is used (the reference sample parsed time, areas,
-tracts and coordinates but never fed them to the model):
+tracts and coordinates but never fed them to the model), through two
+tensors (`model_inputs`):
 
 - wide side (linear): payment type, company, trip start month/hour/day,
   community areas and census tracts, plus crosses of bucketised pickup and
   dropoff latitude x longitude, trip miles x seconds, hour x day and payment
-  type x fare. All fourteen are one id space (`wide_ids`): each feature's
+  type x fare. All fourteen are one id space (`WIDE_IDS`): each feature's
   ids are offset past the previous ones, and the linear model sums one
   weight per id. That is the sum of fourteen per-column linear models (FTRL
   and its L2 work per weight), at one sparse lookup and one sparse update
   per step instead of fourteen: those per-column ops made up most of a
   step's time (benchmarks/RESULTS.md). The crosses are exact (bucket x
   bucket), so they never collide, unlike hashed `crossed_column`s;
-- deep side (DNN): the numeric features as z-scores (statistics from the
-  training files), one-hot payment type and an embedding of the hashed
-  company. Time, areas and tracts stay on the wide side: as DNN inputs
-  (one-hot or embedded) they made it overfit the ~10k real trips.
+- deep side (DNN, `deep_inputs`): the numeric features (`NUMBERS`) as
+  z-scores (statistics from the training files), one-hot payment type and
+  an embedding of the hashed company (both from their wide ids). Time,
+  areas and tracts stay on the wide side: as DNN inputs (one-hot or
+  embedded) they made it overfit the ~10k real trips.
 
 Missing values (NaN, -1, '') are handled here, so training and serving
 treat them alike: a missing number has z-score 0 (the training mean) and
@@ -48,10 +50,16 @@ _FARE_BOUNDARIES = (5, 7.5, 10, 12.5, 15, 20, 30, 45, 60)
 _MISSING_BOUNDARY = -1e9
 _MISSING_NUMBER = -2e9
 
-_COMPANY_BUCKETS = 100
+COMPANY_BUCKETS = 100
 _TRACT_BUCKETS = 1000
-_EMBEDDING_DIM = 8
+EMBEDDING_DIM = 8
 WIDE_IDS = 'wide_ids'
+NUMBERS = 'numbers'
+NUMBER_COLUMNS = tuple(sorted(schema.FLOAT_FEATURES))
+# The deep side's one-hot payment type: the vocabulary, then "other".
+PAYMENT_IDS = len(schema.PAYMENT_TYPES) + 1
+PAYMENT_INDICATOR = 'payment_type_indicator'
+COMPANY_EMBEDDING = 'company_embedding'
 
 
 class StatsAccumulator:
@@ -213,21 +221,29 @@ def record_stats(job_dir, stats):
     safe_io.write_atomic(path, json.dumps(stats, indent=2, sort_keys=True))
 
 
-def wide_and_deep_columns(stats):
-    """(wide_columns, deep_columns) for `DNNLinearCombinedClassifier`.
+def deep_inputs(inputs, stats):
+    """{name: float32 [batch, width]} of the DNN's inputs, from `model_inputs`.
 
-    The wide column reads `features[WIDE_IDS]`: call `with_wide_ids` on the
-    features first (the model_fn does, in every mode).
+    The z-score of each float feature (`stats`; missing: 0, the training
+    mean) and the one-hot payment type (missing: all zeros). The DNN also
+    embeds `own_ids(inputs[WIDE_IDS], 'company')` (missing: no embedding).
+    Names are those of the feature columns these replaced, so the model can
+    lay its input out as `DenseFeatures` did (by name) and checkpoints of
+    either restore into the other.
     """
-    fc = tf.feature_column
-    wide = [fc.categorical_column_with_identity(WIDE_IDS, WIDE_BUCKETS)]
-    payment = fc.categorical_column_with_vocabulary_list(
-        'payment_type', schema.PAYMENT_TYPES, num_oov_buckets=1)
-    company = fc.categorical_column_with_hash_bucket('company', _COMPANY_BUCKETS)
-    deep = [fc.numeric_column(c, normalizer_fn=_z_score(stats[c]['mean'], stats[c]['std']))
-            for c in schema.FLOAT_FEATURES]
-    deep += [fc.indicator_column(payment), fc.embedding_column(company, _EMBEDDING_DIM)]
-    return wide, deep
+    z_scores = _z_score([stats[c]['mean'] for c in NUMBER_COLUMNS],
+                        [stats[c]['std'] for c in NUMBER_COLUMNS])(inputs[NUMBERS])
+    result = dict(zip(NUMBER_COLUMNS, tf.split(z_scores, len(NUMBER_COLUMNS), axis=1)))
+    result[PAYMENT_INDICATOR] = tf.one_hot(own_ids(inputs[WIDE_IDS], 'payment_type'),
+                                           PAYMENT_IDS, dtype=tf.float32)
+    return result
+
+
+def own_ids(wide_ids, name):
+    """The ids of wide feature `name` within its own range (-1: none), from `WIDE_IDS`."""
+    column, offset = _WIDE_COLUMNS[name]
+    ids = wide_ids[:, column]
+    return tf.where(ids < 0, ids, ids - offset)
 
 
 def _wide_features():
@@ -263,10 +279,9 @@ def _wide_features():
         return tf.where(paid < 0, tf.constant(-1, tf.int64),
                         paid * (len(_FARE_BOUNDARIES) + 2) + fare)
 
-    payments = len(schema.PAYMENT_TYPES) + 1
     return [
-        ('payment_type', payments, payment),
-        ('company', _COMPANY_BUCKETS, hashed('company', _COMPANY_BUCKETS)),
+        ('payment_type', PAYMENT_IDS, payment),
+        ('company', COMPANY_BUCKETS, hashed('company', COMPANY_BUCKETS)),
         *[(c, schema.INT_FEATURES[c][1] + 1, category(c))
           for c in ('trip_start_month', 'trip_start_hour', 'trip_start_day',
                     'pickup_community_area', 'dropoff_community_area')],
@@ -279,15 +294,21 @@ def _wide_features():
                     * (len(_SECONDS_BOUNDARIES) + 2)
                     + _bucket(f['trip_seconds'], _SECONDS_BOUNDARIES))),
         ('hour_x_day', hours * days, hour_x_day),
-        ('payment_x_fare', payments * (len(_FARE_BOUNDARIES) + 2), payment_x_fare),
+        ('payment_x_fare', PAYMENT_IDS * (len(_FARE_BOUNDARIES) + 2), payment_x_fare),
     ]
 
 
-def with_wide_ids(features):
-    """`features` plus `WIDE_IDS`: int64 [batch, 14], each wide feature's id or -1.
+def model_inputs(features):
+    """The model's two inputs, from parsed features (`schema.FEATURES`, shape [batch]):
 
-    A missing category (or one out of its range, e.g. in a serving request)
-    contributes nothing; a missing number falls in a bucket of its own.
+    - `WIDE_IDS`: int64 [batch, 14], each wide feature's id or -1. A missing
+      category (or one out of its range, e.g. in a serving request)
+      contributes nothing; a missing number falls in a bucket of its own;
+    - `NUMBERS`: float32 [batch, 7], the float features in `NUMBER_COLUMNS`
+      order (NaN where missing).
+
+    The input_fns compute them on tf.data's threads (once for data held in
+    memory); serving computes them in the model.
     """
     flat = {k: tf.reshape(v, [-1]) for k, v in features.items()}
     ids, offset = [], 0
@@ -295,7 +316,8 @@ def with_wide_ids(features):
         value = tf.cast(make(flat), tf.int64)
         ids.append(tf.where(value < 0, value, value + offset))
         offset += size
-    return dict(features, **{WIDE_IDS: tf.stack(ids, axis=1)})
+    return {WIDE_IDS: tf.stack(ids, axis=1),
+            NUMBERS: tf.stack([tf.cast(flat[c], tf.float32) for c in NUMBER_COLUMNS], axis=1)}
 
 
 def _grid(low, high):
@@ -338,6 +360,7 @@ def _fill_missing(x):
 
 
 def _z_score(mean, std):
+    """x -> its z-score, 0 where x is missing (NaN); mean and std broadcast over x."""
     def normalize(x):
         return tf.where(tf.math.is_nan(x), tf.zeros_like(x), (x - mean) / std)
     return normalize
@@ -345,3 +368,15 @@ def _z_score(mean, std):
 
 # Ids of the whole wide side (2,963).
 WIDE_BUCKETS = sum(size for _, size, _ in _wide_features())
+
+
+def _column_offsets():
+    offsets, offset = {}, 0
+    for column, (name, size, _) in enumerate(_wide_features()):
+        offsets[name] = (column, offset)
+        offset += size
+    return offsets
+
+
+# name -> (column of WIDE_IDS, offset of its ids).
+_WIDE_COLUMNS = _column_offsets()

@@ -98,9 +98,7 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
     tf.compat.v1.logging.info('Checked %d rows in %d file(s) in %.1fs', summary.rows,
                               len(summary.files), time.time() - started)
     # Only the columns: ids derived from them are computed when read.
-    chunks = parsed_chunks(list(summary.files)).map(
-        lambda features, label: ({k: v for k, v in features.items()
-                                  if k != features_lib.WIDE_IDS}, label)).enumerate()
+    chunks = parsed_chunks(list(summary.files), for_model=False).enumerate()
     chunks.save(out_dir, shard_func=lambda index, chunk: index % shards)
     record = {'format': CACHE_FORMAT, 'rows': summary.rows, 'stats': summary.stats,
               'sources': list(summary.files), 'chunk_rows': CHUNK_ROWS,
@@ -482,8 +480,11 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     return input_fn
 
 
-def parsed_chunks(files, training=False, seed=None):
+def parsed_chunks(files, training=False, seed=None, for_model=True):
     """(features, label) of up to `CHUNK_ROWS` rows each, parsed from CSV files.
+
+    The features are the model's (`features_lib.model_inputs`), or with
+    `for_model=False` the columns as parsed (what a cache keeps).
 
     In training the files are read in a fresh order per epoch, several at
     once, chunks as they come (in a fixed order with a `seed`); else in order.
@@ -499,7 +500,8 @@ def parsed_chunks(files, training=False, seed=None):
         num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.map(
         tf.autograph.experimental.do_not_convert(
-            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults))),
+            lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults),
+                                              for_model=for_model)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
@@ -518,7 +520,7 @@ def cached_chunks(directory, training=False, seed=None):
                                  num_parallel_calls=tf.data.AUTOTUNE,
                                  deterministic=ordered)
     return tf.data.Dataset.load(directory, reader_func=reader).map(
-        lambda index, chunk: (features_lib.with_wide_ids(chunk[0]), chunk[1]),
+        lambda index, chunk: (features_lib.model_inputs(chunk[0]), chunk[1]),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
@@ -556,12 +558,14 @@ def _csv_default(column):
     return tf.constant([schema.MISSING_FLOAT], tf.float32)
 
 
-def _features_and_label(*columns):
-    """Model features (with the wide side's ids, computed here on tf.data's threads,
-    once for data held in memory) and the int label."""
+def _features_and_label(*columns, for_model=True):
+    """The model's inputs (`features_lib.model_inputs`, computed here on tf.data's
+    threads, once for data held in memory), or with `for_model=False` the typed
+    columns, and the int label."""
     values = dict(zip(schema.COLUMNS, columns))
     label = tf.cast(values.pop(schema.LABEL), tf.int32)
-    return features_lib.with_wide_ids(_model_features(values)), label
+    features = _model_features(values)
+    return (features_lib.model_inputs(features) if for_model else features), label
 
 
 def _model_features(values):

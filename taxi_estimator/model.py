@@ -10,7 +10,6 @@ import dataclasses
 import math
 
 import tensorflow as tf
-from tensorflow_estimator.python.estimator.canned import dnn_linear_combined
 from tensorflow_estimator.python.estimator.head import head_utils
 
 from estimator_trainers import run_config
@@ -51,63 +50,146 @@ def steps_for_epochs(num_epochs, train_size, batch_size):
 
 
 def build_estimator(config, stats, hparams):
-    """The wide-and-deep classifier over `features_lib.wide_and_deep_columns(stats)`.
+    """The wide-and-deep classifier over `features_lib` inputs.
 
-    The canned `DNNLinearCombinedClassifier` model (same variables, head and
-    optimizers), in one plain Estimator whose `model_fn` adds what the canned
-    one lacks: training `accuracy` and `auc` of each batch and both learning
-    rates under the documented tags (`summaries`), and a `serving_default`
-    signature in every export.
+    `DNNLinearCombinedClassifier`'s model (same variables, head, optimizers
+    and math: checkpoints of one restore into the other), written in plain
+    ops instead of feature columns, whose generic sparse plumbing made up
+    most of a training step's ops (benchmarks/RESULTS.md). Its `model_fn`
+    adds what the canned one lacks: training `accuracy` and `auc` of each
+    batch and both learning rates under the documented tags (`summaries`),
+    and a `serving_default` signature in every export.
 
     Args:
       config: `tf.estimator.RunConfig`.
       stats: normalisation statistics ({feature: {'mean', 'std'}}).
       hparams: `HParams`.
     """
-    wide, deep = features_lib.wide_and_deep_columns(stats)
     aggregator = run_config.dense_gradient_aggregator(config)
     head = head_utils.binary_or_multi_class_head(
         2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
 
     def model_fn(features, labels, mode, config):
+        del config
         if features_lib.WIDE_IDS not in features:  # serving (the input_fns add them)
-            with tf.name_scope('wide_ids'):
-                features = features_lib.with_wide_ids(features)
+            with tf.name_scope('model_inputs'):
+                features = features_lib.model_inputs(features)
+        training = mode == tf.estimator.ModeKeys.TRAIN
         evaluating = mode == tf.estimator.ModeKeys.EVAL
-        spec = dnn_linear_combined._dnn_linear_combined_model_fn_v2(  # pylint: disable=protected-access
-            features=features, labels=None if evaluating else labels,
-            mode=tf.estimator.ModeKeys.PREDICT if evaluating else mode, head=head,
-            linear_feature_columns=wide,
-            linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
-                _learning_rate(hparams.linear_learning_rate, hparams, 'linear_ftrl'),
-                l2_regularization_strength=LINEAR_L2, gradient_aggregator=aggregator),
-            dnn_feature_columns=deep,
-            dnn_optimizer=lambda: tf.keras.optimizers.legacy.Adam(
-                _learning_rate(hparams.learning_rate, hparams, 'dnn_adam'),
-                gradient_aggregator=aggregator),
-            dnn_hidden_units=list(hparams.hidden_units),
-            dnn_dropout=hparams.dropout or None,
-            config=config, loss_reduction=LOSS_REDUCTION)
-        if mode == tf.estimator.ModeKeys.TRAIN:
-            summaries.keep_tag_set()
-            _training_metrics(spec, labels)
-        elif evaluating:
-            spec = _evaluation_spec(spec.predictions, labels)
-        else:
-            spec = _with_default_signature(spec)
-        return spec
+        linear_logits, linear_variables = _linear(features[features_lib.WIDE_IDS])
+        dnn_logits, dnn_variables = _dnn(features, stats, hparams, training)
+        logits = dnn_logits + linear_logits
+        if training:
+            return _training_spec(logits, labels, hparams, aggregator,
+                                  dnn_variables, linear_variables)
+        predictions = head.create_estimator_spec(
+            features=features, mode=tf.estimator.ModeKeys.PREDICT, logits=logits)
+        if evaluating:
+            return _evaluation_spec(predictions.predictions, labels)
+        return _with_default_signature(predictions)
 
     return tf.estimator.Estimator(model_fn=model_fn, config=config)
 
 
-def _training_metrics(spec, labels):
-    """`accuracy` and `auc` of the training batch, on the eval metrics' charts."""
+def _linear(wide_ids):
+    """(logits, variables) of the linear side: a bias plus one weight per wide id.
+
+    As the canned linear model sums them, but as one gather of the ids
+    present (a -1 gathers weight 0 and is masked out: its gradient is zero,
+    and an FTRL update with a zero gradient leaves a weight as it is).
+    """
+    with tf.compat.v1.variable_scope('linear/linear_model'):
+        weights = tf.compat.v1.get_variable(
+            features_lib.WIDE_IDS + '/weights', [features_lib.WIDE_BUCKETS, 1],
+            initializer=tf.compat.v1.zeros_initializer())
+        bias = tf.compat.v1.get_variable('bias_weights', [1],
+                                         initializer=tf.compat.v1.zeros_initializer())
+        present = tf.cast(wide_ids >= 0, tf.float32)
+        per_id = tf.reshape(tf.gather(weights, tf.maximum(wide_ids, 0)),
+                            tf.shape(wide_ids)) * present
+        logits = tf.reduce_sum(per_id, axis=1, keepdims=True) + bias
+    return logits, [weights, bias]
+
+
+def _dnn(features, stats, hparams, training):
+    """(logits, variables) of the ReLU DNN, laid out as the canned `dnn` model.
+
+    Its input is the concatenation of `features_lib.deep_inputs` and the
+    company embedding in the order of their names, as `DenseFeatures` lays
+    out its feature columns, so the first layer's kernel rows mean the same.
+    """
+    with tf.compat.v1.variable_scope('dnn'):
+        inputs = features_lib.deep_inputs(features, stats)
+        with tf.compat.v1.variable_scope(
+                'input_from_feature_columns/input_layer/' + features_lib.COMPANY_EMBEDDING):
+            table = tf.compat.v1.get_variable(
+                'embedding_weights', [features_lib.COMPANY_BUCKETS, features_lib.EMBEDDING_DIM],
+                initializer=tf.compat.v1.truncated_normal_initializer(
+                    stddev=1 / math.sqrt(features_lib.EMBEDDING_DIM)))
+        # A one-hot product rather than a gather: the same rows (a missing
+        # company, -1, is all zeros), and a dense gradient, which Adam
+        # applies in one op where a sparse one takes a dozen.
+        company = features_lib.own_ids(features[features_lib.WIDE_IDS], 'company')
+        inputs[features_lib.COMPANY_EMBEDDING] = tf.matmul(
+            tf.one_hot(company, features_lib.COMPANY_BUCKETS), table)
+        net = tf.concat([inputs[name] for name in sorted(inputs)], axis=1)
+        variables = [table]
+        layers = [('hiddenlayer_%d' % i, units, tf.nn.relu)
+                  for i, units in enumerate(hparams.hidden_units)]
+        for name, units, activation in layers + [('logits', 1, None)]:
+            with tf.compat.v1.variable_scope(name):
+                kernel = tf.compat.v1.get_variable(
+                    'kernel', [net.shape[1], units],
+                    initializer=tf.compat.v1.glorot_uniform_initializer())
+                bias = tf.compat.v1.get_variable(
+                    'bias', [units], initializer=tf.compat.v1.zeros_initializer())
+            net = tf.nn.bias_add(tf.matmul(net, kernel), bias)
+            variables += [kernel, bias]
+            if activation:
+                net = activation(net)
+                if hparams.dropout and training:
+                    net = tf.nn.dropout(net, rate=hparams.dropout)
+    return net, variables
+
+
+def _training_spec(logits, labels, hparams, aggregator, dnn_variables, linear_variables):
+    """The TRAIN spec: the canned binary head's loss and the canned model's updates.
+
+    The head's mean sigmoid cross-entropy, computed directly: the head would
+    also check the labels' range and build every prediction at every step,
+    where the input_fns make the labels 0 or 1.
+    """
+    labels = tf.reshape(tf.cast(labels, tf.float32), [-1, 1])
+    loss = tf.reduce_mean(  # LOSS_REDUCTION: the mean over the batch
+        tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+    linear_optimizer = tf.keras.optimizers.legacy.Ftrl(
+        _learning_rate(hparams.linear_learning_rate, hparams, 'linear_ftrl'),
+        l2_regularization_strength=LINEAR_L2, gradient_aggregator=aggregator)
+    dnn_optimizer = tf.keras.optimizers.legacy.Adam(
+        _learning_rate(hparams.learning_rate, hparams, 'dnn_adam'),
+        gradient_aggregator=aggregator)
+    # One optimizer advances the global step (the canned model's rule).
+    dnn_optimizer.iterations = tf.compat.v1.train.get_or_create_global_step()
+    # Synchronous replicas each minimise their share of the mean (as canned).
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    variables = dnn_variables + linear_variables
+    # The canned head's scope, which names the optimizers' slots in checkpoints.
+    with tf.name_scope('training'):
+        # One backward pass for both sides (each optimizer's get_updates would
+        # differentiate the loss on its own).
+        gradients = tf.compat.v1.gradients(loss / replicas if replicas > 1 else loss,
+                                           variables)
+        pairs = list(zip(gradients, variables))
+        train_op = tf.group(dnn_optimizer.apply_gradients(pairs[:len(dnn_variables)]),
+                            linear_optimizer.apply_gradients(pairs[len(dnn_variables):]))
     with tf.name_scope('batch_metrics'):
-        labels = tf.reshape(tf.cast(labels, tf.int64), [-1])
-        classes = tf.reshape(spec.predictions['class_ids'], [-1])
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(classes, labels), tf.float32))
-        auc = summaries.batch_auc(labels, spec.predictions['logistic'])
-    summaries.training_metrics(spec.loss, accuracy=accuracy, auc=auc)
+        # The head's class: 1 where the logit is positive.
+        accuracy = tf.reduce_mean(tf.cast(tf.equal(
+            tf.cast(logits > 0, tf.float32), labels), tf.float32))
+        auc = summaries.batch_auc(labels, tf.sigmoid(logits))
+    summaries.training_metrics(loss, accuracy=accuracy, auc=auc)
+    return tf.estimator.EstimatorSpec(tf.estimator.ModeKeys.TRAIN, loss=loss,
+                                      train_op=train_op)
 
 
 def _evaluation_spec(predictions, labels):

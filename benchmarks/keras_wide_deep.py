@@ -1,15 +1,15 @@
 """The Keras reference for benchmark 3: the taxi wide-and-deep model under `fit`.
 
-Equivalent to the trainer's `DNNLinearCombinedClassifier`: the same feature
-columns (`taxi_estimator.features.wide_and_deep_columns`, the wide side's
-one id space computed by `features.with_wide_ids` in the trainer's input_fn),
-a linear wide side (a zero-initialised 1-d sum embedding, which is
-what a linear model over sparse columns computes) trained with FTRL(0.1, L2
-1.0), a ReLU DNN of the same hidden units on the deep columns trained with
-Adam(0.001), logits added, sigmoid cross-entropy. Keras' `WideDeepModel`
-applies the two optimizers. It reads the same CSVs through the trainer's own
-input_fn. `--steps-per-execution N` is Keras' many steps per call (its
-counterpart of the trainer's `--steps-per-loop`).
+The trainer's model in Keras layers, on the trainer's own input_fn (the
+same two input tensors, `taxi_estimator.features.model_inputs`, computed on
+tf.data's threads): a linear wide side (one zero-initialised weight per
+wide id, summed, plus a bias) trained with FTRL, a ReLU DNN of the same
+hidden units and dropout on the same deep inputs (z-scores, one-hot payment
+type, company embedding: `features.deep_inputs`) trained with Adam, logits
+added, sigmoid cross-entropy; the trainer's default learning rates and L2.
+Keras' `WideDeepModel` applies the two optimizers. `--steps-per-execution
+N` is Keras' many steps per call (its counterpart of the trainer's
+`--steps-per-loop`).
 
     python -m benchmarks.keras_wide_deep --mode throughput --train-files T \
         --eval-files E --warmup-steps 200 --steps 600 [--steps-per-execution 32]
@@ -20,39 +20,67 @@ print JSON lines (one per evaluation in `auc` mode).
 """
 import argparse
 import json
+import math
 import time
 
 import tensorflow as tf
 
 from taxi_estimator import features as features_lib
 from taxi_estimator import input as input_lib
+from taxi_estimator import model as model_lib
+from taxi_estimator import trainer
+
+_DEFAULTS = trainer.TRAINER.parse_args(['--train-files', 'x', '--eval-files', 'x',
+                                        '--job-dir', 'x'])
 
 
-class _Linear(tf.keras.Model):
-    """Sum of per-bucket weights of the wide columns, plus a bias."""
+class _Linear(tf.keras.layers.Layer):
+    """Sum of the weights of the wide ids present (-1: none), plus a bias."""
 
-    def __init__(self, columns):
-        super().__init__()
-        self._weights = tf.keras.layers.DenseFeatures([
-            tf.feature_column.embedding_column(
-                c, 1, combiner='sum', initializer=tf.zeros_initializer())
-            for c in columns])
+    def build(self, input_shape):
+        self._weights = self.add_weight('weights', [features_lib.WIDE_BUCKETS, 1],
+                                        initializer='zeros')
         self._bias = self.add_weight('bias', [1], initializer='zeros')
 
     def call(self, inputs):
-        return tf.reduce_sum(self._weights(inputs), axis=1, keepdims=True) + self._bias
+        ids = inputs[features_lib.WIDE_IDS]
+        weights = tf.reshape(tf.gather(self._weights, tf.maximum(ids, 0)), tf.shape(ids))
+        present = tf.cast(ids >= 0, tf.float32)
+        return tf.reduce_sum(weights * present, axis=1, keepdims=True) + self._bias
 
 
-def build_model(stats, hidden_units=(32, 16), steps_per_execution=1):
-    wide, deep = features_lib.wide_and_deep_columns(stats)
-    dnn = tf.keras.Sequential(
-        [tf.keras.layers.DenseFeatures(deep)]
-        + [tf.keras.layers.Dense(units, activation='relu') for units in hidden_units]
-        + [tf.keras.layers.Dense(1)])
-    model = tf.keras.experimental.WideDeepModel(_Linear(wide), dnn)
+class _DeepInputs(tf.keras.layers.Layer):
+    """The DNN's input: `features.deep_inputs` and the company embedding."""
+
+    def __init__(self, stats):
+        super().__init__()
+        self._stats = stats
+
+    def build(self, input_shape):
+        self._table = self.add_weight(
+            'company_embedding', [features_lib.COMPANY_BUCKETS, features_lib.EMBEDDING_DIM],
+            initializer=tf.keras.initializers.TruncatedNormal(
+                stddev=1 / math.sqrt(features_lib.EMBEDDING_DIM)))
+
+    def call(self, inputs):
+        deep = features_lib.deep_inputs(inputs, self._stats)
+        company = features_lib.own_ids(inputs[features_lib.WIDE_IDS], 'company')
+        deep[features_lib.COMPANY_EMBEDDING] = tf.gather(self._table, tf.maximum(company, 0)) \
+            * tf.cast(company >= 0, tf.float32)[:, None]
+        return tf.concat([deep[name] for name in sorted(deep)], axis=1)
+
+
+def build_model(stats, hidden_units=tuple(_DEFAULTS.hidden_units), steps_per_execution=1):
+    layers = [_DeepInputs(stats)]
+    for units in hidden_units:
+        layers += [tf.keras.layers.Dense(units, activation='relu'),
+                   tf.keras.layers.Dropout(_DEFAULTS.dropout_prob)]
+    dnn = tf.keras.Sequential(layers + [tf.keras.layers.Dense(1)])
+    model = tf.keras.experimental.WideDeepModel(_Linear(), dnn)
     model.compile(
-        optimizer=[tf.keras.optimizers.Ftrl(0.1, l2_regularization_strength=1.0),
-                   tf.keras.optimizers.Adam(0.001)],
+        optimizer=[tf.keras.optimizers.Ftrl(_DEFAULTS.linear_learning_rate,
+                                            l2_regularization_strength=model_lib.LINEAR_L2),
+                   tf.keras.optimizers.Adam(_DEFAULTS.learning_rate)],
         loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
         metrics=[tf.keras.metrics.AUC(name='auc', from_logits=True)],
         steps_per_execution=steps_per_execution)

@@ -88,7 +88,7 @@ class Evaluator:
         with graph.as_default():
             scaffold, update_op, metrics, hooks = (
                 self._estimator._evaluate_build_graph(  # pylint: disable=protected-access
-                    without_autotune(self._input_fn), hooks=[]))
+                    without_tuning(self._input_fn), hooks=[]))
             scaffold = scaffold or tf.compat.v1.train.Scaffold()
             scaffold.finalize()
             for hook in hooks:
@@ -150,18 +150,21 @@ class Evaluator:
             hook.after_create_session(self._session, None)
 
 
-def without_autotune(input_fn):
-    """`input_fn` whose dataset runs without tf.data's autotuning.
+def without_tuning(input_fn):
+    """`input_fn` whose dataset runs without tf.data's autotuning and graph rewrites.
 
-    Every evaluation re-initialises the input's iterator, and replacing an
+    Every evaluation re-initialises the input's iterator. Replacing an
     autotuned one waited on its tuning thread: 1 to 27 s at random for five
-    CIFAR-10 batches that take 0.3 s (benchmarks/RESULTS.md, benchmark 6).
+    CIFAR-10 batches that take 0.3 s; and each initialisation optimised the
+    dataset's graph anew: a third of a taxi evaluation's 0.1 s
+    (benchmarks/RESULTS.md, benchmark 6).
     """
     def wrapped():
         result = input_fn()
         if isinstance(result, tf.data.Dataset):
             options = tf.data.Options()
             options.autotune.enabled = False
+            options.experimental_optimization.apply_default_optimizations = False
             result = result.with_options(options)
         return result
     return wrapped

@@ -55,9 +55,13 @@ def test_a_failed_preparation_is_raised_by_the_evaluation(trained):
         evaluator(None)
 
 
-def test_evaluation_input_runs_without_autotuning():
+def test_evaluation_input_runs_without_autotuning_or_rewrites():
     with tf.Graph().as_default():
-        assert _input_fn()().options().autotune.enabled is not False
-        assert evaluation.without_autotune(_input_fn())().options().autotune.enabled is False
+        options = _input_fn()().options()
+        assert options.autotune.enabled is not False
+        assert options.experimental_optimization.apply_default_optimizations is not False
+        options = evaluation.without_tuning(_input_fn())().options()
+        assert options.autotune.enabled is False
+        assert options.experimental_optimization.apply_default_optimizations is False
         features = {'x': tf.constant([1.0])}
-        assert evaluation.without_autotune(lambda: features)() is features
+        assert evaluation.without_tuning(lambda: features)() is features

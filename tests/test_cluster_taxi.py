@@ -6,9 +6,9 @@ under multi_worker_mirrored the dense all-reduce that replaces TF 2.15's
 failing sparse gather. Each test checks the final global step, the checkpoints
 and that no process is left behind; the asynchronous and the all-reduce runs
 also check that the model learned (a cluster that loses updates would not beat
-the trivial baselines on the eval file). The canned estimator cannot use
-SyncReplicasOptimizer (TF refuses it with two optimizers), so its synchronous
-mode is multi_worker_mirrored.
+the trivial baselines on the eval file). The model's two Keras
+optimizers cannot be wrapped by SyncReplicasOptimizer (it takes one
+tf.compat.v1 optimizer), so its synchronous mode is multi_worker_mirrored.
 """
 import os
 import re

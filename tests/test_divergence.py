@@ -87,7 +87,7 @@ def diverge_then_resume(module, common, job_dir, flags, hint):
     assert listed_steps(job_dir) == [0, 4, 8]
 
 
-def test_taxi_canned_estimator_diverges_in_one_line_and_resumes(taxi_files, tmp_path):
+def test_taxi_diverges_in_one_line_and_resumes(taxi_files, tmp_path):
     diverge_then_resume(TAXI, taxi_files, tmp_path / 'job', DIVERGE,
                         'lower --learning-rate or --linear-learning-rate')
 

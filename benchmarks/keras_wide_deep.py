@@ -43,14 +43,12 @@ class _Linear(tf.keras.layers.Layer):
         self._bias = self.add_weight('bias', [1], initializer='zeros')
 
     def call(self, inputs):
-        ids = inputs[features_lib.WIDE_IDS]
-        weights = tf.reshape(tf.gather(self._weights, tf.maximum(ids, 0)), tf.shape(ids))
-        present = tf.cast(ids >= 0, tf.float32)
-        return tf.reduce_sum(weights * present, axis=1, keepdims=True) + self._bias
+        return model_lib.linear_logits(inputs[features_lib.WIDE_IDS], self._weights,
+                                       self._bias)
 
 
 class _DeepInputs(tf.keras.layers.Layer):
-    """The DNN's input: `features.deep_inputs` and the company embedding."""
+    """The DNN's input (`model.dnn_input`), owning the company embedding."""
 
     def __init__(self, stats):
         super().__init__()
@@ -63,11 +61,7 @@ class _DeepInputs(tf.keras.layers.Layer):
                 stddev=1 / math.sqrt(features_lib.EMBEDDING_DIM)))
 
     def call(self, inputs):
-        deep = features_lib.deep_inputs(inputs, self._stats)
-        company = features_lib.own_ids(inputs[features_lib.WIDE_IDS], 'company')
-        deep[features_lib.COMPANY_EMBEDDING] = tf.gather(self._table, tf.maximum(company, 0)) \
-            * tf.cast(company >= 0, tf.float32)[:, None]
-        return tf.concat([deep[name] for name in sorted(deep)], axis=1)
+        return model_lib.dnn_input(inputs, self._stats, self._table)
 
 
 def build_model(stats, hidden_units=tuple(_DEFAULTS.hidden_units), steps_per_execution=1):

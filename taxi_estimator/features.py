@@ -311,11 +311,10 @@ def model_inputs(features):
     memory); serving computes them in the model.
     """
     flat = {k: tf.reshape(v, [-1]) for k, v in features.items()}
-    ids, offset = [], 0
-    for _, size, make in _wide_features():
+    ids = []
+    for name, _, make in _wide_features():
         value = tf.cast(make(flat), tf.int64)
-        ids.append(tf.where(value < 0, value, value + offset))
-        offset += size
+        ids.append(tf.where(value < 0, value, value + _WIDE_COLUMNS[name][1]))
     return {WIDE_IDS: tf.stack(ids, axis=1),
             NUMBERS: tf.stack([tf.cast(flat[c], tf.float32) for c in NUMBER_COLUMNS], axis=1)}
 

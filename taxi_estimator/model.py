@@ -92,47 +92,57 @@ def build_estimator(config, stats, hparams):
 
 
 def _linear(wide_ids):
-    """(logits, variables) of the linear side: a bias plus one weight per wide id.
-
-    As the canned linear model sums them, but as one gather of the ids
-    present (a -1 gathers weight 0 and is masked out: its gradient is zero,
-    and an FTRL update with a zero gradient leaves a weight as it is).
-    """
+    """(logits, variables) of the linear side: a bias plus one weight per wide id."""
     with tf.compat.v1.variable_scope('linear/linear_model'):
         weights = tf.compat.v1.get_variable(
             features_lib.WIDE_IDS + '/weights', [features_lib.WIDE_BUCKETS, 1],
             initializer=tf.compat.v1.zeros_initializer())
         bias = tf.compat.v1.get_variable('bias_weights', [1],
                                          initializer=tf.compat.v1.zeros_initializer())
-        present = tf.cast(wide_ids >= 0, tf.float32)
-        per_id = tf.reshape(tf.gather(weights, tf.maximum(wide_ids, 0)),
-                            tf.shape(wide_ids)) * present
-        logits = tf.reduce_sum(per_id, axis=1, keepdims=True) + bias
+        logits = linear_logits(wide_ids, weights, bias)
     return logits, [weights, bias]
 
 
-def _dnn(features, stats, hparams, training):
-    """(logits, variables) of the ReLU DNN, laid out as the canned `dnn` model.
+def linear_logits(wide_ids, weights, bias):
+    """The linear side's logits [batch, 1]: `bias` plus the `weights` of the ids present.
 
-    Its input is the concatenation of `features_lib.deep_inputs` and the
-    company embedding in the order of their names, as `DenseFeatures` lays
-    out its feature columns, so the first layer's kernel rows mean the same.
+    As the canned linear model sums them, but as one gather (a -1 gathers
+    weight 0 and is masked out: its gradient is zero, and an FTRL update
+    with a zero gradient leaves a weight as it is).
     """
+    present = tf.cast(wide_ids >= 0, tf.float32)
+    per_id = tf.reshape(tf.gather(weights, tf.maximum(wide_ids, 0)), tf.shape(wide_ids))
+    return tf.reduce_sum(per_id * present, axis=1, keepdims=True) + bias
+
+
+def dnn_input(inputs, stats, table):
+    """The DNN's input [batch, width] from `features_lib.model_inputs` and the
+    company embedding `table`.
+
+    `features_lib.deep_inputs` and the embedding concatenated in the order of
+    their names, as `DenseFeatures` lays out its feature columns, so the
+    first layer's kernel rows mean what they meant in the canned model. The
+    embedding is a one-hot product rather than a gather: the same rows (a
+    missing company, -1, is all zeros), and a dense gradient, which Adam
+    applies in one op where a sparse one takes a dozen.
+    """
+    deep = features_lib.deep_inputs(inputs, stats)
+    company = features_lib.own_ids(inputs[features_lib.WIDE_IDS], 'company')
+    deep[features_lib.COMPANY_EMBEDDING] = tf.matmul(
+        tf.one_hot(company, features_lib.COMPANY_BUCKETS), table)
+    return tf.concat([deep[name] for name in sorted(deep)], axis=1)
+
+
+def _dnn(features, stats, hparams, training):
+    """(logits, variables) of the ReLU DNN, laid out as the canned `dnn` model."""
     with tf.compat.v1.variable_scope('dnn'):
-        inputs = features_lib.deep_inputs(features, stats)
         with tf.compat.v1.variable_scope(
                 'input_from_feature_columns/input_layer/' + features_lib.COMPANY_EMBEDDING):
             table = tf.compat.v1.get_variable(
                 'embedding_weights', [features_lib.COMPANY_BUCKETS, features_lib.EMBEDDING_DIM],
                 initializer=tf.compat.v1.truncated_normal_initializer(
                     stddev=1 / math.sqrt(features_lib.EMBEDDING_DIM)))
-        # A one-hot product rather than a gather: the same rows (a missing
-        # company, -1, is all zeros), and a dense gradient, which Adam
-        # applies in one op where a sparse one takes a dozen.
-        company = features_lib.own_ids(features[features_lib.WIDE_IDS], 'company')
-        inputs[features_lib.COMPANY_EMBEDDING] = tf.matmul(
-            tf.one_hot(company, features_lib.COMPANY_BUCKETS), table)
-        net = tf.concat([inputs[name] for name in sorted(inputs)], axis=1)
+        net = dnn_input(features, stats, table)
         variables = [table]
         layers = [('hiddenlayer_%d' % i, units, tf.nn.relu)
                   for i, units in enumerate(hparams.hidden_units)]
@@ -182,10 +192,9 @@ def _training_spec(logits, labels, hparams, aggregator, dnn_variables, linear_va
         pairs = list(zip(gradients, variables))
         train_op = tf.group(dnn_optimizer.apply_gradients(pairs[:len(dnn_variables)]),
                             linear_optimizer.apply_gradients(pairs[len(dnn_variables):]))
+    # The head's class: 1 where the logit is positive.
+    accuracy = summaries.batch_accuracy(labels, tf.cast(logits > 0, tf.int64))
     with tf.name_scope('batch_metrics'):
-        # The head's class: 1 where the logit is positive.
-        accuracy = tf.reduce_mean(tf.cast(tf.equal(
-            tf.cast(logits > 0, tf.float32), labels), tf.float32))
         auc = summaries.batch_auc(labels, tf.sigmoid(logits))
     summaries.training_metrics(loss, accuracy=accuracy, auc=auc)
     return tf.estimator.EstimatorSpec(tf.estimator.ModeKeys.TRAIN, loss=loss,

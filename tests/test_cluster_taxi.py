@@ -106,17 +106,18 @@ def test_parameter_servers_with_many_steps_per_loop(data_dir, tmp_path):
     the job reaches its target, saves intact checkpoints and learns.
     """
     job_dir = tmp_path / 'job'
+    # Long enough for both tasks to train (one task alone does ~300 steps a
+    # second); the worker starts at once, as the chief's start-up takes seconds.
+    steps = 3000
     cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '1'],
-                     # The worker starts at once: the chief alone trains 600
-                     # steps in a few seconds.
-                     _trainer(data_dir, job_dir, 600, 200, '--steps-per-loop', '16',
+                     _trainer(data_dir, job_dir, steps, 1000, '--steps-per-loop', '16',
                               '--max-worker-delay-secs', '0'))
     assert cluster.finish() == 0, cluster.output[-6000:]
     final = final_step(cluster.output)
-    assert 600 <= final <= 600 + ASYNC_OVERSHOOT
+    assert steps <= final <= steps + ASYNC_OVERSHOOT
     for label in ('chief-0', 'worker-0'):
         assert re.search(r'Loss for final step: \d', task_log(job_dir, label)), label
-    assert re.search(r'INFO step \d+/600, ', task_log(job_dir, 'chief-0'))
+    assert re.search(r'INFO step \d+/%d, ' % steps, task_log(job_dir, 'chief-0'))
     assert_checkpoints_intact(job_dir, final, VARIABLES, exact_steps=False)
     assert_beats_baselines(final_metrics(task_log(job_dir, 'chief-0'))[1],
                            data_dir / 'taxi_trips_eval.csv', margin=0.03)

@@ -34,8 +34,8 @@ from taxi_estimator import features as features_lib
 from taxi_estimator import schema
 from taxi_estimator import trainer
 
-CHUNK_ROWS = 1024  # lines read and parsed together
-SHUFFLE_ROWS = 16 * CHUNK_ROWS  # rows a streaming window permutes (memory stays flat)
+BLOCK_BYTES = 1 << 18  # bytes of a CSV file read, split into lines and parsed together
+SHUFFLE_ROWS = 1 << 16  # rows a streaming window permutes (memory stays flat)
 _READ_PARALLEL = 8  # files read at once
 _MAX_SHARDS = 1 << 16
 _ALL_ROWS = 1 << 62
@@ -45,7 +45,7 @@ EXAMPLE_INPUT = 'examples'
 
 CACHE_RECORD = 'taxi_cache.json'  # marks a complete cache directory
 CACHE_FORMAT = 1
-_SCAN_CHUNK = 16384  # lines checked together by the fast path
+_SCAN_BLOCK_BYTES = 1 << 20  # bytes of lines checked together by the fast path
 FAST_SCAN_BYTES = 16 << 20  # files at least this large in all are checked by ops first
 
 
@@ -101,8 +101,7 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
     chunks = parsed_chunks(list(summary.files), for_model=False).enumerate()
     chunks.save(out_dir, shard_func=lambda index, chunk: index % shards)
     record = {'format': CACHE_FORMAT, 'rows': summary.rows, 'stats': summary.stats,
-              'sources': list(summary.files), 'chunk_rows': CHUNK_ROWS,
-              'shards': shards}
+              'sources': list(summary.files), 'shards': shards}
     with tf.io.gfile.GFile(os.path.join(out_dir, CACHE_RECORD), 'w') as f:
         f.write(json.dumps(record, indent=2, sort_keys=True))
     tf.compat.v1.logging.info('Wrote %d rows in %d shards to %s in %.1fs; train with '
@@ -195,17 +194,18 @@ def _fast_scan(files, flag):
     the files are only checked line by line: starting the ops costs more.
     """
     try:
-        sizes = [tf.io.gfile.stat(path).length for path in files]
+        sizes = {path: tf.io.gfile.stat(path).length for path in files}
     except tf.errors.OpError:
         return {}
-    if sum(sizes) < FAST_SCAN_BYTES:
+    if sum(sizes.values()) < FAST_SCAN_BYTES:
         return {}
     candidates = [path for path in files if _header_ok(path, flag)]
     if not candidates:
         return {}
-    chunks = tf.data.Dataset.from_tensor_slices(candidates).enumerate().interleave(
-        lambda index, path: tf.data.TextLineDataset(path).skip(1).batch(
-            _SCAN_CHUNK).map(lambda lines: (index, lines)),
+    chunks = tf.data.Dataset.from_tensor_slices(
+        (candidates, tf.constant([sizes[path] for path in candidates], tf.int64))).enumerate().interleave(
+        lambda index, file: _line_blocks(*file, _SCAN_BLOCK_BYTES).map(
+            lambda lines: (index, lines)),
         cycle_length=min(len(candidates), _READ_PARALLEL),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).map(
             lambda index, lines: (index,) + _checked_chunk(lines),
@@ -277,6 +277,8 @@ def _checked_chunk(lines):
                                            'UTF-8', errors='strict')
     ok = tf.equal(tf.size(decoded), tf.reduce_sum(tf.cast(~ascii_only, tf.int32)))
     ok &= tf.reduce_all(tf.strings.regex_full_match(lines, _TYPED_LINE))
+    # `_check_length` counts a CRLF's CR too: a line of the limit itself is left to it.
+    ok &= tf.reduce_all(tf.strings.length(lines, unit='UTF8_CHAR') < MAX_LINE_CHARS)
     indices = sorted(schema.COLUMNS.index(c) for c in _NUMBERS)
     columns = dict(zip([schema.COLUMNS[i] for i in indices], tf.io.decode_csv(
         lines, [[''] for _ in indices], select_cols=indices)))
@@ -332,6 +334,7 @@ def _scan_file(path, where, accumulator):
 # layout, and is refused before it is held in memory whole (a file without
 # line breaks would be read into memory at once).
 MAX_LINE_CHARS = 1 << 16
+_MAX_LINE_BYTES = 4 * MAX_LINE_CHARS  # UTF-8: a longer line has too many characters
 _READ_BYTES = 1 << 20
 
 
@@ -431,7 +434,7 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     """Estimator input_fn over validated CSV files.
 
     Files are read in parallel (`_READ_PARALLEL` at a time, local or gs://)
-    in chunks of `CHUNK_ROWS` lines, and each chunk is parsed by one
+    in blocks of `BLOCK_BYTES`, and the lines of each block are parsed by one
     vectorised `decode_csv`, on tf.data's threads: parsing row by row with
     `CsvDataset` was as slow as training itself (benchmarks/RESULTS.md).
     Rows never span lines: `scan` checks every line as `decode_csv` will
@@ -481,28 +484,63 @@ def make_input_fn(files, batch_size, *, training, seed=None,
 
 
 def parsed_chunks(files, training=False, seed=None, for_model=True):
-    """(features, label) of up to `CHUNK_ROWS` rows each, parsed from CSV files.
+    """(features, label) of the rows of a block of `BLOCK_BYTES` of CSV each.
 
     The features are the model's (`features_lib.model_inputs`), or with
     `for_model=False` the columns as parsed (what a cache keeps).
 
     In training the files are read in a fresh order per epoch, several at
-    once, chunks as they come (in a fixed order with a `seed`); else in order.
+    once, blocks as they come (in a fixed order with a `seed`); else in order.
     """
     ordered = not training or seed is not None
     defaults = [_csv_default(c) for c in schema.COLUMNS]
-    dataset = tf.data.Dataset.from_tensor_slices(files)
+    sizes = [tf.io.gfile.stat(f).length for f in files]
+    dataset = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
     if training:
         dataset = dataset.shuffle(len(files), seed=seed)
     dataset = dataset.interleave(
-        lambda f: tf.data.TextLineDataset(f).skip(1).batch(CHUNK_ROWS),
-        cycle_length=min(len(files), _READ_PARALLEL), deterministic=ordered,
+        _line_blocks, cycle_length=min(len(files), _READ_PARALLEL), deterministic=ordered,
         num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.map(
         tf.autograph.experimental.do_not_convert(
             lambda lines: _features_and_label(*tf.io.decode_csv(lines, defaults),
                                               for_model=for_model)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
+
+
+@tf.autograph.experimental.do_not_convert
+def _line_blocks(path, size, block_bytes=BLOCK_BYTES):
+    """The lines after the header of the file `path` of `size` bytes, a vector per
+    block of `block_bytes` read (the lines that end in it).
+
+    Lines are split as `TextLineDataset` splits them (at LF, every CR
+    dropped; the last one may lack its LF); empty lines are kept, for the
+    checks. Reading an element per line, as `TextLineDataset` does, took as
+    much CPU as parsing the lines (benchmarks/RESULTS.md §9).
+    """
+    whole = size - size % block_bytes
+    blocks = tf.data.FixedLengthRecordDataset(path, block_bytes, footer_bytes=size - whole)
+    rest = tf.data.FixedLengthRecordDataset(path, tf.maximum(size - whole, 1),
+                                            header_bytes=whole)
+    # (bytes, last): a last empty block flushes a final line without its LF.
+    blocks = blocks.concatenate(rest).map(lambda block: (block, False)).concatenate(
+        tf.data.Dataset.from_tensors((tf.constant(''), True)))
+
+    def split(state, block):
+        pending, header = state
+        text, last = block
+        parts = tf.strings.split(pending + tf.strings.regex_replace(text, '\r', ''), '\n')
+        pending = parts[-1]
+        # A line too long for `scan` (no LF in sight) is cut, not held whole.
+        flush = ((last & tf.not_equal(pending, ''))
+                 | (tf.strings.length(pending) > _MAX_LINE_BYTES))
+        lines = tf.concat([parts[:-1], tf.reshape(pending, [1])[:tf.cast(flush, tf.int32)]], 0)
+        count = tf.size(lines, out_type=tf.int64)
+        return ((tf.where(flush, '', pending), tf.maximum(header - count, 0)),
+                lines[tf.minimum(header, count):])
+
+    return blocks.scan((tf.constant(''), tf.constant(1, tf.int64)), split).filter(
+        lambda lines: tf.size(lines) > 0)
 
 
 def cached_chunks(directory, training=False, seed=None):

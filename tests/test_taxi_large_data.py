@@ -11,6 +11,7 @@ import os
 import sys
 
 import pytest
+import tensorflow as tf
 
 import processes
 import taxi_trips
@@ -55,6 +56,8 @@ CASES = [
     ('too few fields', lambda g: g[:2] + [g[2].rsplit(',', 1)[0]] + g[3:]),
     ('unquoted quote', lambda g: g[:2] + [g[2] + ' "Cab"'] + g[3:]),
     ('empty line', lambda g: g[:4] + [''] + g[4:]),
+    ('line too long', lambda g: g[:3] + [_set(g[3], 'company', 'x' * 70000)] + g[4:]),
+    ('line longer than a cut', lambda g: g[:3] + [_set(g[3], 'company', 'x' * 300000)] + g[4:]),
     ('wrong header', lambda g: [g[0].replace('fare', 'fare_usd')] + g[1:]),
     ('header only', lambda g: g[:1]),
 ]
@@ -62,6 +65,7 @@ CASES = [
 
 def _scan(path, fast_bytes, monkeypatch):
     monkeypatch.setattr(input_lib, 'FAST_SCAN_BYTES', fast_bytes)
+    monkeypatch.setattr(input_lib, '_SCAN_BLOCK_BYTES', 4096)  # lines across blocks
     try:
         summary = input_lib.scan([path], '--train-files')
     except UserInputError as e:
@@ -97,6 +101,35 @@ def test_invalid_utf8_is_left_to_the_line_by_line_check(tmp_path, monkeypatch):
     fast = _scan(str(tmp_path / 'bad.csv'), 0, monkeypatch)
     assert fast == ('error', '--train-files %s: not UTF-8 text; expected a CSV file'
                     % (tmp_path / 'bad.csv'))
+
+
+# Files whose lines the block reader must split as TextLineDataset does.
+LINE_FILES = {
+    'LF': b'head\nrow 1\nrow 2\n',
+    'CRLF': b'head\r\nrow 1\r\nrow 2\r\n',
+    'no last LF': b'head\nrow 1\nrow 2',
+    'last line ends in CR': b'head\r\nrow 1\r\nrow 2\r',
+    'empty lines': b'head\n\nrow 1\n\n\nrow 2\n\n',
+    'lone CRs kept': b'head\nro\rw 1\r\r\nrow 2\n',
+    'header only': b'head\n',
+    'header without LF': b'head',
+    'byte order mark': '\ufeffhead\r\nZo\u00e9\r\n'.encode(),
+    'empty': b'',
+}
+
+
+@pytest.mark.parametrize('block_bytes', [1, 2, 5, 1 << 18])
+@pytest.mark.parametrize('name', sorted(LINE_FILES))
+def test_lines_of_blocks_are_the_lines_of_tensorflows_reader(name, block_bytes, tmp_path):
+    """The trainer reads CSV a block of bytes at a time; the lines it parses
+    are exactly those `TextLineDataset` gives after the header, wherever a
+    block ends (in a CRLF, in a line, at the end of the file)."""
+    path = tmp_path / 'lines.csv'
+    path.write_bytes(LINE_FILES[name])
+    expected = list(tf.data.TextLineDataset(str(path)).skip(1).as_numpy_iterator())
+    blocks = input_lib._line_blocks(  # pylint: disable=protected-access
+        tf.constant(str(path)), tf.constant(path.stat().st_size, tf.int64), block_bytes)
+    assert [line for block in blocks.as_numpy_iterator() for line in block] == expected
 
 
 @pytest.fixture(scope='module')

@@ -202,8 +202,8 @@ def _fast_scan(files, flag):
     candidates = [path for path in files if _header_ok(path, flag)]
     if not candidates:
         return {}
-    chunks = tf.data.Dataset.from_tensor_slices(
-        (candidates, tf.constant([sizes[path] for path in candidates], tf.int64))).enumerate().interleave(
+    files_and_sizes = (candidates, tf.constant([sizes[path] for path in candidates], tf.int64))
+    chunks = tf.data.Dataset.from_tensor_slices(files_and_sizes).enumerate().interleave(
         lambda index, file: _line_blocks(*file, _SCAN_BLOCK_BYTES).map(
             lambda lines: (index, lines)),
         cycle_length=min(len(candidates), _READ_PARALLEL),

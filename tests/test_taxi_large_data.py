@@ -57,7 +57,8 @@ CASES = [
     ('unquoted quote', lambda g: g[:2] + [g[2] + ' "Cab"'] + g[3:]),
     ('empty line', lambda g: g[:4] + [''] + g[4:]),
     ('line too long', lambda g: g[:3] + [_set(g[3], 'company', 'x' * 70000)] + g[4:]),
-    ('line longer than a cut', lambda g: g[:3] + [_set(g[3], 'company', 'x' * 300000)] + g[4:]),
+    ('line longer than a cut', lambda g: g[:3] + [
+        _set(g[3], 'company', 'x' * 300000)] + g[4:]),
     ('wrong header', lambda g: [g[0].replace('fare', 'fare_usd')] + g[1:]),
     ('header only', lambda g: g[:1]),
 ]

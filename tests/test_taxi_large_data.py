@@ -111,7 +111,7 @@ LINE_FILES = {
     'no last LF': b'head\nrow 1\nrow 2',
     'last line ends in CR': b'head\r\nrow 1\r\nrow 2\r',
     'empty lines': b'head\n\nrow 1\n\n\nrow 2\n\n',
-    'lone CRs kept': b'head\nro\rw 1\r\r\nrow 2\n',
+    'CRs inside lines dropped': b'head\nro\rw 1\r\r\nrow 2\n',
     'header only': b'head\n',
     'header without LF': b'head',
     'byte order mark': '\ufeffhead\r\nZo\u00e9\r\n'.encode(),

@@ -460,12 +460,13 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     """
     files = list(files)
     cache = len(files) == 1 and is_cache(files[0])
-    in_memory = (training and not cache and in_memory_mb > 0 and sum(
-        tf.io.gfile.stat(f).length for f in files) <= in_memory_mb * 2 ** 20)
+    sizes = None if cache else [tf.io.gfile.stat(f).length for f in files]
+    in_memory = (training and not cache and in_memory_mb > 0
+                 and sum(sizes) <= in_memory_mb * 2 ** 20)
 
     def input_fn():
         chunks = (cached_chunks(files[0], training, seed) if cache
-                  else parsed_chunks(files, training, seed))
+                  else parsed_chunks(files, training, seed, sizes=sizes))
         if not training:
             return chunks.rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
         if in_memory:
@@ -483,18 +484,20 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     return input_fn
 
 
-def parsed_chunks(files, training=False, seed=None, for_model=True):
+def parsed_chunks(files, training=False, seed=None, for_model=True, sizes=None):
     """(features, label) of the rows of a block of `BLOCK_BYTES` of CSV each.
 
     The features are the model's (`features_lib.model_inputs`), or with
-    `for_model=False` the columns as parsed (what a cache keeps).
+    `for_model=False` the columns as parsed (what a cache keeps). `sizes`:
+    the files' lengths in bytes where the caller has them (else each file is
+    stat'ed: a request per file on gs://).
 
     In training the files are read in a fresh order per epoch, several at
     once, blocks as they come (in a fixed order with a `seed`); else in order.
     """
     ordered = not training or seed is not None
     defaults = [_csv_default(c) for c in schema.COLUMNS]
-    sizes = tf.constant([tf.io.gfile.stat(f).length for f in files], tf.int64)
+    sizes = tf.constant(sizes or [tf.io.gfile.stat(f).length for f in files], tf.int64)
     if len(files) == 1:
         # No interleave: its threads cost every evaluation's new iterator ~60
         # ms, half the taxi default run's evaluation.

@@ -20,17 +20,14 @@ Translation table (also in docs/cloud.md):
 - A machine type whose count is 0 or unset (`parameterServerType` without
   `parameterServerCount`) runs no replica, as on AI Platform, with a warning.
 """
-import codecs
 import dataclasses
 import math
 import re
-import reprlib
 import unicodedata
-
-import yaml
 
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
 from estimator_trainers.cluster import POOL_ORDER as ROLES
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import machines
@@ -145,11 +142,10 @@ MAX_REPLICAS = 1000
 # Vertex AI sends trial and disk counts as int32, INTEGER parameters as int64.
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
-# Bounds on reading a config file (see `load_config`); the shipped configs
-# are under 1 KiB, 4 levels deep and 60 values.
-MAX_CONFIG_BYTES = 1024 * 1024
-MAX_DEPTH = 32
-MAX_VALUES = 10000
+# Bounds on reading a config file; the shipped configs are under 1 KiB,
+# 4 levels deep and 60 values.
+CONFIG_LIMITS = user_files.Limits(
+    expected='a trainingInput config holds a few dozen values in a few hundred bytes')
 # Durations are google.protobuf.Duration ("format": "google-duration" in the
 # aiplatform v1 discovery document): whole seconds at most 315,576,000,000
 # (10,000 years), up to nine fractional digits.
@@ -253,217 +249,29 @@ def default_config():
 def load_config(path):
     """Reads and validates the YAML config at `path`.
 
-    The file is read within bounds, so that no config, however written, costs
-    more than a moment and a few megabytes to refuse: at most
-    `MAX_CONFIG_BYTES`, UTF-8, nested at most `MAX_DEPTH` levels and at most
-    `MAX_VALUES` values with every alias expanded ("billion laughs"); a key
-    given twice in one mapping is refused instead of silently taking the last
-    value.
+    The file is read within `CONFIG_LIMITS` (`user_files`: regular, UTF-8,
+    bounded in size, depth and values with aliases expanded, no key given
+    twice).
 
     Raises:
       UserInputError: naming the file, the line where known and the field.
     """
-    data, written = _read_yaml(path)
+    data, written = read_config(path, with_lines=True)
     return parse_config(data, path, written)
 
 
-def read_config(path):
-    """The YAML (or JSON) document at `path`, read within `load_config`'s
-    bounds and parsed, but not validated (a front end merges flags into it
-    before `parse_config`).
+def read_config(path, with_lines=False):
+    """The YAML (or JSON) document at `path`, read within `CONFIG_LIMITS` and
+    parsed, but not validated (a front end merges flags into it before
+    `parse_config`); with `with_lines`, also where each field was written.
 
     Raises:
       UserInputError: the file cannot be read, is not UTF-8 YAML, exceeds a
         bound or repeats a key.
     """
-    return _read_yaml(path)[0]
-
-
-def _read_yaml(path):
-    """The parsed YAML at `path` and where and how each field was written."""
-    try:
-        with open(path, 'rb') as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise UserInputError('--config %s: %s' % (path, e.strerror), flag='--config',
-                             path=path) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise UserInputError('--config %s: larger than %d KiB; a trainingInput config is '
-                             'a few hundred bytes' % (path, MAX_CONFIG_BYTES // 1024),
-                             flag='--config', path=path)
-    text = _decode(raw, path)
-    loader = None
-    try:
-        loader = _BoundedLoader(text)
-        return loader.get_single_data(), Written(loader.lines, loader.scalars)
-    except _ConfigError as e:
-        raise UserInputError('%s: %s%s' % (_where(path, e.line), '%s: ' % e.field
-                                           if e.field else '', e), path=path) from None
-    except yaml.YAMLError as e:
-        raise UserInputError('%s: not valid YAML (%s)' % (_where(path, _yaml_line(e, text)),
-                                                          _yaml_problem(e)),
-                             path=path) from None
-    except ValueError as e:  # an integer of more digits than Python converts
-        raise UserInputError('%s: not a usable YAML value (%s)' % (path, e), path=path) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _decode(raw, path):
-    """UTF-8 text (a byte order mark dropped); other encodings are one line."""
-    for bom, name in ((codecs.BOM_UTF32_LE, 'UTF-32'), (codecs.BOM_UTF32_BE, 'UTF-32'),
-                      (codecs.BOM_UTF16_LE, 'UTF-16'), (codecs.BOM_UTF16_BE, 'UTF-16')):
-        if raw.startswith(bom):
-            raise UserInputError('%s: saved as %s; save it as UTF-8' % (path, name), path=path)
-    try:
-        return raw.decode('utf-8-sig')
-    except UnicodeDecodeError as e:
-        line_start = raw.rfind(b'\n', 0, e.start) + 1
-        raise UserInputError(
-            '%s: not UTF-8 text (byte 0x%02x at column %d); save the file as UTF-8'
-            % (_where(path, raw.count(b'\n', 0, e.start) + 1), raw[e.start],
-               e.start - line_start + 1), path=path) from None
-
-
-def _where(source, line):
-    return '%s line %d' % (source, line) if line else source
-
-
-def _yaml_line(error, text):
-    """The 1-based line of a YAML error, or None."""
-    mark = getattr(error, 'problem_mark', None) or getattr(error, 'context_mark', None)
-    if mark is not None:
-        return mark.line + 1
-    position = getattr(error, 'position', None)  # a ReaderError: an unacceptable character
-    return text.count('\n', 0, position) + 1 if position is not None else None
-
-
-def _yaml_problem(error):
-    if isinstance(error, yaml.reader.ReaderError):
-        return 'character %s is not allowed in YAML' % _show(chr(error.character)) \
-            if isinstance(error.character, int) else error.reason
-    text = '; '.join(filter(None, (getattr(error, 'context', None),
-                                   getattr(error, 'problem', None)))) or type(error).__name__
-    return _key_text(text) if len(text) <= 60 else _show(text)[1:-1]
-
-
-@dataclasses.dataclass(frozen=True)
-class Written:
-    """How a config file wrote its fields, for messages.
-
-    Attributes:
-      lines: {field path: the 1-based line it starts on}.
-      scalars: {field path: the text of a plain (unquoted) scalar as written}.
-    """
-    lines: dict
-    scalars: dict
-
-
-class _ConfigError(Exception):
-    """A limit or a duplicated key found while composing; `line` is 1-based."""
-
-    def __init__(self, message, mark, field):
-        super().__init__(message)
-        self.line = mark.line + 1
-        self.field = field
-
-
-class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
-    """PyYAML's SafeLoader with bounds, duplicate-key refusal and field lines.
-
-    Composing is where nesting and aliases cost: `compose_node` recurses once
-    per level (a RecursionError after about 1000) and an alias reuses the
-    anchored node, so the size of the document as written is not what a walk
-    over the loaded data costs. Each node's size with its aliases expanded is
-    counted here, from the sizes of its children, before anything is built.
-
-    Attributes:
-      lines: {field path as `_Checker` names it: the 1-based line it starts on}.
-      scalars: {field path: the text of a plain (unquoted) scalar as written}.
-    """
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self.lines = {}
-        self.scalars = {}
-        self._path = []
-        self._depth = 0
-        self._sizes = {}  # id(node) -> values in it, aliases expanded
-        self._total = 0  # values composed so far, aliases expanded
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        label = _label(parent, index)
-        if label is not None:
-            self._path.append(label)
-            mark = index.start_mark if isinstance(parent, yaml.MappingNode) else event.start_mark
-            self.lines.setdefault(_field_path(self._path), mark.line + 1)
-        field = _field_path(self._path)
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _ConfigError('nested more than %d levels deep' % MAX_DEPTH,
-                               event.start_mark, _field_path(self._path[:3]) + '...')
-        node = super().compose_node(parent, index)
-        self._depth -= 1
-        if isinstance(node, yaml.ScalarNode) and not node.style and label is not None:
-            self.scalars.setdefault(_field_path(self._path), node.value)
-        if isinstance(event, yaml.AliasEvent):
-            if id(node) not in self._sizes:
-                raise _ConfigError('alias *%s refers to a value that contains it'
-                                   % event.anchor, event.start_mark, field)
-            self._total += self._sizes[id(node)]
-        else:
-            if isinstance(node, yaml.MappingNode):
-                self._refuse_duplicate_keys(node)
-                children = [child for pair in node.value for child in pair]
-            else:
-                children = node.value if isinstance(node, yaml.SequenceNode) else ()
-            self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
-            self._total += 1
-        if self._total > MAX_VALUES:  # counted as composed: a long list stops early
-            raise _ConfigError('more than %d values once aliases are expanded; a config '
-                               'has far fewer' % MAX_VALUES, event.start_mark, field)
-        if label is not None:
-            self._path.pop()
-        return node
-
-    def _refuse_duplicate_keys(self, node):
-        first = {}
-        for key, _ in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                continue
-            if (key.tag, key.value) in first:
-                raise _ConfigError(
-                    'duplicated key (first on line %d); YAML would silently keep only the '
-                    'last value: remove one' % first[key.tag, key.value], key.start_mark,
-                    _field_path(self._path + [_key_text(key.value)]))
-            first[key.tag, key.value] = key.start_mark.line + 1
-
-
-def _label(parent, index):
-    """The path element of a node being composed: its key's text in a mapping,
-    its index in a sequence, None for a key or the document itself."""
-    if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.Node):
-        return _key_text(index.value) if isinstance(index, yaml.ScalarNode) else '?'
-    if isinstance(parent, yaml.SequenceNode):
-        return index
-    return None
-
-
-def _field_path(elements):
-    """`['trainingInput', 'params', 0]` -> `trainingInput.params[0]`."""
-    text = ''
-    for element in elements:
-        text += '[%d]' % element if isinstance(element, int) else \
-            ('.' if text else '') + element
-    return text
-
-
-def _key_text(key):
-    """A mapping key as a field path shows it: one line, at most 60 characters."""
-    text = ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
-    return text if len(text) <= 60 else text[:57] + '...'
+    data, written = user_files.read_yaml(path, '--config %s' % path, CONFIG_LIMITS,
+                                         flag='--config')
+    return (data, written) if with_lines else data
 
 
 def parse_config(data, source, written=None):
@@ -471,7 +279,7 @@ def parse_config(data, source, written=None):
 
     Args:
       source: the file (or a description), for messages.
-      written: where and how the file wrote each field (`Written`), for messages.
+      written: where and how the file wrote each field (`user_files.Written`), for messages.
     """
     check = _Checker(source, written)
     check.mapping(data, '', ('trainingInput', 'labels'))
@@ -841,17 +649,7 @@ def _or(values):
     return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])
 
 
-# Values in messages: one line, bounded, however large or nested (aliases).
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 80
-_REPR.maxlong = 40
-_REPR.maxlevel = 2
-_REPR.maxlist = _REPR.maxdict = 4
-
-
-def _show(value):
-    """`repr(value)`, shortened to a bounded line."""
-    return _REPR.repr(value)
+_show = user_files.show
 
 
 def _describe(value):
@@ -865,7 +663,7 @@ def _describe(value):
 
 def _field(path, key):
     """The field path of `key` in the mapping at `path`."""
-    return '%s.%s' % (path, _key_text(key)) if path else _key_text(key)
+    return '%s.%s' % (path, user_files.key_text(key)) if path else user_files.key_text(key)
 
 
 class _Checker:
@@ -882,7 +680,7 @@ class _Checker:
         while field and line is None:  # the field's line, else its nearest parent's
             line = self.lines.get(field)
             field = field[:max(field.rfind('.'), field.rfind('['), 0)]
-        raise UserInputError('%s: %s: %s' % (_where(self.source, line),
+        raise UserInputError('%s: %s: %s' % (user_files.where(self.source, line),
                                              path or '(top level)', message),
                              path=self.source)
 

@@ -1,0 +1,356 @@
+"""The one way in for a file a user hands over: bounded, regular, UTF-8, parsed safely.
+
+Every reader of a user's YAML or JSON (trainer flags, `--config` files,
+sweep files, run records, leases, feature statistics, `TF_CONFIG`) goes
+through here, so no file, however written, costs more than a moment and a
+few megabytes to refuse, and every refusal is one line naming the file:
+
+- `read_bytes`: a local or gs:// file, refused unless it is a regular file
+  (a named pipe planted where a file is expected would block the read for
+  good) and at most `Limits.bytes` long (a larger one is not read);
+- `decode`: UTF-8 (a byte order mark dropped); UTF-16/32 and other bytes
+  are named with where they are;
+- `parse_yaml` / `read_yaml`: PyYAML's safe loader, nested at most
+  `Limits.depth` levels (PyYAML recurses per level), at most `Limits.values`
+  values with every alias expanded ("billion laughs"), a key given twice in
+  one mapping refused instead of silently taking the last value; returns
+  where each field was written (`Written`) for messages;
+- `parse_json` / `read_json`: the standard JSON decoder within the same
+  bounds.
+
+No TensorFlow unless a gs:// path is read.
+"""
+import codecs
+import dataclasses
+import json
+import os
+import reprlib
+import stat
+
+import yaml
+
+from estimator_trainers import safe_io
+from estimator_trainers.errors import UserInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """How much of a file is read and parsed before it is refused.
+
+    Attributes:
+      bytes: the largest file read.
+      depth: the deepest nesting of mappings and lists.
+      values: the most values, aliases expanded.
+      expected: what such a file usually holds, for the refusal.
+    """
+    bytes: int = 1024 * 1024
+    depth: int = 32
+    values: int = 10000
+    expected: str = 'a file of this kind has far fewer'
+
+
+# A config, a sweep file, a lease or a run record's session list: small files.
+SMALL = Limits()
+
+# Values in messages: one line, bounded, however large or nested.
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlong = 40
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxdict = 4
+
+
+def show(value):
+    """`repr(value)`, shortened to a bounded line."""
+    return _REPR.repr(value)
+
+
+def read_bytes(path, what, limits=SMALL, flag=None):
+    """The bytes of the local or gs:// file `path`, at most `limits.bytes`.
+
+    Args:
+      what: how messages name the file (`--config FILE`, `FILE`).
+      flag: the flag that named it, for the error's `flag`.
+
+    Raises:
+      UserInputError: missing, a directory, not a regular file, unreadable or
+        larger than `limits.bytes`.
+    """
+    if safe_io.is_remote(path):
+        def refused(problem):
+            return UserInputError(problem % what, flag=flag, path=path)
+        return safe_io._read_remote(path, refused, limits.bytes)  # pylint: disable=protected-access
+    try:
+        # O_NONBLOCK: opening a named pipe with no writer returns at once
+        # instead of blocking, and fstat then says what it is.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UserInputError('%s: no such file' % what, flag=flag, path=path) from None
+    except OSError as e:
+        raise UserInputError('%s: %s' % (what, e.strerror or e), flag=flag,
+                             path=path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UserInputError('%s is a directory; expected a file' % what, flag=flag,
+                                 path=path)
+        if not stat.S_ISREG(mode):
+            raise UserInputError('%s is %s, not a regular file' % (
+                what, safe_io.not_a_regular_file(path) or 'a special file'), flag=flag,
+                path=path)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, 'rb') as f:
+            fd = None
+            data = f.read(limits.bytes + 1)
+    except OSError as e:
+        raise UserInputError('%s: %s' % (what, e.strerror or e), flag=flag,
+                             path=path) from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if len(data) > limits.bytes:
+        raise UserInputError('%s is larger than %s; %s' % (
+            what, safe_io.size_text(limits.bytes), limits.expected), flag=flag, path=path)
+    return data
+
+
+def read_text(path, what, limits=SMALL, flag=None):
+    """`read_bytes` decoded as UTF-8 (`decode`)."""
+    return decode(read_bytes(path, what, limits, flag), what)
+
+
+def read_yaml(path, what=None, limits=SMALL, flag=None):
+    """The parsed YAML (or JSON) document at `path` and where each field was written.
+
+    Returns:
+      `(data, Written)`.
+
+    Raises:
+      UserInputError: naming the file (`what`, default the path, when it
+        cannot be read; the path, the line where known and the field when
+        it cannot be parsed).
+    """
+    return parse_yaml(decode(read_bytes(path, what or path, limits, flag), path), path,
+                      limits)
+
+
+def parse_yaml(text, source, limits=SMALL):
+    """`(data, Written)` of YAML `text`, within `limits`; `source` names it in errors."""
+    loader = None
+    try:
+        loader = _BoundedLoader(text, limits)
+        return loader.get_single_data(), Written(loader.lines, loader.scalars)
+    except _LimitError as e:
+        raise UserInputError('%s: %s%s' % (where(source, e.line), '%s: ' % e.field
+                                           if e.field else '', e), path=source) from None
+    except yaml.YAMLError as e:
+        raise UserInputError('%s: not valid YAML (%s)' % (where(source, _yaml_line(e, text)),
+                                                          _yaml_problem(e)),
+                             path=source) from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise UserInputError('%s: not a usable YAML value (%s)' % (source, e),
+                             path=source) from None
+    except RecursionError:
+        raise UserInputError('%s: nested too deeply' % source, path=source) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def read_json(path, what=None, limits=SMALL, flag=None):
+    """The parsed JSON document at `path` (`parse_json`)."""
+    return parse_json(decode(read_bytes(path, what or path, limits, flag), path), path,
+                      limits)
+
+
+def parse_json(text, source, limits=SMALL):
+    """JSON `text`, refused in one line naming `source` when it is not valid JSON,
+    is nested deeper than `limits.depth` or holds more than `limits.values` values."""
+    try:
+        data = safe_io.parse_json(text)
+    except ValueError as e:
+        raise UserInputError('%s: not valid JSON (%s)' % (source, e), path=source) from None
+    depth, values = _measure(data, limits)
+    if depth > limits.depth:
+        raise UserInputError('%s: nested more than %d levels deep' % (source, limits.depth),
+                             path=source)
+    if values > limits.values:
+        raise UserInputError('%s: more than %d values; %s' % (source, limits.values,
+                                                              limits.expected), path=source)
+    return data
+
+
+def _measure(data, limits):
+    """(depth, values) of parsed JSON, stopping once either passes its limit."""
+    depth = values = 0
+    stack = [(data, 1)]
+    while stack and depth <= limits.depth and values <= limits.values:
+        value, level = stack.pop()
+        values += 1
+        depth = max(depth, level)
+        if isinstance(value, dict):
+            stack.extend((v, level + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, level + 1) for v in value)
+    return depth, values
+
+
+def decode(raw, path):
+    """UTF-8 text (a byte order mark dropped); other encodings are one line
+    naming `path` (how messages name the file)."""
+    for bom, name in ((codecs.BOM_UTF32_LE, 'UTF-32'), (codecs.BOM_UTF32_BE, 'UTF-32'),
+                      (codecs.BOM_UTF16_LE, 'UTF-16'), (codecs.BOM_UTF16_BE, 'UTF-16')):
+        if raw.startswith(bom):
+            raise UserInputError('%s: saved as %s; save it as UTF-8' % (path, name), path=path)
+    try:
+        return raw.decode('utf-8-sig')
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b'\n', 0, e.start) + 1
+        raise UserInputError(
+            '%s: not UTF-8 text (byte 0x%02x at column %d); save the file as UTF-8'
+            % (where(path, raw.count(b'\n', 0, e.start) + 1), raw[e.start],
+               e.start - line_start + 1), path=path) from None
+
+
+def where(source, line):
+    return '%s line %d' % (source, line) if line else source
+
+
+def _yaml_line(error, text):
+    """The 1-based line of a YAML error, or None."""
+    mark = getattr(error, 'problem_mark', None) or getattr(error, 'context_mark', None)
+    if mark is not None:
+        return mark.line + 1
+    position = getattr(error, 'position', None)  # a ReaderError: an unacceptable character
+    return text.count('\n', 0, position) + 1 if position is not None else None
+
+
+def _yaml_problem(error):
+    if isinstance(error, yaml.reader.ReaderError):
+        return 'character %s is not allowed in YAML' % show(chr(error.character)) \
+            if isinstance(error.character, int) else error.reason
+    text = '; '.join(filter(None, (getattr(error, 'context', None),
+                                   getattr(error, 'problem', None)))) or type(error).__name__
+    return key_text(text) if len(text) <= 60 else show(text)[1:-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """How a config file wrote its fields, for messages.
+
+    Attributes:
+      lines: {field path: the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
+    """
+    lines: dict
+    scalars: dict
+
+
+class _LimitError(Exception):
+    """A limit or a duplicated key found while composing; `line` is 1-based."""
+
+    def __init__(self, message, mark, field):
+        super().__init__(message)
+        self.line = mark.line + 1
+        self.field = field
+
+
+class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """PyYAML's SafeLoader with bounds, duplicate-key refusal and field lines.
+
+    Composing is where nesting and aliases cost: `compose_node` recurses once
+    per level (a RecursionError after about 1000) and an alias reuses the
+    anchored node, so the size of the document as written is not what a walk
+    over the loaded data costs. Each node's size with its aliases expanded is
+    counted here, from the sizes of its children, before anything is built.
+
+    Attributes:
+      lines: {field path (`field_path`): the 1-based line it starts on}.
+      scalars: {field path: the text of a plain (unquoted) scalar as written}.
+    """
+
+    def __init__(self, stream, limits):
+        super().__init__(stream)
+        self._limits = limits
+        self.lines = {}
+        self.scalars = {}
+        self._path = []
+        self._depth = 0
+        self._sizes = {}  # id(node) -> values in it, aliases expanded
+        self._total = 0  # values composed so far, aliases expanded
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        label = _label(parent, index)
+        if label is not None:
+            self._path.append(label)
+            mark = index.start_mark if isinstance(parent, yaml.MappingNode) else event.start_mark
+            self.lines.setdefault(field_path(self._path), mark.line + 1)
+        field = field_path(self._path)
+        self._depth += 1
+        if self._depth > self._limits.depth:
+            raise _LimitError('nested more than %d levels deep' % self._limits.depth,
+                              event.start_mark, field_path(self._path[:3]) + '...')
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        if isinstance(node, yaml.ScalarNode) and not node.style and label is not None:
+            self.scalars.setdefault(field_path(self._path), node.value)
+        if isinstance(event, yaml.AliasEvent):
+            if id(node) not in self._sizes:
+                raise _LimitError('alias *%s refers to a value that contains it'
+                                  % event.anchor, event.start_mark, field)
+            self._total += self._sizes[id(node)]
+        else:
+            if isinstance(node, yaml.MappingNode):
+                self._refuse_duplicate_keys(node)
+                children = [child for pair in node.value for child in pair]
+            else:
+                children = node.value if isinstance(node, yaml.SequenceNode) else ()
+            self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
+            self._total += 1
+        if self._total > self._limits.values:  # counted as composed: a long list stops early
+            raise _LimitError('more than %d values once aliases are expanded; %s'
+                              % (self._limits.values, self._limits.expected),
+                              event.start_mark, field)
+        if label is not None:
+            self._path.pop()
+        return node
+
+    def _refuse_duplicate_keys(self, node):
+        first = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            if (key.tag, key.value) in first:
+                raise _LimitError(
+                    'duplicated key (first on line %d); YAML would silently keep only the '
+                    'last value: remove one' % first[key.tag, key.value], key.start_mark,
+                    field_path(self._path + [key_text(key.value)]))
+            first[key.tag, key.value] = key.start_mark.line + 1
+
+
+def _label(parent, index):
+    """The path element of a node being composed: its key's text in a mapping,
+    its index in a sequence, None for a key or the document itself."""
+    if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.Node):
+        return key_text(index.value) if isinstance(index, yaml.ScalarNode) else '?'
+    if isinstance(parent, yaml.SequenceNode):
+        return index
+    return None
+
+
+def field_path(elements):
+    """`['trainingInput', 'params', 0]` -> `trainingInput.params[0]`."""
+    text = ''
+    for element in elements:
+        text += '[%d]' % element if isinstance(element, int) else \
+            ('.' if text else '') + element
+    return text
+
+
+def key_text(key):
+    """A mapping key as a field path shows it: one line, at most 60 characters."""
+    text = ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
+    return text if len(text) <= 60 else text[:57] + '...'
+
+

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 
 import tensorflow as tf
 
@@ -101,6 +102,8 @@ class Recorder:
         self._first = None
         self._last = None
         self._written = False
+        self._running_warned = False
+        self._session_id = uuid.uuid4().hex
 
     @property
     def is_chief(self):
@@ -185,9 +188,25 @@ class Recorder:
             self._first = mark
         self._last = mark
 
-    def _saved(self, secs):
+    def _saved(self, secs, step):
         self._checkpoints += 1
         self._checkpoint_secs += secs
+        if self.is_chief and self._trained and not self._written:
+            self._write_running(step)
+
+    def _write_running(self, step):
+        """Records the session so far as `running`: what a process killed outright
+        (SIGKILL, a lost machine) leaves, up to its latest checkpoint, for a
+        sweep to add to the session that resumes from it. The session's final
+        write replaces it; a failure to write is the one warning `_write` gives."""
+        try:
+            session = self.session(run_record.RUNNING, None, None, None, None)
+            session['steps']['to'] = int(step)  # where a resumed session starts
+            run_record.append(run_record.path(self.args.job_dir), session)
+        except Exception as e:  # pylint: disable=broad-except
+            if not self._running_warned:
+                self._running_warned = True
+                sys.stderr.write('warning: run record not written: %s\n' % first_line(e))
 
     # The record.
 
@@ -271,6 +290,7 @@ class Recorder:
                                                        'end': host.load_average()}),
             'software': {'tensorflow': tf.__version__, 'python': platform.python_version()},
             'job_id': self._job_id,
+            'session_id': self._session_id,
         }
 
 
@@ -316,4 +336,4 @@ class _CheckpointTimer(tf.compat.v1.train.CheckpointSaverListener):
         self._start = time.time()
 
     def after_save(self, session, global_step_value):
-        self._recorder._saved(time.time() - self._start)  # pylint: disable=protected-access
+        self._recorder._saved(time.time() - self._start, global_step_value)  # pylint: disable=protected-access

@@ -257,7 +257,11 @@ def test_hparams_dashboard_compares_the_points_on_eval_metrics(toy):
         assert group['hparams']['random_seed'] == int(rows[point]['seed'])
 
 
-def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
+@pytest.mark.parametrize('stop', ['SIGTERM to the sweep', 'SIGKILL to the trainer'])
+def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path, stop):
+    """A point stopped (SIGTERM: the trainer saves; kill -9: it leaves its last
+    checkpoint and a `running` session as of it) and finished by a rerun is
+    reported by all its sessions: times add up, steps from 0."""
     path = _toy_sweep(tmp_path, name='long', axes=None, repeats=1,
                       flags={'train-steps': 30000, 'checkpoint-num-steps': 2000,
                              'eval-frequency-secs': 100000})
@@ -268,16 +272,27 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
                            stdin=subprocess.DEVNULL)
     job_dir = out / 'runs' / 'seed-1'
     deadline = time.monotonic() + 300
-    while not (job_dir / 'model.ckpt-2000.index').exists():
+    while not (job_dir / 'model.ckpt-2000.index').exists() or (
+            stop.startswith('SIGKILL') and not run_record.read(str(job_dir))):
         assert tool.poll() is None, (tmp_path / 'first.log').read_text()
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    tool.send_signal(signal.SIGTERM)
-    assert tool.wait(timeout=120) == 128 + signal.SIGTERM
-    output = (tmp_path / 'first.log').read_text()
-    assert 'stopped on SIGTERM; rerun the same command to resume' in output
-    (stopped,) = run_record.read(str(job_dir))
-    assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 30000
+    if stop.startswith('SIGTERM'):
+        tool.send_signal(signal.SIGTERM)
+        assert tool.wait(timeout=120) == 128 + signal.SIGTERM
+        output = (tmp_path / 'first.log').read_text()
+        assert 'stopped on SIGTERM; rerun the same command to resume' in output
+        (stopped,) = run_record.read(str(job_dir))
+        assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 30000
+    else:
+        trainer = json.loads((job_dir / 'LEASE.json').read_text())['pid']
+        os.kill(trainer, signal.SIGKILL)
+        assert tool.wait(timeout=300) == 1
+        assert 'FAILED (exit -9' in (tmp_path / 'first.log').read_text()
+        (stopped,) = run_record.read(str(job_dir))
+        # The record as of its latest checkpoint, where the rerun resumes.
+        assert stopped['status'] == 'running' and stopped['steps']['to'] % 2000 == 0
+        assert stopped['wall_secs'] > 0 and stopped['checkpoints']['count'] >= 1
 
     second = _experiment(path, '--out', out).stdout
     assert '[1/1] seed=1: resuming from its checkpoints (training)' in second
@@ -285,9 +300,22 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
     first, resumed = run_record.read(str(job_dir))
     assert first == stopped
     assert resumed['status'] == 'succeeded'
-    assert resumed['steps']['from'] >= 2000 and resumed['steps']['to'] == 30000
+    assert resumed['steps']['from'] == stopped['steps']['to'] and \
+        resumed['steps']['to'] == 30000
     (row,) = _csv_rows(out)
-    assert row['status'] == 'succeeded' and int(row['steps_from']) == resumed['steps']['from']
+    assert row['status'] == 'succeeded' and row['record_sessions'] == '2'
+    assert int(row['steps_from']) == 0 and int(row['steps_to']) == 30000
+    assert row['unrecorded_steps'] == '0'
+    for column, figure in (('wall_secs', lambda s: s['wall_secs']),
+                           ('cpu_secs', lambda s: s['cpu_secs']),
+                           ('training_secs', lambda s: s['phases']['training_secs']),
+                           ('checkpoints', lambda s: s['checkpoints']['count']),
+                           ('checkpointing_secs', lambda s: s['checkpoints']['secs'])):
+        assert float(row[column]) == pytest.approx(figure(first) + figure(resumed)), column
+    training = [s['phases']['training_secs'] for s in (first, resumed)]
+    assert float(row['examples_per_sec']) == pytest.approx(
+        (first['examples_per_sec'] * training[0] + resumed['examples_per_sec'] * training[1])
+        / sum(training))
 
 
 SHIPPED = sorted(os.listdir(os.path.join(REPO_ROOT, 'configs', 'experiments')))

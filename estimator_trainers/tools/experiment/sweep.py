@@ -32,16 +32,17 @@ and the key. No TensorFlow here (the module imports only declarations).
 """
 import argparse
 import dataclasses
+import hashlib
 import importlib
 import itertools
+import math
 import os
 import re
 import sys
 
-import yaml
-
 from estimator_trainers import declaration
 from estimator_trainers import registry
+from estimator_trainers import user_files
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 
@@ -67,6 +68,16 @@ OWN_FLAGS = {'job-dir': "each point's job-dir is <out>/runs/<point>",
 DEFAULT_SEED = 1
 DEFAULT_METRIC = 'accuracy'
 DEFAULT_MAX_PARALLEL = 4
+# A sweep file is a few dozen lines; its values are checked one by one.
+LIMITS = user_files.Limits(bytes=1 << 20, depth=16, values=20000,
+                           expected='a sweep file has far fewer')
+# Training runs (points x repeats x sessions) one sweep may ask for: each is
+# a training job, so more is a typo (an extra zero), not an experiment.
+MAX_RUNS = 10000
+# A point id is a directory and log file name (at most 255 bytes on most file
+# systems); a longer one is shortened and ends in a hash of the whole id.
+MAX_POINT_ID = 120
+_ID_HASH_CHARS = 12
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
@@ -119,6 +130,7 @@ class Sweep:
       axes: the axis keys, in order (points' keys for a list of points).
       points: every `Point`, in run order.
       cloud: the `vertex` or `rehearse` settings (a dict), for those targets.
+      source: the file's bytes as read (copied into `--out`), or None.
     """
     name: str
     path: str
@@ -133,6 +145,7 @@ class Sweep:
     points: tuple
     repeats: int
     cloud: dict
+    source: bytes = None
 
     @property
     def uses_data_args(self):
@@ -178,22 +191,16 @@ def _fail(sweep_path, where, message):
 def load(path, full=False):
     """Reads, checks and expands the sweep file at `path`.
 
+    The file is read within `LIMITS` (`user_files`: a regular file, UTF-8,
+    nesting, aliases expanded, duplicate keys), and the number of runs it
+    asks for is capped (`MAX_RUNS`) before any point is made.
+
     Raises:
       UserInputError: one line naming the file and the key at fault.
     """
-    try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except OSError as e:
-        raise UserInputError('%s: %s' % (path, e.strerror), path=path) from None
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        raise UserInputError('%s%s: not valid YAML (%s)' % (
-            path, ' line %d' % (mark.line + 1) if mark else '',
-            getattr(e, 'problem', None) or e), path=path) from None
-    return parse(spec, path, full=full)
+    source = user_files.read_bytes(path, path, LIMITS)
+    spec, _ = user_files.parse_yaml(user_files.decode(source, path), path, LIMITS)
+    return dataclasses.replace(parse(spec, path, full=full), source=source)
 
 
 def parse(spec, path, full=False):
@@ -235,6 +242,7 @@ def parse(spec, path, full=False):
     def where(key):
         return prefix + key if full and key in (spec.get('full') or {}) else key
 
+    _check_size(settings, where, fail)
     parser = _flag_parser(trainer)
     flags = _flags(_mapping(settings, 'flags', fail, where('flags')) or {},
                    where('flags'), parser, fail)
@@ -310,10 +318,51 @@ def parse(spec, path, full=False):
 
 
 def point_id(values, seed):
-    """The job-dir name of a point: `checkpoint-num-steps-100.seed-2`, path and job-name safe."""
+    """The job-dir name of a point: `checkpoint-num-steps-100.seed-2`, path and job-name safe.
+
+    An id longer than `MAX_POINT_ID` (long values: a list of hidden units, a
+    path) keeps its start and ends in a hash of the whole id, so distinct
+    points keep distinct ids and the same point the same id in every run.
+    """
     parts = ['%s-%s' % (key, value_label(value)) for key, value in values]
-    return '.'.join(re.sub(r'[^A-Za-z0-9_-]+', '_', part) for part in
+    text = '.'.join(re.sub(r'[^A-Za-z0-9_-]+', '_', part) for part in
                     parts + ['seed-%d' % seed])
+    if len(text) <= MAX_POINT_ID:
+        return text
+    digest = hashlib.sha256(text.encode('utf-8')).hexdigest()[:_ID_HASH_CHARS]
+    return '%s-%s' % (text[:MAX_POINT_ID - _ID_HASH_CHARS - 1], digest)
+
+
+def _check_size(settings, where, fail):
+    """Refuses a sweep of more than `MAX_RUNS` training runs.
+
+    The count (points x repeats x sessions) is taken from the sizes the keys
+    declare, before a point is made: a grid of a million points or
+    `repeats: 1000000000` is one line at once, not minutes of expanding it.
+    Malformed keys are left to the checks that follow.
+    """
+    axes, points = settings.get('axes'), settings.get('points')
+    if isinstance(axes, dict) and axes and points is None:
+        lengths = [len(v) if isinstance(v, list) else 1 for v in axes.values()]
+        count = math.prod(lengths)
+        shape = '%s (%s values)' % (where('axes'), ' x '.join('{:,}'.format(n)
+                                                              for n in lengths))
+    elif isinstance(points, list) and axes is None:
+        count = len(points)
+        shape = '%s (%s)' % (where('points'), '{:,}'.format(count))
+    else:
+        count, shape = 1, 'one point'
+    repeats = settings.get('repeats', 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        repeats = 1
+    sessions = settings.get('sessions')
+    stages = len(sessions) if isinstance(sessions, list) and sessions else 1
+    runs = count * repeats * stages
+    if runs > MAX_RUNS:
+        fail(None, '%s x %s (%s) x %s (%s) = %s training runs; a sweep holds at most %s: '
+             'give fewer values, points or repeats' % (
+                 shape, where('repeats'), '{:,}'.format(repeats), where('sessions'),
+                 '{:,}'.format(stages), '{:,}'.format(runs), '{:,}'.format(MAX_RUNS)))
 
 
 # --- keys ---------------------------------------------------------------------

@@ -102,7 +102,7 @@ class Recorder:
         self._first = None
         self._last = None
         self._written = False
-        self._running_warned = False
+        self._warned = False
         self._session_id = uuid.uuid4().hex
 
     @property
@@ -198,15 +198,13 @@ class Recorder:
         """Records the session so far as `running`: what a process killed outright
         (SIGKILL, a lost machine) leaves, up to its latest checkpoint, for a
         sweep to add to the session that resumes from it. The session's final
-        write replaces it; a failure to write is the one warning `_write` gives."""
+        write replaces it; a failure to write is the session's one warning."""
         try:
             session = self.session(run_record.RUNNING, None, None, None, None)
             session['steps']['to'] = int(step)  # where a resumed session starts
             run_record.append(run_record.path(self.args.job_dir), session)
         except Exception as e:  # pylint: disable=broad-except
-            if not self._running_warned:
-                self._running_warned = True
-                sys.stderr.write('warning: run record not written: %s\n' % first_line(e))
+            self._warn(e)
 
     # The record.
 
@@ -226,7 +224,13 @@ class Recorder:
         except Exception as e:  # pylint: disable=broad-except
             # The run's own outcome stands: a record that cannot be written
             # (a full disk) must not replace its error.
-            sys.stderr.write('warning: run record not written: %s\n' % first_line(e))
+            self._warn(e)
+
+    def _warn(self, error):
+        """The one warning line of a record that cannot be written (once per session)."""
+        if not self._warned:
+            self._warned = True
+            sys.stderr.write('warning: run record not written: %s\n' % first_line(error))
 
     def _own_throughput(self):
         return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),

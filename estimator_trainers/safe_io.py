@@ -225,9 +225,11 @@ def write_atomic(path, text):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = path  # a full disk's write names no file: say which
         raise
 
 

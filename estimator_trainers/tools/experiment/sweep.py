@@ -41,6 +41,7 @@ import re
 import sys
 
 from estimator_trainers import declaration
+from estimator_trainers import gcs
 from estimator_trainers import registry
 from estimator_trainers import user_files
 from estimator_trainers.errors import FlagError
@@ -489,9 +490,12 @@ def _cloud(spec, target, base_dir, fail):
     for key in ('project', 'region', 'bucket', 'job_dir'):
         if settings.get(key) is not None and not isinstance(settings[key], str):
             fail('%s.%s' % (target, key), 'expected text, got %r' % (settings[key],))
-    if cloud.get('job_dir') and not cloud['job_dir'].startswith('gs://'):
+    if cloud.get('job_dir') and not gcs.is_gcs_path(cloud['job_dir']):
         fail('%s.job_dir' % target, 'expected a gs:// directory (every task of a %s job '
              'must reach it), got %r' % (target, cloud['job_dir']))
+    if cloud.get('job_dir') and gcs.path_problem(cloud['job_dir']):
+        fail('%s.job_dir' % target, '%s: %s' % (cloud['job_dir'],
+                                                gcs.path_problem(cloud['job_dir'])))
     for key in ('max_parallel', 'max_replicas'):
         if key in settings:
             _count(settings, key, 1, '%s.%s' % (target, key), fail)

@@ -20,9 +20,12 @@ building reveals (`resolved`: the staged package URIs, the content-hash tag
 of this project's image), so every rendering reads one value.
 """
 import dataclasses
+import datetime
+import re
 from typing import Mapping, Optional, Tuple, Union
 
 from estimator_trainers import declaration
+from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud.configs import TrainingConfig
 
@@ -35,6 +38,22 @@ BOOTSTRAP_MODULE = 'estimator_trainers.tools.cloud.bootstrap'
 PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
 CUSTOM_JOBS = 'customJobs'
 TUNING_JOBS = 'hyperparameterTuningJobs'
+JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
+
+
+def default_job_name(model, now=None):
+    """`train_<model>_<YYYYmmdd_HHMMSS>` (UTC), as the reference scripts named jobs."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return 'train_%s_%s' % (model, now.strftime('%Y%m%d_%H%M%S'))
+
+
+def check_job_name(name):
+    """Job names double as AI Platform job ids and storage paths: `[A-Za-z][A-Za-z0-9_]*`."""
+    if not JOB_NAME_RE.fullmatch(name):
+        raise UserInputError(
+            '--job-name %r: expected a letter followed by letters, digits or '
+            'underscores (at most 128 characters)' % name, flag='--job-name')
+    return name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,8 +148,11 @@ class JobPlan:
       region: where the job runs.
       project: the project, when known (dry runs and rehearsals may go without).
       staging: gs:// prefix the local archives and the build context go under.
+      staging_flag: the flag that named it, for messages.
       images: {role: image} given per pool (`--master-image-uri`, `--image-uri`
         for all); a pool without one runs this project's image.
+      executor_image: an image given as one that installs packages itself
+        (`--executor-image-uri`), like Vertex AI's prebuilt images.
       primary: TF_CONFIG's name of pool 0 for packages run by `bootstrap`
         (`chief`, or `master` as AI Platform named it).
       enable_web_access, kms_key: as given.
@@ -147,7 +169,9 @@ class JobPlan:
     region: str = 'us-central1'
     project: Optional[str] = None
     staging: Optional[str] = None
+    staging_flag: str = '--staging-bucket'
     images: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    executor_image: Optional[str] = None
     primary: str = CHIEF
     enable_web_access: bool = False
     kms_key: Optional[str] = None
@@ -177,11 +201,17 @@ class JobPlan:
         return any(not (self.images.get(pool.role) or self.images.get(CHIEF))
                    for pool in self.config.pools)
 
+    def installs_packages(self, image: Optional[str]) -> bool:
+        """`image` installs the packages and runs the module itself (`pythonPackageSpec`):
+        a prebuilt Vertex AI image, or one given as such."""
+        return bool(image) and (image == self.executor_image or
+                                image.startswith(PREBUILT_IMAGE_PREFIX))
+
     @property
     def stages_repository(self) -> bool:
-        """A `Trainer` on a prebuilt image installs this repository's sdist."""
+        """A `Trainer` on an image that installs packages installs this repository's sdist."""
         return isinstance(self.program, Trainer) and any(
-            _prebuilt(self.image_for(pool.role)) for pool in self.config.pools)
+            self.installs_packages(self.image_for(pool.role)) for pool in self.config.pools)
 
     def resolved(self, package_uris=None, project_image=None) -> 'JobPlan':
         """This plan with what building revealed."""
@@ -218,7 +248,7 @@ class JobPlan:
             command = program.commands.get(role) or program.commands.get(CHIEF)
             return Launch(image=image, args=args,
                           command=tuple(command) if command else None)
-        if _prebuilt(image):
+        if self.installs_packages(image):
             return Launch(image=image, args=args, module=program.module,
                           package_uris=self.package_uris)
         if isinstance(program, Trainer):
@@ -227,10 +257,6 @@ class JobPlan:
         return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
                       args=tuple(bootstrap_args(self.package_uris, program.module,
                                                 self.primary, args, program.unpinned)))
-
-
-def _prebuilt(image):
-    return bool(image) and image.startswith(PREBUILT_IMAGE_PREFIX)
 
 
 def bootstrap_args(package_uris, module, primary, args, unpinned=()):

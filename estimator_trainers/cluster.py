@@ -17,6 +17,10 @@ Accepted shapes:
   `workerpool0..3` (chief, worker, ps, evaluator).
 - No `TF_CONFIG`, or one with an empty `cluster`: a single local process
   (refused for an `evaluator` or `ps` task, which must never train).
+- A `cluster` of one training task (Vertex AI gives a one-replica job a
+  TF_CONFIG naming just its chief): that task is a single process too, so
+  that what runs in one process (`mirrored`) runs there; an evaluator of
+  such a job still evaluates its checkpoints.
 
 An `evaluator` listed in `cluster` is dropped from it (it is not part of the
 training cluster); with `master`, the evaluator's exported TF_CONFIG names it
@@ -122,6 +126,15 @@ class ClusterInfo:
         if not self.task_type:
             return 'local'
         return '%s-%d' % (self.task_type, self.task_index)
+
+    def master_as_chief(self):
+        """This cluster with its `master` named `chief` (tf.distribute's name)."""
+        if MASTER not in self.cluster:
+            return self
+        cluster = {(CHIEF if job == MASTER else job): addresses
+                   for job, addresses in self.cluster.items()}
+        task_type = CHIEF if self.task_type == MASTER else self.task_type
+        return dataclasses.replace(self, cluster=cluster, task_type=task_type)
 
     def to_tf_config(self):
         """The normalised TF_CONFIG dict that RunConfig understands."""
@@ -277,7 +290,10 @@ def _validated(cluster, task, environment, source):
     if CHIEF not in cluster and MASTER not in cluster:
         cluster, task_type, task_index = _promote_first_worker(
             cluster, task_type, task_index)
-    return ClusterInfo(cluster=cluster, task_type=task_type, task_index=task_index,
+    if task_type != EVALUATOR and sum(len(a) for a in cluster.values()) == 1:
+        cluster = {}  # the only training task: one process (see the module docstring)
+    return ClusterInfo(cluster=cluster, task_type=task_type if cluster else None,
+                       task_index=task_index if cluster else 0,
                        environment=environment, num_evaluators=len(evaluators or ()))
 
 

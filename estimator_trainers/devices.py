@@ -1,7 +1,6 @@
 """The local devices a trainer replicates over, and what their hardware offers."""
 import tensorflow as tf
 
-from estimator_trainers.errors import UserInputError
 
 
 def gpu_count():
@@ -9,24 +8,15 @@ def gpu_count():
     return len(tf.config.list_physical_devices('GPU'))
 
 
-def local_devices(num_gpus):
-    """Device names for `num_gpus` GPUs, or the logical CPU devices when 0.
+def cpu_devices():
+    """This process's CPU device names: one, or one per logical CPU device.
 
-    One CPU device is the norm. A process that configured several logical CPU
-    devices (`tf.config.set_logical_device_configuration`) gets one entry per
+    A process that configured several logical CPU devices
+    (`tf.config.set_logical_device_configuration`) gets one entry per
     device, which exercises the multi-device path on a CPU-only machine.
     Reads the configuration without starting TensorFlow's runtime, which must
     not run before `multi_worker_mirrored` configures its collective ops.
-
-    Raises:
-      UserInputError: more GPUs were asked for than this machine has.
     """
-    if num_gpus:
-        available = gpu_count()
-        if num_gpus > available:
-            raise UserInputError('--num-gpus=%d but this machine has %d GPU(s)'
-                                 % (num_gpus, available))
-        return tuple('/gpu:%d' % i for i in range(num_gpus))
     cpu = tf.config.list_physical_devices('CPU')[0]
     cpus = len(tf.config.get_logical_device_configuration(cpu) or ())
     return tuple('/cpu:%d' % i for i in range(max(1, cpus)))

@@ -125,13 +125,7 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
     """
     trainers = cluster.num_workers
     has_ps = cluster.num_ps > 0
-    if name is None:
-        if has_ps:
-            name = PARAMETER_SERVER
-        elif trainers > 1:
-            name = MULTI_WORKER_MIRRORED
-        else:
-            name = NONE
+    name = strategy_name(name, cluster)
     if name not in STRATEGIES:
         raise UserInputError('--distribution-strategy=%s is not one of %s'
                              % (name, ', '.join(STRATEGIES)))
@@ -173,6 +167,17 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
         label=cluster.task_label if cluster.is_distributed else None,
         address=(addresses[cluster.task_index]
                  if cluster.task_index < len(addresses) else None))
+
+
+def strategy_name(name, cluster):
+    """`--distribution-strategy`, or the default of this cluster when None:
+    parameter servers if it has ps tasks, all-reduce over several training
+    tasks, else a single task."""
+    if name is not None:
+        return name
+    if cluster.num_ps:
+        return PARAMETER_SERVER
+    return MULTI_WORKER_MIRRORED if cluster.num_workers > 1 else NONE
 
 
 def steps_per_loop(requested, default, distribution):

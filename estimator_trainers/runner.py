@@ -26,6 +26,7 @@ owns the order of everything else; each step is where it is for a reason:
    the job-dir's run record (`recorder`, `run_record`). A seed makes the run
    reproducible (`make_deterministic`).
 """
+import os
 import random
 import time
 
@@ -43,6 +44,7 @@ from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease
 from estimator_trainers import resume
+from estimator_trainers import startup
 from estimator_trainers import run_config
 from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
@@ -62,7 +64,8 @@ def run(trainer, args):
     termination = faults.Termination(cluster.task_label, _log,
                                      quick_exit_secs=0 if cluster.is_ps else None).install()
     with termination.ending_run():
-        task = _task(args, cluster, termination)
+        task, steps_per_loop = _task(trainer, args, termination)
+        cluster = task.cluster
         if cluster.is_ps:
             config = run_config.from_flags(args, task.distribution)
             return training.serve_parameters(config)
@@ -70,8 +73,6 @@ def run(trainer, args):
         runtime = trainer.load_runtime()
         faults.check_buckets(_path_flags(args), args.storage_timeout_secs)
         job_dir_lib.check_owner(args.job_dir)
-        steps_per_loop = distribution_lib.steps_per_loop(
-            args.steps_per_loop, trainer.steps_per_loop, task.distribution)
         plan = runtime.check(args, task)
         _check_batch(plan, task)
         with faults.guarded_run(args.job_dir, cluster, log=_log,
@@ -207,19 +208,23 @@ def examples_per_global_step(plan, task):
     return plan.examples_per_step
 
 
-def _task(args, cluster, termination):
-    """Devices, distribution and strategy of this task, before any TensorFlow op runs.
+def _task(trainer, args, termination):
+    """`(Task, steps per loop)` of this task, before any TensorFlow op runs.
 
-    An all-reduce strategy waits for its peers first (`wait_for_peers`), and
-    its set-up runs inside `termination.inside_tensorflow`.
+    The decisions are `startup.decide`'s (the cloud tools make the same ones
+    for every replica before a job is submitted); the cluster is exported
+    again when a decision renamed a task. An all-reduce strategy waits for
+    its peers first (`wait_for_peers`), and its set-up runs inside
+    `termination.inside_tensorflow`.
     """
-    visible_gpus = devices_lib.gpu_count()
-    num_gpus = getattr(args, 'num_gpus', None)
-    if num_gpus is None or cluster.is_ps:
-        # A parameter server computes nothing: it never claims GPUs.
-        num_gpus = 0 if cluster.is_ps else visible_gpus
-    devices = devices_lib.local_devices(num_gpus)
-    dist = distribution_lib.from_flags(args, cluster, devices, visible_gpus=visible_gpus)
-    return declaration.Task(cluster=cluster, distribution=dist, devices=devices,
-                            num_gpus=num_gpus, train_distribute=run_config.train_distribute(
-                                dist, _log, inside_tensorflow=termination.inside_tensorflow))
+    decided = startup.decide(trainer, args, os.environ, visible_gpus=devices_lib.gpu_count(),
+                             cpu_devices=devices_lib.cpu_devices())
+    for note in decided.notes:
+        _log(note)
+    cluster_lib.export_tf_config(decided.cluster)
+    dist = decided.distribution
+    return declaration.Task(cluster=decided.cluster, distribution=dist, devices=decided.devices,
+                            num_gpus=decided.num_gpus,
+                            train_distribute=run_config.train_distribute(
+                                dist, _log, inside_tensorflow=termination.inside_tensorflow)
+                            ), decided.steps_per_loop

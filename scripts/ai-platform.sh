@@ -8,7 +8,7 @@
 #   bash scripts/ai-platform.sh local train --package-path trainer --module-name trainer.task
 # Jobs run on Vertex AI (the AI Platform Training service was shut down on
 # 2025-01-31); docs/migrating-from-ai-platform.md says what each flag becomes.
-# Sets up .venv, then forwards to `python -m estimator_trainers.tools.cloud.gcloud_cli`.
+# Sets up .venv, then forwards to `python -m estimator_trainers.tools.cloud.ai_platform`.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +23,7 @@ main() {
   export PYTHONPATH="${repo_root}${PYTHONPATH:+:${PYTHONPATH}}"
   # google-api-core's notice that Python 3.11 support ends in 2027 is not about the job.
   PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}" \
-    exec "${repo_root}/.venv/bin/python" -m estimator_trainers.tools.cloud.gcloud_cli "$@"
+    exec "${repo_root}/.venv/bin/python" -m estimator_trainers.tools.cloud.ai_platform "$@"
 }
 
 main "$@"

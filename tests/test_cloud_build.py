@@ -5,6 +5,7 @@ staged to a GCS emulator, and the job sent with the image.
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,10 +23,11 @@ from estimator_trainers import google_api
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud import train_cloud
 
 PROJECT, REGION = 'my-project', 'us-central1'
 REPOSITORY = 'projects/my-project/locations/us-central1/repositories/estimator-trainers'
@@ -154,7 +156,7 @@ def test_credentials_are_left_out_of_the_build_context_and_named(tmp_path):
     assert sorted(_members(context)) == list(context.files) == [
         '.dockerignore', 'Dockerfile', 'pkg/a.py', 'pkg/settings.json', 'setup.py']
     assert context.left_out == LEFT_OUT
-    assert context.notes() == [
+    assert context.notes()[1:] == [
         'left out of the build context, as they look like credentials: %s (list them in '
         '.dockerignore to leave them out silently)'
         % ', '.join('%s (%s)' % item for item in LEFT_OUT)]
@@ -291,14 +293,62 @@ def test_the_executable_bit_is_part_of_the_hash(tmp_path):
     assert _members(second)['run.sh'].mode == 0o755
 
 
-def test_a_large_context_names_its_largest_files(tmp_path, monkeypatch):
+def test_a_large_context_names_its_largest_directories(tmp_path, monkeypatch):
     monkeypatch.setattr(build, 'LARGE_CONTEXT_BYTES', 4096)
-    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': ''})
+    repo = _tree(tmp_path / 'repo', {'Dockerfile': 'FROM x\nCOPY . ./\n', 'a.py': '',
+                                     'assets/logo.txt': 'x' * 3000, 'assets/more.txt': 'y'})
     with open(os.path.join(repo, 'data.bin'), 'wb') as f:
         f.write(b'\0' * 5000)
-    assert build.pack_context(str(tmp_path), repo).notes() == [
-        'the build context is 4.9 KiB (largest: data.bin 4.9 KiB, Dockerfile 17 bytes, '
-        'a.py 0 bytes); list what the image does not need in .dockerignore']
+    context = build.pack_context(str(tmp_path), repo)
+    assert context.warnings() == [
+        'the build context is 7.8 KiB (largest: data.bin 4.9 KiB, assets/ 2.9 KiB, '
+        'Dockerfile 17 bytes); list what the image does not need in .dockerignore']
+    assert context.notes()[0].startswith('the build context: 5 files, 7.8 KiB (')
+
+
+def _git_checkout(tmp_path):
+    """This project's tracked files, copied (as a clone has them)."""
+    copy = tmp_path / 'checkout'
+    names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
+                           capture_output=True).stdout.decode().split('\0')
+    for name in filter(None, names):
+        if os.path.isfile(os.path.join(REPO_ROOT, name)):
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
+    return copy
+
+
+def test_the_context_of_a_checkout_with_data_and_a_finished_sweep_holds_code_only(tmp_path):
+    """HW3's checkout: CIFAR-10 TFRecords beside the package and two finished sweeps
+    with their job-dirs (checkpoints, events, run records): none of it reaches the
+    image, and the context's hash does not move with them; a directory .gitignore
+    leaves out stays out too."""
+    copy = _git_checkout(tmp_path)
+    before = build.pack_context(str(tmp_path), str(copy))
+    _tree(copy, {'cifar-10-data/metadata.json': '{}',
+                 'checkpoint-interval/sweep.yaml': 'name: checkpoint-interval\n',
+                 'checkpoint-interval/results.csv': 'point,accuracy\n',
+                 'checkpoint-interval/runs/every-500/checkpoint': 'model_checkpoint_path\n',
+                 'checkpoint-interval/runs/every-500/run_record.json': '{}',
+                 'resume/sweep.yaml': 'name: resume\n',
+                 'resume/runs/p/eval/events.out.tfevents.1.host': 'x',
+                 'resume/runs/p/checkpoint': 'x'})
+    noise = os.urandom(8 << 20)  # incompressible: it would show in the context's size
+    for name in ('cifar-10-data/train.tfrecords', 'checkpoint-interval/runs/every-500/'
+                 'model.ckpt-500.data-00000-of-00001', 'resume/runs/p/model.ckpt-9.data'):
+        (copy / name).write_bytes(noise)
+    context = build.pack_context(str(tmp_path), str(copy))
+    assert context.size < 5 * 1024 * 1024 and context.raw_bytes < 5 * 1024 * 1024
+    assert (context.files, context.sha256) == (before.files, before.sha256)
+    assert context.outputs == ('checkpoint-interval', 'cifar-10-data', 'resume')
+    assert context.notes()[0].endswith('; left out as outputs of runs or by .gitignore: '
+                                       'checkpoint-interval, cifar-10-data, resume')
+
+    _tree(copy, {'scratch/notes.py': 'print(1)\n',
+                 '.gitignore': (copy / '.gitignore').read_text() + '/scratch/\n'})
+    context = build.pack_context(str(tmp_path), str(copy))
+    assert 'scratch' in context.outputs
+    assert not [name for name in context.files if name.startswith('scratch/')]
 
 
 def test_the_tag_is_a_hash_of_the_context_and_the_variant():
@@ -413,7 +463,7 @@ def gcs(gcs):  # pylint: disable=redefined-outer-name
         yield client
 
 
-class Backend(cli.Backend):
+class Backend(location.Backend):
     def __init__(self, responses, storage_client):
         self.http = cloud_fakes.RecordingHttp(responses)
         self.storage_client = storage_client
@@ -430,7 +480,7 @@ class Backend(cli.Backend):
 
 def _submit(backend, *extra):
     err = io.StringIO()
-    code = cli.main(['submit', 'cifar10', '--config',
+    code = train_cloud.main(['submit', 'cifar10', '--config',
                      os.path.join(REPO_ROOT, 'configs', 'cmle_config.yaml'),
                      '--bucket', 'gs://' + BUCKET, '--project', PROJECT,
                      '--job-name', 'train_built', *extra],
@@ -483,10 +533,10 @@ def test_an_executor_image_vertex_refuses_says_what_to_use(gcs):
         400, 'Invalid image URI us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest: '
              'the image is no longer available')], gcs)
     with pytest.raises(google_api.ApiError) as raised:
-        _submit(backend, '--executor-image-uri', jobs.EXECUTOR_IMAGES['cpu'])
+        _submit(backend, '--executor-image-uri', train_cloud.EXECUTOR_IMAGES['cpu'])
     assert str(raised.value).endswith(
-        '; Vertex AI refuses the executor image %s: drop --executor-image-uri to build the '
-        'image (--build-image), or pass --image-uri' % jobs.EXECUTOR_IMAGES['cpu'])
+        "; Vertex AI refuses the executor image %s: drop --executor-image-uri to build this "
+        "project's image, or pass --image-uri" % train_cloud.EXECUTOR_IMAGES['cpu'])
     assert '\n' not in str(raised.value)
 
 
@@ -498,7 +548,8 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
                       os.path.join(REPO_ROOT, 'configs', 'cmle_config_gpu.yaml'), '--dry-run',
                       env=env, timeout=120, check=0)
     printed = json.loads(proc.stdout)
-    plan = printed['staging']
+    assert printed['staging'] == []
+    plan = printed['image']
     request = plan['build']
     assert (request['method'], request['uri']) == ('POST', CLOUDBUILD + '?alt=json')
     schema.check('cloudbuild', 'v1', 'Build', request['body'])
@@ -508,7 +559,9 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
     assert plan['files'] == len(build.context_files())
     pools = printed['request']['body']['jobSpec']['workerPoolSpecs']
     assert {pool['containerSpec']['imageUri'] for pool in pools} == {image}
-    assert proc.stderr == ''
+    (note,) = proc.stderr.splitlines()
+    assert re.fullmatch(r'note: the build context: %d files, [\d.]+ KiB \([\d.]+ KiB '
+                        r'compressed\)' % plan['files'], note), note
 
 
 # ------------------------------------------- credentials in a real checkout
@@ -516,13 +569,7 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
 
 def _checkout_with_credentials(tmp_path):
     """This project's tracked files, with a .env, a key.json and a TLS key dropped in."""
-    copy = tmp_path / 'checkout'
-    names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
-                           capture_output=True).stdout.decode().split('\0')
-    for name in filter(None, names):
-        if os.path.isfile(os.path.join(REPO_ROOT, name)):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
+    copy = _git_checkout(tmp_path)
     _tree(copy, {'.env': 'API_TOKEN=hunter2\n', 'key.json': SERVICE_ACCOUNT_KEY,
                  'configs/tls.key': 'x\n'})
     return copy
@@ -541,8 +588,9 @@ def test_dry_run_from_a_checkout_with_credentials_names_them_once(tmp_path):
                           'cifar10', '--dry-run'], 120, cwd=str(copy), env=env,
                          stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.splitlines() == [CHECKOUT_NOTE]
-    assert json.loads(proc.stdout)['staging']['files'] == len(build.context_files(str(copy)))
+    assert proc.stderr.splitlines()[1:] == [CHECKOUT_NOTE]
+    assert proc.stderr.startswith('note: the build context: ')
+    assert json.loads(proc.stdout)['image']['files'] == len(build.context_files(str(copy)))
 
 
 def test_the_uploaded_build_context_holds_no_credentials(gcs, tmp_path, monkeypatch):
@@ -562,7 +610,7 @@ def test_the_uploaded_build_context_holds_no_credentials(gcs, tmp_path, monkeypa
     with tarfile.open(uploaded) as tar:
         names = tar.getnames()
         contents = b''.join(tar.extractfile(m).read() for m in tar if m.isfile())
-    assert 'estimator_trainers/tools/cloud/cli.py' in names
+    assert 'estimator_trainers/tools/cloud/train_cloud.py' in names
     assert not {'.env', 'key.json', 'configs/tls.key'} & set(names)
     assert b'hunter2' not in contents and b'MIIEvQIBADANBg' not in contents
 
@@ -574,10 +622,10 @@ def test_an_sdist_holding_a_credential_is_refused(tmp_path):
     env = cli_env(dict(cloud_fakes.OFFLINE_ENV, PYTHONPATH=str(copy)))
     proc = processes.run([sys.executable, '-m', 'estimator_trainers.tools.cloud', 'submit',
                           'cifar10', '--dry-run', '--executor-image-uri',
-                          jobs.EXECUTOR_IMAGES['cpu']], 120, cwd=str(copy), env=env,
+                          train_cloud.EXECUTOR_IMAGES['cpu']], 120, cwd=str(copy), env=env,
                          stdin=subprocess.DEVNULL)
     assert (proc.returncode, proc.stdout) == (2, ''), proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
-        'error: the package sdist holds files that look like credentials: '
+        'error: estimator-trainers-0.1.0.tar.gz holds files that look like credentials: '
         'estimator-trainers-0.1.0/configs/deploy.yaml (a Google credentials file); keep them '
-        'out of the packages and MANIFEST.in']
+        'out of the package (and its MANIFEST.in)']

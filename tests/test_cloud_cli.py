@@ -1,5 +1,6 @@
-"""`python -m estimator_trainers.tools.cloud`: dry runs in subprocesses, full
-submissions in process against recorded Vertex AI answers and a GCS emulator.
+"""`python -m estimator_trainers.tools.cloud` (train-cloud.sh's front): dry runs in
+subprocesses, full submissions in process against recorded Vertex AI answers and
+a GCS emulator.
 """
 import dataclasses
 import io
@@ -15,10 +16,11 @@ import cloud_fakes
 import processes
 from conftest import REPO_ROOT
 from conftest import run_module
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.errors import UserInputError
 
 MODULE = 'estimator_trainers.tools.cloud'
@@ -55,13 +57,15 @@ def _dry_run(*args, check=0):
 def test_dry_run_prints_the_staging_plan_and_the_exact_request():
     proc = _dry_run('cifar10', '--config', _config('cmle_config_gpu.yaml'), '--dry-run',
                     '--job-name', 'train_cifar10_e2e', '--executor-image-uri',
-                    jobs.EXECUTOR_IMAGES['gpu'], '--', '--train-steps=10000')
+                    train_cloud.EXECUTOR_IMAGES['gpu'], '--', '--train-steps=10000')
     printed = json.loads(proc.stdout)
-    package = 'gs://my-bucket/staging/train_cifar10_e2e/estimator-trainers-0.1.0.tar.gz'
-    plan = printed['staging']
-    assert plan['destination'] == package
+    (plan,) = printed['staging']
     assert re.fullmatch('[0-9a-f]{64}', plan['sha256'])
+    package = 'gs://my-bucket/staging/train_cifar10_e2e/%s/estimator-trainers-0.1.0.tar.gz' \
+        % plan['sha256']
+    assert plan['destination'] == package
     assert plan['package'] == 'estimator-trainers-0.1.0.tar.gz' and plan['bytes'] > 0
+    assert 'image' not in printed  # the prebuilt image installs the package
     request = printed['request']
     assert request['method'] == 'POST'
     assert request['uri'] == ENDPOINT + PARENT + '/customJobs?alt=json'
@@ -74,7 +78,7 @@ def test_dry_run_prints_the_staging_plan_and_the_exact_request():
     assert (workers['replicaCount'], ps['machineSpec']) == ('2', {'machineType': 'n1-highmem-8'})
     job_dir = 'gs://my-bucket/jobs/train_cifar10_e2e'
     assert chief['pythonPackageSpec'] == {
-        'executorImageUri': jobs.EXECUTOR_IMAGES['gpu'], 'packageUris': [package],
+        'executorImageUri': train_cloud.EXECUTOR_IMAGES['gpu'], 'packageUris': [package],
         'pythonModule': 'cifar10_estimator.cifar10_main',
         'args': ['--data-dir=gs://my-bucket/data/cifar10', '--train-steps=10000',
                  '--job-dir=' + job_dir]}
@@ -85,7 +89,7 @@ def test_dry_run_of_a_tuning_config_and_the_default_job_name():
     proc = _dry_run('cifar10', '--config', _config('hptuning_config.yaml'), '--dry-run',
                     '--image-uri', CONTAINER)
     printed = json.loads(proc.stdout)
-    assert printed['staging'] == {'action': 'none: the container %s has the package' % CONTAINER}
+    assert printed['staging'] == [] and 'image' not in printed  # the container has it
     assert printed['request']['uri'] == ENDPOINT + PARENT + '/hyperparameterTuningJobs?alt=json'
     body = printed['request']['body']
     schema.check('aiplatform', 'v1', 'GoogleCloudAiplatformV1HyperparameterTuningJob', body)
@@ -96,21 +100,12 @@ def test_dry_run_of_a_tuning_config_and_the_default_job_name():
                                              '--hypertune-metric=accuracy']
 
 
-def test_target_ai_platform_prints_the_legacy_request():
-    proc = _dry_run('taxi', '--config', _config('config_ps.yaml'), '--target', 'ai-platform',
-                    '--job-name', 'train_taxi_legacy', '--region', 'europe-west1')
-    printed = json.loads(proc.stdout)
-    assert printed['staging']['action'] == 'none: --target ai-platform only prints the request'
-    assert printed['request']['method'] == 'POST'
-    assert printed['request']['uri'] == 'https://ml.googleapis.com/v1/projects/my-project/jobs?alt=json'
-    body = printed['request']['body']
-    schema.check('ml', 'v1', 'GoogleCloudMlV1__Job', body)
-    assert body['jobId'] == 'train_taxi_legacy'
-    ti = body['trainingInput']
-    assert (ti['masterType'], ti['workerCount'], ti['parameterServerCount']) == ('standard', '4', '1')
-    assert ti['region'] == 'europe-west1'
-    assert ti['packageUris'] == [
-        'gs://my-bucket/staging/train_taxi_legacy/estimator-trainers-0.1.0.tar.gz']
+def test_the_retired_ai_platform_target_is_refused():
+    """AI Platform Training was shut down on 2025-01-31: nothing prints its request."""
+    proc = run_module(MODULE, 'submit', 'taxi', '--target', 'ai-platform', env=OFFLINE_ENV,
+                      timeout=120, check=2)
+    assert "argument --target: invalid choice: 'ai-platform'" in proc.stderr
+    assert proc.stdout == ''
 
 
 def test_target_tfjob_prints_a_manifest():
@@ -149,7 +144,7 @@ def test_train_cloud_sh_usage():
 # ------------------------------------------------- in-process submissions
 
 
-class FakeBackend(cli.Backend):
+class FakeBackend(location.Backend):
     """Credentials and clients for the in-process runs: recorded Vertex AI
     answers and the emulator's storage client."""
 
@@ -192,7 +187,7 @@ def _no_env_settings(monkeypatch):
 
 def _main(argv, backend):
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, backend=backend, out=out, err=err)
+    code = train_cloud.main(argv, backend=backend, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -228,9 +223,11 @@ def test_submit_stages_creates_and_follows_the_job(gcs):
     assert out.splitlines() == [
         name, '[job] JOB_STATE_PENDING', '[job] JOB_STATE_RUNNING', '[chief-0] step 1',
         '[ps-0] ps started', '[job] JOB_STATE_SUCCEEDED', '[worker-0] worker done']
-    package = 'staging/train_cifar10_cli/estimator-trainers-0.1.0.tar.gz'
-    blob = gcs.bucket(BUCKET).get_blob(package)
-    assert blob is not None and re.fullmatch('[0-9a-f]{64}', blob.metadata['content-sha256'])
+    (blob,) = gcs.bucket(BUCKET).list_blobs(prefix='staging/train_cifar10_cli/')
+    package = blob.name
+    assert re.fullmatch(r'staging/train_cifar10_cli/[0-9a-f]{64}/estimator-trainers-0\.1\.0'
+                        r'\.tar\.gz', package)
+    assert package.split('/')[2] == blob.metadata['content-sha256']
     assert 'staged gs://%s/%s (sha256 %s)' % (BUCKET, package, blob.metadata['content-sha256']) in err
     job_dir = 'gs://%s/jobs/train_cifar10_cli' % BUCKET
     assert err.splitlines()[-6:] == [
@@ -253,7 +250,7 @@ def test_submit_stages_creates_and_follows_the_job(gcs):
         ('GET', ENDPOINT + name + '?alt=json'), ('POST', logging)] * 3 + [('POST', logging)]
     assert polls[1].body['filter'] == 'resource.type="ml_job" AND resource.labels.job_id="42"'
     assert polls[5].body['filter'].endswith(' AND timestamp>="2026-01-01T00:00:02Z"')
-    assert backend.calls == ['credentials', ('vertex', 'my-project', 'us-central1'), 'storage']
+    assert backend.calls == ['credentials', 'storage', ('vertex', 'my-project', 'us-central1')]
 
 
 def test_resubmitting_the_same_job_skips_the_upload_and_a_failed_job_exits_1(gcs):
@@ -262,17 +259,15 @@ def test_resubmitting_the_same_job_skips_the_upload_and_a_failed_job_exits_1(gcs
                                              'error': {'message': 'replica exited with 1'}})]
     code, _, err = _main(_submit_args('train_cifar10_again'), FakeBackend(answers[:1], gcs))
     assert code == 0 and 'staged gs://' in err
-    generation = gcs.bucket(BUCKET).get_blob(
-        'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation
+    (blob,) = gcs.bucket(BUCKET).list_blobs(prefix='staging/train_cifar10_again/')
 
     code, out, err = _main(_submit_args('train_cifar10_again', '--stream-logs',
                                         '--poll-interval', '0'),
                            FakeBackend(answers + [(200, {}), (200, {})], gcs))
     assert code == 1
-    assert 'already holds this package' in err and 'upload skipped' in err
+    assert 'already holds estimator-trainers-0.1.0.tar.gz' in err and 'upload skipped' in err
     assert out.splitlines()[-1] == 'error: replica exited with 1'
-    assert gcs.bucket(BUCKET).get_blob(
-        'staging/train_cifar10_again/estimator-trainers-0.1.0.tar.gz').generation == generation
+    assert gcs.bucket(BUCKET).get_blob(blob.name).generation == blob.generation
 
 
 def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypatch):
@@ -281,13 +276,12 @@ def test_a_package_the_executor_cannot_install_stops_before_upload(gcs, monkeypa
         build(out_dir), requires_python='==3.11.*'))
     backend = FakeBackend([], gcs)
     argv = _submit_args('train_cifar10_py')
-    argv[argv.index(EXECUTOR)] = jobs.EXECUTOR_IMAGES['cpu']
+    argv[argv.index(EXECUTOR)] = train_cloud.EXECUTOR_IMAGES['cpu']
     with pytest.raises(UserInputError, match=r'^the package requires Python ==3\.11\.\* '
                        r'\(pyproject\.toml\) but .*tf-cpu\.2-15\.py310:latest runs Python 3\.10'):
         _main(argv, backend)
     assert backend.http.requests == []
-    assert gcs.bucket(BUCKET).get_blob(
-        'staging/train_cifar10_py/estimator-trainers-0.1.0.tar.gz') is None
+    assert list(gcs.bucket(BUCKET).list_blobs(prefix='staging/train_cifar10_py/')) == []
 
 
 def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
@@ -300,28 +294,23 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     assert backend.http.requests == []
 
 
-@pytest.mark.parametrize('extra, invalid', [
-    ([], r'\.replicaCount: expected a string, got 1$'),
-    (['--dry-run'], r'\.replicaCount: expected a string, got 1$'),
-    (['--target', 'ai-platform'], r'\.runtimeVersion: expected a string, got 2\.11$'),
-], ids=['submit', 'dry-run', 'ai-platform'])
-def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra,
-                                                                   invalid):
+@pytest.mark.parametrize('extra', [[], ['--dry-run']], ids=['submit', 'dry-run'])
+def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra):
     """The CLI checks each body itself: a builder bug must stop before any output.
 
-    Injected builder bugs: Vertex pools with an int64 count as a number, a
-    legacy runtime version as a number. No response is queued, so a request
-    that went out would fail differently; nothing may be printed or uploaded.
+    Injected builder bug: Vertex pools with an int64 count as a number. No
+    response is queued, so a request that went out would fail differently;
+    nothing may be printed or uploaded.
     """
     pools = jobs.worker_pool_specs
     monkeypatch.setattr(jobs, 'worker_pool_specs', lambda *args: [
         dict(spec, replicaCount=int(spec['replicaCount'])) if spec else spec
         for spec in pools(*args)])
-    monkeypatch.setattr(jobs, 'LEGACY_RUNTIME', (2.11, '3.7'))
+    invalid = r'\.replicaCount: expected a string, got 1$'
     backend = FakeBackend([], gcs)
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(schema.SchemaError, match=invalid):
-        cli.main(_submit_args('train_cifar10_invalid', *extra), backend=backend, out=out,
+        train_cloud.main(_submit_args('train_cifar10_invalid', *extra), backend=backend, out=out,
                  err=err)
     assert out.getvalue() == ''
     assert backend.http.requests == []
@@ -379,7 +368,7 @@ def test_missing_credentials_with_the_real_backend(monkeypatch):
                        r'\(GOOGLE_APPLICATION_CREDENTIALS=/nonexistent/key.json: File '
                        r'/nonexistent/key.json was not found.\): run `gcloud auth '
                        r'application-default login`'):
-        cli.main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--project', 'my-project'])
+        train_cloud.main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--project', 'my-project'])
 
 
 def test_status_cancel_and_list():

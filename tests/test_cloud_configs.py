@@ -78,15 +78,15 @@ def test_shipped_special_settings():
 def test_legacy_machine_table_uses_gpus_vertex_knows():
     vertex_gpus = schema.discovery_document('aiplatform', 'v1')['schemas'][
         'GoogleCloudAiplatformV1MachineSpec']['properties']['acceleratorType']['enum']
-    for name, (machine, gpu, count) in configs.LEGACY_MACHINE_TYPES.items():
-        machine_type, vertex_gpu, vertex_count, note = configs.translate_machine(name)
+    for name, (machine, gpu, count) in machines.LEGACY_MACHINE_TYPES.items():
+        machine_type, vertex_gpu, vertex_count, note = machines.translate_machine(name)
         assert machine_type == machine
         assert vertex_count == count
         if gpu is None:
             assert vertex_gpu is None and note is None
         else:
-            assert vertex_gpu in vertex_gpus and vertex_gpu != configs.K80
-            assert (note is not None) == (gpu == configs.K80)
+            assert vertex_gpu in vertex_gpus and vertex_gpu != machines.K80
+            assert (note is not None) == (gpu == machines.K80)
 
 
 @pytest.mark.parametrize('legacy,expected', [
@@ -100,7 +100,7 @@ def test_legacy_machine_table_uses_gpus_vertex_knows():
     ('large_model_v100', ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1)),
 ])
 def test_legacy_machine_translation(legacy, expected):
-    assert configs.translate_machine(legacy)[:3] == expected
+    assert machines.translate_machine(legacy)[:3] == expected
 
 
 def test_k80_substitution_is_reported():
@@ -178,12 +178,12 @@ def test_a_machine_type_without_count_runs_nothing_with_one_warning():
 
 
 def test_every_machine_type_in_use_is_in_the_vertex_table():
-    used = {machine for machine, _, _ in configs.LEGACY_MACHINE_TYPES.values()}
+    used = {machine for machine, _, _ in machines.LEGACY_MACHINE_TYPES.values()}
     for name in SHIPPED:
         config = configs.load_config(os.path.join(REPO_ROOT, 'configs', name))
         used.update(pool.machine_type for pool in config.pools)
     assert used <= set(machines.MACHINE_TYPES)
-    for prefix, _ in configs.GPU_FAMILIES:
+    for prefix, _ in machines.GPU_FAMILIES:
         assert any(m.startswith(prefix) for m in machines.MACHINE_TYPES), prefix
 
 

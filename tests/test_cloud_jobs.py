@@ -1,4 +1,4 @@
-"""Vertex AI / legacy job bodies and the aiplatform v1 calls, offline.
+"""Vertex AI job bodies of a `plan.JobPlan` and the aiplatform v1 calls, offline.
 
 Requests go through the real googleapiclient service objects (built from
 the bundled discovery document) into `RecordingHttp`, which answers with
@@ -18,7 +18,8 @@ from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers import registry
-from estimator_trainers.tools.cloud import submission
+from estimator_trainers.tools.cloud import plan as plan_lib
+from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import trainer as taxi_trainer
 
@@ -42,13 +43,16 @@ def _config(name_or_text):
 
 
 def _submission(config, model='cifar10', image_uri=None, args=('--train-steps=100',)):
+    """The plan train-cloud.sh makes: a trainer on a prebuilt image, or in `image_uri`."""
     trainer = registry.get(model)
     given = list(config.args) + list(args)
-    return submission.Submission(
-        job_name=JOB, trainer=trainer, config=config, project=PROJECT, region=REGION,
-        job_dir=JOB_DIR, args=tuple(submission.default_args(trainer, 'gs://b', given) + given),
-        package_uri=None if image_uri else PACKAGE,
-        executor_image=None if image_uri else CPU_IMAGE, image_uri=image_uri)
+    defaults = ['%s=%s' % (flag, value) for flag, value in trainer.cloud_data_args('gs://b')
+                if not train_cloud.has_flag(given, flag)]
+    return plan_lib.JobPlan(
+        name=JOB, program=plan_lib.Trainer(trainer), config=config, project=PROJECT,
+        region=REGION, job_dir=JOB_DIR, args=tuple(defaults + given),
+        images={plan_lib.CHIEF: image_uri or CPU_IMAGE},
+        package_uris=() if image_uri else (PACKAGE,))
 
 
 def _vertex(responses):
@@ -79,8 +83,6 @@ def test_shipped_configs_make_schema_valid_bodies(name, image_uri):
         runner = pool['containerSpec'] if image_uri else pool['pythonPackageSpec']
         assert ('--job-dir=' + JOB_DIR in runner['args']) is not tuning
         assert ('--hypertune-metric=accuracy' in runner['args']) is tuning
-    if not image_uri:
-        schema.check('ml', 'v1', 'GoogleCloudMlV1__Job', jobs.legacy_job_body(sub))
 
 
 def test_custom_job_body():
@@ -183,38 +185,6 @@ trainingInput:
     assert body['trialJobSpec']['baseOutputDirectory'] == {'outputUriPrefix': JOB_DIR}
 
 
-def test_legacy_body_keeps_the_config_as_written():
-    body = jobs.legacy_job_body(_submission(_config('cmle_config_gpu.yaml')))
-    assert body == {'jobId': JOB, 'trainingInput': {
-        'scaleTier': 'CUSTOM',
-        'masterType': 'n1-standard-16',
-        'masterConfig': {'acceleratorConfig': {'count': '4', 'type': 'NVIDIA_TESLA_T4'}},
-        'workerType': 'n1-standard-16',
-        'workerCount': '2',
-        'workerConfig': {'acceleratorConfig': {'count': '4', 'type': 'NVIDIA_TESLA_T4'}},
-        'parameterServerType': 'n1-highmem-8',
-        'parameterServerCount': '1',
-        'packageUris': [PACKAGE],
-        'pythonModule': 'cifar10_estimator.cifar10_main',
-        'args': ['--data-dir=gs://b/data/cifar10', '--train-steps=100'],
-        'region': REGION,
-        'jobDir': JOB_DIR,
-        'runtimeVersion': '2.11',
-        'pythonVersion': '3.7'}}
-    # The config object itself is not modified by the conversion.
-    assert _config('cmle_config_gpu.yaml').training_input['workerCount'] == 2
-
-
-def test_legacy_tuning_body():
-    config = _config('hptuning_config.yaml')
-    ti = jobs.legacy_job_body(_submission(config, args=()))['trainingInput']
-    assert ti['hyperparameters'] == config.training_input['hyperparameters']
-    assert ti['args'] == ['--data-dir=gs://b/data/cifar10', '--hypertune-metric=accuracy']
-    assert ti['scaleTier'] == 'CUSTOM'
-    with pytest.raises(UserInputError, match='--target ai-platform describes package jobs'):
-        jobs.legacy_job_body(_submission(config, image_uri='us-docker.pkg.dev/p/r/t:1'))
-
-
 @pytest.mark.parametrize('body,message', [
     ({'displayName': 'x', 'jobspec': {}}, 'GoogleCloudAiplatformV1CustomJob.jobspec: unknown field'),
     ({'state': 'JOB_STATE_RUNNING'}, 'GoogleCloudAiplatformV1CustomJob.state: is output only'),
@@ -236,7 +206,7 @@ def test_schema_check_rejects(body, message):
 
 
 def test_request_schema_names():
-    assert schema.request_schema('ml', 'v1', 'projects.jobs.create') == 'GoogleCloudMlV1__Job'
+    assert schema.request_schema('logging', 'v2', 'entries.list') == 'ListLogEntriesRequest'
     assert schema.request_schema(
         'aiplatform', 'v1', 'projects.locations.customJobs.create') == CUSTOM_JOB_SCHEMA
 

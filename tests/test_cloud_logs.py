@@ -11,7 +11,8 @@ import pytest
 import cloud_fakes
 from estimator_trainers import google_api
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import location
+from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import schema
@@ -102,7 +103,7 @@ def test_time_key_orders_fractions_of_any_length():
         '2026-01-01T00:00:01.000000001Z']
 
 
-class Backend(cli.Backend):
+class Backend(location.Backend):
     def __init__(self, responses):
         self.http = cloud_fakes.RecordingHttp(responses)
 
@@ -116,7 +117,7 @@ class Backend(cli.Backend):
 def _logs_command(responses):
     backend = Backend(responses)
     out = io.StringIO()
-    code = cli.main(['logs', NAME, '--poll-interval', '0'], backend=backend, out=out,
+    code = train_cloud.main(['logs', NAME, '--poll-interval', '0'], backend=backend, out=out,
                     err=io.StringIO())
     return code, out.getvalue().splitlines(), backend.http.requests
 

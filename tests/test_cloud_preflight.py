@@ -23,10 +23,11 @@ from conftest import run_module
 from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import preflight
-from estimator_trainers.tools.cloud import submission
+from estimator_trainers.tools.cloud import plan as plan_lib
+from estimator_trainers.tools.cloud import train_cloud
 
 MODULE = 'estimator_trainers.tools.cloud'
 BUCKET = 'preflight-bucket'
@@ -80,22 +81,24 @@ def test_a_tuned_parameter_must_be_a_trainer_flag(tmp_path):
     sub = _submission(configs.load_config(str(path)))
     with pytest.raises(UserInputError, match=r'^trainer flags: unrecognized arguments: '
                        r'--lr=0\.01 '):
-        preflight.check_trainer_flags(sub)
+        preflight.check_replicas(sub)
     data['trainingInput']['hyperparameters']['params'][0] = {
         'parameterName': 'learning-rate', 'type': 'CATEGORICAL',
         'categoricalValues': ['0.1', 'fast']}
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(UserInputError, match=r'^trainer flags: argument --learning-rate: '
                        r"expected a number, got 'fast'"):
-        preflight.check_trainer_flags(_submission(configs.load_config(str(path))))
+        preflight.check_replicas(_submission(configs.load_config(str(path))))
 
 
 def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUCKET):
     trainer = registry.get(model)
-    return submission.Submission(
-        job_name='j', trainer=trainer, config=config, project='my-project',
-        region='us-central1', job_dir=job_dir,
-        args=tuple(submission.default_args(trainer, 'gs://' + BUCKET, list(args)) + list(args)))
+    defaults = ['%s=%s' % (flag, value) for flag, value
+                in trainer.cloud_data_args('gs://' + BUCKET)
+                if not train_cloud.has_flag(args, flag)]
+    return plan_lib.JobPlan(
+        name='j', program=plan_lib.Trainer(trainer), config=config, project='my-project',
+        region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)))
 
 
 def test_the_course_config_dry_runs_with_its_warning(tmp_path):
@@ -118,40 +121,44 @@ def test_the_course_config_dry_runs_with_its_warning(tmp_path):
 
 def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
     gpu = configs.load_config(_config('cmle_config_gpu.yaml'))
-    parsed = preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=4']))
-    assert parsed.num_gpus == 4  # the ps pool (no GPUs) is not checked: see below
+    checked = preflight.check_replicas(_submission(gpu, args=['--num-gpus=4']))
+    assert checked.parsed.num_gpus == 4  # a parameter server claims no GPUs (test_startup)
     with pytest.raises(UserInputError) as raised:
-        preflight.check_trainer_flags(_submission(gpu, args=['--num-gpus=8']))
+        preflight.check_replicas(_submission(gpu, args=['--num-gpus=8']))
     assert str(raised.value) == (
-        '--num-gpus=8 but the chief pool (masterType n1-standard-16) has 4 GPU(s); give '
+        'worker pool 0 (chief, n1-standard-16 with 4 x NVIDIA_TESLA_T4), replica 0 would '
+        'refuse to start: --num-gpus=8 but this machine has 4 GPU(s); give '
         'trainingInput.masterConfig an acceleratorConfig with 8 GPUs or lower --num-gpus')
     evaluator = configs.parse_config(yaml.safe_load(
         open(_config('cmle_config_gpu.yaml')).read().replace(
             'parameterServerType: n1-highmem-8\n  parameterServerCount: 1',
             'evaluatorType: n1-highmem-8\n  evaluatorCount: 1')), 'cfg.yaml')
-    with pytest.raises(UserInputError, match=r'^--num-gpus=2 but the evaluator pool '
-                       r'\(evaluatorType n1-highmem-8\) has no GPUs; give '
-                       r'trainingInput.evaluatorConfig an acceleratorConfig'):
-        preflight.check_trainer_flags(_submission(evaluator, args=['--num-gpus', '2']))
+    with pytest.raises(UserInputError, match=r'^worker pool 3 \(evaluator, n1-highmem-8 with no '
+                       r'GPUs\), replica 0 would refuse to start: --num-gpus=4 but this '
+                       r'machine has 0 GPU\(s\); give trainingInput.evaluatorConfig an '
+                       r'acceleratorConfig with 4 GPUs'):
+        preflight.check_replicas(_submission(evaluator, args=['--num-gpus', '4']))
+    # multi_worker_mirrored (chief and workers, no ps) replicates over every GPU.
+    with pytest.raises(UserInputError, match=r'^worker pool 0 .*: multi_worker_mirrored '
+                       r'replicates over all 4 GPUs of each worker, not 2'):
+        preflight.check_replicas(_submission(evaluator, args=['--num-gpus', '2']))
 
 
-@pytest.mark.slow  # imports TensorFlow
-def test_a_parameter_server_ignores_num_gpus_so_its_pool_is_not_checked(monkeypatch):
-    from estimator_trainers import cluster as cluster_lib  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import faults  # pylint: disable=g-import-not-at-top
-    from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
-    args = registry.get('cifar10').parse_args(['--data-dir=gs://b/d', '--job-dir=gs://b/j',
-                                               '--num-gpus=64'])
-    termination = faults.Termination('task', log=lambda *_: None)  # not installed: no signals
-    spec = {'chief': ['localhost:2222'], 'worker': ['localhost:2223'],
-            'ps': ['localhost:2224']}
-    monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
-                                                'task': {'type': 'ps', 'index': 0}}))
-    assert runner._task(args, cluster_lib.load_cluster(), termination).num_gpus == 0  # pylint: disable=protected-access
-    monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': spec,
-                                                'task': {'type': 'worker', 'index': 0}}))
-    with pytest.raises(UserInputError, match=r'^--num-gpus=64 but this machine has'):
-        runner._task(args, cluster_lib.load_cluster(), termination)  # pylint: disable=protected-access
+@pytest.mark.parametrize('config, flags, message', [
+    # mirrored runs in one process; a job with workers cannot.
+    ('config_mwms.yaml', ['--distribution-strategy=mirrored'],
+     r'^worker pool 0 \(chief, n1-standard-8 with no GPUs\), replica 0 would refuse to start: '
+     r'--distribution-strategy=mirrored runs in one process without TF_CONFIG'),
+    ('config_ps.yaml', ['--distribution-strategy=multi_worker_mirrored'],
+     r'^worker pool 0 \(chief, n1-standard-4 with no GPUs\), replica 0 would refuse to start: '
+     r'--distribution-strategy=multi_worker_mirrored does not use parameter servers'),
+    ('cmle_config.yaml', ['--distribution-strategy=none'],
+     r'^worker pool 0 \(chief, n1-standard-16 with no GPUs\), replica 0 would refuse to '
+     r'start: --distribution-strategy=none does not use parameter servers'),
+], ids=['mirrored-with-workers', 'mwms-with-ps', 'none-with-ps'])
+def test_a_job_one_replica_would_refuse_is_refused_naming_the_pool(config, flags, message):
+    with pytest.raises(UserInputError, match=message):
+        preflight.check_replicas(_submission(configs.load_config(_config(config)), args=flags))
 
 
 # ---------------------------------------------------------------- storage
@@ -289,7 +296,7 @@ def test_a_huge_model_params_file_is_not_downloaded(gcs):
 # ------------------------------------------- refusals in a full submission
 
 
-class Backend(cli.Backend):
+class Backend(location.Backend):
     """Real storage client on the emulator, recorded Vertex AI answers."""
 
     def __init__(self, storage_client):
@@ -315,7 +322,8 @@ class Backend(cli.Backend):
      '--num-layers=56 does not match the checkpoints in --job-dir gs://%s/jobs/resnet'
      % BUCKET),
     (['--', '--num-gpus=1'], 'cmle_config.yaml',
-     '--num-gpus=1 but the chief pool (masterType n1-standard-16) has no GPUs'),
+     'worker pool 0 (chief, n1-standard-16 with no GPUs), replica 0 would refuse to start: '
+     '--num-gpus=1 but this machine has 0 GPU(s)'),
     (['--', '--bogus-flag'], 'cmle_config.yaml',
      'trainer flags: unrecognized arguments: --bogus-flag'),
 ])
@@ -327,7 +335,7 @@ def test_every_check_refuses_before_anything_is_staged(gcs, extra, config, messa
         argv = ['submit', 'cifar10', '--config', _config(config), '--bucket', 'gs://' + BUCKET,
                 '--project', 'my-project', '--job-name', 'train_refused'] + image + extra
         with pytest.raises(UserInputError) as raised:
-            cli.main(argv, backend=backend, out=io.StringIO(), err=io.StringIO())
+            train_cloud.main(argv, backend=backend, out=io.StringIO(), err=io.StringIO())
         assert str(raised.value).startswith(message)
         assert '\n' not in str(raised.value)
     assert backend.http.requests == []

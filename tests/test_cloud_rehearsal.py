@@ -21,7 +21,7 @@ import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import rehearsal
 from test_gcs import saved_models, taxi_data_flags
@@ -45,7 +45,7 @@ def _config(name):
 def _body(model, config, *trainer_flags, options=PACKAGE):
     """The request body of a dry run."""
     out = io.StringIO()
-    assert cli.main(['submit', model, '--config', _config(config), '--dry-run',
+    assert train_cloud.main(['submit', model, '--config', _config(config), '--dry-run',
                      '--bucket', 'gs://bkt', '--job-name', 'job', *PROJECT, *options, '--',
                      *trainer_flags], out=out, err=io.StringIO()) == 0
     return json.loads(out.getvalue())['request']['body']
@@ -56,7 +56,9 @@ def test_plan_gives_each_replica_the_vertex_environment():
     plan = rehearsal.plan_job(body, max_replicas=2)
     assert [r.label for r in plan.replicas] == ['ps-0', 'chief-0', 'worker-0', 'worker-1']
     assert plan.counts == (('chief', 1, 1), ('worker', 2, 4), ('ps', 1, 1))
-    assert plan.package_uris == ('gs://bkt/staging/job/estimator-trainers-0.1.0.tar.gz',)
+    (package,) = plan.package_uris
+    assert re.fullmatch(r'gs://bkt/staging/job/[0-9a-f]{64}/estimator-trainers-0\.1\.0\.tar\.gz',
+                        package)
     pools = body['jobSpec']['workerPoolSpecs']
     addresses = set()
     for replica in plan.replicas:
@@ -109,12 +111,12 @@ def test_tuning_plan_runs_one_trial_with_mid_range_values():
 
 @pytest.mark.parametrize('options, clash', [
     (['--dry-run'], '--dry-run'),
-    (['--target', 'ai-platform'], '--target ai-platform'),
+    (['--target', 'tfjob'], '--target tfjob'),
     (['--image-uri', 'example.com/trainer:1', '--stream-logs'], '--image-uri or --stream-logs'),
 ])
 def test_rehearse_refuses_options_it_cannot_honour(options, clash):
     with pytest.raises(UserInputError) as raised:
-        cli.main(['submit', 'taxi', '--rehearse', '--bucket', 'gs://bkt', *PROJECT, *options],
+        train_cloud.main(['submit', 'taxi', '--rehearse', '--bucket', 'gs://bkt', *PROJECT, *options],
                  out=io.StringIO(), err=io.StringIO())
     assert str(raised.value) == ('--rehearse runs the staged package on this machine; it '
                                  'does not go with %s' % clash)
@@ -181,8 +183,10 @@ def _assert_passed(gcs, proc, tmp_path, bucket, job, pools, model_dir='', staged
     (installed,) = glob.glob(str(tmp_path / 'rehearsal-*' / 'venv' / 'lib' / 'python*' /
                                  'site-packages' / 'estimator_trainers'))
     assert os.path.isdir(installed)
-    assert gcs.list_objects(bucket, 'staging/%s/' % job) == (
-        ['staging/%s/estimator-trainers-0.1.0.tar.gz' % job] if staged else [])
+    staged_objects = gcs.list_objects(bucket, 'staging/%s/' % job)
+    assert len(staged_objects) == (1 if staged else 0)
+    assert all(re.fullmatch(r'staging/%s/[0-9a-f]{64}/estimator-trainers-0\.1\.0\.tar\.gz'
+                            % job, name) for name in staged_objects)
     return step, summary
 
 

@@ -48,7 +48,7 @@ def test_sdist_holds_the_packages_and_leaves_the_checkout_alone(tmp_path):
     assert built.requires_python == '<3.12,>=3.10'
     with tarfile.open(built.path) as tar:
         names = set(tar.getnames())
-    for member in ('pyproject.toml', 'requirements.txt', 'estimator_trainers/tools/cloud/cli.py',
+    for member in ('pyproject.toml', 'requirements.txt', 'estimator_trainers/tools/cloud/train_cloud.py',
                    'estimator_trainers/training.py', 'cifar10_estimator/cifar10_main.py'):
         assert 'estimator-trainers-0.1.0/' + member in names
 

@@ -8,7 +8,7 @@ import yaml
 from conftest import REPO_ROOT
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers import registry
-from estimator_trainers.tools.cloud import submission
+from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import tfjob
 from estimator_trainers.errors import UserInputError
 
@@ -19,11 +19,12 @@ JOB_DIR = 'gs://b/jobs/train_taxi_20260101_120000'
 def _submission(config_name, model='taxi', image_uri=IMAGE):
     config = configs.load_config(os.path.join(REPO_ROOT, 'configs', config_name))
     trainer = registry.get(model)
-    return submission.Submission(
-        job_name='train_%s_20260101_120000' % model, trainer=trainer, config=config,
-        project=None, region='us-central1', job_dir=JOB_DIR,
-        args=tuple(submission.default_args(trainer, 'gs://b', []) + list(config.args)),
-        image_uri=image_uri)
+    defaults = ['%s=%s' % item for item in trainer.cloud_data_args('gs://b')]
+    return plan_lib.JobPlan(
+        name='train_%s_20260101_120000' % model, program=plan_lib.Trainer(trainer),
+        config=config, region='us-central1', job_dir=JOB_DIR,
+        args=tuple(defaults + list(config.args)),
+        images={plan_lib.CHIEF: image_uri} if image_uri else {})
 
 
 @pytest.mark.parametrize('name,replicas', [

@@ -142,10 +142,27 @@ def test_kubeflow_workers_only_promote_worker_zero_to_chief(index, expected):
     assert info.cluster == {'chief': ['w0:2222'], 'worker': ['w1:2222'], 'ps': ['p:2222']}
 
 
-def test_single_worker_cluster_becomes_a_lone_chief():
-    info = _load({'cluster': {'worker': ['w0:2222']}, 'task': {'type': 'worker', 'index': 0}})
-    assert info.cluster == {'chief': ['w0:2222']}
-    assert (info.is_chief, info.num_workers) == (True, 1)
+@pytest.mark.parametrize('config', [
+    {'cluster': {'worker': ['w0:2222']}, 'task': {'type': 'worker', 'index': 0}},
+    # Vertex AI's TF_CONFIG of a one-replica job: just its chief.
+    {'cluster': {'chief': ['cmle-training-workerpool0-ab-0:2222']},
+     'task': {'type': 'chief', 'index': 0}, 'environment': 'cloud'},
+    {'cluster': {'master': ['m:2222']}, 'task': {'type': 'master', 'index': 0}},
+])
+def test_a_cluster_of_one_training_task_is_a_single_process(config):
+    info = _load(config)
+    assert not info.is_distributed
+    assert (info.is_chief, info.num_workers, info.task_label) == (True, 1, 'local')
+    assert info.to_tf_config() is None
+
+
+def test_the_evaluator_of_a_one_replica_job_still_evaluates():
+    info = _load({'cluster': {'chief': ['c:2222'], 'evaluator': ['e:2222']},
+                  'task': {'type': 'evaluator', 'index': 0}})
+    assert info.is_evaluator and info.cluster == {'chief': ['c:2222']}
+    chief = _load({'cluster': {'chief': ['c:2222'], 'evaluator': ['e:2222']},
+                   'task': {'type': 'chief', 'index': 0}})
+    assert not chief.is_distributed and chief.num_evaluators == 1
 
 
 def test_export_tf_config_round_trips_into_the_environment():

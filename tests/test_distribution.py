@@ -103,7 +103,7 @@ def test_batch_splits_over_local_replicas():
      'needs ps tasks, but this TF_CONFIG cluster (1 chief, 2 worker) has none'),
     ('multi_worker_mirrored', _cluster('chief'), 'has ps tasks; use parameter_server'),
     ('none', _cluster('chief'), 'has ps tasks; use parameter_server'),
-    ('mirrored', _cluster('chief', ps=False, workers=0), 'runs in one process'),
+    ('mirrored', _cluster('chief', ps=False, workers=1), 'runs in one process'),
     ('none', _cluster('chief', ps=False), 'has 3 training tasks; use multi_worker_mirrored'),
     ('multi_worker_mirrored', _cluster('master', ps=False, master=True),
      'needs a "chief", not a "master"'),

@@ -1,11 +1,12 @@
 """`ai-platform.sh jobs submit training`: every flag reaches its field of the Vertex AI request.
 
-The translation table (`gcloud.FLAGS`) is checked three ways: the docs hold
+The translation table (`gcloud_flags.FLAGS`) is checked three ways: the docs hold
 it verbatim, every accepted flag has a case here that names its Vertex AI
 field (which the table must show) and runs a dry run whose request has the
 value there, and every mapped or refused flag has a test of its one line.
-The package checks before upload (a fresh virtualenv, the module probe) are
-replaced by a recorder here; tests/test_gcloud_packages.py runs them for real.
+The package checks before upload (a fresh virtualenv, the module read from
+its source) are replaced by a recorder here; tests/test_gcloud_packages.py
+runs them for real.
 """
 import io
 import json
@@ -16,8 +17,9 @@ import pytest
 
 from conftest import REPO_ROOT
 from estimator_trainers.errors import FlagError, UserInputError
-from estimator_trainers.tools.cloud import gcloud
-from estimator_trainers.tools.cloud import gcloud_cli
+from estimator_trainers.tools.cloud import ai_platform
+from estimator_trainers.tools.cloud import gcloud_flags
+from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import schema
 from test_cloud_cli import FakeBackend
 
@@ -50,9 +52,9 @@ def _no_environment(monkeypatch):
 def checks(monkeypatch):
     """Records the package checks instead of running them."""
     calls = []
-    monkeypatch.setattr(gcloud_cli, '_check_package',
-                        lambda job, archives, tmp, err: calls.append(
-                            (job.module, [a.filename for a in archives])))
+    monkeypatch.setattr(pipeline, '_check_archives',
+                        lambda plan, archives, tmp, environ, err: calls.append(
+                            (plan.program.module, [a.filename for a in archives])))
     return calls
 
 
@@ -61,7 +63,7 @@ def dry_run(*argv, user_args=None):
     out, err = io.StringIO(), io.StringIO()
     full = BASE + list(argv) + (['--'] + list(user_args) if user_args is not None else [])
     backend = FakeBackend()
-    assert gcloud_cli.main(full, backend=backend, out=out, err=err) == 0
+    assert ai_platform.main(full, backend=backend, out=out, err=err) == 0
     assert backend.calls == []  # no credentials, no client
     printed = json.loads(out.getvalue())
     body = printed['request']['body']
@@ -191,10 +193,10 @@ USER_ARGS = {'USER_ARGS': ['--learning-rate', '0.1']}
 
 
 def test_every_accepted_flag_has_a_case_and_the_table_shows_its_field():
-    accepted = {f.name for f in gcloud.FLAGS if f.kind in (gcloud.FIELD, gcloud.MAPPED)}
+    accepted = {f.name for f in gcloud_flags.FLAGS if f.kind in (gcloud_flags.FIELD, gcloud_flags.MAPPED)}
     assert set(CASES) | {'--config'} == accepted
     for name, (field, _, _) in CASES.items():
-        assert field in gcloud.FLAG_ROWS[name].vertex, (name, field)
+        assert field in gcloud_flags.FLAG_ROWS[name].vertex, (name, field)
 
 
 @pytest.mark.parametrize('flag', sorted(CASES))
@@ -434,7 +436,7 @@ def test_async_and_stream_logs_are_client_behaviour(checks):
 def test_docs_hold_the_translation_table():
     with open(os.path.join(REPO_ROOT, 'docs', 'migrating-from-ai-platform.md')) as f:
         docs = f.read()
-    assert gcloud.markdown_table() in docs
+    assert gcloud_flags.markdown_table() in docs
 
 
 def test_readme_migrates_a_gcloud_line_by_two_words():

@@ -22,14 +22,15 @@ import yaml
 import processes
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import bootstrap
-from estimator_trainers.tools.cloud import gcloud_cli
+from estimator_trainers.tools.cloud import ai_platform
+from estimator_trainers.tools.cloud import pipeline
+from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud import schema
 from test_cloud_cli import FakeBackend, OFFLINE_ENV, PARENT, _entry
 from test_gcs import taxi_data_flags
 
 PACKAGES = os.path.join(REPO_ROOT, 'tests', 'packages')
-CLI = 'estimator_trainers.tools.cloud.gcloud_cli'
+CLI = 'estimator_trainers.tools.cloud.ai_platform'
 SCRIPT = os.path.join(REPO_ROOT, 'scripts', 'ai-platform.sh')
 COURSE_CONFIG = """\
 trainingInput:
@@ -127,23 +128,24 @@ def test_a_tf_contrib_import_is_one_line_naming_the_module(tmp_path):
     proc = submit('contrib_job', '--runtime-version', '1.15', '--job-dir', 'gs://my-bucket/out',
                   '--package-path', 'trainer', '--module-name', 'trainer.task', '--dry-run',
                   cwd=os.path.join(PACKAGES, 'contrib'), env=OFFLINE_ENV, check=2)
-    one_error_line(proc, "trainer.model (line 4) cannot be imported: module 'tensorflow' has "
-                         "no attribute 'contrib': tf.contrib was removed in TensorFlow 2 and "
-                         "tf.compat.v1 has no contrib either")
+    one_error_line(proc, 'trainer/model.py line 4: tf.contrib.layers: tf.contrib was removed '
+                         'in TensorFlow 2 and tf.compat.v1 has no contrib either: replace it '
+                         '(docs/migrating-from-ai-platform.md)')
     assert proc.stdout == ''
 
 
 @pytest.mark.parametrize('package, user_args, message', [
     ('course', ['--trian-steps', '5'],
-     "trainer.task rejects the job's args: unrecognized arguments: --trian-steps 5"),
+     'trainer.task does not take --trian-steps (trainer/task.py defines --batch-size, '
+     '--eval-steps, --hidden-units, --job-dir, --learning-rate, --train-steps)'),
     ('keras_mnist', ['--stpes=5'],
-     "trainer.task rejects the job's args: Unknown command line flag 'stpes'. Did you "
-     "mean: steps ?"),
+     'trainer.task does not take --stpes (trainer/task.py defines --batch-size, --job-dir, '
+     '--steps)'),
 ], ids=['argparse', 'absl'])
 def test_a_flag_the_module_refuses_stops_before_upload(package, user_args, message):
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(UserInputError) as raised:
-        gcloud_cli.main(['jobs', 'submit', 'training', 'bad_flag', '--project', 'my-project',
+        ai_platform.main(['jobs', 'submit', 'training', 'bad_flag', '--project', 'my-project',
                          '--job-dir', 'gs://my-bucket/out', '--module-name', 'trainer.task',
                          '--package-path', os.path.join(PACKAGES, package, 'trainer'),
                          '--dry-run', '--', *user_args], backend=FakeBackend(), out=out,
@@ -332,7 +334,7 @@ JOB = {'name': PARENT + '/customJobs/42', 'displayName': 'census_1',
 def _main(argv, responses):
     backend = FakeBackend(responses)
     out, err = io.StringIO(), io.StringIO()
-    code = gcloud_cli.main(argv + ['--project', 'my-project'], backend=backend, out=out,
+    code = ai_platform.main(argv + ['--project', 'my-project'], backend=backend, out=out,
                            err=err)
     return code, out.getvalue(), err.getvalue(), backend
 
@@ -393,7 +395,7 @@ def test_submit_creates_the_job_once_per_name(monkeypatch, tmp_path):
         def check_writable(self, uri, what):
             checks.append((uri, what))
 
-    monkeypatch.setattr(gcloud_cli.preflight, 'BucketChecks', Checks)
+    monkeypatch.setattr(pipeline.preflight, 'BucketChecks', Checks)
     code, out, err, backend = _main(argv, [(200, {}), (200, {}), (200, created)])
     assert code == 0
     assert yaml.safe_load(out) == {'jobId': 'mnist_1', 'state': 'QUEUED',
@@ -413,13 +415,13 @@ def test_submit_creates_the_job_once_per_name(monkeypatch, tmp_path):
 def test_bootstrap_names_the_master_as_ai_platform_did():
     config = {'cluster': {'chief': ['h:1'], 'worker': ['h:2'], 'ps': ['h:3']},
               'task': {'type': 'chief', 'index': 0}, 'environment': 'cloud'}
-    renamed = json.loads(bootstrap.tf_config_with_primary(json.dumps(config), 'master'))
+    renamed = json.loads(replicas.with_primary(json.dumps(config), 'master'))
     assert renamed['cluster'] == {'master': ['h:1'], 'worker': ['h:2'], 'ps': ['h:3']}
     assert renamed['task'] == {'type': 'master', 'index': 0}
     worker = dict(config, task={'type': 'worker', 'index': 0})
-    assert json.loads(bootstrap.tf_config_with_primary(json.dumps(worker), 'master'))[
+    assert json.loads(replicas.with_primary(json.dumps(worker), 'master'))[
         'cluster']['master'] == ['h:1']
     evaluator = dict(config, task={'type': 'evaluator', 'index': 0})
-    assert bootstrap.tf_config_with_primary(json.dumps(evaluator), 'master') == json.dumps(
+    assert replicas.with_primary(json.dumps(evaluator), 'master') == json.dumps(
         evaluator)
-    assert bootstrap.tf_config_with_primary(json.dumps(config), 'chief') == json.dumps(config)
+    assert replicas.with_primary(json.dumps(config), 'chief') == json.dumps(config)

@@ -26,11 +26,13 @@ TENSORFLOW_FREE = (
     'estimator_trainers.declaration', 'estimator_trainers.cli', 'estimator_trainers.flags',
     'estimator_trainers.errors', 'estimator_trainers.registry', 'estimator_trainers.cluster',
     'estimator_trainers.checkpoints', 'estimator_trainers.job_dir',
-    'estimator_trainers.distribution', 'estimator_trainers.gcs', 'estimator_trainers.safe_io',
+    'estimator_trainers.distribution', 'estimator_trainers.startup', 'estimator_trainers.gcs',
+    'estimator_trainers.safe_io', 'estimator_trainers.user_files',
     'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.host',
     'estimator_trainers.google_api', 'estimator_trainers.run_record',
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
-    'estimator_trainers.tools.cloud.cli', 'estimator_trainers.tools.cloud.gcloud_cli',
+    'estimator_trainers.tools.cloud.train_cloud', 'estimator_trainers.tools.cloud.ai_platform',
+    'estimator_trainers.tools.cloud.pipeline',
     'estimator_trainers.tools.cloud.bootstrap', 'estimator_trainers.tools.cloud.packages',
     'estimator_trainers.tools.experiment.cli', 'estimator_trainers.tools.experiment.execute',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
@@ -42,8 +44,29 @@ ENTRY_POINTS = (
     'cifar10_estimator.generate_cifar10_tfrecords',
     'taxi_estimator.data', 'taxi_estimator.predict', 'taxi_estimator.cache',
     'keras_estimator.data',
-    'estimator_trainers.tools.cloud.gcloud_cli', 'estimator_trainers.tools.cloud.bootstrap',
+    'estimator_trainers.tools.cloud.ai_platform', 'estimator_trainers.tools.cloud.bootstrap',
 )
+# The command lines users run: each turns its words into a plan or a call and
+# never imports another (what two of them share lives in a module of its own).
+FRONTS = ('estimator_trainers.tools.local', 'estimator_trainers.tools.cloud.train_cloud',
+          'estimator_trainers.tools.cloud.ai_platform', 'estimator_trainers.tools.experiment.cli')
+# The steps of a cloud action; only the pipeline calls them (it owns their order).
+PIPELINE = 'estimator_trainers.tools.cloud.pipeline'
+PIPELINE_STEPS = {
+    'estimator_trainers.tools.cloud.preflight': ('check_replicas', 'check_storage'),
+    'estimator_trainers.tools.cloud.staging': ('stage',),
+    'estimator_trainers.tools.cloud.build': ('pack_context',),
+    'estimator_trainers.tools.cloud.rehearsal': ('rehearse',),
+    'estimator_trainers.tools.cloud.packages': ('install',),
+    'estimator_trainers.tools.cloud.source_checks': ('check',),
+    'estimator_trainers.tools.cloud.jobs': ('job_body',),
+}
+# Steps a step may call itself: the rehearsal installs what the pools install,
+# and `bootstrap` installs the job's packages in the image.
+STEP_CALLERS = {('estimator_trainers.tools.cloud.packages', 'install'): (
+    'estimator_trainers.tools.cloud.rehearsal', 'estimator_trainers.tools.cloud.bootstrap')}
+# The one YAML reader of the files users hand over.
+YAML_READER = 'estimator_trainers.user_files'
 
 
 def production_modules():
@@ -185,3 +208,62 @@ def test_the_readme_lists_every_trainer_the_registry_finds():
     trainers = registry.discover([REPO_ROOT])
     assert sorted(rows) == sorted((t.module.split('.')[0], t.module)
                                   for t in trainers.values())
+
+
+def test_fronts_never_import_each_other():
+    graph = import_graph(production_modules())
+    offending = sorted('%s -> %s' % (front, target) for front in FRONTS
+                       for target in graph[front] if target in FRONTS)
+    assert offending == []
+
+
+def _calls(path):
+    """`(module alias or name, function)` of every `x.f(...)` call in a file, with
+    the file's `import a.b.c as x` / `from a.b import c` aliases resolved."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = '%s.%s' % (node.module, alias.name)
+    calls = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name):
+            calls.add((aliases.get(node.func.value.id, node.func.value.id), node.func.attr))
+    return calls
+
+
+def test_only_the_pipeline_orders_the_steps_of_a_cloud_action():
+    modules = production_modules()
+    offending = []
+    for module, path in modules.items():
+        if module == PIPELINE:
+            continue
+        for target, function in _calls(path):
+            allowed = STEP_CALLERS.get((target, function), ())
+            if function in PIPELINE_STEPS.get(target, ()) and module not in allowed:
+                offending.append('%s calls %s.%s' % (module, target, function))
+    assert offending == []
+    # The rule can fail: the pipeline itself calls every step.
+    called = _calls(modules[PIPELINE])
+    assert all((target, function) in called for target, functions in PIPELINE_STEPS.items()
+               for function in functions if (target, function) not in STEP_CALLERS)
+
+
+def test_every_user_yaml_goes_through_the_one_reader():
+    """No module but `user_files` parses YAML: a file a user hands over is read
+    within its bounds (size, regular file, UTF-8, depth, aliases)."""
+    offending = []
+    for module, path in production_modules().items():
+        if module == YAML_READER:
+            continue
+        for target, function in _calls(path):
+            if target == 'yaml' and function in ('load', 'safe_load', 'full_load',
+                                                 'unsafe_load', 'load_all', 'safe_load_all'):
+                offending.append('%s: yaml.%s' % (module, function))
+    assert offending == []

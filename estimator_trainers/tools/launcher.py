@@ -64,6 +64,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -75,6 +76,8 @@ from estimator_trainers import safe_io
 from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, START_ORDER, STOP_ORDER, WORKER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import private_network
+
+MODULE = 'estimator_trainers.tools.launcher'  # `python -m` runs the local cluster
 
 LOOPBACK = '127.0.0.1'
 NETWORK_MODES = ('auto', 'private', 'host')
@@ -180,6 +183,12 @@ class TaskFailed(errors.TaskFailure):
     """A task failed with no restarts left."""
 
 
+def _error_record_path(task):
+    """Where a task writes its error record: beside its log."""
+    return task.log_path + '.error.json'
+
+
+
 class Interrupted(Exception):
     """The launcher got SIGTERM, SIGINT or SIGHUP."""
 
@@ -278,9 +287,13 @@ class Launcher:
             env.pop('CLUSTER_SPEC', None)
         else:
             env = dict(task.env)
-        # The launcher's own error record is the launcher's: a task writing there
-        # would overwrite why the job failed with why one task stopped.
-        env.pop(errors.ERROR_RECORD_ENV, None)
+        # Each task records why it stopped beside its log (the launcher's own
+        # record is why the job failed), so a failure is that task's own line.
+        env[errors.ERROR_RECORD_ENV] = _error_record_path(task)
+        try:
+            os.unlink(env[errors.ERROR_RECORD_ENV])
+        except OSError:
+            pass
         env.update(TF_CONFIG=task.tf_config, PYTHONUNBUFFERED='1')
         command = task.command or self._command
         try:
@@ -348,8 +361,10 @@ class Launcher:
                              'last checkpoint' if task.task_type == PS else ''))
                 self._start(task)
                 continue
-            raise TaskFailed('%s failed (%s); stopped the other tasks. Its log: %s'
-                             % (task.label, what, task.log_path))
+            own = errors.read_record(_error_record_path(task))
+            raise TaskFailed('%s failed (%s)%s; stopped the other tasks. Its log: %s'
+                             % (task.label, what, ': %s' % own.message if own else '',
+                                task.log_path), flag=own.flag if own else None)
         chief = self._task(CHIEF, 0)
         return chief.exit_code == 0
 
@@ -564,6 +579,49 @@ def check_size(args, available_bytes=None):
                                 available / 2 ** 30,
                                 available // (TASK_MEMORY_MIB * 2 ** 20)),
                              flag='--worker-count')
+
+
+def run_package(package_path, module, job_dir, user_args, distributed, launcher_options):
+    """Runs a package's module the way `gcloud ai-platform local train
+    --package-path DIR --module-name M` ran it: `python -m M ARGS --job-dir
+    JOB_DIR` from DIR's parent (default: the current directory), which goes
+    on PYTHONPATH, once or once per task of a local cluster; either replaces
+    this process."""
+    root = os.getcwd()
+    if package_path:
+        if not os.path.isfile(os.path.join(package_path, '__init__.py')):
+            raise UserInputError('--package-path %s: not a Python package directory (no '
+                                 '__init__.py)' % package_path, flag='--package-path')
+        root = os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
+    if launcher_options and not distributed:
+        raise UserInputError('%s needs --distributed' % launcher_options[0],
+                             flag=launcher_options[0])
+    if job_dir and '://' not in job_dir:
+        job_dir = os.path.abspath(job_dir)
+    command = [sys.executable, '-m', module, *user_args] + (
+        ['--job-dir', job_dir] if job_dir else [])
+    os.environ['PYTHONPATH'] = root + (os.pathsep + os.environ['PYTHONPATH']
+                                       if os.environ.get('PYTHONPATH') else '')
+    os.environ.pop('TF_CONFIG', None)
+    os.chdir(root)
+    if not distributed:
+        os.execv(command[0], command)
+    logs = []
+    if not job_dir or '://' in job_dir:
+        logs = ['--log-dir', tempfile.mkdtemp(prefix='local-train-logs-')]
+    command = launcher_command(job_dir or logs[1], [*logs, *launcher_options], command)
+    os.execv(command[0], command)
+
+
+def launcher_command(job_dir, options, task_command):
+    """argv of the launcher running `task_command` as every task of a local cluster.
+
+    The launcher runs as a process of its own (exec'd, not called): its private
+    network namespace can only be made by a process that runs no threads yet,
+    and importing the trainers started numpy's.
+    """
+    return ([sys.executable, '-m', MODULE, '--job-dir', job_dir] + list(options)
+            + ['--'] + list(task_command))
 
 
 def main(argv=None):

@@ -9,14 +9,12 @@ step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
 of a local cluster: this process execs `python -m estimator_trainers.tools.launcher`
-(`launcher_command`), which must start without the threads that importing
-the trainers started (its private network namespace needs a single-threaded
-process).
+(`launcher.launcher_command`), which must start without the threads that
+importing the trainers started (its private network namespace needs a
+single-threaded process).
 
 A package this repository has never seen runs the way `gcloud ai-platform
-local train --package-path DIR --module-name M` ran it (`run_package`):
-`python -m M ARGS --job-dir JOB_DIR` from DIR's parent, which goes on
-PYTHONPATH, once or once per task of the same local cluster.
+local train --package-path DIR --module-name M` ran it (`launcher.run_package`).
 """
 import argparse
 import os
@@ -24,7 +22,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 
 from estimator_trainers import errors
 from estimator_trainers import registry
@@ -182,47 +179,6 @@ def run_passing_signals(command, env=None):
     return code if code >= 0 else 128 - code
 
 
-def run_package(package_path, module, job_dir, user_args, distributed, launcher_options):
-    """Runs `python -m module user_args [--job-dir job_dir]` from the package's parent
-    (default: the current directory), once or on a local cluster; either replaces
-    this process."""
-    root = os.getcwd()
-    if package_path:
-        if not os.path.isfile(os.path.join(package_path, '__init__.py')):
-            raise UserInputError('--package-path %s: not a Python package directory (no '
-                                 '__init__.py)' % package_path, flag='--package-path')
-        root = os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
-    if launcher_options and not distributed:
-        raise UserInputError('%s needs --distributed' % launcher_options[0],
-                             flag=launcher_options[0])
-    if job_dir and '://' not in job_dir:
-        job_dir = os.path.abspath(job_dir)
-    command = [sys.executable, '-m', module, *user_args] + (
-        ['--job-dir', job_dir] if job_dir else [])
-    os.environ['PYTHONPATH'] = root + (os.pathsep + os.environ['PYTHONPATH']
-                                       if os.environ.get('PYTHONPATH') else '')
-    os.environ.pop('TF_CONFIG', None)
-    os.chdir(root)
-    if not distributed:
-        os.execv(command[0], command)
-    logs = []
-    if not job_dir or '://' in job_dir:
-        logs = ['--log-dir', tempfile.mkdtemp(prefix='local-train-logs-')]
-    command = launcher_command(job_dir or logs[1], [*logs, *launcher_options], command)
-    os.execv(command[0], command)
-
-
-def launcher_command(job_dir, options, task_command):
-    """argv of the launcher running `task_command` as every task of a local cluster.
-
-    The launcher runs as a process of its own (exec'd, not called): its private
-    network namespace can only be made by a process that runs no threads yet,
-    and importing the trainers here started numpy's.
-    """
-    return ([sys.executable, '-m', launcher.__name__, '--job-dir', job_dir] + list(options)
-            + ['--'] + list(task_command))
-
-
 def main(argv=None):
     args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
     if args.help:
@@ -232,8 +188,8 @@ def main(argv=None):
         if not args.module_name:
             raise UserInputError('--package-path needs --module-name (the module to run)',
                                  flag='--module-name')
-        return run_package(args.package_path, args.module_name, args.job_dir,
-                           trainer_flags, args.distributed, launcher_args(args))
+        return launcher.run_package(args.package_path, args.module_name, args.job_dir,
+                                    trainer_flags, args.distributed, launcher_args(args))
     trainer = registry.get(args.model)
     extra = launcher_args(args)
     job_dir = args.job_dir or '/tmp/%s' % trainer.name
@@ -243,7 +199,7 @@ def main(argv=None):
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
     if args.distributed:
-        command = launcher_command(job_dir, extra, command)
+        command = launcher.launcher_command(job_dir, extra, command)
     os.execv(command[0], command)
 
 

@@ -1,23 +1,27 @@
-"""Cloud training: submit the trainers to Vertex AI from AI Platform configs.
+"""Cloud training: the same packages on Vertex AI (or Kubernetes), from AI Platform configs.
 
-- `configs`: load and validate `trainingInput` YAML; legacy machine names and
-  scale tiers -> Vertex AI machine types and GPUs.
-- `machines`: the machine types Vertex AI training offers.
-- `submission`: trainer modules, their flags and job naming.
-- `preflight`: checks before anything is uploaded (trainer flags, pools,
-  data in the bucket, bucket access, the job-dir's model).
-- `staging`: build the package sdist and upload it to Cloud Storage.
-- `build`: the Dockerfile's image, built by Cloud Build into Artifact
-  Registry and reused by content hash; its build context honours
-  `.dockerignore` and `.gcloudignore`.
-- `credential_files`: what looks like a credential, kept out of uploads.
-- `gcs_paths`: the gs:// path rule of every flag and field.
-- `jobs`: Vertex AI CustomJob / HyperparameterTuningJob bodies and calls, the
-  legacy `ml v1` body.
-- `logs`: the replicas' log lines from Cloud Logging while a job runs.
-- `tfjob`: Kubeflow TFJob manifest.
-- `api`: Google API services and the storage client, bounded waits and
-  one-line errors.
-- `schema`: request bodies checked against the bundled discovery documents.
-- `cli`: `python -m estimator_trainers.tools.cloud submit|status|cancel|logs|list`.
+Two fronts turn words into one typed `plan.JobPlan`; one pipeline carries it
+out; everything else is a step or a rendering:
+
+- fronts (command lines only; neither imports the other):
+  `train_cloud` (`scripts/train-cloud.sh`: a trainer of this project, a
+  trainingInput config) and `ai_platform` (`scripts/ai-platform.sh`: users'
+  own `gcloud ai-platform` lines, with the flag table in `gcloud_flags`);
+- `plan`: what runs (a trainer, a user's package, a user's container), on
+  which pools, where; `roles`: every name a role goes by;
+- `pipeline`: the order of every cloud action: checks -> stage -> build ->
+  create | rehearse | dry run | manifest -> follow;
+- checks before anything is uploaded: `configs` (+ `checker`, `machines`:
+  trainingInput validated and translated), `preflight` (every replica's
+  start-up in `replicas`' environments, the bucket), `packages` (a user's
+  package installed, its requirements against this project's pins),
+  `source_checks` (its module read, never run), `credential_files`,
+  `gcs_paths`;
+- steps: `staging` (sdists, uploads), `build` (this project's image with
+  Cloud Build), `rehearsal` (the job on this machine), `logs` (following a
+  job), `bootstrap` (installs a user's package in the image at start-up);
+- renderings: `jobs` (Vertex AI CustomJob / HyperparameterTuningJob and the
+  calls), `tfjob` (Kubeflow TFJob);
+- `api`, `schema`, `location`: Google API clients, bodies checked against
+  the bundled discovery documents, project/region/credentials.
 """

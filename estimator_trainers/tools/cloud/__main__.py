@@ -1,8 +1,8 @@
-"""`python -m estimator_trainers.tools.cloud`: see `cli`."""
+"""`python -m estimator_trainers.tools.cloud`: train-cloud.sh's front (`train_cloud`)."""
 from estimator_trainers import logs
 from estimator_trainers.errors import run_cli
-from estimator_trainers.tools.cloud import cli
+from estimator_trainers.tools.cloud import train_cloud
 
 if __name__ == '__main__':
     logs.quiet_google_python_notice()
-    run_cli(cli.main)
+    run_cli(train_cloud.main)

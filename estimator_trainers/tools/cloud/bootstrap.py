@@ -1,21 +1,22 @@
 """Runs a user's package in this project's image, as AI Platform's runtimes did.
 
     python -m estimator_trainers.tools.cloud.bootstrap --package-uri gs://.../trainer-0.0.0.tar.gz \\
-        [--package-uri ...] --module-name trainer.task [--tf-config-primary master] -- ARGS...
+        [--package-uri ...] --module-name trainer.task [--tf-config-primary master] \\
+        [--unpin NAME ...] -- ARGS...
 
 The command of every pool of a `gcloud ai-platform` submission whose package
 runs on this project's image (TensorFlow 2.15.1 with tf.estimator): it
 downloads the staged archives, pip-installs them together (with their
 requirements, which pip resolves) into a fresh virtualenv layered over the
-image's packages, so nothing the image pins is replaced, then replaces
-itself with `python -m MODULE ARGS` from there. With `--tf-config-primary
+image's packages, so nothing the image pins is replaced (except the
+requirements the submission let the package choose, `--unpin`), then
+replaces itself with `python -m MODULE ARGS` from there. With `--tf-config-primary
 master` it first renames TF_CONFIG's `chief` to `master` (not for
 evaluators, which TensorFlow refuses beside a master), as AI Platform
 named it for runtimes before 2.1.
 
 A download or install failure is one `error:` line, and the replica exits 2.
 """
-import json
 import os
 import sys
 import tempfile
@@ -23,9 +24,9 @@ import tempfile
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import google_api
-from estimator_trainers.cluster import CHIEF, EVALUATOR, MASTER
-from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import packages
+from estimator_trainers.tools.cloud import replicas
+from estimator_trainers.tools.cloud.roles import CHIEF, MASTER
 
 
 def parse_args(argv):
@@ -41,23 +42,11 @@ def parse_args(argv):
     parser.add_argument('--module-name', required=True, help='The module to run.')
     parser.add_argument('--tf-config-primary', choices=(CHIEF, MASTER), default=CHIEF,
                         help='TF_CONFIG\'s name for the first pool.')
+    parser.add_argument('--unpin', action='append', default=[],
+                        help='A requirement the package may choose over the image\'s pin; '
+                             'repeatable.')
     args = parser.parse_args(argv)
     return args, user_args
-
-
-def tf_config_with_primary(text, primary):
-    """TF_CONFIG with pool 0 named `primary` (unchanged for `chief` and evaluators)."""
-    if primary == CHIEF or not text:
-        return text
-    config = json.loads(text)
-    task = config.get('task') or {}
-    cluster = config.get('cluster') or {}
-    if CHIEF not in cluster or task.get('type') == EVALUATOR:
-        return text
-    cluster[MASTER] = cluster.pop(CHIEF)
-    if task.get('type') == CHIEF:
-        task['type'] = MASTER
-    return json.dumps(config)
 
 
 def download(uris, work_dir, environ):
@@ -87,9 +76,9 @@ def main(argv=None):
     archives = download(args.package_uri, work_dir, environ)
     python = packages.install(archives, os.path.join(work_dir, 'venv'), environ,
                               layers=packages.path_layers(),
-                              what=', '.join(args.package_uri))
-    environ['TF_CONFIG'] = tf_config_with_primary(environ.get('TF_CONFIG'),
-                                                  args.tf_config_primary)
+                              what=', '.join(args.package_uri), unpinned=args.unpin)
+    environ['TF_CONFIG'] = replicas.with_primary(environ.get('TF_CONFIG'),
+                                                 args.tf_config_primary)
     if not environ['TF_CONFIG']:
         environ.pop('TF_CONFIG')
     sys.stdout.flush()

@@ -4,7 +4,12 @@ The build context is what the Dockerfile copies (its COPY/ADD sources) plus
 the Dockerfile, less what `.dockerignore` and `.gcloudignore` leave out
 (read with `pathspec`, `!` lines included) and less any file that looks like
 a credential (`credential_files`: a `.env`, a service-account key, a private
-key), which only a `!` line of those files brings back. It is packed
+key), which only a `!` line of those files brings back. A directory the
+Dockerfile copies whole holds code only: what `.gitignore` leaves out of
+the repository, and directories a run writes (a job-dir: checkpoints, event
+files, a run record; a data set: TFRecords; a sweep's outputs) are left out
+of it too, with a note, so data and experiment outputs neither inflate the
+upload nor change the image's hash. It is packed
 reproducibly (symlinks as symlinks, never followed out of the checkout); its
 content hash, with the CPU/GPU variant, is the image tag, so an unchanged
 tree finds its image in Artifact Registry and is not built again:
@@ -17,12 +22,14 @@ repository is created if missing (`artifactregistry v1`), and Cloud Build
 pushes the image; the submission waits for it, then sends a `containerSpec`.
 """
 import dataclasses
+import fnmatch
 import glob
 import gzip
 import hashlib
 import json
 import os
 import posixpath
+import re
 import shlex
 import stat
 import tarfile
@@ -40,16 +47,24 @@ from estimator_trainers.tools.cloud import staging
 
 IMAGE_NAME = 'estimator-trainers'
 DEFAULT_REPOSITORY = 'estimator-trainers'
+# An Artifact Registry repository id.
+REPOSITORY_RE = re.compile(r'[a-z]([a-z0-9-]{0,61}[a-z0-9])?')
 DOCKER_BUILDER = 'gcr.io/cloud-builders/docker'
 BUILD_TIMEOUT = '7200s'  # the GPU variant installs CUDA wheels (several GB)
 BUILD_DONE = ('SUCCESS', 'FAILURE', 'INTERNAL_ERROR', 'TIMEOUT', 'CANCELLED', 'EXPIRED')
 DOCKERFILE = 'Dockerfile'
 DOCKERIGNORE = '.dockerignore'
 GCLOUDIGNORE = '.gcloudignore'
+GITIGNORE = '.gitignore'
+# Files that mark a directory as something a run wrote, not code: a job-dir
+# (job_dir.py's files, TensorFlow's checkpoint list and event files), a data
+# set (TFRecords) or a sweep's outputs (experiment.sh copies its sweep.yaml).
+OUTPUT_MARKERS = ('checkpoint', 'run_record.json', 'model_params.json', 'LEASE.json',
+                  'events.out.tfevents.*', '*.tfrecords', 'sweep.yaml')
 # gcloud's directive that reads another file's patterns into .gcloudignore.
 GCLOUDIGNORE_INCLUDE = '#!include:'
-# A context larger than this gets a note naming its largest files.
-LARGE_CONTEXT_BYTES = 256 * 1024 * 1024
+# A context larger than this gets a warning naming its largest directories.
+LARGE_CONTEXT_BYTES = 64 * 1024 * 1024
 _GLOB_CHARS = ('*', '?', '[')
 
 
@@ -64,7 +79,10 @@ class Context:
       credentials_in: `(name, reason, rule)` of files that look like
         credentials and are packed because `rule` (a `!` line) re-included them.
       raw_bytes: the bytes of its files before compression.
-      largest: `(name, bytes)` of its three largest files.
+      largest: `(directory, bytes)` of its three largest top-level directories
+        (or files).
+      outputs: directories left out as outputs of runs (`OUTPUT_MARKERS`) or
+        by `.gitignore`.
     """
     path: str
     sha256: str
@@ -74,6 +92,7 @@ class Context:
     credentials_in: tuple = ()
     raw_bytes: int = 0
     largest: tuple = ()
+    outputs: tuple = ()
 
     @property
     def filename(self):
@@ -81,24 +100,35 @@ class Context:
 
     def notes(self):
         """What the submission says about the context before uploading it."""
-        notes = []
+        notes = ['the build context: %d files, %s (%s compressed)%s' % (
+            len(self.files), _size(self.raw_bytes), _size(self.size),
+            '; left out as outputs of runs or by .gitignore: %s' % _listed(self.outputs)
+            if self.outputs else '')]
         if self.left_out:
             notes.append('left out of the build context, as they look like credentials: %s '
                          '(list them in .dockerignore to leave them out silently)'
                          % ', '.join('%s (%s)' % item for item in self.left_out))
-        if self.raw_bytes > LARGE_CONTEXT_BYTES:
-            notes.append('the build context is %s (largest: %s); list what the image does '
-                         'not need in .dockerignore' % (_size(self.raw_bytes), ', '.join(
-                             '%s %s' % (name, _size(size)) for name, size in self.largest)))
         return notes
 
     def warnings(self):
-        """Credentials that go into the image because a `!` line says so."""
-        if not self.credentials_in:
-            return []
-        return ['the build context, and so the image, holds files that look like '
-                'credentials: %s' % ', '.join('%s (%s; re-included by %s)' % item
-                                              for item in self.credentials_in)]
+        """Credentials that go into the image because a `!` line says so, and a
+        context larger than `LARGE_CONTEXT_BYTES`."""
+        warnings = []
+        if self.credentials_in:
+            warnings.append('the build context, and so the image, holds files that look '
+                            'like credentials: %s' % ', '.join(
+                                '%s (%s; re-included by %s)' % item
+                                for item in self.credentials_in))
+        if self.raw_bytes > LARGE_CONTEXT_BYTES:
+            warnings.append('the build context is %s (largest: %s); list what the image does '
+                            'not need in .dockerignore' % (_size(self.raw_bytes), ', '.join(
+                                '%s %s' % (name, _size(size)) for name, size in self.largest)))
+        return warnings
+
+
+def _listed(names, most=5):
+    shown = ', '.join(names[:most])
+    return shown + (' and %d more' % (len(names) - most) if len(names) > most else '')
 
 
 def _size(count):
@@ -217,6 +247,18 @@ class IgnoreRules:
         self._docker = pathspec.GitIgnoreSpec.from_lines(docker)
         self._gcloud = pathspec.GitIgnoreSpec.from_lines(gcloud)
         self.has_negations = any(p.startswith('!') for p in docker + gcloud)
+        git = (_read_text(os.path.join(repo_root, GITIGNORE), GITIGNORE) or '').splitlines()
+        self._git = pathspec.GitIgnoreSpec.from_lines(git)
+        self._git_negates = any(line.strip().startswith('!') for line in git)
+
+    def untracked(self, relpath):
+        """Whether `.gitignore` leaves `relpath` (a `dir/` for a directory) out of the
+        repository: a directory copied whole leaves it out of the context too. With
+        `!` lines in `.gitignore`, directories are not left out whole (a `!` line
+        may bring a file back), only the files it matches."""
+        if relpath.endswith('/') and self._git_negates:
+            return False
+        return self._git.match_file(relpath)
 
     def check(self, relpath):
         """`(excluded, rule)`: whether a rule leaves `relpath` out, and the line
@@ -272,6 +314,7 @@ class _Selection:
     files: tuple  # (name, full path), sorted by name
     left_out: tuple
     credentials_in: tuple
+    outputs: tuple = ()  # directories left out as outputs of runs or by .gitignore
 
 
 def _select(repo_root):
@@ -283,7 +326,7 @@ def _select(repo_root):
                              % (DOCKERFILE, repo_root))
     rules = IgnoreRules(repo_root)
     chosen = {DOCKERFILE: os.path.join(repo_root, DOCKERFILE)}
-    left_out, credentials_in = {}, {}
+    left_out, credentials_in, outputs = {}, {}, []
 
     def consider(relpath, explicit_line=None):
         excluded, rule = rules.check(relpath)
@@ -315,13 +358,14 @@ def _select(repo_root):
             if link:  # the context holds the link, not what it points to
                 consider(link)
             elif relpath == '.' or (os.path.isdir(full) and not os.path.islink(full)):
-                _walk(repo_root, relpath, rules, consider)
+                _walk(repo_root, relpath, rules, consider, outputs)
             else:
                 consider(relpath, explicit_line=line)
     return _Selection(files=tuple(sorted(chosen.items())),
                       left_out=tuple(sorted(left_out.items())),
                       credentials_in=tuple((name,) + credentials_in[name]
-                                           for name in sorted(credentials_in)))
+                                           for name in sorted(credentials_in)),
+                      outputs=tuple(sorted(outputs)))
 
 
 def _expand(repo_root, line, source):
@@ -352,9 +396,10 @@ def _symlinked_parent(repo_root, relpath):
     return None
 
 
-def _walk(repo_root, top, rules, consider):
+def _walk(repo_root, top, rules, consider, outputs):
     """Calls `consider` on every file and symlink under directory `top`, never
-    entering a symlinked directory or one the rules leave out whole."""
+    entering a symlinked directory, one the rules leave out whole, one
+    `.gitignore` leaves out or one a run wrote (added to `outputs`)."""
     for directory, dirs, names in os.walk(os.path.join(repo_root, top)):
         reldir = os.path.relpath(directory, repo_root).replace(os.sep, '/')
         prefix = '' if reldir == '.' else reldir + '/'
@@ -362,11 +407,26 @@ def _walk(repo_root, top, rules, consider):
         for name in sorted(dirs):
             if os.path.islink(os.path.join(directory, name)):
                 consider(prefix + name)  # packed as the symlink it is
-            elif not rules.prunes(prefix + name):
+            elif rules.prunes(prefix + name):
+                continue
+            elif rules.untracked(prefix + name + '/') or _is_output(
+                    os.path.join(directory, name)):
+                outputs.append(prefix + name)
+            else:
                 kept.append(name)
         dirs[:] = kept
         for name in sorted(names):
-            consider(prefix + name)
+            if not rules.untracked(prefix + name):
+                consider(prefix + name)
+
+
+def _is_output(directory):
+    """Whether `directory` holds a file of `OUTPUT_MARKERS` (a run wrote it)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    return any(fnmatch.fnmatch(name, marker) for name in names for marker in OUTPUT_MARKERS)
 
 
 def _head(path, relpath):
@@ -446,12 +506,16 @@ def pack_context(out_dir, repo_root=None):
                     info.mode = 0o755 if mode & 0o111 else 0o644
                     _add_file(tar, info, full, name, digest)
                     sizes.append((info.size, name))
-    sizes.sort(key=lambda item: (-item[0], item[1]))
+    tops = {}
+    for size, name in sizes:
+        top = name.split('/')[0] + ('/' if '/' in name else '')
+        tops[top] = tops.get(top, 0) + size
+    largest = sorted(tops.items(), key=lambda item: (-item[1], item[0]))[:3]
     return Context(path=path, sha256=digest.hexdigest(), size=os.path.getsize(path),
                    files=tuple(name for name, _ in selection.files),
                    left_out=selection.left_out, credentials_in=selection.credentials_in,
-                   raw_bytes=sum(size for size, _ in sizes),
-                   largest=tuple((name, size) for size, name in sizes[:3]))
+                   raw_bytes=sum(size for size, _ in sizes), largest=tuple(largest),
+                   outputs=selection.outputs)
 
 
 def _add_file(tar, info, full, name, digest):

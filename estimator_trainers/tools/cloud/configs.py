@@ -1,107 +1,29 @@
-"""AI Platform `trainingInput` YAML: load, validate, translate to Vertex AI.
+"""AI Platform `trainingInput` configs: read, validate, translate to Vertex AI pools.
 
 Users keep the config files they passed to `gcloud ai-platform jobs submit
-training --config`. This module checks them field by field (an unknown field,
-a wrong YAML type, a count without a machine type, a GPU that does not fit the
-machine: one error naming the field) and translates the cluster shape into
-Vertex AI worker pools: pool 0 chief (the legacy master), pool 1 workers,
-pool 2 parameter servers, pool 3 evaluators.
-
-Translation table (also in docs/cloud.md):
-
-- Legacy machine names become their Compute Engine equivalent plus the GPUs
-  the name includes (`LEGACY_MACHINE_TYPES`).
-- Scale tiers are presets of legacy machine names (`SCALE_TIERS`).
-- NVIDIA K80 GPUs are retired on Vertex AI: a K80 request becomes the same
-  number of T4s, or V100s for 8 GPUs (an N1 machine takes at most 4 T4s).
-- Compute Engine machine types must be ones Vertex AI offers
-  (`machines.MACHINE_TYPES`); the GPU type and count are checked against
-  what that machine family accepts (`GPU_FAMILIES`).
-- A machine type whose count is 0 or unset (`parameterServerType` without
-  `parameterServerCount`) runs no replica, as on AI Platform, with a warning.
+training --config`. They are read by the one bounded reader of user files
+(`user_files`, `CONFIG_LIMITS`), checked field by field (`checker`: an
+unknown field, a wrong YAML type, a count without a machine type, a GPU that
+does not fit the machine: one error naming the field and its line), and
+their cluster shape becomes Vertex AI worker pools in the order of `roles`
+(pool 0 chief, the legacy master; 1 workers; 2 parameter servers;
+3 evaluators), with machines translated by `machines` (legacy names, scale
+tiers, retired GPUs). A machine type whose count is 0 or unset
+(`parameterServerType` without `parameterServerCount`) runs no replica, as
+on AI Platform, with a warning.
 """
 import dataclasses
-import math
 import re
 import unicodedata
 
-from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
-from estimator_trainers.cluster import POOL_ORDER as ROLES
 from estimator_trainers import user_files
-from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
-from estimator_trainers.tools.cloud import machines
-
-# role -> (machine type field, count field, replica config field)
-ROLE_FIELDS = {
-    CHIEF: ('masterType', None, 'masterConfig'),
-    WORKER: ('workerType', 'workerCount', 'workerConfig'),
-    PS: ('parameterServerType', 'parameterServerCount', 'parameterServerConfig'),
-    EVALUATOR: ('evaluatorType', 'evaluatorCount', 'evaluatorConfig'),
-}
-
-K80 = 'NVIDIA_TESLA_K80'
-
-# Legacy name -> (Compute Engine machine type, GPU type or None, GPU count).
-# The ml v1 reference defines each GPU name as a CPU name plus GPUs
-# ("standard_gpu: a machine equivalent to standard that also includes a
-# single NVIDIA Tesla K80 GPU"), so they share its machine type.
-LEGACY_MACHINE_TYPES = {
-    'standard': ('n1-standard-4', None, 0),
-    'large_model': ('n1-highmem-8', None, 0),
-    # AI Platform ran n1-highcpu-8; Vertex AI training offers n1-highcpu from 16.
-    'complex_model_s': ('n1-highcpu-16', None, 0),
-    'complex_model_m': ('n1-highcpu-16', None, 0),
-    'complex_model_l': ('n1-highcpu-32', None, 0),
-    'standard_gpu': ('n1-standard-4', K80, 1),
-    'complex_model_m_gpu': ('n1-highcpu-16', K80, 4),
-    'complex_model_l_gpu': ('n1-highcpu-32', K80, 8),
-    'standard_p100': ('n1-standard-4', 'NVIDIA_TESLA_P100', 1),
-    'complex_model_m_p100': ('n1-highcpu-16', 'NVIDIA_TESLA_P100', 4),
-    'standard_v100': ('n1-standard-4', 'NVIDIA_TESLA_V100', 1),
-    'large_model_v100': ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1),
-    'complex_model_m_v100': ('n1-highcpu-16', 'NVIDIA_TESLA_V100', 4),
-    'complex_model_l_v100': ('n1-highcpu-32', 'NVIDIA_TESLA_V100', 8),
-}
-
-# Scale tier -> the CUSTOM fields it stands for.
-SCALE_TIERS = {
-    'BASIC': {'masterType': 'standard'},
-    'BASIC_GPU': {'masterType': 'standard_gpu'},
-    'STANDARD_1': {'masterType': 'complex_model_s',
-                   'workerType': 'complex_model_s', 'workerCount': 4,
-                   'parameterServerType': 'standard', 'parameterServerCount': 3},
-    'PREMIUM_1': {'masterType': 'complex_model_m',
-                  'workerType': 'complex_model_m', 'workerCount': 19,
-                  'parameterServerType': 'large_model', 'parameterServerCount': 11},
-}
-CUSTOM = 'CUSTOM'
-_TPU_REASON = ('TPUs need TPUEstimator; these Estimator trainers run on CPUs '
-               'and GPUs')
-
-# Machine type prefix -> {GPU type: allowed counts}. Families other than n1
-# exist only with GPUs attached; a `-<N>g` suffix fixes the count to N.
-GPU_FAMILIES = (
-    ('n1-', {'NVIDIA_TESLA_T4': (1, 2, 4), 'NVIDIA_TESLA_P4': (1, 2, 4),
-             'NVIDIA_TESLA_P100': (1, 2, 4), 'NVIDIA_TESLA_V100': (1, 2, 4, 8),
-             K80: (1, 2, 4, 8)}),
-    ('a2-highgpu-', {'NVIDIA_TESLA_A100': (1, 2, 4, 8)}),
-    ('a2-megagpu-', {'NVIDIA_TESLA_A100': (16,)}),
-    ('a2-ultragpu-', {'NVIDIA_A100_80GB': (1, 2, 4, 8)}),
-    ('g2-standard-', {'NVIDIA_L4': (1, 2, 4, 8)}),
-    ('a3-highgpu-', {'NVIDIA_H100_80GB': (1, 2, 4, 8)}),
-    ('a3-megagpu-', {'NVIDIA_H100_MEGA_80GB': (8,)}),
-    ('a3-ultragpu-', {'NVIDIA_H200_141GB': (8,)}),
-)
-GPU_TYPES = sorted({gpu for _, gpus in GPU_FAMILIES for gpu in gpus})
-_UNSUPPORTED_GPUS = {
-    'NVIDIA_B200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
-    'NVIDIA_GB200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
-    'NVIDIA_RTX_PRO_6000': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
-    'TPU_V2': _TPU_REASON, 'TPU_V3': _TPU_REASON, 'TPU_V2_POD': _TPU_REASON,
-    'TPU_V3_POD': _TPU_REASON, 'TPU_V4_POD': _TPU_REASON,
-    'TPU_V5_LITEPOD': _TPU_REASON,
-}
+from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.checker import Checker, describe, show
+from estimator_trainers.tools.cloud.checker import field as field_of
+from estimator_trainers.tools.cloud.machines import CUSTOM, GPU_TYPES, MachineError
+from estimator_trainers.tools.cloud.machines import SCALE_TIERS, TPU_REASON, UNSUPPORTED_GPUS
+from estimator_trainers.tools.cloud.machines import translate_machine
 
 _TRAINING_INPUT_FIELDS = (
     'scaleTier', 'masterType', 'masterConfig', 'workerType', 'workerCount',
@@ -110,7 +32,8 @@ _TRAINING_INPUT_FIELDS = (
     'evaluatorConfig', 'useChiefInTfConfig', 'hyperparameters', 'args',
     'jobDir', 'region', 'runtimeVersion', 'pythonVersion', 'scheduling',
     'serviceAccount', 'network')
-_SHAPE_FIELDS = tuple(f for fields in ROLE_FIELDS.values() for f in fields if f)
+_SHAPE_FIELDS = tuple(f for role in roles.ROLES
+                      for f in (role.type_field, role.count_field, role.config_field) if f)
 _REPLICA_CONFIG_FIELDS = ('acceleratorConfig', 'diskConfig')
 _HYPERPARAMETER_FIELDS = ('goal', 'hyperparameterMetricTag', 'maxTrials',
                           'maxParallelTrials', 'maxFailedTrials', 'algorithm',
@@ -126,13 +49,13 @@ _BOOT_DISK_TYPES = ('pd-ssd', 'pd-standard', 'hyperdisk-balanced')
 _RESERVED_PARAMS = ('job-dir', 'hypertune-metric')
 
 # Legacy fields the translation replaces with something else.
-_FIELD_HINTS = {
+FIELD_HINTS = {
     'packageUris': 'the package is built and staged by the submission',
     'pythonModule': 'the trainer module follows from the model name',
     'imageUri': 'pass --image-uri for a custom container',
     'containerCommand': 'pass --image-uri; the command is python -m <trainer>',
     'containerArgs': 'put trainer flags in trainingInput.args or after --',
-    'tpuTfVersion': _TPU_REASON,
+    'tpuTfVersion': TPU_REASON,
     'enableTrialEarlyStopping': 'not translated to Vertex AI (the trainers '
                                 'report the metric once, at the end)',
 }
@@ -141,7 +64,6 @@ _FIELD_HINTS = {
 MAX_REPLICAS = 1000
 # Vertex AI sends trial and disk counts as int32, INTEGER parameters as int64.
 MAX_INT32 = 2**31 - 1
-MAX_INT64 = 2**63 - 1
 # Bounds on reading a config file; the shipped configs are under 1 KiB,
 # 4 levels deep and 60 values.
 CONFIG_LIMITS = user_files.Limits(
@@ -158,22 +80,9 @@ _DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
-_DECIMAL_RE = re.compile(r'[-+]?(0|[1-9][0-9]*)')  # YAML 1.1: 010 is octal
 _EMAIL_RE = re.compile(r'[^@\s]+@[^@\s]+\.[^@\s]+')
 # CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
 _NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
-
-
-class MachineError(ValueError):
-    """A machine type or GPU request that Vertex AI cannot run.
-
-    `on_accelerator` says whether the `acceleratorConfig` (rather than the
-    machine type) is the field to blame.
-    """
-
-    def __init__(self, message, on_accelerator=True):
-        super().__init__(message)
-        self.on_accelerator = on_accelerator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,7 +190,7 @@ def parse_config(data, source, written=None):
       source: the file (or a description), for messages.
       written: where and how the file wrote each field (`user_files.Written`), for messages.
     """
-    check = _Checker(source, written)
+    check = Checker(source, written, FIELD_HINTS)
     check.mapping(data, '', ('trainingInput', 'labels'))
     if 'trainingInput' not in data:
         check.fail('trainingInput', 'required (the AI Platform config format '
@@ -294,10 +203,10 @@ def parse_config(data, source, written=None):
     tier = ti.get('scaleTier', 'BASIC')
     check.string(tier, 'trainingInput.scaleTier')
     if tier == 'BASIC_TPU':
-        check.fail('trainingInput.scaleTier', 'BASIC_TPU: %s' % _TPU_REASON)
+        check.fail('trainingInput.scaleTier', 'BASIC_TPU: %s' % TPU_REASON)
     if tier != CUSTOM and tier not in SCALE_TIERS:
         check.fail('trainingInput.scaleTier', 'unknown tier %s (expected one of %s)'
-                   % (_show(tier), ', '.join(list(SCALE_TIERS) + [CUSTOM])))
+                   % (show(tier), ', '.join(list(SCALE_TIERS) + [CUSTOM])))
     if tier == CUSTOM:
         shape = ti
         if 'masterType' not in ti:
@@ -312,7 +221,7 @@ def parse_config(data, source, written=None):
     notes = []
     warnings = []
     pools = []
-    for role in ROLES:
+    for role in roles.ROLES:
         pool = _pool(check, role, shape, notes, warnings)
         if pool:
             pools.append(pool)
@@ -326,17 +235,17 @@ def parse_config(data, source, written=None):
     for i, arg in enumerate(args):
         if '\0' in arg:
             check.fail('trainingInput.args[%d]' % i, '%s: a NUL character cannot be passed '
-                       'to a program' % _show(arg))
+                       'to a program' % show(arg))
     if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
         check.fail('trainingInput.jobDir', '%s: %s'
-                   % (_show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
+                   % (show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
     if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
         check.fail('trainingInput.serviceAccount', 'expected a service account email like '
                    'trainer@my-project.iam.gserviceaccount.com, got %s'
-                   % _show(ti['serviceAccount']))
+                   % show(ti['serviceAccount']))
     if 'network' in ti and not _NETWORK_RE.fullmatch(ti['network']):
         check.fail('trainingInput.network', 'expected projects/PROJECT_NUMBER/global/networks/'
-                   'NETWORK (the project number, not its id), got %s' % _show(ti['network']))
+                   'NETWORK (the project number, not its id), got %s' % show(ti['network']))
     if 'useChiefInTfConfig' in ti:
         check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
 
@@ -351,68 +260,8 @@ def parse_config(data, source, written=None):
         warnings=tuple(warnings))
 
 
-def translate_machine(machine, accelerator_type=None, accelerator_count=0):
-    """Legacy or Compute Engine machine + GPUs -> Vertex AI (machine, GPU, count).
-
-    Args:
-      machine: a legacy name (`complex_model_m_gpu`) or a Compute Engine type.
-      accelerator_type, accelerator_count: an `acceleratorConfig` for a
-        Compute Engine type (legacy names carry their own GPUs).
-
-    Returns:
-      `(machine_type, gpu_type or None, gpu_count, note or None)`; the note
-      says when a retired GPU was replaced.
-
-    Raises:
-      MachineError: with a message the caller prefixes with the field name.
-    """
-    if machine in LEGACY_MACHINE_TYPES:
-        if accelerator_type:
-            raise MachineError(
-                'legacy machine type %r has fixed GPUs; use a Compute Engine '
-                'machine type (e.g. n1-standard-8) with acceleratorConfig' % machine)
-        machine_type, accelerator_type, accelerator_count = LEGACY_MACHINE_TYPES[machine]
-    elif machine == 'cloud_tpu':
-        raise MachineError('cloud_tpu: %s' % _TPU_REASON, on_accelerator=False)
-    else:
-        reason = machines.unknown_reason(machine, LEGACY_MACHINE_TYPES)
-        if reason:
-            raise MachineError(reason, on_accelerator=False)
-        machine_type = machine
-
-    family = next(((prefix, gpus) for prefix, gpus in GPU_FAMILIES
-                   if machine_type.startswith(prefix)), None)
-    if not accelerator_type:
-        if family and family[0] != 'n1-':
-            raise MachineError('%s needs an acceleratorConfig with %s'
-                               % (machine_type, ' or '.join(family[1])), on_accelerator=False)
-        return machine_type, None, 0, None
-    if family is None:
-        raise MachineError('%s takes no GPUs (GPUs attach to %s machines)'
-                           % (machine_type, ', '.join(p + '*' for p, _ in GPU_FAMILIES)))
-    prefix, gpus = family
-    if accelerator_type not in gpus:
-        raise MachineError('%s does not attach to %s (%s* machines take %s)'
-                           % (accelerator_type, machine_type, prefix, ', '.join(gpus)))
-    if accelerator_count not in gpus[accelerator_type]:
-        raise MachineError('%s attaches %s at a time to %s* machines, not %d'
-                           % (accelerator_type, _or(gpus[accelerator_type]), prefix,
-                              accelerator_count))
-    fixed = re.search(r'-(\d+)g$', machine_type)
-    if fixed and int(fixed.group(1)) != accelerator_count:
-        raise MachineError('%s comes with exactly %s GPUs, not %d'
-                           % (machine_type, fixed.group(1), accelerator_count))
-    note = None
-    if accelerator_type == K80:
-        replacement = 'NVIDIA_TESLA_T4' if accelerator_count <= 4 else 'NVIDIA_TESLA_V100'
-        note = ('%s: NVIDIA_TESLA_K80 is retired on Vertex AI; using %d x %s'
-                % (machine, accelerator_count, replacement))
-        accelerator_type = replacement
-    return machine_type, accelerator_type, accelerator_count, note
-
-
 def _pool(check, role, shape, notes, warnings):
-    type_field, count_field, config_field = ROLE_FIELDS[role]
+    type_field, count_field, config_field = role.type_field, role.count_field, role.config_field
     prefix = 'trainingInput.'
     if count_field is None:
         count = 1
@@ -432,7 +281,7 @@ def _pool(check, role, shape, notes, warnings):
                             'Platform); set %s to run one'
                             % (check.source, ' and '.join(prefix + f for f in unused),
                                count_field, 'unset' if count_field not in shape else 0,
-                               role, count_field))
+                               role.name, count_field))
         return None
     check.string(machine, prefix + type_field)
 
@@ -453,7 +302,8 @@ def _pool(check, role, shape, notes, warnings):
                    else prefix + type_field, str(e))
     if note:
         notes.append(note)
-    return Pool(role, count, machine_type, accelerator_type, accelerator_count, boot_disk)
+    return Pool(role.name, count, machine_type, accelerator_type, accelerator_count,
+                boot_disk)
 
 
 def _accelerator(check, config, path):
@@ -464,11 +314,11 @@ def _accelerator(check, config, path):
     count, gpu = config['count'], config['type']
     check.count(count, path + '.count', minimum=1, maximum=MAX_INT32)
     check.string(gpu, path + '.type')
-    if gpu in _UNSUPPORTED_GPUS:
-        check.fail(path + '.type', '%s is not supported: %s' % (gpu, _UNSUPPORTED_GPUS[gpu]))
+    if gpu in UNSUPPORTED_GPUS:
+        check.fail(path + '.type', '%s is not supported: %s' % (gpu, UNSUPPORTED_GPUS[gpu]))
     if gpu not in GPU_TYPES:
         check.fail(path + '.type', 'unknown GPU %s (expected one of %s)'
-                   % (_show(gpu), ', '.join(GPU_TYPES)))
+                   % (show(gpu), ', '.join(GPU_TYPES)))
     return gpu, count
 
 
@@ -499,12 +349,12 @@ def _scheduling(check, scheduling, warnings):
             check.string(value, field)
             match = _DURATION_RE.fullmatch(value)
             if not match:
-                check.fail(field, 'expected seconds like 7200s, got %s' % _show(value))
+                check.fail(field, 'expected seconds like 7200s, got %s' % show(value))
             whole = match.group(1).lstrip('0') or '0'
             if len(whole) > len(str(MAX_DURATION_SECS)) or int(whole) > MAX_DURATION_SECS:
                 check.fail(field, '%s is longer than Vertex AI accepts (a '
                            'google.protobuf.Duration: at most %ds)'
-                           % (_show(value), MAX_DURATION_SECS))
+                           % (show(value), MAX_DURATION_SECS))
             if legacy == 'maxRunningTime' and float(value[:-1]) == 0:
                 check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
                            'for Vertex AI\'s 7-day default)')
@@ -523,7 +373,7 @@ def _labels(check, labels):
     if len(labels) > MAX_LABELS:
         check.fail('labels', '%d labels; Vertex AI takes at most %d' % (len(labels), MAX_LABELS))
     for key, value in labels.items():
-        field = _field('labels', key)
+        field = field_of('labels', key)
         check.string(key, field)
         check.string(value, field)
         if not key:
@@ -531,12 +381,12 @@ def _labels(check, labels):
         for text, what in ((key, 'key'), (value, 'value')):
             if len(text) > MAX_LABEL_CHARS:
                 check.fail(field, 'label %s %s is longer than %d characters'
-                           % (what, _show(text), MAX_LABEL_CHARS))
+                           % (what, show(text), MAX_LABEL_CHARS))
             for i, char in enumerate(text):
                 starts_key = what == 'key' and i == 0
                 if not _label_char(char, starts_key):
                     check.fail(field, 'label %s %s: %s is not allowed (%s)' % (
-                        what, _show(text), _show(char),
+                        what, show(text), show(char),
                         'a key starts with a lowercase letter' if starts_key else
                         'lowercase letters, digits, _ and - only'))
 
@@ -577,12 +427,12 @@ def _hyperparameters(check, spec):
     params = spec['params']
     if not isinstance(params, list) or not params:
         check.fail(path + '.params', 'expected a non-empty list of parameters, got %s'
-                   % _describe(params))
+                   % describe(params))
     names = set()
     for i, param in enumerate(params):
         name = _param(check, param, '%s.params[%d]' % (path, i))
         if name in names:
-            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %s' % _show(name))
+            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %s' % show(name))
         names.add(name)
         if result['algorithm'] == 'GRID_SEARCH' and param['type'] == 'DOUBLE':
             check.fail('%s.params[%d].type' % (path, i),
@@ -599,7 +449,7 @@ def _param(check, param, path):
     check.string(name, path + '.parameterName')
     if not _PARAM_NAME_RE.fullmatch(name):
         check.fail(path + '.parameterName', 'expected a trainer flag name like '
-                   'learning-rate, got %s' % _show(name))
+                   'learning-rate, got %s' % show(name))
     if name in _RESERVED_PARAMS:
         check.fail(path + '.parameterName', '--%s is set by the submission' % name)
     kind = param['type']
@@ -610,7 +460,7 @@ def _param(check, param, path):
                'DISCRETE': ('discreteValues', 'scaleType')}[kind]
     for field in param:
         if field not in ('parameterName', 'type') + allowed:
-            check.fail(_field(path, field), 'not used with type %s' % kind)
+            check.fail(field_of(path, field), 'not used with type %s' % kind)
     for field in allowed:
         if field != 'scaleType' and field not in param:
             check.fail('%s.%s' % (path, field), 'required with type %s' % kind)
@@ -631,7 +481,7 @@ def _param(check, param, path):
         values = param['discreteValues']
         if not isinstance(values, list) or not values:
             check.fail(path + '.discreteValues', 'expected a non-empty list of '
-                       'numbers, got %s' % _describe(values))
+                       'numbers, got %s' % describe(values))
         for j, value in enumerate(values):
             check.number(value, '%s.discreteValues[%d]' % (path, j))
         if any(a >= b for a, b in zip(values, values[1:])):
@@ -643,114 +493,3 @@ def _param(check, param, path):
             check.fail(path + '.scaleType', '%s needs values > 0' % scale)
     return name
 
-
-def _or(values):
-    values = [str(v) for v in values]
-    return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])
-
-
-_show = user_files.show
-
-
-def _describe(value):
-    if value is None:
-        return 'nothing'
-    if isinstance(value, str):
-        return 'text %s' % _show(value)
-    return '%s %s' % ({dict: 'a mapping', list: 'a list', bool: 'a boolean'}.get(
-        type(value), type(value).__name__), _show(value))
-
-
-def _field(path, key):
-    """The field path of `key` in the mapping at `path`."""
-    return '%s.%s' % (path, user_files.key_text(key)) if path else user_files.key_text(key)
-
-
-class _Checker:
-    """Type checks that fail with `<source> line <n>: <field path>: <what is wrong>`."""
-
-    def __init__(self, source, written=None):
-        self.source = source
-        self.lines = written.lines if written else {}
-        self.scalars = written.scalars if written else {}
-
-    def fail(self, path, message):
-        line = None
-        field = path
-        while field and line is None:  # the field's line, else its nearest parent's
-            line = self.lines.get(field)
-            field = field[:max(field.rfind('.'), field.rfind('['), 0)]
-        raise UserInputError('%s: %s: %s' % (user_files.where(self.source, line),
-                                             path or '(top level)', message),
-                             path=self.source)
-
-    def mapping(self, value, path, fields):
-        """A mapping whose keys are all in `fields` (any keys when None)."""
-        if not isinstance(value, dict):
-            self.fail(path, 'expected a mapping, got %s' % _describe(value))
-        if fields is None:
-            return
-        for key in value:
-            if key not in fields:
-                hint = _FIELD_HINTS.get(key)
-                self.fail(_field(path, key), 'not supported: %s' % hint if hint else
-                          'unknown field (expected one of %s)' % ', '.join(fields))
-
-    def _describe(self, value, path):
-        """`_describe(value)`, with the text as written where YAML 1.1 read it
-        as something else (`no` as false, `1:30` as 90)."""
-        text = self.scalars.get(path)
-        if text is None or isinstance(value, str) or text == str(value):
-            return _describe(value)
-        return '%s (written %s)' % (_describe(value), _show(text))
-
-    def string(self, value, path):
-        if not isinstance(value, str):
-            self.fail(path, 'expected text, got %s' % self._describe(value, path))
-
-    def string_list(self, value, path):
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.fail(path, 'expected a list of text, got %s' % _describe(value))
-
-    def boolean(self, value, path):
-        if not isinstance(value, bool):
-            self.fail(path, 'expected true or false, got %s' % self._describe(value, path))
-
-    def choice(self, value, path, choices):
-        if not isinstance(value, str) or value not in choices:
-            self.fail(path, 'expected one of %s, got %s'
-                      % (', '.join(choices), self._describe(value, path)))
-
-    def count(self, value, path, minimum=0, maximum=None):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(path, 'expected an integer >= %d, got %s'
-                      % (minimum, self._describe(value, path)))
-        text = self.scalars.get(path)
-        if text is not None and not _DECIMAL_RE.fullmatch(text):
-            self.fail(path, 'write %s as a plain decimal number: YAML 1.1 reads it as %d'
-                      % (_show(text), value))
-        if maximum is not None and value > maximum:
-            self.fail(path, 'expected at most %d, got %s' % (maximum, _show(value)))
-
-    def number(self, value, path, integral=False):
-        if isinstance(value, str) and _is_number(value):
-            self.fail(path, 'expected a number, got text %s (YAML reads an exponent '
-                      'as a number only with a dot and a sign: write 1.0e-4 or 1.0e+6)'
-                      % _show(value))
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(path, 'expected a number, got %s' % self._describe(value, path))
-        if isinstance(value, float) and not math.isfinite(value):
-            self.fail(path, 'expected a finite number, got %s' % _show(value))
-        if integral and value != int(value):
-            self.fail(path, 'expected a whole number for an INTEGER parameter, got %s'
-                      % _show(value))
-        if integral and abs(value) > MAX_INT64:
-            self.fail(path, 'expected an INTEGER parameter within int64, got %s' % _show(value))
-
-
-def _is_number(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

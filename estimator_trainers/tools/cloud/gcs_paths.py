@@ -25,6 +25,20 @@ def problem(uri):
     return gcs.path_problem(uri)
 
 
+def normalized(uri):
+    """`(uri, note)`: a gs:// directory with its empty path segments dropped, as a
+    shell's `$BUCKET/dir` with `BUCKET=gs://b/` means (`gs://b//dir` ->
+    `gs://b/dir`), and trailing slashes; the note says so, or is None."""
+    if not isinstance(uri, str) or not uri.startswith(SCHEME) or not split(uri)[0]:
+        return uri, None
+    bucket, name = split(uri)
+    cleaned = '%s%s' % (SCHEME, bucket) + ''.join('/' + part for part in name.split('/')
+                                                   if part)
+    if name.startswith('/') or '//' in name.rstrip('/'):
+        return cleaned, '%s is read as %s (empty path segments dropped)' % (uri, cleaned)
+    return cleaned, None
+
+
 def directory(text, what):
     """`text` checked as a gs:// directory and without trailing slashes.
 

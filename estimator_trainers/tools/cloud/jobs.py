@@ -1,9 +1,9 @@
-"""Vertex AI job bodies and calls, plus the legacy AI Platform body.
+"""Vertex AI job bodies and calls.
 
-Bodies: a `CustomJob` (pool 0 chief, 1 workers, 2 parameter servers,
-3 evaluators), a `HyperparameterTuningJob` when the config has
-`hyperparameters`, and the legacy `ml v1` `jobs.create` body for archives.
-Every body is checked against the bundled discovery schema before use.
+Bodies: a `plan.JobPlan` rendered as a `CustomJob` (pools in `roles` order:
+0 chief, 1 workers, 2 parameter servers, 3 evaluators), or a
+`HyperparameterTuningJob` when the config has `hyperparameters`. Every body
+is checked against the bundled discovery schema before use.
 
 Calls go through google-api-python-client's `aiplatform v1` service on the
 regional endpoint `https://<region>-aiplatform.googleapis.com` (`api`: bounded
@@ -11,14 +11,13 @@ waits, one-line errors).
 """
 import re
 
-from google.auth.credentials import AnonymousCredentials
-
 from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud.plan import CUSTOM_JOBS, TUNING_JOBS
 
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability
 # announced for 2025-11-14; --image-uri takes a container built from Dockerfile).
@@ -26,12 +25,6 @@ EXECUTOR_IMAGES = {
     'cpu': 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest',
     'gpu': 'us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest',
 }
-# The last AI Platform runtime (TF 2.11, Python 3.7), for legacy bodies whose
-# config does not name one.
-LEGACY_RUNTIME = ('2.11', '3.7')
-
-CUSTOM_JOBS = 'customJobs'
-TUNING_JOBS = 'hyperparameterTuningJobs'
 COLLECTIONS = (CUSTOM_JOBS, TUNING_JOBS)
 _SCHEMAS = {CUSTOM_JOBS: 'GoogleCloudAiplatformV1CustomJob',
             TUNING_JOBS: 'GoogleCloudAiplatformV1HyperparameterTuningJob'}
@@ -55,53 +48,46 @@ def parse_job_name(name):
     return match.groupdict() if match else None
 
 
-def collection_for(submission):
-    return TUNING_JOBS if submission.config.is_tuning else CUSTOM_JOBS
-
-
 # ---------------------------------------------------------------- bodies
 
 
-def job_body(submission):
-    """The create body for `submission`: CustomJob or HyperparameterTuningJob."""
-    if submission.config.is_tuning:
-        body = tuning_job_body(submission)
-    else:
-        body = custom_job_body(submission)
-    schema.check('aiplatform', 'v1', _SCHEMAS[collection_for(submission)], body)
+def job_body(plan):
+    """The create body of `plan`: a CustomJob or HyperparameterTuningJob."""
+    body = tuning_job_body(plan) if plan.config.is_tuning else custom_job_body(plan)
+    schema.check('aiplatform', 'v1', _SCHEMAS[plan.collection], body)
     return body
 
 
-def custom_job_body(submission):
-    body = {'displayName': submission.job_name,
-            'jobSpec': _job_spec(submission, job_dir_flag=True)}
-    if submission.config.labels:
-        body['labels'] = dict(submission.config.labels)
-    if submission.kms_key:
-        body['encryptionSpec'] = {'kmsKeyName': submission.kms_key}
-    return body
+def custom_job_body(plan):
+    body = {'displayName': plan.name, 'jobSpec': _job_spec(plan, job_dir_flag=True)}
+    return _with_labels_and_key(body, plan)
 
 
-def tuning_job_body(submission):
+def tuning_job_body(plan):
     """A HyperparameterTuningJob; each trial writes under its own job-dir.
 
-    Trials get no `--job-dir` flag: Vertex AI sets `$AIP_MODEL_DIR` to
-    `<job-dir>/<trial id>/model` per trial and the trainers default to it.
+    A declared trainer's trials get no `--job-dir` flag: Vertex AI sets
+    `$AIP_MODEL_DIR` to `<job-dir>/<trial id>/model` per trial and the
+    trainers default to it.
     """
-    hp = submission.config.hyperparameters
+    hp = plan.config.hyperparameters
     body = {
-        'displayName': submission.job_name,
+        'displayName': plan.name,
         'studySpec': study_spec(hp),
         'maxTrialCount': hp['maxTrials'],
         'parallelTrialCount': hp['maxParallelTrials'],
-        'trialJobSpec': _job_spec(submission, job_dir_flag=False),
+        'trialJobSpec': _job_spec(plan, job_dir_flag=False),
     }
     if 'maxFailedTrials' in hp:
         body['maxFailedTrialCount'] = hp['maxFailedTrials']
-    if submission.config.labels:
-        body['labels'] = dict(submission.config.labels)
-    if submission.kms_key:
-        body['encryptionSpec'] = {'kmsKeyName': submission.kms_key}
+    return _with_labels_and_key(body, plan)
+
+
+def _with_labels_and_key(body, plan):
+    if plan.config.labels:
+        body['labels'] = dict(plan.config.labels)
+    if plan.kms_key:
+        body['encryptionSpec'] = {'kmsKeyName': plan.kms_key}
     return body
 
 
@@ -132,12 +118,12 @@ def _parameter_spec(param):
     return spec
 
 
-def _job_spec(submission, job_dir_flag):
-    config = submission.config
-    spec = {'workerPoolSpecs': worker_pool_specs(submission, job_dir_flag)}
-    if submission.job_dir:
-        spec['baseOutputDirectory'] = {'outputUriPrefix': submission.job_dir}
-    if submission.enable_web_access:
+def _job_spec(plan, job_dir_flag):
+    config = plan.config
+    spec = {'workerPoolSpecs': worker_pool_specs(plan, job_dir_flag)}
+    if plan.job_dir:
+        spec['baseOutputDirectory'] = {'outputUriPrefix': plan.job_dir}
+    if plan.enable_web_access:
         spec['enableWebAccess'] = True
     if config.scheduling:
         spec['scheduling'] = dict(config.scheduling)
@@ -148,13 +134,13 @@ def _job_spec(submission, job_dir_flag):
     return spec
 
 
-def worker_pool_specs(submission, job_dir_flag):
-    """Pools in Vertex order; a missing role below a present one is `{}`."""
-    present = {pool.role: pool for pool in submission.config.pools}
-    last = max(configs.ROLES.index(role) for role in present)
+def worker_pool_specs(plan, job_dir_flag):
+    """Pools in `roles` order; a missing role below a present one is `{}`."""
+    present = {pool.role: pool for pool in plan.config.pools}
+    last = max(roles.role(name).pool for name in present)
     specs = []
-    for role in configs.ROLES[:last + 1]:
-        pool = present.get(role)
+    for role in roles.ROLES[:last + 1]:
+        pool = present.get(role.name)
         if pool is None:
             specs.append({})
             continue
@@ -165,52 +151,23 @@ def worker_pool_specs(submission, job_dir_flag):
         spec = {'machineSpec': machine, 'replicaCount': str(pool.replica_count)}
         if pool.boot_disk:
             spec['diskSpec'] = dict(pool.boot_disk)
-        spec.update(submission.pool_program(role, job_dir_flag))
+        spec.update(_program(plan.launch(role.name, job_dir_flag)))
         specs.append(spec)
     return specs
 
 
-def legacy_job_body(submission):
-    """The legacy AI Platform `ml v1` `projects.jobs.create` body.
-
-    The config's `trainingInput` as written (int64 counts as strings, as the
-    API's JSON wants them), plus the package, module, trainer flags, region
-    and job-dir; the service passed `--job-dir` to the trainer itself.
-    """
-    if submission.image_uri:
-        raise UserInputError('--target ai-platform describes package jobs; drop '
-                             '--image-uri')
-    written = submission.config.training_input
-    ti = {key: value for key, value in written.items() if key != 'args'}
-    ti.setdefault('scaleTier', 'BASIC')
-    for role in configs.ROLES:
-        _, count_field, config_field = configs.ROLE_FIELDS[role]
-        if count_field in ti:
-            ti[count_field] = str(ti[count_field])
-        accelerator = ti.get(config_field, {}).get('acceleratorConfig')
-        if accelerator:
-            ti[config_field] = dict(ti[config_field], acceleratorConfig=dict(
-                accelerator, count=str(accelerator['count'])))
-    ti.update(
-        packageUris=[submission.package_uri],
-        pythonModule=submission.trainer.module,
-        args=submission.trainer_args(job_dir_flag=False),
-        region=submission.region,
-        jobDir=submission.job_dir)
-    ti.setdefault('runtimeVersion', LEGACY_RUNTIME[0])
-    ti.setdefault('pythonVersion', LEGACY_RUNTIME[1])
-    body = {'jobId': submission.job_name, 'trainingInput': ti}
-    if submission.config.labels:
-        body['labels'] = dict(submission.config.labels)
-    schema.check('ml', 'v1', schema.request_schema('ml', 'v1', 'projects.jobs.create'),
-                 body)
-    return body
-
-
-def legacy_create_request(project, body):
-    """The `ml v1` `projects.jobs.create` request (built offline, never sent)."""
-    service = api.build('ml', 'v1', api.authorized_http(AnonymousCredentials()))
-    return service.projects().jobs().create(parent='projects/%s' % project, body=body)
+def _program(launch):
+    """`pythonPackageSpec` (a prebuilt image installs the packages) or `containerSpec`."""
+    if launch.python_package:
+        return {'pythonPackageSpec': {'executorImageUri': launch.image,
+                                      'packageUris': list(launch.package_uris),
+                                      'pythonModule': launch.module,
+                                      'args': list(launch.args)}}
+    spec = {'imageUri': launch.image}
+    if launch.command:
+        spec['command'] = list(launch.command)
+    spec['args'] = list(launch.args)
+    return {'containerSpec': spec}
 
 
 # ----------------------------------------------------------------- calls

@@ -9,15 +9,13 @@ entry once, in timestamp order; `follow` prints them as `[chief-0] ...`,
 `[worker-1] ...`, `[ps-0] ...` while polling the job until it ends, then the
 job's error message last when it failed.
 """
-import re
 import sys
 import time
 
 from estimator_trainers import errors
-from estimator_trainers.cluster import CHIEF
-from estimator_trainers.cluster import POOL_ORDER
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import schema
 
 PAGE_SIZE = 1000
@@ -25,8 +23,6 @@ PAGE_SIZE = 1000
 # job ends, wait this long (at most) and read once more.
 FINAL_GRACE_SECS = 10
 
-_VERTEX_TASK = re.compile(r'workerpool(\d+)-(\d+)')
-_LEGACY_TASK = re.compile(r'(master|chief|worker|ps|evaluator)-replica-(\d+)')
 
 
 def log_filter(job_id, since=None, task_name=None):
@@ -46,14 +42,9 @@ def replica(entry):
     labels = dict(entry.get('labels') or {})
     labels.update((entry.get('resource') or {}).get('labels') or {})
     task = labels.get('task_name') or labels.get('ml.googleapis.com/task_name') or 'job'
-    match = _VERTEX_TASK.fullmatch(task)
-    if match and int(match.group(1)) < len(POOL_ORDER):
-        task = '%s-%s' % (POOL_ORDER[int(match.group(1))], match.group(2))
-    else:
-        match = _LEGACY_TASK.fullmatch(task)
-        if match:
-            role = CHIEF if match.group(1) == 'master' else match.group(1)
-            task = '%s-%s' % (role, match.group(2))
+    parsed = roles.parse_replica(task)
+    if parsed:
+        task = parsed[0].label(parsed[1])
     trial = labels.get('trial_id') or labels.get('ml.googleapis.com/trial_id')
     return 'trial-%s/%s' % (trial, task) if trial else task
 
@@ -131,6 +122,15 @@ class LogReader:
             # Later reads start at the newest second seen; `_seen` drops repeats.
             self._since = new[-1].get('timestamp') or self._since
         return new
+
+
+def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name=None):
+    """Prints a job's log lines (one replica's with `task_name`, `workerpool0-0`)
+    until it ends; returns the final job resource."""
+    info = jobs.parse_job_name(name)
+    reader = LogReader(backend.service('logging', 'v2', credentials), info['project'],
+                       info['id'], task_name)
+    return follow(vertex, reader, name, poll_interval, out=out)
 
 
 def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):

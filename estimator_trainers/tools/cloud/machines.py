@@ -1,4 +1,15 @@
-"""The Compute Engine machine types Vertex AI custom training offers.
+"""Machines: the Compute Engine types Vertex AI training offers, and AI Platform's names.
+
+- `FAMILIES`, `MACHINE_TYPES`: what Vertex AI custom training offers.
+- `LEGACY_MACHINE_TYPES`, `SCALE_TIERS`: AI Platform's machine names and
+  scale tiers, and the Compute Engine machine (plus GPUs) each stands for.
+- `GPU_FAMILIES`: which GPUs attach to which machines, and how many.
+- `translate_machine`: a legacy or Compute Engine machine with its GPUs ->
+  what Vertex AI runs. NVIDIA K80s are retired on Vertex AI: a K80 request
+  becomes the same number of T4s, or V100s for 8 (an N1 machine takes at
+  most 4 T4s).
+
+The Compute Engine types Vertex AI custom training offers:
 
 A misspelt machine type (`n1-standard-5`, `n9-superduper-1024`) would
 otherwise be accepted here and refused by Vertex AI only at job creation, or
@@ -8,6 +19,7 @@ page (CPU families; GPU families with their `-<N>g` sizes). A family Vertex
 AI adds later needs a line here.
 """
 import difflib
+import re
 
 # family -> sizes (the part after the family's last dash).
 FAMILIES = {
@@ -66,3 +78,144 @@ def unknown_reason(machine_type, other_names=()):
     return ('unknown machine type %r (closest: %s; Vertex AI offers the families '
             '%s, or a legacy AI Platform name)'
             % (machine_type, closest[0], ', '.join(sorted(FAMILIES))))
+
+
+K80 = 'NVIDIA_TESLA_K80'
+
+# Legacy name -> (Compute Engine machine type, GPU type or None, GPU count).
+# The ml v1 reference defines each GPU name as a CPU name plus GPUs
+# ("standard_gpu: a machine equivalent to standard that also includes a
+# single NVIDIA Tesla K80 GPU"), so they share its machine type.
+LEGACY_MACHINE_TYPES = {
+    'standard': ('n1-standard-4', None, 0),
+    'large_model': ('n1-highmem-8', None, 0),
+    # AI Platform ran n1-highcpu-8; Vertex AI training offers n1-highcpu from 16.
+    'complex_model_s': ('n1-highcpu-16', None, 0),
+    'complex_model_m': ('n1-highcpu-16', None, 0),
+    'complex_model_l': ('n1-highcpu-32', None, 0),
+    'standard_gpu': ('n1-standard-4', K80, 1),
+    'complex_model_m_gpu': ('n1-highcpu-16', K80, 4),
+    'complex_model_l_gpu': ('n1-highcpu-32', K80, 8),
+    'standard_p100': ('n1-standard-4', 'NVIDIA_TESLA_P100', 1),
+    'complex_model_m_p100': ('n1-highcpu-16', 'NVIDIA_TESLA_P100', 4),
+    'standard_v100': ('n1-standard-4', 'NVIDIA_TESLA_V100', 1),
+    'large_model_v100': ('n1-highmem-8', 'NVIDIA_TESLA_V100', 1),
+    'complex_model_m_v100': ('n1-highcpu-16', 'NVIDIA_TESLA_V100', 4),
+    'complex_model_l_v100': ('n1-highcpu-32', 'NVIDIA_TESLA_V100', 8),
+}
+
+# Scale tier -> the CUSTOM fields it stands for.
+SCALE_TIERS = {
+    'BASIC': {'masterType': 'standard'},
+    'BASIC_GPU': {'masterType': 'standard_gpu'},
+    'STANDARD_1': {'masterType': 'complex_model_s',
+                   'workerType': 'complex_model_s', 'workerCount': 4,
+                   'parameterServerType': 'standard', 'parameterServerCount': 3},
+    'PREMIUM_1': {'masterType': 'complex_model_m',
+                  'workerType': 'complex_model_m', 'workerCount': 19,
+                  'parameterServerType': 'large_model', 'parameterServerCount': 11},
+}
+CUSTOM = 'CUSTOM'
+TPU_REASON = ('TPUs need TPUEstimator; these Estimator trainers run on CPUs '
+               'and GPUs')
+
+# Machine type prefix -> {GPU type: allowed counts}. Families other than n1
+# exist only with GPUs attached; a `-<N>g` suffix fixes the count to N.
+GPU_FAMILIES = (
+    ('n1-', {'NVIDIA_TESLA_T4': (1, 2, 4), 'NVIDIA_TESLA_P4': (1, 2, 4),
+             'NVIDIA_TESLA_P100': (1, 2, 4), 'NVIDIA_TESLA_V100': (1, 2, 4, 8),
+             K80: (1, 2, 4, 8)}),
+    ('a2-highgpu-', {'NVIDIA_TESLA_A100': (1, 2, 4, 8)}),
+    ('a2-megagpu-', {'NVIDIA_TESLA_A100': (16,)}),
+    ('a2-ultragpu-', {'NVIDIA_A100_80GB': (1, 2, 4, 8)}),
+    ('g2-standard-', {'NVIDIA_L4': (1, 2, 4, 8)}),
+    ('a3-highgpu-', {'NVIDIA_H100_80GB': (1, 2, 4, 8)}),
+    ('a3-megagpu-', {'NVIDIA_H100_MEGA_80GB': (8,)}),
+    ('a3-ultragpu-', {'NVIDIA_H200_141GB': (8,)}),
+)
+GPU_TYPES = sorted({gpu for _, gpus in GPU_FAMILIES for gpu in gpus})
+UNSUPPORTED_GPUS = {
+    'NVIDIA_B200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'NVIDIA_GB200': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'NVIDIA_RTX_PRO_6000': 'needs CUDA 12.8; TensorFlow 2.15 is built for CUDA 12.2',
+    'TPU_V2': TPU_REASON, 'TPU_V3': TPU_REASON, 'TPU_V2_POD': TPU_REASON,
+    'TPU_V3_POD': TPU_REASON, 'TPU_V4_POD': TPU_REASON,
+    'TPU_V5_LITEPOD': TPU_REASON,
+}
+
+
+class MachineError(ValueError):
+    """A machine type or GPU request that Vertex AI cannot run.
+
+    `on_accelerator` says whether the `acceleratorConfig` (rather than the
+    machine type) is the field to blame.
+    """
+
+    def __init__(self, message, on_accelerator=True):
+        super().__init__(message)
+        self.on_accelerator = on_accelerator
+
+
+def translate_machine(machine, accelerator_type=None, accelerator_count=0):
+    """Legacy or Compute Engine machine + GPUs -> Vertex AI (machine, GPU, count).
+
+    Args:
+      machine: a legacy name (`complex_model_m_gpu`) or a Compute Engine type.
+      accelerator_type, accelerator_count: an `acceleratorConfig` for a
+        Compute Engine type (legacy names carry their own GPUs).
+
+    Returns:
+      `(machine_type, gpu_type or None, gpu_count, note or None)`; the note
+      says when a retired GPU was replaced.
+
+    Raises:
+      MachineError: with a message the caller prefixes with the field name.
+    """
+    if machine in LEGACY_MACHINE_TYPES:
+        if accelerator_type:
+            raise MachineError(
+                'legacy machine type %r has fixed GPUs; use a Compute Engine '
+                'machine type (e.g. n1-standard-8) with acceleratorConfig' % machine)
+        machine_type, accelerator_type, accelerator_count = LEGACY_MACHINE_TYPES[machine]
+    elif machine == 'cloud_tpu':
+        raise MachineError('cloud_tpu: %s' % TPU_REASON, on_accelerator=False)
+    else:
+        reason = unknown_reason(machine, LEGACY_MACHINE_TYPES)
+        if reason:
+            raise MachineError(reason, on_accelerator=False)
+        machine_type = machine
+
+    family = next(((prefix, gpus) for prefix, gpus in GPU_FAMILIES
+                   if machine_type.startswith(prefix)), None)
+    if not accelerator_type:
+        if family and family[0] != 'n1-':
+            raise MachineError('%s needs an acceleratorConfig with %s'
+                               % (machine_type, ' or '.join(family[1])), on_accelerator=False)
+        return machine_type, None, 0, None
+    if family is None:
+        raise MachineError('%s takes no GPUs (GPUs attach to %s machines)'
+                           % (machine_type, ', '.join(p + '*' for p, _ in GPU_FAMILIES)))
+    prefix, gpus = family
+    if accelerator_type not in gpus:
+        raise MachineError('%s does not attach to %s (%s* machines take %s)'
+                           % (accelerator_type, machine_type, prefix, ', '.join(gpus)))
+    if accelerator_count not in gpus[accelerator_type]:
+        raise MachineError('%s attaches %s at a time to %s* machines, not %d'
+                           % (accelerator_type, _or(gpus[accelerator_type]), prefix,
+                              accelerator_count))
+    fixed = re.search(r'-(\d+)g$', machine_type)
+    if fixed and int(fixed.group(1)) != accelerator_count:
+        raise MachineError('%s comes with exactly %s GPUs, not %d'
+                           % (machine_type, fixed.group(1), accelerator_count))
+    note = None
+    if accelerator_type == K80:
+        replacement = 'NVIDIA_TESLA_T4' if accelerator_count <= 4 else 'NVIDIA_TESLA_V100'
+        note = ('%s: NVIDIA_TESLA_K80 is retired on Vertex AI; using %d x %s'
+                % (machine, accelerator_count, replacement))
+        accelerator_type = replacement
+    return machine_type, accelerator_type, accelerator_count, note
+
+
+def _or(values):
+    values = [str(v) for v in values]
+    return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])

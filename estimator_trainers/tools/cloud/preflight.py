@@ -3,9 +3,14 @@
 A mistake found by a provisioned cluster costs minutes and money; these
 checks find it on the user's machine instead:
 
-- the trainer flags, parsed by the trainer's own parser as every task gets
-  them (and with each tuned parameter at its bounds or values);
-- per pool: `--num-gpus` above the GPUs a pool's machines have;
+- every replica's start-up (`check_replicas`): for a trainer of this
+  project (a `plan.Trainer`, or a user's `--package-path` of one), the
+  flags each pool gets are parsed by the trainer's own parser (with each
+  tuned parameter at its bounds or values), and each replica's start-up
+  decisions (`startup.decide`: cluster, devices, strategy, steps per loop)
+  are made in the environment Vertex AI will give it (`replicas`), on its
+  pool's GPUs, so a job that any replica would refuse is refused here,
+  naming the pool, the replica and the reason;
 - in the bucket: the data paths in the flags exist (globs match something),
   the buckets of the job-dir and of the staged files are writable, and a
   job-dir that already holds checkpoints was trained with the same model.
@@ -13,19 +18,21 @@ checks find it on the user's machine instead:
 Storage is read with google-cloud-storage (`BucketChecks`), the tools' one
 storage client, which honours `STORAGE_EMULATOR_HOST` itself.
 """
+import dataclasses
 import re
 
 from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
-from estimator_trainers.cluster import PS
+from estimator_trainers import startup
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcs_paths
+from estimator_trainers.tools.cloud import plan as plan_lib
+from estimator_trainers.tools.cloud import replicas as replicas_lib
+from estimator_trainers.tools.cloud import roles
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
-NUM_GPUS_FLAG = '--num-gpus'
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 _LIST_PAGE_SIZE = 1000
@@ -53,28 +60,73 @@ def parse_trainer_args(trainer, argv):
                              % (e, trainer.module), flag=e.flag) from None
 
 
-def check_trainer_flags(sub):
-    """Parses the job's trainer flags and checks them against every pool.
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """What the start-up checks of a job found.
+
+    Attributes:
+      parsed: the chief's parsed trainer flags (None: not a trainer of this
+        project, nothing parsed).
+      notes: one line each, what runs differently from what was written.
+    """
+    parsed: object = None
+    notes: tuple = ()
+
+
+def check_replicas(plan):
+    """Every replica's start-up, as it will happen on Vertex AI.
 
     Returns:
-      The parsed flags.
+      A `Checked`.
 
     Raises:
       UserInputError: a flag the trainer rejects, a tuned parameter it does
         not take or a value it refuses, a tuning metric it does not evaluate,
-        or `--num-gpus` above the GPUs of a pool that computes (naming the pool).
+        or a replica that would refuse to start (naming its pool and index).
     """
-    _check_tuning_metric(sub.trainer, sub.config)
-    argv = sub.trainer_args(job_dir_flag=True)
-    parsed = parse_trainer_args(sub.trainer, argv)
-    trials = [parse_trainer_args(sub.trainer, argv + extra)
-              for extra in _tuned_flag_samples(sub.config)]
-    for pool in sub.config.pools:
-        if pool.role == PS:
-            continue  # the runner never gives a parameter server GPUs
+    trainer = plan.declared
+    if trainer is None:
+        return Checked()
+    _check_tuning_metric(trainer, plan.config)
+    argv = list(plan.task_args(job_dir_flag=True))
+    parsed = parse_trainer_args(trainer, argv)
+    trials = [parse_trainer_args(trainer, argv + extra)
+              for extra in _tuned_flag_samples(plan.config)]
+    pools = {pool.role: pool for pool in plan.config.pools}
+    renamed = isinstance(plan.program, plan_lib.Package) and \
+        not plan.installs_packages(plan.image_for(roles.CHIEF))
+    notes = {}  # note -> the pools it applies to
+    for replica in replicas_lib.vertex({role: pool.replica_count
+                                        for role, pool in pools.items()}):
+        env = dict(replica.env)
+        if renamed:  # `bootstrap` names pool 0 as AI Platform did
+            env['TF_CONFIG'] = replicas_lib.with_primary(env['TF_CONFIG'], plan.primary)
+        pool = pools[replica.role.name]
         for flags in [parsed] + trials:
-            _check_gpus(pool, flags)
-    return parsed
+            try:
+                decided = startup.decide(trainer, flags, env,
+                                         visible_gpus=pool.accelerator_count)
+            except UserInputError as e:
+                hint = ('; give trainingInput.%s an acceleratorConfig with %d GPUs or lower '
+                        '--num-gpus' % (replica.role.config_field, flags.num_gpus)
+                        if e.flag == '--num-gpus' else '')
+                raise UserInputError('worker pool %d (%s, %s), replica %d would refuse to '
+                                     'start: %s%s' % (replica.role.pool, replica.role.name,
+                                                      _machine(pool), replica.index, e, hint),
+                                     flag=e.flag) from None
+            for note in decided.notes:
+                notes.setdefault(note, {})[replica.role.pool] = replica.role.name
+    return Checked(parsed=parsed, notes=tuple(
+        'worker pool%s %s: %s' % ('s' if len(pools_) > 1 else '', ', '.join(
+            '%d (%s)' % item for item in sorted(pools_.items())), note)
+        for note, pools_ in notes.items()))
+
+
+def _machine(pool):
+    if not pool.accelerator_count:
+        return '%s with no GPUs' % pool.machine_type
+    return '%s with %d x %s' % (pool.machine_type, pool.accelerator_count,
+                                pool.accelerator_type)
 
 
 def _check_tuning_metric(trainer, config):
@@ -90,19 +142,6 @@ def _check_tuning_metric(trainer, config):
             'trainingInput.hyperparameters.hyperparameterMetricTag: %r is not a metric '
             'the %s trainer evaluates (expected one of: %s)'
             % (tag, trainer.name, ', '.join(trainer.eval_metrics)))
-
-
-def _check_gpus(pool, parsed):
-    wanted = getattr(parsed, NUM_GPUS_FLAG[2:].replace('-', '_'), None)
-    if wanted and wanted > pool.accelerator_count:
-        type_field, _, config_field = configs.ROLE_FIELDS[pool.role]
-        raise UserInputError(
-            '%s=%d but the %s pool (%s %s) has %s; give trainingInput.%s an '
-            'acceleratorConfig with %d GPUs or lower %s'
-            % (NUM_GPUS_FLAG, wanted, pool.role, type_field,
-               pool.machine_type, '%d GPU(s)' % pool.accelerator_count
-               if pool.accelerator_count else 'no GPUs', config_field, wanted,
-               NUM_GPUS_FLAG))
 
 
 def _tuned_flag_samples(config):
@@ -238,23 +277,25 @@ class BucketChecks:
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
 
-def check_storage(checks, sub, parsed, params, bucket_uri):
-    """The bucket checks of a submission, in the order a user would fix them.
+def check_storage(checks, plan, parsed):
+    """The bucket checks of a job, in the order a user would fix them.
 
     Args:
       checks: a `BucketChecks`.
-      sub: the `Submission`.
-      parsed: the chief's parsed trainer flags.
-      params: `sub.trainer.model_params(parsed)` (None: not compared).
-      bucket_uri: where the package (or build context) will be staged.
+      plan: the `plan.JobPlan`.
+      parsed: the chief's parsed trainer flags (`Checked.parsed`), or None.
     """
-    for flag, path in data_paths(sub.trainer, parsed):
-        checks.check_data(flag, path)
-    checks.check_writable(sub.job_dir, '--job-dir')
-    if gcs_paths.split(bucket_uri)[0] != gcs_paths.split(sub.job_dir)[0]:
-        checks.check_writable(bucket_uri, '--bucket')
-    if params is not None and not sub.config.is_tuning:
-        checks.check_job_dir_model(sub.job_dir, params)
+    trainer = plan.declared
+    if parsed is not None:
+        for flag, path in data_paths(trainer, parsed):
+            checks.check_data(flag, path)
+    if plan.job_dir:
+        checks.check_writable(plan.job_dir, '--job-dir')
+    if plan.staging and (not plan.job_dir or gcs_paths.split(plan.staging)[0] !=
+                         gcs_paths.split(plan.job_dir)[0]):
+        checks.check_writable(plan.staging, plan.staging_flag)
+    if parsed is not None and plan.job_dir and not plan.config.is_tuning:
+        checks.check_job_dir_model(plan.job_dir, trainer.model_params(parsed))
 
 
 def glob_regex(pattern):

@@ -18,12 +18,15 @@ instead of `customJobs.create`, plays Vertex AI's part from that very body:
    one line before anything trains;
 3. starts every pool's replicas (at most `--max-replicas` per pool) as local
    processes through the local cluster launcher, each with the environment
-   Vertex AI gives it: `TF_CONFIG`, `CLUSTER_SPEC`, `AIP_MODEL_DIR`,
-   `AIP_CHECKPOINT_DIR`, `AIP_TENSORBOARD_LOG_DIR`; a tuning job runs one
-   trial with mid-range parameter values and `CLOUD_ML_TRIAL_ID`, and must
-   report its metric;
-4. succeeds only when the chief finished and its SavedModel export exists,
-   and ends with a summary.
+   Vertex AI gives it (`replicas`: `TF_CONFIG`, `CLUSTER_SPEC`, `AIP_*`, the
+   same the start-up checks decided in); a tuning job runs one trial with
+   mid-range parameter values and `CLOUD_ML_TRIAL_ID`, and must report its
+   metric. A task that fails ends the rehearsal with its own one-line error
+   (its error record, `errors.ERROR_RECORD_ENV`);
+4. succeeds only when the chief finished and the job did its job, read from
+   what it wrote, never from its log: a trainer of this project's run record
+   (`run_record`: succeeded, its final step, its export), else a SavedModel
+   written under the job's output directory; it ends with a summary.
 
 The bucket is the real one, or a local emulator when `STORAGE_EMULATOR_HOST`
 is set (TensorFlow's gs:// client then also needs the proxy settings in
@@ -33,7 +36,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,10 +45,13 @@ from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import gcs
 from estimator_trainers import google_api
-from estimator_trainers.cluster import CHIEF, EVALUATOR, POOL_ORDER, START_ORDER
+from estimator_trainers import run_record
+from estimator_trainers.cluster import CHIEF, START_ORDER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher as launcher_lib
 from estimator_trainers.tools.cloud import packages
+from estimator_trainers.tools.cloud import replicas as replicas_lib
+from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import staging
 
 DEFAULT_MAX_REPLICAS = 2
@@ -56,8 +61,6 @@ EMULATOR_VAR = 'STORAGE_EMULATOR_HOST'
 _NOT_INHERITED = ('PYTHONPATH', 'PYTHONHOME', 'VIRTUAL_ENV', 'TF_CONFIG', 'CLUSTER_SPEC',
                   'AIP_MODEL_DIR', 'AIP_CHECKPOINT_DIR', 'AIP_TENSORBOARD_LOG_DIR',
                   'CLOUD_ML_TRIAL_ID', 'CLOUD_ML_HP_METRIC_FILE')
-_FINAL_RE = re.compile(r'Final evaluation at global step (\d+)')
-_EXPORT_RE = re.compile(r'Exported SavedModel to (\S+)')
 # Run by the fresh virtualenv's Python: imports the pool's module (a module
 # left out of the package fails here) and parses its args with the trainer's
 # parser (a bad flag fails here), found through the registry by module name.
@@ -105,12 +108,6 @@ def check_options(args):
     if clashes:
         raise UserInputError('--rehearse runs the staged package on this machine; it does '
                              'not go with %s' % ' or '.join(clashes))
-
-
-def needs_credentials(args, environ=None):
-    """False for a rehearsal against a storage emulator (nothing else is called)."""
-    environ = os.environ if environ is None else environ
-    return not (args.rehearse and environ.get(EMULATOR_VAR))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +172,9 @@ def mid_value(parameter):
 def plan_job(body, max_replicas, ports=None):
     """Turns a CustomJob or HyperparameterTuningJob body into local replicas.
 
+    Each replica gets the environment Vertex AI gives it (`replicas.vertex`),
+    with loopback addresses.
+
     Args:
       body: the request body a submission sends.
       max_replicas: cap on each pool's replicaCount.
@@ -190,54 +190,35 @@ def plan_job(body, max_replicas, ports=None):
         if not pool:
             continue
         asked = int(pool.get('replicaCount', 1))
-        pools.append((number, _runs(pool), asked, min(asked, max_replicas)))
+        pools.append((roles.by_pool(number), _runs(pool), asked, min(asked, max_replicas)))
     base = spec.get('baseOutputDirectory', {}).get('outputUriPrefix', '').rstrip('/') or None
     trial = None
-    if tuning and base:
-        base = '%s/%s' % (base, TRIAL_ID)
     if tuning:
         study = body['studySpec']
         trial = (study['metrics'][0]['metricId'],
                  [(p['parameterId'], mid_value(p)) for p in study['parameters']])
-
-    runs = {POOL_ORDER[number]: run for number, _, _, run in pools}
-    in_cluster = [role for role in POOL_ORDER if role != EVALUATOR]
-    ports = list(ports or launcher_lib.free_ports(sum(runs.values())))
+    counts = {role.name: run for role, _, _, run in pools}
+    ports = list(ports or launcher_lib.free_ports(sum(counts.values())))
     addresses = {}
-    for role in POOL_ORDER:
-        count = runs.get(role, 0)
-        addresses[role] = ['%s:%d' % (launcher_lib.LOOPBACK, p) for p in ports[:count]]
+    for role in roles.ROLES:
+        count = counts.get(role.name, 0)
+        addresses[role.name] = ['%s:%d' % (launcher_lib.LOOPBACK, p) for p in ports[:count]]
         ports = ports[count:]
-    cluster = {role: addresses[role] for role in in_cluster if addresses[role]}
-    cluster_spec = {'workerpool%d' % POOL_ORDER.index(role): addresses[role]
-                    for role in POOL_ORDER if addresses[role]}
-    vertex_dirs = {'AIP_MODEL_DIR': base + '/model',
-                   'AIP_CHECKPOINT_DIR': base + '/checkpoints',
-                   'AIP_TENSORBOARD_LOG_DIR': base + '/logs'} if base else {}
-
-    replicas = []
-    for number, package, _, run in pools:
-        role = POOL_ORDER[number]
-        args = list(package['args'])
+    programs = {role.name: program for role, program, _, _ in pools}
+    found = []
+    for replica in replicas_lib.vertex(counts, base, addresses,
+                                       trial=TRIAL_ID if trial else None):
+        program = programs[replica.role.name]
+        args = list(program['args'])
         if trial:
             args += ['--%s=%s' % (name, value) for name, value in trial[1]]
-        for index in range(run):
-            task = {'type': role, 'index': index}
-            if trial:
-                task['trial'] = TRIAL_ID
-            env = dict(vertex_dirs, TF_CONFIG=json.dumps(
-                {'cluster': cluster, 'task': task, 'environment': 'cloud'}))
-            env['CLUSTER_SPEC'] = json.dumps({
-                'cluster': cluster_spec, 'environment': 'cloud',
-                'task': dict(task, type='workerpool%d' % number)})
-            if trial:
-                env['CLOUD_ML_TRIAL_ID'] = TRIAL_ID
-            replicas.append(Replica(number, role, index, package['module'],
-                                    tuple(args), env))
-    replicas.sort(key=lambda r: (START_ORDER.index(r.role), r.index))
-    return Plan(replicas=tuple(replicas),
-                counts=tuple((POOL_ORDER[n], run, asked) for n, _, asked, run in pools),
-                base_dir=base, package_uris=pools[0][1]['package_uris'], trial=trial)
+        found.append(Replica(replica.role.pool, replica.role.name, replica.index,
+                             program['module'], tuple(args), dict(replica.env)))
+    found.sort(key=lambda r: (START_ORDER.index(r.role), r.index))
+    return Plan(replicas=tuple(found),
+                counts=tuple((role.name, run, asked) for role, _, asked, run in pools),
+                base_dir='%s/%s' % (base, TRIAL_ID) if base and trial else base,
+                package_uris=pools[0][1]['package_uris'], trial=trial)
 
 
 def _runs(pool):
@@ -318,8 +299,7 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     if code:
         return code
     try:
-        lines = _outcome(plan, storage_client, os.path.join(log_dir, 'chief-0.log'),
-                         metric_file, started_at)
+        lines = _outcome(plan, storage_client, metric_file, started_at)
     except _Failed as e:
         errors.report(e, err)
         return launcher_lib.EXIT_FAILED
@@ -332,29 +312,38 @@ class _Failed(errors.TaskFailure):
     """The tasks ended well but the job did not do its job."""
 
 
-def _outcome(plan, storage_client, chief_log_path, metric_file, started_at):
+def _outcome(plan, storage_client, metric_file, started_at):
     """Summary lines of a finished job; raises `_Failed` without an export or metric.
 
-    A declared trainer's chief logs its export; for any other module, the
+    A trainer of this project says what it did in its job-dir's run record
+    (`run_record`: the final step, the export); for any other module, the
     export is a `saved_model.pb` written under the job's output directory
     during the rehearsal (none needed when the job has no output directory).
     """
-    with open(chief_log_path, errors='replace') as f:
-        chief_log = f.read()
-    steps = _FINAL_RE.findall(chief_log)
-    exports = [path + '/saved_model.pb' for path in _EXPORT_RE.findall(chief_log)]
-    if not exports and plan.base_dir:
-        exports = _new_saved_models(storage_client, plan.base_dir, started_at)
-    if plan.base_dir and (not exports or not _exists(storage_client, exports[-1])):
-        raise _Failed('the chief finished but no SavedModel export exists (%s); its log: %s'
-                      % (exports[-1] if exports else 'none under %s' % plan.base_dir,
-                         chief_log_path))
+    chief = next(r for r in plan.replicas if r.role == CHIEF)
+    job_dir = _job_dir(chief)
+    session = _last_session(job_dir, started_at) if job_dir else None
+    if session is not None:
+        step = session.get('steps', {}).get('to')
+        export = session.get('export_dir')
+        if session.get('status') != run_record.SUCCEEDED or not export:
+            raise _Failed('the chief finished but its run record at %s says %s%s'
+                          % (run_record.path(job_dir), session.get('status'),
+                             '' if export else ', with no export'))
+    else:
+        step = None
+        exports = _new_saved_models(storage_client, plan.base_dir, started_at) \
+            if plan.base_dir else []
+        if plan.base_dir and not exports:
+            raise _Failed('the chief finished but no SavedModel export exists under %s'
+                          % plan.base_dir)
+        export = exports[-1].rsplit('/', 1)[0] if exports else None
     lines = ['  pools: ' + ', '.join(
                  '%s %d%s' % (role, run, ' of %d' % asked if asked != run else '')
                  for role, run, asked in plan.counts),
-             '  final global step: %s' % (steps[-1] if steps else 'not logged'),
-             '  export: %s' % (exports[-1].rsplit('/', 1)[0] if exports else
-                               'not checked (the job has no --job-dir)')]
+             '  final global step: %s' % (step if step is not None else
+                                          'not recorded (not a trainer of this project)'),
+             '  export: %s' % (export or 'not checked (the job has no --job-dir)')]
     if plan.trial:
         tag, values = plan.trial
         reported = _reported_metric(metric_file, tag)
@@ -364,6 +353,23 @@ def _outcome(plan, storage_client, chief_log_path, metric_file, started_at):
         lines.append('  trial %s (%s): %s = %s reported' % (
             TRIAL_ID, ', '.join('--%s=%s' % v for v in values), tag, reported))
     return lines
+
+
+def _job_dir(chief):
+    """The chief's job-dir: its last `--job-dir`, else Vertex AI's `AIP_MODEL_DIR`."""
+    given = [arg.split('=', 1)[1] for arg in chief.args if arg.startswith('--job-dir=')]
+    return given[-1] if given else chief.env.get('AIP_MODEL_DIR')
+
+
+def _last_session(job_dir, started_at):
+    """The run record's session of this rehearsal, or None (no record: not a trainer
+    of this project)."""
+    try:
+        sessions = run_record.read(job_dir)
+    except ValueError as e:
+        raise _Failed(str(e)) from None
+    ours = [s for s in sessions if (s.get('started_at_unix') or 0) >= started_at - 1]
+    return ours[-1] if ours else None
 
 
 def preflight(python, replica, env, cwd):
@@ -402,7 +408,7 @@ def _notes(plan, body, max_replicas, environ, err):
     for role, run, asked in plan.counts:
         if run < asked:
             err.write('note: worker pool %d (%s) runs %d of its %d replicas (--max-replicas '
-                      '%d)\n' % (POOL_ORDER.index(role), role, run, asked, max_replicas))
+                      '%d)\n' % (roles.role(role).pool, role, run, asked, max_replicas))
     if plan.trial:
         err.write('note: tuning job: rehearsing trial %s with mid-range values %s\n' % (
             TRIAL_ID, ' '.join('--%s=%s' % p for p in plan.trial[1])))

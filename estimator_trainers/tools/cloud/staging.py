@@ -240,8 +240,17 @@ def _holds_python(directory):
     return False
 
 
-def archive(path):
-    """An existing archive (a `--packages` sdist or wheel) as an `Sdist`."""
+def archive(path, flag='--packages'):
+    """An existing archive (a `--packages` sdist or wheel) as an `Sdist`.
+
+    Raises:
+      UserInputError: no such file, or not an sdist or a wheel.
+    """
+    if not os.path.isfile(path):
+        raise UserInputError('%s %s: no such file' % (flag, path), flag=flag)
+    if not path.endswith(('.tar.gz', '.whl', '.zip', '.tgz')):
+        raise UserInputError('%s %s: expected an sdist (.tar.gz) or a wheel (.whl)'
+                             % (flag, path), flag=flag)
     if path.endswith(('.tar.gz', '.tgz')):
         digest = content_sha256(path)
     else:

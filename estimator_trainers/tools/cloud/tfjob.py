@@ -10,46 +10,44 @@ node selectors.
 """
 import yaml
 
-from estimator_trainers.tools.cloud import configs
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import roles
 
 PORT = 2222
-_REPLICA_TYPES = {configs.CHIEF: 'Chief', configs.WORKER: 'Worker',
-                  configs.PS: 'PS', configs.EVALUATOR: 'Evaluator'}
 
 
-def manifest(submission):
-    """The TFJob (kubeflow.org/v1) for `submission`, as a dict.
+def manifest(plan):
+    """The TFJob (kubeflow.org/v1) of `plan`, as a dict.
 
     Raises:
-      UserInputError: no `--image-uri`, or a tuning config (use Vertex AI).
+      UserInputError: a pool without an image (`--image-uri`), or a tuning
+        config (use Vertex AI).
     """
-    if not submission.image_uri:
+    if any(plan.image_for(pool.role) is None for pool in plan.config.pools):
         raise UserInputError('--target tfjob needs --image-uri (a container built '
                              'from Dockerfile and pushed where the cluster can pull it)')
-    if submission.config.is_tuning:
+    if plan.config.is_tuning:
         raise UserInputError('%s: hyperparameter tuning runs on Vertex AI only; drop '
-                             '--target tfjob' % submission.config.source)
-    args = submission.trainer_args(job_dir_flag=True)
+                             '--target tfjob' % plan.config.source)
     replicas = {}
-    for pool in submission.config.pools:
-        container = {
-            'name': 'tensorflow',  # the container name the operator looks for
-            'image': submission.image_uri,
-            'command': ['python', '-m', submission.trainer.module],
-            'args': list(args),
-            'ports': [{'name': 'tfjob-port', 'containerPort': PORT}],
-        }
+    for pool in plan.config.pools:
+        launch = plan.launch(pool.role)
+        container = {'name': 'tensorflow',  # the container name the operator looks for
+                     'image': launch.image}
+        if launch.command:
+            container['command'] = list(launch.command)
+        container.update(args=list(launch.args),
+                         ports=[{'name': 'tfjob-port', 'containerPort': PORT}])
         if pool.accelerator_count:
             container['resources'] = {'limits': {'nvidia.com/gpu': pool.accelerator_count}}
-        replicas[_REPLICA_TYPES[pool.role]] = {
+        replicas[roles.role(pool.role).kubernetes] = {
             'replicas': pool.replica_count,
             'restartPolicy': 'OnFailure',
             'template': {'spec': {'containers': [container]}},
         }
-    metadata = {'name': k8s_name(submission.job_name)}
-    if submission.config.labels:
-        metadata['labels'] = dict(submission.config.labels)
+    metadata = {'name': k8s_name(plan.name)}
+    if plan.config.labels:
+        metadata['labels'] = dict(plan.config.labels)
     return {
         'apiVersion': 'kubeflow.org/v1',
         'kind': 'TFJob',
@@ -60,9 +58,9 @@ def manifest(submission):
     }
 
 
-def render(submission):
+def render(plan):
     """The manifest as YAML, ready for `kubectl apply -f -`."""
-    return yaml.safe_dump(manifest(submission), sort_keys=False)
+    return yaml.safe_dump(manifest(plan), sort_keys=False)
 
 
 def k8s_name(job_name):

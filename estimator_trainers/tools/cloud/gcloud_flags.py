@@ -1,28 +1,34 @@
-"""`gcloud ai-platform jobs submit training` translated to Vertex AI, as data.
+"""`gcloud ai-platform jobs submit training`, translated to a Vertex AI job plan, as data.
 
 `FLAGS` is the translation table: every flag of the command (and of the
-`--config` Job resource it overrides), the `ml v1` field it set, what it
-becomes on Vertex AI, and how: carried over (`FIELD`), mapped to what runs
-with one warning line (`MAPPED`), refused in one line (`REFUSED`), or a
-client behaviour with nothing in the request (`CLIENT`). The command-line
-parser (`gcloud_cli`), the docs table (docs/migrating-from-ai-platform.md,
-`markdown_table`) and the tests are all checked against it.
+`--config` Job resource it overrides), with its type, the `trainingInput`
+field it sets, what it becomes on Vertex AI, and how: carried over
+(`FIELD`), mapped to what runs with one warning line (`MAPPED`), refused in
+one line (`REFUSED`), or a client behaviour with nothing in the request
+(`CLIENT`). The command line (`ai_platform` builds its parser from it), the
+docs table (docs/migrating-from-ai-platform.md, `markdown_table`) and the
+tests all read this table.
 
-`build_job` reads the `--config` Job resource, lets each given flag replace
+`build_plan` reads the `--config` Job resource, lets each given flag replace
 its field (as gcloud did: a flag wins over the file, field by field; the
 rest of the file stays), validates the result with the same checks as every
-other config (`configs.parse_config`) and returns a `GcloudJob`: the
-validated cluster plus what the pools run (the user's package and module,
-or their containers).
+other config (`configs.parse_config`) and returns the `plan.JobPlan`: the
+validated pools plus what they run (the user's package and module, or
+their containers).
 """
 import dataclasses
 import re
+from typing import Any, Callable, Optional, Tuple
 
-from estimator_trainers.cluster import CHIEF, EVALUATOR, PS, WORKER
+from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcs_paths
-from estimator_trainers.tools.cloud.submission import PREBUILT_IMAGE_PREFIX
+from estimator_trainers.tools.cloud import location
+from estimator_trainers.tools.cloud import machines
+from estimator_trainers.tools.cloud import plan as plan_lib
+from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.roles import CHIEF, MASTER, PS, WORKER
 
 FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
 
@@ -30,156 +36,6 @@ FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
 # and --python-version.
 IMAGE_TENSORFLOW = '2.15.1'
 IMAGE_PYTHON = '3.11'
-# TF_CONFIG's name for pool 0 (AI Platform said `master` below runtime 2.1
-# and for custom containers unless useChiefInTfConfig; Vertex AI says `chief`).
-MASTER = 'master'
-
-_POOLS = {CHIEF: 0, WORKER: 1, PS: 2, EVALUATOR: 3}
-_ROLE_PREFIX = {CHIEF: 'master', WORKER: 'worker', PS: 'parameter-server'}
-
-
-@dataclasses.dataclass(frozen=True)
-class Flag:
-    """One row of the translation table.
-
-    Attributes:
-      name: the gcloud flag (`JOB` and `USER_ARGS` for the positionals).
-      legacy: the `ml v1` Job field it set (`trainingInput.masterType`), or
-        what it was when it set none.
-      vertex: what it becomes in the Vertex AI request.
-      kind: FIELD, MAPPED, REFUSED or CLIENT.
-      note: what differs, for the docs (and the warning of a MAPPED flag).
-      help: the flag's help text.
-    """
-    name: str
-    legacy: str
-    vertex: str
-    kind: str
-    note: str = ''
-    help: str = ''
-
-
-def _pool_flags(role):
-    """The machine, count, accelerator and image flags of one pool."""
-    prefix = _ROLE_PREFIX[role]
-    type_field, count_field, config_field = configs.ROLE_FIELDS[role]
-    pool = 'jobSpec.workerPoolSpecs[%d]' % _POOLS[role]
-    rows = [Flag('--%s-machine-type' % prefix, 'trainingInput.' + type_field,
-                 pool + '.machineSpec.machineType', FIELD,
-                 'legacy names (`standard`, `complex_model_m_gpu`, ...) become Compute '
-                 'Engine types and GPUs (docs/cloud.md)',
-                 'Machine type of the %s pool.' % role)]
-    if count_field:
-        rows.append(Flag('--%s-count' % prefix, 'trainingInput.' + count_field,
-                         pool + '.replicaCount', FIELD, 'an int64, sent as a string',
-                         'Replicas of the %s pool.' % role))
-    rows.append(Flag('--%s-accelerator' % prefix,
-                     'trainingInput.%s.acceleratorConfig' % config_field,
-                     pool + '.machineSpec.acceleratorType, acceleratorCount', FIELD,
-                     'retired K80s become T4s (V100s for 8), with a note',
-                     'GPUs of each %s replica: count=N,type=T (e.g. '
-                     'count=1,type=nvidia-tesla-t4).' % role))
-    rows.append(Flag('--%s-image-uri' % prefix, 'trainingInput.%s.imageUri' % config_field,
-                     pool + '.containerSpec.imageUri (a Vertex AI prebuilt image: '
-                     'pythonPackageSpec.executorImageUri)', FIELD,
-                     'with --package-path, the image must be built from this '
-                     "repository's Dockerfile (it installs the package at start-up)"
-                     + ('' if role == CHIEF else '; unset: the master\'s image, as on '
-                        'AI Platform'),
-                     'Container image of the %s pool.' % role))
-    return rows
-
-
-FLAGS = tuple([
-    Flag('JOB', 'jobId', 'displayName', FIELD,
-         'a second job of the same name is refused, as AI Platform refused it',
-         'Job name: a letter, then letters, digits and underscores.'),
-    Flag('--config', 'the Job resource (YAML or JSON)', 'the fields below', FIELD,
-         'flags replace the file\'s fields one by one',
-         'Job resource YAML or JSON (trainingInput, labels); flags override its fields.'),
-    Flag('--job-dir', 'trainingInput.jobDir',
-         'jobSpec.baseOutputDirectory.outputUriPrefix, and --job-dir=DIR at the end of '
-         'every pool\'s args', FIELD, 'the trainer gets --job-dir as on AI Platform',
-         'gs:// directory for the job\'s outputs, passed to the trainer as --job-dir; '
-         'packages are staged under DIR/packages unless --staging-bucket.'),
-    Flag('--staging-bucket', 'where packageUris were uploaded',
-         'packageUris under gs://BUCKET/JOB/', FIELD,
-         'also holds the build context of this project\'s image',
-         'gs:// bucket for the built packages (default: under --job-dir).'),
-    Flag('--package-path', 'trainingInput.packageUris (the built sdist)',
-         'jobSpec.workerPoolSpecs[*].containerSpec.args --package-uri=...', FIELD,
-         'built as gcloud built it (the setup.py beside it, or a generated one); '
-         'installed with its requirements at start-up into this project\'s image',
-         'Local Python package to build and stage (its parent\'s setup.py or '
-         'pyproject.toml builds it when present).'),
-    Flag('--packages', 'trainingInput.packageUris',
-         'jobSpec.workerPoolSpecs[*].containerSpec.args --package-uri=...', FIELD,
-         'local archives are staged; gs:// ones are passed as they are',
-         'Comma-separated archives (local paths or gs://) installed with the package.'),
-    Flag('--module-name', 'trainingInput.pythonModule',
-         'jobSpec.workerPoolSpecs[*].containerSpec.args --module-name=...', FIELD,
-         'the image runs python -m MODULE after installing the packages',
-         'Module of the package to run (python -m).'),
-    Flag('--region', 'trainingInput.region',
-         'the request\'s location (projects/P/locations/REGION) and endpoint', FIELD,
-         'ml v1 regions have Vertex AI namesakes',
-         'Region (default: trainingInput.region, else CLOUDSDK_AI_PLATFORM_REGION, '
-         'REGION, us-central1).'),
-    Flag('--scale-tier', 'trainingInput.scaleTier',
-         'jobSpec.workerPoolSpecs[*] (the tier\'s machines and replica counts)', FIELD,
-         'BASIC_TPU is refused (no TPUs for these Estimators)',
-         'basic, basic-gpu, standard-1, premium-1 or custom.'),
-    *_pool_flags(CHIEF),
-    *_pool_flags(WORKER),
-    *_pool_flags(PS),
-    Flag('--use-chief-in-tf-config', 'trainingInput.useChiefInTfConfig',
-         'jobSpec.workerPoolSpecs[*].containerSpec.args --tf-config-primary=...', MAPPED,
-         'Vertex AI always names pool 0 `chief`; for packages on this project\'s image '
-         'the package runner names it `master` where AI Platform did (runtime < 2.1, '
-         'custom containers) unless this is true; a container of your own gets `chief`',
-         'true: TF_CONFIG names the first pool chief (false: master, as AI Platform '
-         'did for custom containers and runtimes before 2.1).'),
-    Flag('--runtime-version', 'trainingInput.runtimeVersion',
-         'jobSpec.workerPoolSpecs[*].containerSpec.imageUri (this project\'s image, '
-         'TensorFlow %s)' % IMAGE_TENSORFLOW, MAPPED,
-         'no AI Platform runtime exists on Vertex AI; 1.x code runs on TensorFlow %s: '
-         'tf.contrib is gone, tf.compat.v1 and tf.estimator are there' % IMAGE_TENSORFLOW,
-         'AI Platform runtime: runs on TensorFlow %s (one warning says what differs).'
-         % IMAGE_TENSORFLOW),
-    Flag('--python-version', 'trainingInput.pythonVersion',
-         'the image\'s Python %s' % IMAGE_PYTHON, MAPPED,
-         '2.7 is refused (TensorFlow %s needs Python 3)' % IMAGE_TENSORFLOW,
-         'AI Platform Python: runs on Python %s.' % IMAGE_PYTHON),
-    Flag('--labels', 'labels', 'labels', FIELD, '',
-         'KEY=VALUE,... job labels (added to the config\'s).'),
-    Flag('--service-account', 'trainingInput.serviceAccount', 'jobSpec.serviceAccount',
-         FIELD, '', 'Service account the replicas run as.'),
-    Flag('--network', 'trainingInput.network', 'jobSpec.network', FIELD,
-         'gcloud beta', 'VPC network to peer with (projects/N/global/networks/NAME).'),
-    Flag('--enable-web-access', 'trainingInput.enableWebAccess', 'jobSpec.enableWebAccess',
-         FIELD, '', 'Interactive shell access to the replicas.'),
-    Flag('--kms-key', 'trainingInput.encryptionConfig.kmsKeyName',
-         'encryptionSpec.kmsKeyName', FIELD,
-         'the key must be in the job\'s region; --kms-keyring, --kms-location and '
-         '--kms-project complete a short key id',
-         'Cloud KMS key (full name, or an id with --kms-keyring/--kms-location/'
-         '--kms-project).'),
-    Flag('--async', 'none (gcloud itself)', 'none: return once the job is created', CLIENT,
-         'the default, as in gcloud (the flag was deprecated there)',
-         'Return once the job is created (the default).'),
-    Flag('--stream-logs', 'none (gcloud itself)',
-         'none: the replicas\' Cloud Logging entries are printed until the job ends',
-         CLIENT, 'exit 0 only when the job succeeded',
-         'Print the replicas\' log lines until the job ends.'),
-    Flag('--tpu-tf-version', 'trainingInput.masterConfig.tpuTfVersion', 'none', REFUSED,
-         'TPUs need TPUEstimator; these runs are for CPUs and GPUs', 'Refused.'),
-    Flag('USER_ARGS', 'trainingInput.args',
-         'jobSpec.workerPoolSpecs[*].containerSpec.args (pythonPackageSpec.args)', FIELD,
-         'given after --, they replace the config\'s args', 'Trainer flags, after --.'),
-])
-FLAG_ROWS = {flag.name: flag for flag in FLAGS}
-
-# Scale tiers as gcloud spelled them (--scale-tier=basic-gpu) -> trainingInput.
 _TIERS = ('BASIC', 'BASIC_GPU', 'BASIC_TPU', 'STANDARD_1', 'PREMIUM_1', 'CUSTOM')
 _RUNTIME_RE = re.compile(r'(\d+)\.(\d+)')
 _KMS_RE = re.compile(r'projects/[^/]+/locations/(?P<location>[^/]+)/keyRings/[^/]+/'
@@ -208,7 +64,20 @@ def accelerator(text):
     count = fields.get('count', '1')
     if not count.isdigit() or int(count) < 1:
         raise ValueError('count: expected an integer >= 1, got %r' % count)
-    return {'count': int(count), 'type': fields['type'].upper().replace('-', '_')}
+    gpu = fields['type'].upper().replace('-', '_')
+    if gpu not in machines.GPU_TYPES:
+        raise ValueError('unknown GPU type %r (expected one of %s, as nvidia-tesla-t4 '
+                         'or NVIDIA_TESLA_T4)' % (gpu, ', '.join(machines.GPU_TYPES)))
+    return {'count': int(count), 'type': gpu}
+
+
+def machine_type(text):
+    """A machine type Vertex AI (or AI Platform's names) knows."""
+    try:
+        machines.translate_machine(text)
+    except machines.MachineError as e:
+        raise ValueError(str(e)) from None
+    return text
 
 
 def labels(text):
@@ -240,53 +109,188 @@ def count(text):
 
 
 def package_list(text):
-    return [item.strip() for item in text.split(',') if item.strip()]
+    items = [item.strip() for item in text.split(',') if item.strip()]
+    if not items:
+        raise ValueError('expected archives (local paths or gs:// URIs), got %r' % text)
+    return items
+
+
+def not_empty(text):
+    """Any text but an empty one (an unset shell variable)."""
+    if not text.strip():
+        raise ValueError('expected a value, got %r (an unset variable?)' % text)
+    return text
+
+
+def job_dir(text):
+    """A gs:// directory (`gs://b//x` is read as `gs://b/x`: `build_plan` says so).
+
+    Raises:
+      UserInputError: `--job-dir <text>: <what is wrong>`, as every gs:// flag says it.
+    """
+    return gcs_paths.directory(gcs_paths.normalized(text)[0], '--job-dir') and text
 
 
 @dataclasses.dataclass(frozen=True)
-class GcloudJob:
-    """A validated `jobs submit training` command and what its pools run.
+class Flag:
+    """One row of the translation table.
 
     Attributes:
-      name: the job name (JOB).
-      config: the validated `configs.TrainingConfig` (config file + flags).
-      job_dir: gs:// job directory, or None.
-      staging: gs:// prefix the local packages are staged under, or None.
-      package_path: the local package to build (`--package-path`), or None.
-      packages: `--packages` / `packageUris`: local archives and gs:// URIs.
-      module: the module to run, or None for containers of the user's own.
-      images: {role: image} of the pools given one (`--master-image-uri`...).
-      container_commands: {role: [command]} (`*Config.containerCommand`).
-      primary: TF_CONFIG's name for pool 0 in the package runner (chief/master).
-      enable_web_access, kms_key: as given.
-      warnings: one line each, what runs differently from AI Platform.
+      name: the gcloud flag (`JOB` and `USER_ARGS` for the positionals).
+      legacy: for the docs, the `ml v1` Job field it set, or what it was.
+      vertex: for the docs, what it becomes in the Vertex AI request.
+      kind: FIELD, MAPPED, REFUSED or CLIENT.
+      note: what differs, for the docs (and the warning of a MAPPED flag).
+      help: the flag's help text.
+      field: the `trainingInput` path its value replaces (`('masterType',)`),
+        or None when `build_plan` handles it otherwise.
+      parse: its value's parser (raising ValueError), or None for text;
+        `switch` for a flag without a value.
     """
     name: str
-    config: object
-    job_dir: str = None
-    staging: str = None
-    package_path: str = None
-    packages: tuple = ()
-    module: str = None
-    images: dict = dataclasses.field(default_factory=dict)
-    container_commands: dict = dataclasses.field(default_factory=dict)
-    primary: str = CHIEF
-    enable_web_access: bool = False
-    kms_key: str = None
-    warnings: tuple = ()
+    legacy: str
+    vertex: str
+    kind: str
+    note: str = ''
+    help: str = ''
+    field: Optional[Tuple[str, ...]] = None
+    parse: Optional[Callable[[str], Any]] = None
+    switch: bool = False
 
-    @property
-    def runs_package(self):
-        return self.module is not None
 
-    @property
-    def local_packages(self):
-        return tuple(p for p in self.packages if not p.startswith('gs://'))
+def _pool_flags(name):
+    """The machine, count, accelerator and image flags of one pool."""
+    role = roles.role(name)
+    prefix, pool = role.flag_prefix, 'jobSpec.workerPoolSpecs[%d]' % role.pool
+    rows = [Flag('--%s-machine-type' % prefix, 'trainingInput.' + role.type_field,
+                 pool + '.machineSpec.machineType', FIELD,
+                 'legacy names (`standard`, `complex_model_m_gpu`, ...) become Compute '
+                 'Engine types and GPUs (docs/cloud.md)',
+                 'Machine type of the %s pool.' % name, field=(role.type_field,),
+                 parse=machine_type)]
+    if role.count_field:
+        rows.append(Flag('--%s-count' % prefix, 'trainingInput.' + role.count_field,
+                         pool + '.replicaCount', FIELD, 'an int64, sent as a string',
+                         'Replicas of the %s pool.' % name, field=(role.count_field,),
+                         parse=count))
+    rows.append(Flag('--%s-accelerator' % prefix,
+                     'trainingInput.%s.acceleratorConfig' % role.config_field,
+                     pool + '.machineSpec.acceleratorType, acceleratorCount', FIELD,
+                     'retired K80s become T4s (V100s for 8), with a note',
+                     'GPUs of each %s replica: count=N,type=T (e.g. '
+                     'count=1,type=nvidia-tesla-t4).' % name,
+                     field=(role.config_field, 'acceleratorConfig'), parse=accelerator))
+    rows.append(Flag('--%s-image-uri' % prefix, 'trainingInput.%s.imageUri' % role.config_field,
+                     pool + '.containerSpec.imageUri (a Vertex AI prebuilt image: '
+                     'pythonPackageSpec.executorImageUri)', FIELD,
+                     'with --package-path, the image must be built from this '
+                     "repository's Dockerfile (it installs the package at start-up)"
+                     + ('' if name == CHIEF else '; unset: the master\'s image, as on '
+                        'AI Platform'),
+                     'Container image of the %s pool.' % name,
+                     field=(role.config_field, 'imageUri'), parse=not_empty))
+    return rows
 
-    def image_for(self, role):
-        """The image a pool runs: its own, else the master's (as AI Platform), else
-        None (this project's image)."""
-        return self.images.get(role) or self.images.get(CHIEF)
+
+FLAGS = tuple([
+    Flag('JOB', 'jobId', 'displayName', FIELD,
+         'a second job of the same name is refused, as AI Platform refused it',
+         'Job name: a letter, then letters, digits and underscores.'),
+    Flag('--config', 'the Job resource (YAML or JSON)', 'the fields below', FIELD,
+         'flags replace the file\'s fields one by one',
+         'Job resource YAML or JSON (trainingInput, labels); flags override its fields.'),
+    Flag('--job-dir', 'trainingInput.jobDir',
+         'jobSpec.baseOutputDirectory.outputUriPrefix, and --job-dir=DIR at the end of '
+         'every pool\'s args', FIELD, 'the trainer gets --job-dir as on AI Platform',
+         'gs:// directory for the job\'s outputs, passed to the trainer as --job-dir; '
+         'packages are staged under DIR/packages unless --staging-bucket.',
+         field=('jobDir',), parse=job_dir),
+    Flag('--staging-bucket', 'where packageUris were uploaded',
+         'packageUris under gs://BUCKET/JOB/', FIELD,
+         'also holds the build context of this project\'s image',
+         'gs:// bucket for the built packages (default: under --job-dir).',
+         parse=not_empty),
+    Flag('--package-path', 'trainingInput.packageUris (the built sdist)',
+         'jobSpec.workerPoolSpecs[*].containerSpec.args --package-uri=...', FIELD,
+         'built as gcloud built it (the setup.py beside it, or a generated one); '
+         'installed with its requirements at start-up into this project\'s image',
+         'Local Python package to build and stage (its parent\'s setup.py or '
+         'pyproject.toml builds it when present).', parse=not_empty),
+    Flag('--packages', 'trainingInput.packageUris',
+         'jobSpec.workerPoolSpecs[*].containerSpec.args --package-uri=...', FIELD,
+         'local archives are staged; gs:// ones are passed as they are',
+         'Comma-separated archives (local paths or gs://) installed with the package.',
+         field=('packageUris',), parse=package_list),
+    Flag('--module-name', 'trainingInput.pythonModule',
+         'jobSpec.workerPoolSpecs[*].containerSpec.args --module-name=...', FIELD,
+         'the image runs python -m MODULE after installing the packages',
+         'Module of the package to run (python -m).', field=('pythonModule',),
+         parse=not_empty),
+    Flag('--region', 'trainingInput.region',
+         'the request\'s location (projects/P/locations/REGION) and endpoint', FIELD,
+         'ml v1 regions have Vertex AI namesakes',
+         'Region (default: CLOUDSDK_AI_PLATFORM_REGION, else REGION, else '
+         'trainingInput.region, else %s).' % location.DEFAULT_REGION, field=('region',),
+         parse=location.region_name),
+    Flag('--scale-tier', 'trainingInput.scaleTier',
+         'jobSpec.workerPoolSpecs[*] (the tier\'s machines and replica counts)', FIELD,
+         'BASIC_TPU is refused (no TPUs for these Estimators)',
+         'basic, basic-gpu, standard-1, premium-1 or custom.', field=('scaleTier',),
+         parse=scale_tier),
+    *_pool_flags(CHIEF),
+    *_pool_flags(WORKER),
+    *_pool_flags(PS),
+    Flag('--use-chief-in-tf-config', 'trainingInput.useChiefInTfConfig',
+         'jobSpec.workerPoolSpecs[*].containerSpec.args --tf-config-primary=...', MAPPED,
+         'Vertex AI always names pool 0 `chief`; for packages on this project\'s image '
+         'the package runner names it `master` where AI Platform did (runtime < 2.1, '
+         'custom containers) unless this is true; a container of your own gets `chief`',
+         'true: TF_CONFIG names the first pool chief (false: master, as AI Platform '
+         'did for custom containers and runtimes before 2.1).',
+         field=('useChiefInTfConfig',), parse=boolean),
+    Flag('--runtime-version', 'trainingInput.runtimeVersion',
+         'jobSpec.workerPoolSpecs[*].containerSpec.imageUri (this project\'s image, '
+         'TensorFlow %s)' % IMAGE_TENSORFLOW, MAPPED,
+         'no AI Platform runtime exists on Vertex AI; 1.x code runs on TensorFlow %s: '
+         'tf.contrib is gone, tf.compat.v1 and tf.estimator are there' % IMAGE_TENSORFLOW,
+         'AI Platform runtime: runs on TensorFlow %s (one warning says what differs).'
+         % IMAGE_TENSORFLOW, field=('runtimeVersion',)),
+    Flag('--python-version', 'trainingInput.pythonVersion',
+         'the image\'s Python %s' % IMAGE_PYTHON, MAPPED,
+         '2.7 is refused (TensorFlow %s needs Python 3)' % IMAGE_TENSORFLOW,
+         'AI Platform Python: runs on Python %s.' % IMAGE_PYTHON,
+         field=('pythonVersion',)),
+    Flag('--labels', 'labels', 'labels', FIELD, '',
+         'KEY=VALUE,... job labels (added to the config\'s).', parse=labels),
+    Flag('--service-account', 'trainingInput.serviceAccount', 'jobSpec.serviceAccount',
+         FIELD, '', 'Service account the replicas run as.', field=('serviceAccount',)),
+    Flag('--network', 'trainingInput.network', 'jobSpec.network', FIELD,
+         'gcloud beta', 'VPC network to peer with (projects/N/global/networks/NAME).',
+         field=('network',)),
+    Flag('--enable-web-access', 'trainingInput.enableWebAccess', 'jobSpec.enableWebAccess',
+         FIELD, '', 'Interactive shell access to the replicas.',
+         field=('enableWebAccess',), switch=True),
+    Flag('--kms-key', 'trainingInput.encryptionConfig.kmsKeyName',
+         'encryptionSpec.kmsKeyName', FIELD,
+         'the key must be in the job\'s region; --kms-keyring, --kms-location and '
+         '--kms-project complete a short key id',
+         'Cloud KMS key (full name, or an id with --kms-keyring/--kms-location/'
+         '--kms-project).', field=('encryptionConfig', 'kmsKeyName')),
+    Flag('--async', 'none (gcloud itself)', 'none: return once the job is created', CLIENT,
+         'the default, as in gcloud (the flag was deprecated there)',
+         'Return once the job is created (the default).', switch=True),
+    Flag('--stream-logs', 'none (gcloud itself)',
+         'none: the replicas\' Cloud Logging entries are printed until the job ends',
+         CLIENT, 'exit 0 only when the job succeeded',
+         'Print the replicas\' log lines until the job ends.', switch=True),
+    Flag('--tpu-tf-version', 'trainingInput.masterConfig.tpuTfVersion', 'none', REFUSED,
+         'TPUs need TPUEstimator; these runs are for CPUs and GPUs', 'Refused.'),
+    Flag('USER_ARGS', 'trainingInput.args',
+         'jobSpec.workerPoolSpecs[*].containerSpec.args (pythonPackageSpec.args)', FIELD,
+         'given after --, they replace the config\'s args', 'Trainer flags, after --.',
+         field=('args',)),
+])
+FLAG_ROWS = {flag.name: flag for flag in FLAGS}
 
 
 def kms_key_name(key, keyring=None, location=None, project=None):
@@ -315,39 +319,44 @@ def kms_location(name):
     return _KMS_RE.fullmatch(name).group('location')
 
 
-def build_job(name, values, user_args, config_data=None, source='command line'):
-    """The job of `jobs submit training NAME` with flag `values`.
+def build_plan(name, values, user_args, config_data=None, source='command line', *,
+               environ, unpinned=()):
+    """The `plan.JobPlan` of `jobs submit training NAME` with flag `values`.
 
     Args:
       name: JOB.
-      values: {flag name: parsed value or None} (`gcloud_cli` parses them).
+      values: {flag name: parsed value or None} (`ai_platform` parses them
+        with this table's parsers).
       user_args: the trainer flags after `--` (None: none given).
       config_data: the `--config` Job resource, parsed (None: no file).
       source: what to name in messages about the config (its path).
-
-    Returns:
-      A `GcloudJob`.
+      environ: the environment (the region's defaults).
+      unpinned: requirements the package may choose over this project's pins.
 
     Raises:
       UserInputError: one line naming the flag or the config field.
     """
     given = {flag: value for flag, value in values.items() if value is not None}
-    data = dict(config_data or {})
     if config_data is not None and not isinstance(config_data, dict):
         raise UserInputError('%s: expected a Job resource (a mapping with trainingInput), '
                              'got %s' % (source, type(config_data).__name__))
+    data = dict(config_data or {})
     data.pop('jobId', None)  # JOB names the job, as in gcloud
-    ti = dict(data.get('trainingInput') or {})
     if 'trainingInput' in data and not isinstance(data['trainingInput'], dict):
         raise UserInputError('%s: trainingInput: expected a mapping' % source)
-    for refused in ('--tpu-tf-version',):
-        if refused in given:
-            raise UserInputError('%s: not supported: %s' % (refused, FLAG_ROWS[refused].note),
-                                 flag=refused)
+    ti = dict(data.get('trainingInput') or {})
+    for flag in given:
+        if FLAG_ROWS[flag].kind == REFUSED:
+            raise UserInputError('%s: not supported: %s' % (flag, FLAG_ROWS[flag].note),
+                                 flag=flag)
 
     _override(ti, given, user_args)
     _check_flag_shape(ti, given)
     front, ti = _front_end_fields(ti, source)
+    notes = []
+    if ti.get('jobDir'):
+        ti['jobDir'], note = gcs_paths.normalized(ti['jobDir'])
+        notes += [note] if note else []
     data['trainingInput'] = ti
     if '--labels' in given:
         data['labels'] = dict(data.get('labels') or {}, **given['--labels'])
@@ -365,6 +374,18 @@ def build_job(name, values, user_args, config_data=None, source='command line'):
         raise UserInputError('nothing to run: give --package-path (or --packages) with '
                              '--module-name, or --master-image-uri for a container',
                              flag='--module-name')
+    if module:
+        declared = next((trainer for trainer in registry.discover().values()
+                         if trainer.module == module), None)
+        program = plan_lib.Package(module=module, package_path=package_path,
+                                   packages=packages, declared=declared,
+                                   unpinned=tuple(unpinned))
+    else:
+        program = plan_lib.Container(commands=front['commands'])
+        if unpinned:
+            raise UserInputError('--unpin goes with a package (--package-path or '
+                                 '--packages): your containers install what they need',
+                                 flag='--unpin')
     job_dir = ti.get('jobDir')
     staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
                            bool(package_path) or any(not p.startswith('gs://')
@@ -373,39 +394,27 @@ def build_job(name, values, user_args, config_data=None, source='command line'):
     warnings = []
     primary = _primary(config, module, images, warnings)
     warnings[:0] = _version_warnings(config, images, primary)
-    return GcloudJob(
-        name=name, config=config, job_dir=job_dir, staging=staging_uri,
-        package_path=package_path, packages=packages, module=module, images=images,
-        container_commands=front['commands'], primary=primary,
+    return plan_lib.JobPlan(
+        name=name, program=program, config=config, args=tuple(config.args),
+        job_dir=job_dir,
+        region=location.region_id(given.get('--region'), environ, config.region),
+        staging=staging_uri, images=images, primary=primary,
         enable_web_access=bool(front.get('enableWebAccess')), kms_key=front.get('kms'),
-        warnings=tuple(warnings))
-
-
-# flag -> (trainingInput path) for the flags that set a trainingInput field as is.
-def _field_path(flag):
-    legacy = FLAG_ROWS[flag].legacy
-    return legacy.split('.')[1:] if legacy.startswith('trainingInput.') else None
+        unique_name=True, notes=tuple(config.notes) + tuple(notes),
+        warnings=tuple(config.warnings) + tuple(warnings))
 
 
 def _override(ti, given, user_args):
     """Sets each given flag's trainingInput field in `ti`, replacing the file's."""
     for flag, value in given.items():
-        if flag in ('--labels', '--staging-bucket', '--package-path', '--kms-key',
-                    '--async', '--stream-logs'):
-            continue
-        if flag == '--packages':
-            ti['packageUris'] = list(value)
-            continue
-        path = _field_path(flag)
+        path = FLAG_ROWS[flag].field
         if path is None:
             continue
         node = ti
         for key in path[:-1]:
             node[key] = dict(node.get(key) or {})
             node = node[key]
-        node[path[-1]] = value
-    if given.get('--kms-key'):
-        ti['encryptionConfig'] = {'kmsKeyName': given['--kms-key']}
+        node[path[-1]] = list(value) if isinstance(value, (list, tuple)) else value
     if user_args:
         ti['args'] = list(user_args)
 
@@ -414,12 +423,14 @@ def _check_flag_shape(ti, given):
     """Names the flags of a cluster shape that cannot work (before the config
     checks, which name fields)."""
     tier = ti.get('scaleTier', 'BASIC')
-    for role in (CHIEF, WORKER, PS):
-        type_field, count_field, _ = configs.ROLE_FIELDS[role]
-        type_flag = '--%s-machine-type' % _ROLE_PREFIX[role]
-        count_flag = '--%s-count' % _ROLE_PREFIX[role]
+    for role in roles.ROLES:
+        if not role.flag_prefix:
+            continue
+        type_field = role.type_field
+        type_flag = '--%s-machine-type' % role.flag_prefix
+        count_flag = '--%s-count' % role.flag_prefix
         if tier != configs.CUSTOM:
-            for flag in (type_flag, count_flag, '--%s-accelerator' % _ROLE_PREFIX[role]):
+            for flag in (type_flag, count_flag, '--%s-accelerator' % role.flag_prefix):
                 if flag in given:
                     raise UserInputError('%s needs --scale-tier custom (the scale tier is %s)'
                                          % (flag, tier), flag=flag)
@@ -463,7 +474,8 @@ def _front_end_fields(ti, source):
             fail('encryptionConfig', 'expected {kmsKeyName: projects/P/locations/L/'
                  'keyRings/R/cryptoKeys/K}')
         front['kms'] = encryption['kmsKeyName']
-    for role, (_, _, config_field) in configs.ROLE_FIELDS.items():
+    for role in roles.ROLES:
+        config_field = role.config_field
         replica = ti.get(config_field)
         if not isinstance(replica, dict):
             continue
@@ -473,12 +485,12 @@ def _front_end_fields(ti, source):
             if not isinstance(image, str) or not image or '://' in image:
                 fail(config_field + '.imageUri', 'expected a container image like '
                      'us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG, got %r' % (image,))
-            front['images'][role] = image
+            front['images'][role.name] = image
         command = replica.pop('containerCommand', None)
         if command is not None:
             if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
                 fail(config_field + '.containerCommand', 'expected a list of text')
-            front['commands'][role] = command
+            front['commands'][role.name] = tuple(command)
         if 'containerArgs' in replica:
             fail(config_field + '.containerArgs', 'not supported: put the arguments in '
                  'trainingInput.args or after --, which every pool gets')
@@ -524,7 +536,8 @@ def _version_warnings(config, images, primary):
     ti = config.training_input
     runtime = runtime_version(ti.get('runtimeVersion'))
     python = ti.get('pythonVersion')
-    own_image = images.get(CHIEF) and not images[CHIEF].startswith(PREBUILT_IMAGE_PREFIX)
+    own_image = images.get(CHIEF) and not images[CHIEF].startswith(
+        plan_lib.PREBUILT_IMAGE_PREFIX)
     if python is not None:
         if str(python).strip() in ('2', '2.7'):
             raise UserInputError('--python-version %s: not supported: TensorFlow %s needs '
@@ -534,7 +547,7 @@ def _version_warnings(config, images, primary):
             raise UserInputError('--python-version %s: expected 3.5, 3.7 or another 3.x'
                                  % python, flag='--python-version')
     if runtime is not None and own_image:
-        yield ('warning: --runtime-version %s: ignored: the pools run your container %s, '
+        yield ('--runtime-version %s: ignored: the pools run your container %s, '
                'which has its own TensorFlow' % (ti['runtimeVersion'], images[CHIEF]))
     elif runtime is not None:
         if runtime[0] < 2:
@@ -544,12 +557,12 @@ def _version_warnings(config, images, primary):
             differs = 'tf.estimator is still there (2.15 is its last release)'
         named = ("; TF_CONFIG names pool 0 'master' as AI Platform did"
                  if primary == MASTER else '')
-        yield ('warning: --runtime-version %s: Vertex AI has no AI Platform runtimes; the '
+        yield ('--runtime-version %s: Vertex AI has no AI Platform runtimes; the '
                'job runs TensorFlow %s (%s): %s%s'
                % (ti['runtimeVersion'], IMAGE_TENSORFLOW if not images.get(CHIEF) else '2.15',
                   images.get(CHIEF) or "this project's image", differs, named))
     if python is not None and str(python).strip() != IMAGE_PYTHON and not own_image:
-        yield ('warning: --python-version %s: the job runs Python %s (%s)'
+        yield ('--python-version %s: the job runs Python %s (%s)'
                % (python, '3.10' if images.get(CHIEF) else IMAGE_PYTHON,
                   images.get(CHIEF) or "this project's image"))
 
@@ -559,7 +572,7 @@ def _legacy_primary(config, module, images):
     ti = config.training_input
     if ti.get('useChiefInTfConfig'):
         return CHIEF
-    if images.get(CHIEF) and not images[CHIEF].startswith(PREBUILT_IMAGE_PREFIX):
+    if images.get(CHIEF) and not images[CHIEF].startswith(plan_lib.PREBUILT_IMAGE_PREFIX):
         return MASTER
     runtime = runtime_version(ti.get('runtimeVersion'))
     return MASTER if runtime is not None and runtime < (2, 1) else CHIEF
@@ -570,13 +583,13 @@ def _primary(config, module, images, warnings):
     `chief` cannot be renamed (a container of the user's own)."""
     legacy = _legacy_primary(config, module, images)
     if legacy == MASTER and not module:
-        warnings.append("warning: trainingInput.useChiefInTfConfig is not true: AI Platform "
+        warnings.append("trainingInput.useChiefInTfConfig is not true: AI Platform "
                         "named the first pool 'master' in your container's TF_CONFIG; "
                         "Vertex AI names it 'chief' (code that looks for 'master' must "
                         "look for 'chief')")
         return CHIEF
-    if legacy == MASTER and images.get(CHIEF, '').startswith(PREBUILT_IMAGE_PREFIX):
-        warnings.append("warning: %s runs the package with TF_CONFIG naming the first pool "
+    if legacy == MASTER and images.get(CHIEF, '').startswith(plan_lib.PREBUILT_IMAGE_PREFIX):
+        warnings.append("%s runs the package with TF_CONFIG naming the first pool "
                         "'chief', where AI Platform said 'master' (Estimator's chief does "
                         "not evaluate; add an evaluator pool or use this project's image)"
                         % images[CHIEF])

@@ -1,0 +1,269 @@
+"""The typed plan of a cloud job: made by a front, carried out by `pipeline`.
+
+Each front turns its own words into a `JobPlan` (`train_cloud`: a trainer
+name and a trainingInput config; `ai_platform`: a gcloud command line and
+its `--config` Job), and nothing else: the pipeline decides the order of
+what happens to it, and every target renders it in its own format (a Vertex
+AI CustomJob in `jobs`, a Kubeflow TFJob in `tfjob`, the local replicas of a
+rehearsal in `rehearsal`). What a plan runs is one of:
+
+- `Trainer`: a trainer this project declares (`registry`), run as
+  `python -m <module>` in this project's image, or from this repository's
+  sdist on a prebuilt Vertex AI image;
+- `Package`: a user's package and module (`--package-path`, `--packages`,
+  `--module-name`), installed at start-up by this project's image
+  (`bootstrap`) or by a prebuilt Vertex AI image;
+- `Container`: a user's own containers, run with their entrypoints.
+
+A plan is made before anything is built; the pipeline fills in what
+building reveals (`resolved`: the staged package URIs, the content-hash tag
+of this project's image), so every rendering reads one value.
+"""
+import dataclasses
+import datetime
+import re
+from typing import Mapping, Optional, Tuple, Union
+
+from estimator_trainers import declaration
+from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.configs import TrainingConfig
+
+CHIEF = roles.CHIEF
+# The module this project's image runs a user's package with.
+BOOTSTRAP_MODULE = 'estimator_trainers.tools.cloud.bootstrap'
+# Vertex AI's prebuilt training images install packages themselves
+# (`pythonPackageSpec.executorImageUri`); any other image that runs a package
+# must be this project's (it has `bootstrap`).
+PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
+CUSTOM_JOBS = 'customJobs'
+TUNING_JOBS = 'hyperparameterTuningJobs'
+JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
+
+
+def default_job_name(model, now=None):
+    """`train_<model>_<YYYYmmdd_HHMMSS>` (UTC), as the reference scripts named jobs."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return 'train_%s_%s' % (model, now.strftime('%Y%m%d_%H%M%S'))
+
+
+def check_job_name(name):
+    """Job names double as AI Platform job ids and storage paths: `[A-Za-z][A-Za-z0-9_]*`."""
+    if not JOB_NAME_RE.fullmatch(name):
+        raise UserInputError(
+            '--job-name %r: expected a letter followed by letters, digits or '
+            'underscores (at most 128 characters)' % name, flag='--job-name')
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """A trainer of this project (`registry`)."""
+    trainer: declaration.Trainer
+
+    @property
+    def module(self) -> str:
+        return self.trainer.module
+
+    @property
+    def declared(self) -> declaration.Trainer:
+        return self.trainer
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """A user's package and the module every pool runs.
+
+    Attributes:
+      module: `python -m` runs it.
+      package_path: the local package directory to build, or None.
+      packages: further archives (local paths or gs:// URIs).
+      declared: this project's trainer whose module `module` is (a course
+        that submits `--package-path cifar10_estimator/`), else None: its
+        flags and start-up are checked like a `Trainer`'s.
+      unpinned: requirements whose version the package may choose over this
+        project's pins (`--unpin`).
+    """
+    module: str
+    package_path: Optional[str] = None
+    packages: Tuple[str, ...] = ()
+    declared: Optional[declaration.Trainer] = None
+    unpinned: Tuple[str, ...] = ()
+
+    @property
+    def local_packages(self) -> Tuple[str, ...]:
+        return tuple(p for p in self.packages if not p.startswith('gs://'))
+
+
+@dataclasses.dataclass(frozen=True)
+class Container:
+    """A user's own containers (`*Config.imageUri`), run with their entrypoints.
+
+    Attributes:
+      commands: {role: command} of pools given `containerCommand`.
+    """
+    commands: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    declared = None
+    module = None
+
+
+Program = Union[Trainer, Package, Container]
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What the replicas of one pool run, whatever the target.
+
+    Attributes:
+      image: the container image.
+      args: their arguments.
+      command: the command, or None for the image's entrypoint.
+      module, package_uris: on a prebuilt Vertex AI image, the module it runs
+        and the archives it installs first (`pythonPackageSpec`); else None, ().
+    """
+    image: str
+    args: Tuple[str, ...]
+    command: Optional[Tuple[str, ...]] = None
+    module: Optional[str] = None
+    package_uris: Tuple[str, ...] = ()
+
+    @property
+    def python_package(self) -> bool:
+        """A prebuilt Vertex AI image installs the packages and runs the module."""
+        return self.module is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlan:
+    """One cloud job, as every front describes it and every target renders it.
+
+    Attributes:
+      name: the job's display name (`[A-Za-z][A-Za-z0-9_]*`).
+      program: what runs (`Trainer`, `Package` or `Container`).
+      config: the validated trainingInput (pools, tuning, labels, scheduling).
+      args: the flags every task gets, without `--job-dir` and
+        `--hypertune-metric`, which `task_args` adds per target.
+      job_dir: gs:// directory of the job's outputs (`baseOutputDirectory`).
+      region: where the job runs.
+      project: the project, when known (dry runs and rehearsals may go without).
+      staging: gs:// prefix the local archives and the build context go under.
+      staging_flag: the flag that named it, for messages.
+      images: {role: image} given per pool (`--master-image-uri`, `--image-uri`
+        for all); a pool without one runs this project's image.
+      executor_image: an image given as one that installs packages itself
+        (`--executor-image-uri`), like Vertex AI's prebuilt images.
+      primary: TF_CONFIG's name of pool 0 for packages run by `bootstrap`
+        (`chief`, or `master` as AI Platform named it).
+      enable_web_access, kms_key: as given.
+      unique_name: refuse a second job of this name (AI Platform's rule).
+      notes, warnings: one line each, said before anything runs.
+      package_uris: the staged archives (`resolved`).
+      project_image: this project's image, named by its sources' hash (`resolved`).
+    """
+    name: str
+    program: Program
+    config: TrainingConfig
+    args: Tuple[str, ...] = ()
+    job_dir: Optional[str] = None
+    region: str = 'us-central1'
+    project: Optional[str] = None
+    staging: Optional[str] = None
+    staging_flag: str = '--staging-bucket'
+    images: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    executor_image: Optional[str] = None
+    primary: str = CHIEF
+    enable_web_access: bool = False
+    kms_key: Optional[str] = None
+    unique_name: bool = False
+    notes: Tuple[str, ...] = ()
+    warnings: Tuple[str, ...] = ()
+    package_uris: Tuple[str, ...] = ()
+    project_image: Optional[str] = None
+
+    @property
+    def collection(self) -> str:
+        return TUNING_JOBS if self.config.is_tuning else CUSTOM_JOBS
+
+    @property
+    def declared(self) -> Optional[declaration.Trainer]:
+        """This project's trainer the pools run (a `Trainer`, or a `Package` of one)."""
+        return self.program.declared
+
+    def image_for(self, role: str) -> Optional[str]:
+        """The image a pool runs: its own, else the chief's (as AI Platform), else
+        this project's (`project_image`, None until resolved)."""
+        return self.images.get(role) or self.images.get(CHIEF) or self.project_image
+
+    @property
+    def builds_image(self) -> bool:
+        """Some pool runs this project's image, built from the Dockerfile."""
+        return any(not (self.images.get(pool.role) or self.images.get(CHIEF))
+                   for pool in self.config.pools)
+
+    def installs_packages(self, image: Optional[str]) -> bool:
+        """`image` installs the packages and runs the module itself (`pythonPackageSpec`):
+        a prebuilt Vertex AI image, or one given as such."""
+        return bool(image) and (image == self.executor_image or
+                                image.startswith(PREBUILT_IMAGE_PREFIX))
+
+    @property
+    def stages_repository(self) -> bool:
+        """A `Trainer` on an image that installs packages installs this repository's sdist."""
+        return isinstance(self.program, Trainer) and any(
+            self.installs_packages(self.image_for(pool.role)) for pool in self.config.pools)
+
+    def resolved(self, package_uris=None, project_image=None) -> 'JobPlan':
+        """This plan with what building revealed."""
+        return dataclasses.replace(
+            self, package_uris=tuple(package_uris if package_uris is not None
+                                     else self.package_uris),
+            project_image=project_image or self.project_image)
+
+    def task_args(self, job_dir_flag: bool = True) -> Tuple[str, ...]:
+        """The flags of every task.
+
+        Args:
+          job_dir_flag: add `--job-dir` for a declared trainer. Vertex tuning
+            trials go without it, so that each defaults to its own
+            `$AIP_MODEL_DIR`. A user's package or container gets it always,
+            as AI Platform gave it.
+        """
+        args = list(self.args)
+        if not isinstance(self.program, Trainer):
+            return tuple(args + (['--job-dir=%s' % self.job_dir] if self.job_dir else []))
+        if job_dir_flag and self.job_dir:
+            args.append('--job-dir=%s' % self.job_dir)
+        if self.config.is_tuning:
+            args.append('--hypertune-metric=%s'
+                        % self.config.hyperparameters['hyperparameterMetricTag'])
+        return tuple(args)
+
+    def launch(self, role: str, job_dir_flag: bool = True) -> Launch:
+        """What the replicas of pool `role` run."""
+        args = self.task_args(job_dir_flag)
+        image = self.image_for(role)
+        program = self.program
+        if isinstance(program, Container):
+            command = program.commands.get(role) or program.commands.get(CHIEF)
+            return Launch(image=image, args=args,
+                          command=tuple(command) if command else None)
+        if self.installs_packages(image):
+            return Launch(image=image, args=args, module=program.module,
+                          package_uris=self.package_uris)
+        if isinstance(program, Trainer):
+            return Launch(image=image, args=args,
+                          command=('python', '-m', program.module))
+        return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
+                      args=tuple(bootstrap_args(self.package_uris, program.module,
+                                                self.primary, args, program.unpinned)))
+
+
+def bootstrap_args(package_uris, module, primary, args, unpinned=()):
+    """The args of `python -m bootstrap`: install these packages (with these
+    requirements free of this project's pins), then run `module` with `args`."""
+    return (['--package-uri=%s' % uri for uri in package_uris]
+            + ['--module-name=%s' % module]
+            + (['--tf-config-primary=%s' % primary] if primary != CHIEF else [])
+            + ['--unpin=%s' % name for name in unpinned]
+            + ['--'] + list(args))

@@ -8,6 +8,8 @@ few megabytes to refuse, and every refusal is one line naming the file:
 - `read_bytes`: a local or gs:// file, refused unless it is a regular file
   (a named pipe planted where a file is expected would block the read for
   good) and at most `Limits.bytes` long (a larger one is not read);
+  `optional=True` makes a missing file None, `regular=False` reads a pipe
+  once (input read once, e.g. a process substitution `<(...)`);
 - `decode`: UTF-8 (a byte order mark dropped); UTF-16/32 and other bytes
   are named with where they are;
 - `parse_yaml` / `read_yaml`: PyYAML's safe loader, nested at most
@@ -16,9 +18,12 @@ few megabytes to refuse, and every refusal is one line naming the file:
   one mapping refused instead of silently taking the last value; returns
   where each field was written (`Written`) for messages;
 - `parse_json` / `read_json`: the standard JSON decoder within the same
-  bounds.
+  bounds; `loads` is the decoder alone (nesting too deep for it a
+  `ValueError`), for JSON that is no file (TF_CONFIG, a line of instances).
 
-No TensorFlow unless a gs:// path is read.
+`tests/test_user_files.py` fails when a production module reads a file or
+parses JSON or YAML any other way (an allowlist names the reads that are no
+user input). No TensorFlow unless a gs:// path is read.
 """
 import codecs
 import dataclasses

@@ -369,11 +369,12 @@ def test_a_bad_sweep_file_is_one_error_line_before_anything_runs(tmp_path, spec,
 
 
 def _billion_laughs():
-    """Nine levels of nine aliases: 10**9 strings once expanded."""
-    lines = ['description: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]']
+    """Nine levels of nine aliases in a point's value: 10**9 strings once expanded
+    (the value is checked, so its expansion was built: a MemoryError)."""
+    levels = ['&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]']
     for previous, name in zip('abcdefgh', 'bcdefghi'):
-        lines.append('x%s: &%s [%s]' % (name, name, ', '.join(['*' + previous] * 9)))
-    return '\n'.join(['trainer: taxi'] + lines + [''])
+        levels.append('&%s [%s]' % (name, ', '.join(['*' + previous] * 9)))
+    return 'trainer: taxi\npoints:\n- batch-size: [\n    %s]\n' % ',\n    '.join(levels)
 
 
 MILLION = ''.join('  %s: [%s]\n' % (flag, ', '.join(str(v) for v in range(1, 11))) for flag in (
@@ -392,8 +393,8 @@ HOSTILE_SWEEPS = [
     ('Latin-1', 'trainer: taxi\ndescription: caf\xe9\n'.encode('latin-1'),
      'S line 2: not UTF-8 text (byte 0xe9 at column 17); save the file as UTF-8'),
     ('billion laughs', _billion_laughs(),
-     'S line 6: xe[1]: more than 20000 values once aliases are expanded; a sweep file has '
-     'far fewer'),
+     'S line 8: points[0].batch-size[4][1]: more than 20000 values once aliases are '
+     'expanded; a sweep file has far fewer'),
     ('a named pipe', None, 'S is a pipe, not a regular file'),
 ]
 

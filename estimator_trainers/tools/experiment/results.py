@@ -38,7 +38,7 @@ RESULTS_CSV = 'results.csv'
 RESULTS_MD = 'results.md'
 EVAL_DIR = 'eval'
 # TensorBoard reads a directory's event files by this start of their names.
-HPARAMS_EVENTS = 'events.out.tfevents'
+EVENT_FILES = 'events.out.tfevents'
 # Measured quantities of a row, as (column, what it is); the plots draw each.
 QUANTITIES = (
     ('wall_secs', 'wall time (s)'),
@@ -415,9 +415,9 @@ def write_hparams_experiment(sweep, layout, rows):
     for event in (event_pb2.Event(wall_time=now, file_version='brain.Event:2'),
                   event_pb2.Event(wall_time=now, step=0, summary=experiment)):
         writer.write(event.SerializeToString())
-    name = '%s.%010d.%s.sweep' % (HPARAMS_EVENTS, now, socket.gethostname())
+    name = '%s.%010d.%s.sweep' % (EVENT_FILES, now, socket.gethostname())
     path = '%s/%s' % (root, name) if '://' in root else os.path.join(root, name)
     safe_io.write_atomic(path, events.getvalue())
-    for old in gfile.glob(os.path.join(root, HPARAMS_EVENTS + '.*')):
+    for old in gfile.glob(os.path.join(root, EVENT_FILES + '.*')):
         if os.path.basename(old) != name:
             gfile.remove(old)

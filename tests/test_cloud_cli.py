@@ -38,12 +38,7 @@ def _config(name):
 
 # Dry runs must need no credentials and touch no network: the key file does not
 # exist and every proxy points at a closed port.
-OFFLINE_ENV = {
-    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
-    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
-    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
-    'STORAGE_EMULATOR_HOST': '',
-}
+OFFLINE_ENV = cloud_fakes.OFFLINE_ENV
 
 
 def _dry_run(*args, check=0):

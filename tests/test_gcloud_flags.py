@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+import cloud_fakes
 from conftest import REPO_ROOT
 from estimator_trainers.errors import FlagError, UserInputError
 from estimator_trainers.tools.cloud import ai_platform
@@ -70,7 +71,7 @@ def dry_run(*argv, user_args=None):
     kind = ('GoogleCloudAiplatformV1HyperparameterTuningJob' if 'trialJobSpec' in body
             else 'GoogleCloudAiplatformV1CustomJob')
     schema.check('aiplatform', 'v1', kind, body)
-    return printed, err.getvalue()
+    return printed, ''.join(line + '\n' for line in cloud_fakes.said(err.getvalue()))
 
 
 def at(printed, path):

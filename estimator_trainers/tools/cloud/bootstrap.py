@@ -30,11 +30,8 @@ from estimator_trainers.tools.cloud.roles import CHIEF, MASTER
 
 
 def parse_args(argv):
-    argv = list(argv)
-    user_args = []
-    if '--' in argv:
-        split = argv.index('--')
-        argv, user_args = argv[:split], argv[split + 1:]
+    argv, user_args = flags.split_at_dashes(argv)
+    user_args = user_args or []
     parser = flags.make_parser('python -m estimator_trainers.tools.cloud.bootstrap',
                                'Install a job\'s packages, then run its module.')
     parser.add_argument('--package-uri', action='append', default=[], required=True,

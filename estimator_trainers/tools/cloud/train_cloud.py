@@ -130,12 +130,9 @@ def _add_poll_flag(parser):
 
 def main(argv=None, backend=None, out=None, err=None, environ=None):
     """Runs one command; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, trainer_flags = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
+    trainer_flags = trainer_flags or []
     environ = os.environ if environ is None else environ
-    trainer_flags = []
-    if '--' in argv:
-        split = argv.index('--')
-        argv, trainer_flags = argv[:split], argv[split + 1:]
     gcloud_only = [arg.split('=')[0] for arg in argv if arg.split('=')[0] in GCLOUD_ONLY_FLAGS]
     if gcloud_only:
         raise UserInputError('%s is a flag of gcloud ai-platform jobs submit training: run your '

@@ -38,11 +38,11 @@ import os
 import re
 import sys
 
-import yaml
 
 from estimator_trainers import declaration
 from estimator_trainers import registry
 from estimator_trainers.errors import FlagError
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 
 TARGETS = ('local', 'rehearse', 'vertex')
@@ -181,18 +181,7 @@ def load(path, full=False):
     Raises:
       UserInputError: one line naming the file and the key at fault.
     """
-    try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except OSError as e:
-        raise UserInputError('%s: %s' % (path, e.strerror), path=path) from None
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        raise UserInputError('%s%s: not valid YAML (%s)' % (
-            path, ' line %d' % (mark.line + 1) if mark else '',
-            getattr(e, 'problem', None) or e), path=path) from None
+    spec, _ = user_files.read_yaml(path)
     return parse(spec, path, full=full)
 
 

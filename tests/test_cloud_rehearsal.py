@@ -228,6 +228,22 @@ def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
     assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
 
 
+def test_a_task_failing_ends_the_rehearsal_with_its_own_line(gcs, gcs_cifar10_data, tmp_path):
+    """What only the data can refuse (a batch larger than the training set) stops the
+    chief: the rehearsal's last line is the chief's own error, from its error record."""
+    proc = _rehearse(gcs, tmp_path, 'cifar10', 'cmle_config.yaml', '--train-steps=2',
+                     '--num-layers=8', '--train-batch-size=4096', '--eval-batch-size=50',
+                     options=['--max-replicas', '1'], bucket='gs://cifar-data',
+                     job='too_big', check=1)
+    last = proc.stderr.strip().splitlines()[-1]
+    # The chief and the worker refuse alike; whichever the launcher saw first is named.
+    assert re.fullmatch(r'error: (chief|worker)-0 failed \(exit code 2\): --train-batch-size='
+                        r'4096 is larger than the 400 training examples; a step may not use '
+                        r'an example twice; stopped the other tasks\. Its log: '
+                        r'\S+/(chief|worker)-0\.log', last), last
+    assert 'rehearsal passed' not in proc.stderr and 'Traceback' not in proc.stderr
+
+
 def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,
                                                                   tmp_path):
     """A checkout whose pyproject.toml leaves taxi_estimator out of the sdist it stages."""

@@ -233,7 +233,9 @@ def test_unpin_lets_the_package_requirement_win_and_the_rehearsal_trains(gcs, gc
     env = dict(gcs.env(), PROJECT_ID='test-project', TMPDIR=str(tmp_path))
     # pip reaches the package index directly; only Google's hosts go to the emulator.
     env['no_proxy'] += ',pypi.org,files.pythonhosted.org'
-    proc = _submit(source, '--rehearse', '--unpin', 'absl-py', env=env, timeout=1200,
+    # Runtime 1.15 names the one replica 'master', which Estimator lets evaluate and export.
+    proc = _submit(source, '--rehearse', '--unpin', 'absl-py', '--runtime-version', '1.15',
+                   env=env, timeout=1200,
                    user_args=[*taxi_data_flags(gcs_taxi_data[0]), '--train-steps', '10'])
     if proc.returncode and 'satisfies the requirement absl-py<2.0.0' in proc.stderr:
         pytest.skip('the package index is not reachable: absl-py<2 cannot be installed')

@@ -14,6 +14,7 @@ import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
+from estimator_trainers import errors
 from estimator_trainers import run_config
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
@@ -145,8 +146,9 @@ def test_wait_for_peers_says_so_while_waiting_and_names_the_missing_peer(refused
     dist = distribution.Distribution('parameter_server', peers=(('ps-0', address),),
                                      peer_timeout_secs=1)
     lines = []
-    with pytest.raises(UserInputError) as raised:
+    with pytest.raises(errors.TransientFailure) as raised:
         distribution.wait_for_peers(dist, lines.append)
+    assert raised.value.exit_code == errors.EXIT_RETRYABLE
     assert str(raised.value) == (
         'cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running, and is '
         'the address right? (--peer-timeout-secs)' % address)

@@ -295,7 +295,7 @@ def check_storage(checks, plan, parsed):
                          gcs_paths.split(plan.job_dir)[0]):
         checks.check_writable(plan.staging, plan.staging_flag)
     if parsed is not None and plan.job_dir and not plan.config.is_tuning:
-        checks.check_job_dir_model(plan.job_dir, trainer.model_params(parsed))
+        checks.check_job_dir_model(plan.trainer_job_dir, trainer.model_params(parsed))
 
 
 def glob_regex(pattern):

@@ -195,7 +195,8 @@ def test_all_reduce_tasks_listen_on_their_own_port_while_they_wait():
 
 
 def test_watch_peers_ends_the_process_when_a_peer_goes_away():
-    """A peer that was up and stays unreachable for the bound ends the task: exit 1, one line."""
+    """A peer that was up and stays unreachable for the bound ends the task: exit 203
+    (retryable), one line."""
     program = (
         'import socket, time\n'
         'from estimator_trainers import distribution\n'
@@ -208,7 +209,7 @@ def test_watch_peers_ends_the_process_when_a_peer_goes_away():
         'peer.close()\n'
         'time.sleep(60)\n')
     proc = processes.run([sys.executable, '-c', program], 30, cwd=REPO_ROOT, env=cli_env())
-    assert proc.returncode == 1
+    assert proc.returncode == errors.EXIT_RETRYABLE
     assert re.fullmatch(r'error: lost ps-0 at 127\.0\.0\.1:\d+ \(from TF_CONFIG\): '
                         r'unreachable for 1s during training; did that task die\? '
                         r'\(--peer-timeout-secs\)\n', proc.stderr), proc.stderr

@@ -15,6 +15,13 @@ Accepted shapes:
   Estimator's RunConfig requires one.
 - Vertex custom containers without `TF_CONFIG`: `CLUSTER_SPEC` with
   `workerpool0..3` (chief, worker, ps, evaluator).
+- A JobSet pod (kubernetes-sigs/jobset) without `TF_CONFIG`: JobSet gives
+  each pod its replicated job's name and its Job's index (annotations, passed
+  as `JOBSET_*` variables by the downward API), Kubernetes its index in an
+  Indexed Job (`JOB_COMPLETION_INDEX`), and the headless service gives every
+  pod the name `<jobset>-<replicated job>-<job index>-<pod index>.<subdomain>`;
+  with the pods of each role (`JOBSET_TF_TASKS`) that is the whole TF_CONFIG
+  (`jobset_tf_config`): one replicated job per role, named after it.
 - No `TF_CONFIG`, or one with an empty `cluster`: a single local process
   (refused for an `evaluator` or `ps` task, which must never train).
 - A `cluster` of one training task (Vertex AI gives a one-replica job a
@@ -49,6 +56,15 @@ START_ORDER = (PS, CHIEF, WORKER, EVALUATOR)
 # then the parameter servers.
 STOP_ORDER = ((CHIEF, MASTER, EVALUATOR), (WORKER,), (PS,))
 _VERTEX_POOLS = {'workerpool%d' % i: role for i, role in enumerate(POOL_ORDER)}
+
+# What a JobSet pod is told (`jobset_tf_config`; tools/cloud/jobset sets them).
+JOBSET_NAME_ENV = 'JOBSET_NAME'  # annotation jobset.sigs.k8s.io/jobset-name
+JOBSET_REPLICATED_JOB_ENV = 'JOBSET_REPLICATED_JOB'  # jobset.sigs.k8s.io/replicatedjob-name
+JOBSET_JOB_INDEX_ENV = 'JOBSET_JOB_INDEX'  # jobset.sigs.k8s.io/job-index
+JOB_COMPLETION_INDEX_ENV = 'JOB_COMPLETION_INDEX'  # Kubernetes, in an Indexed Job's pods
+JOBSET_SUBDOMAIN_ENV = 'JOBSET_SUBDOMAIN'  # the headless service (default: the JobSet's name)
+JOBSET_TASKS_ENV = 'JOBSET_TF_TASKS'  # {"chief": 1, "worker": 2, ...}: pods per role
+JOBSET_PORT = 2222  # where each task's server listens (the Kubeflow operator's too)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +178,63 @@ def load_cluster(environ=None):
         return parse_tf_config(environ['TF_CONFIG'], source='TF_CONFIG')
     if environ.get('CLUSTER_SPEC', '').strip():
         return parse_vertex_cluster_spec(environ['CLUSTER_SPEC'])
+    config = jobset_tf_config(environ)
+    if config is not None:
+        return _from_tf_config(config, 'the JobSet pod\'s %s' % JOBSET_TASKS_ENV)
     return ClusterInfo(cluster={})
+
+
+def jobset_tf_config(environ):
+    """The TF_CONFIG dict of a JobSet pod, or None when `environ` is not one's.
+
+    The pod's role is its replicated job's name, its index its index in that
+    role's Indexed Job (each role is one Job: job index 0), and every task's
+    address its pod's DNS name on the JobSet's headless service. Evaluators
+    are listed in `cluster`, as the Kubeflow operator lists them; `ClusterInfo`
+    counts them and keeps them out of the training cluster.
+
+    Raises:
+      UserInputError: a JobSet pod whose variables do not describe a task.
+    """
+    jobset = environ.get(JOBSET_NAME_ENV, '').strip()
+    if not jobset or not environ.get(JOBSET_TASKS_ENV, '').strip():
+        return None
+    source = 'the JobSet pod\'s %s' % JOBSET_TASKS_ENV
+    tasks = _load_json(environ[JOBSET_TASKS_ENV], source)
+    for role, count in tasks.items():
+        if role not in POOL_ORDER or _integer(count) is None or _integer(count) < 1:
+            raise UserInputError('%s: expected {role: pods} with roles among %s, got %r: %r'
+                                 % (source, ', '.join(POOL_ORDER), role, count))
+    role = environ.get(JOBSET_REPLICATED_JOB_ENV, '')
+    if role not in tasks:
+        raise UserInputError('%s=%r: a JobSet of TensorFlow tasks names each replicated job '
+                             'after its role, one of %s' % (JOBSET_REPLICATED_JOB_ENV, role,
+                                                           ', '.join(sorted(tasks))))
+    indices = {}
+    for name in (JOBSET_JOB_INDEX_ENV, JOB_COMPLETION_INDEX_ENV):
+        indices[name] = _integer(environ.get(name, ''))
+        if indices[name] is None:
+            raise UserInputError('%s=%r: expected the index JobSet and Kubernetes give the '
+                                 'pod' % (name, environ.get(name)))
+    if indices[JOBSET_JOB_INDEX_ENV] != 0:
+        raise UserInputError('%s=%d: each role runs as one Indexed Job of all its pods '
+                             '(replicas: 1, parallelism: the pods)'
+                             % (JOBSET_JOB_INDEX_ENV, indices[JOBSET_JOB_INDEX_ENV]))
+    subdomain = environ.get(JOBSET_SUBDOMAIN_ENV, '').strip() or jobset
+    cluster = {name: ['%s-%s-0-%d.%s:%d' % (jobset, name, i, subdomain, JOBSET_PORT)
+                      for i in range(_integer(count))]
+               for name, count in tasks.items()}
+    return {'cluster': cluster,
+            'task': {'type': role, 'index': indices[JOB_COMPLETION_INDEX_ENV]},
+            'environment': 'cloud'}
 
 
 def parse_tf_config(text, source='TF_CONFIG'):
     """Parses and validates a TF_CONFIG JSON string."""
-    config = _load_json(text, source)
+    return _from_tf_config(_load_json(text, source), source)
+
+
+def _from_tf_config(config, source):
     cluster = config.get('cluster') or {}
     task = config.get('task') or {}
     if not isinstance(cluster, dict) or not isinstance(task, dict):

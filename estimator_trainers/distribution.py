@@ -33,7 +33,7 @@ import time
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import process
-from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import TransientFailure
 from estimator_trainers.errors import UserInputError
 
 PARAMETER_SERVER = 'parameter_server'
@@ -287,8 +287,10 @@ def wait_for_peers(distribution, log, listen=False):
         only once they go ahead, so each must be visible to the others first.
 
     Raises:
-      UserInputError: a peer did not accept connections within
-        `peer_timeout_secs` (naming it), or this task's port is taken.
+      TransientFailure: a peer did not accept connections within
+        `peer_timeout_secs` (naming it): retryable, since a peer scheduled
+        late (a pod waiting for its node) comes up after a restart.
+      UserInputError: this task's port is taken.
     """
     if not distribution.peers:
         return
@@ -306,7 +308,7 @@ def wait_for_peers(distribution, log, listen=False):
         if placeholder is not None:
             placeholder.close()
     if missing:
-        raise UserInputError(
+        raise TransientFailure(
             'cannot reach %s (from TF_CONFIG) after %gs; is that task running, and is '
             'the address right? (--peer-timeout-secs)'
             % (', '.join('%s at %s' % peer for peer in missing), timeout),
@@ -343,7 +345,8 @@ def watch_peers(distribution, stderr=None, poll_secs=None):
     session will be created", then an endless wait). Call `wait_for_peers`
     first: this thread only watches peers that were up. When one is
     unreachable for `peer_timeout_secs` until training ends, the process
-    ends with one line naming the address, exit status 1.
+    ends with one line naming the address, exit status `errors.EXIT_RETRYABLE`
+    (a restarted cluster resumes from the last checkpoint).
     """
     if not distribution.peers:
         return None
@@ -383,7 +386,7 @@ class PeerWatch:
             lost = [peer for peer, since in down_since.items()
                     if now - since >= dist.peer_timeout_secs]
             if lost and not self._stopped.is_set():
-                self._fail(TaskFailure(
+                self._fail(TransientFailure(
                     'lost %s (from TF_CONFIG): unreachable for %gs during training; did '
                     'that task die? (--peer-timeout-secs)'
                     % (', '.join('%s at %s' % peer for peer in lost),

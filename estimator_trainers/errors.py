@@ -13,7 +13,25 @@ The kinds:
 - `UserInputError`: input the user can fix (a flag, a file, TF_CONFIG);
   exit 2. `FlagError` is the one a flag parser refuses.
 - `TaskFailure`: the machine or the cluster failed the task (full disk,
-  SIGTERM, a lost peer); its own exit code.
+  SIGTERM, a lost peer); its own exit code. `TransientFailure` is the one a
+  restart may cure: the cluster was not ready or went away.
+
+The exit codes are a contract with what restarts tasks (the Kubeflow
+operator's `restartPolicy: ExitCode`, a JobSet's pod failure policy, the
+docs' advice for Vertex AI); `retryable` is its one rule:
+
+| code | meaning | retried |
+|---|---|---|
+| 0 | succeeded | - |
+| 1 (`EXIT_FAILED`) | failed in a way a restart repeats (a diverged loss, a bug, a full disk) | no |
+| 2 (`EXIT_USAGE`) | the user's input: a flag, a file, TF_CONFIG | no |
+| 128 + N | stopped by signal N: 143 SIGTERM (preemption, cancel), 137 SIGKILL (out of memory, grace exceeded) | yes |
+| 203 (`EXIT_RETRYABLE`) | the cluster, not the input: a peer not reachable at start-up or lost during training, a collective set-up that never completed, Cloud Storage unreachable | yes |
+
+Codes from 128 up are retried, as the Kubeflow training operator's
+`ExitCode` policy does (its `IsRetryableExitCode`: exit code >= 128); 203 is
+EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
+128 + N, so a log tells the two apart.
 """
 import json
 import os
@@ -21,6 +39,9 @@ import sys
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_RETRYABLE = 128 + 75
+# Exit codes from here up are worth a restart (`retryable`).
+FIRST_RETRYABLE = 128
 ERROR_RECORD_ENV = 'ESTIMATOR_TRAINERS_ERROR_RECORD'
 
 
@@ -75,7 +96,22 @@ class TaskFailure(Error):
         super().__init__(message, exit_code=exit_code, **kwargs)
 
 
-KINDS = {kind.__name__: kind for kind in (Error, UserInputError, FlagError, TaskFailure)}
+class TransientFailure(TaskFailure):
+    """The cluster failed the task in a way a restart may cure: a peer that
+    was not up yet or went away, Cloud Storage not answering. Exits
+    `EXIT_RETRYABLE`, which the Kubernetes targets restart (`retryable`)."""
+
+    def __init__(self, message, **kwargs):
+        super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
+
+
+def retryable(exit_code):
+    """Whether a task that exited `exit_code` is worth restarting (the table above)."""
+    return exit_code >= FIRST_RETRYABLE
+
+
+KINDS = {kind.__name__: kind for kind in (Error, UserInputError, FlagError, TaskFailure,
+                                          TransientFailure)}
 
 
 def from_record(record):

@@ -38,6 +38,7 @@ from estimator_trainers import safe_io
 from estimator_trainers import sentinel as sentinel_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import TransientFailure
 from estimator_trainers.errors import UserInputError
 
 # What a task other than a training chief gets to end after SIGTERM, and a
@@ -103,7 +104,7 @@ def check_buckets(paths, timeout_secs):
     Raises:
       UserInputError: a path Cloud Storage cannot hold (`gcs.path_problem`:
         no bucket name, a bucket name it refuses), or a bucket does not exist.
-      TaskFailure: Cloud Storage does not answer within `timeout_secs`, or
+      TransientFailure: Cloud Storage does not answer within `timeout_secs`, or
         fails (offline, a proxy or firewall in the way, no credentials).
     """
     buckets = {}
@@ -134,7 +135,7 @@ def check_buckets(paths, timeout_secs):
     thread.join(timeout_secs)
     for bucket, (flag, path) in buckets.items():
         if bucket not in answers:
-            raise TaskFailure(
+            raise TransientFailure(
                 '%s %s: Cloud Storage did not answer within %gs (offline, or a proxy or '
                 'firewall in the way?); --storage-timeout-secs sets how long to wait'
                 % (flag, path, timeout_secs), flag=flag, path=path)
@@ -143,7 +144,7 @@ def check_buckets(paths, timeout_secs):
             raise UserInputError('%s %s: there is no bucket %s; create it or correct the '
                                  'name' % (flag, path, bucket), flag=flag, path=path)
         if error is not None:
-            raise TaskFailure('%s %s: cannot reach Cloud Storage (%s)'
+            raise TransientFailure('%s %s: cannot reach Cloud Storage (%s)'
                               % (flag, path, first_line(error)), flag=flag, path=path)
 
 

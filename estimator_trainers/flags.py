@@ -50,6 +50,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def split_at_dashes(argv):
+    """`(options, what follows --)` of a command line; the second is None without
+    `--` (the flags a command passes on to a trainer, a module or a task)."""
+    argv = list(argv)
+    if '--' not in argv:
+        return argv, None
+    split = argv.index('--')
+    return argv[:split], argv[split + 1:]
+
+
 def make_parser(prog, description):
     """An `ArgumentParser` that shows defaults in `--help`."""
     return ArgumentParser(

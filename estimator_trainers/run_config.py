@@ -8,6 +8,7 @@ import tensorflow as tf
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
+from estimator_trainers.errors import TransientFailure
 
 
 def session_config(num_intra_threads=0, num_inter_threads=0,
@@ -125,9 +126,9 @@ def train_distribute(distribution, log=None, inside_tensorflow=None):
       inside_tensorflow: see above (default: the call runs unguarded).
 
     Raises:
-      UserInputError: a peer never accepted connections, or this task's
-        own port is taken.
-      TaskFailure: the peers were reachable but the set-up failed.
+      TransientFailure: a peer never accepted connections, or the peers were
+        reachable but the set-up failed (retryable: `errors`).
+      UserInputError: this task's own port is taken.
     """
     if not distribution.builds_strategy:
         return None
@@ -160,7 +161,7 @@ def train_distribute(distribution, log=None, inside_tensorflow=None):
             'runtime: build the RunConfig before running any TensorFlow op or '
             'listing logical devices (%s)' % e) from e
     except tf.errors.OpError as e:
-        raise TaskFailure(
+        raise TransientFailure(
             '%s: the collective set-up of multi_worker_mirrored with %s (from '
             'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
             % (distribution.label, peers, first_line(e)),

@@ -102,3 +102,14 @@ trainingInput:
   parameterServerType: n1-standard-16
   workerCount: 1
 """
+
+
+CONTEXT_NOTE = 'note: the build context: '
+
+
+def said(stderr):
+    """The `error:`, `warning:` and `note:` lines of a cloud command's stderr, without
+    the build context's size (every build prints it; tests/test_cloud_build.py checks it)."""
+    return [line for line in stderr.splitlines()
+            if line.startswith(('error: ', 'warning: ', 'note: '))
+            and not line.startswith(CONTEXT_NOTE)]

@@ -6,6 +6,8 @@ mapping `<type>-<index>`, `<type>` or `default` to one of:
   serve-all        listen on this task's port on all interfaces, as TensorFlow does
   run:SECS         print a few lines over SECS seconds, exit 0
   fail:CODE:SECS   exit CODE after SECS seconds
+  refuse:TEXT      write TEXT as a UserInputError to its error record, exit 2 (as
+                   errors.run_cli does for a refused flag)
   fail-once:SECS   first start: SIGKILL itself after SECS; later starts: exit 0
   crash-then-serve:SECS  first start: serve, SIGKILL itself after SECS; later: serve
   hang             block forever
@@ -65,6 +67,12 @@ def main():
     elif name == 'fail':
         time.sleep(float(args[1]))
         sys.exit(int(args[0]))
+    elif name == 'refuse':
+        with open(os.environ['ESTIMATOR_TRAINERS_ERROR_RECORD'], 'w') as f:
+            json.dump({'kind': 'UserInputError', 'text': args[0], 'flag': '--x', 'path': None,
+                       'exit_code': 2}, f)
+        sys.stderr.write('error: %s\n' % args[0])
+        sys.exit(2)
     elif name == 'fail-once':
         if starts == 0:
             time.sleep(float(args[0]))

@@ -14,6 +14,7 @@ from urllib import parse
 
 import pytest
 
+import checkouts
 import cloud_fakes
 import processes
 from conftest import REPO_ROOT
@@ -306,24 +307,12 @@ def test_a_large_context_names_its_largest_directories(tmp_path, monkeypatch):
     assert context.notes()[0].startswith('the build context: 5 files, 7.8 KiB (')
 
 
-def _git_checkout(tmp_path):
-    """This project's tracked files, copied (as a clone has them)."""
-    copy = tmp_path / 'checkout'
-    names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
-                           capture_output=True).stdout.decode().split('\0')
-    for name in filter(None, names):
-        if os.path.isfile(os.path.join(REPO_ROOT, name)):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
-    return copy
-
-
 def test_the_context_of_a_checkout_with_data_and_a_finished_sweep_holds_code_only(tmp_path):
     """HW3's checkout: CIFAR-10 TFRecords beside the package and two finished sweeps
     with their job-dirs (checkpoints, events, run records): none of it reaches the
     image, and the context's hash does not move with them; a directory .gitignore
     leaves out stays out too."""
-    copy = _git_checkout(tmp_path)
+    copy = checkouts.clone(tmp_path / 'checkout')
     before = build.pack_context(str(tmp_path), str(copy))
     _tree(copy, {'cifar-10-data/metadata.json': '{}',
                  'checkpoint-interval/sweep.yaml': 'name: checkpoint-interval\n',
@@ -569,7 +558,7 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
 
 def _checkout_with_credentials(tmp_path):
     """This project's tracked files, with a .env, a key.json and a TLS key dropped in."""
-    copy = _git_checkout(tmp_path)
+    copy = checkouts.clone(tmp_path / 'checkout')
     _tree(copy, {'.env': 'API_TOKEN=hunter2\n', 'key.json': SERVICE_ACCOUNT_KEY,
                  'configs/tls.key': 'x\n'})
     return copy

@@ -38,12 +38,7 @@ def _config(name):
 
 # Dry runs must need no credentials and touch no network: the key file does not
 # exist and every proxy points at a closed port.
-OFFLINE_ENV = {
-    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
-    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
-    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
-    'STORAGE_EMULATOR_HOST': '',
-}
+OFFLINE_ENV = cloud_fakes.OFFLINE_ENV
 
 
 def _dry_run(*args, check=0):
@@ -111,10 +106,11 @@ def test_the_retired_ai_platform_target_is_refused():
 def test_target_tfjob_prints_a_manifest():
     proc = _dry_run('cifar10', '--config', _config('config_mwms.yaml'), '--target', 'tfjob',
                     '--image-uri', CONTAINER, '--job-name', 'train_cifar10_k8s')
-    manifest = yaml.safe_load(proc.stdout)
+    manifest, policy = yaml.safe_load_all(proc.stdout)
     assert manifest['metadata']['name'] == 'train-cifar10-k8s'
     assert {k: v['replicas'] for k, v in manifest['spec']['tfReplicaSpecs'].items()} == {
         'Chief': 1, 'Worker': 2}
+    assert policy['kind'] == 'NetworkPolicy'
 
 
 def test_bad_input_is_one_error_line(tmp_path):

@@ -148,16 +148,26 @@ trainingInput:
   evaluatorType: g2-standard-8
   evaluatorCount: 1
   evaluatorConfig: {acceleratorConfig: {count: 1, type: NVIDIA_L4}}
-  scheduling: {maxRunningTime: 7200s, maxWaitTime: 600s}
+  scheduling: {maxRunningTime: 7200s, maxWaitTime: 600s, strategy: FLEX_START}
 """)
     assert _shape(config) == {'chief': (1, 'a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2),
                               'evaluator': (1, 'g2-standard-8', 'NVIDIA_L4', 1)}
     assert config.pools[0].boot_disk == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
-    assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s'}
-    assert config.warnings == (
-        "cfg.yaml: trainingInput.scheduling.maxWaitTime becomes Vertex AI's maxWaitDuration, "
-        'which applies only to jobs scheduled with the FLEX_START strategy: this job waits '
-        'for its machines as long as Vertex AI queues it',)
+    assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s',
+                                 'strategy': 'FLEX_START'}
+    assert config.warnings == ()
+
+
+def test_vertex_scheduling_and_tensorboard_are_taken_as_written():
+    config = _parse("""
+trainingInput:
+  scaleTier: BASIC
+  tensorboard: projects/my-project/locations/us-central1/tensorboards/123
+  scheduling: {strategy: SPOT, restartJobOnWorkerRestart: true, disableRetries: false}
+""")
+    assert config.scheduling == {'strategy': 'SPOT', 'restartJobOnWorkerRestart': True,
+                                 'disableRetries': False}
+    assert config.tensorboard == 'projects/my-project/locations/us-central1/tensorboards/123'
 
 
 def test_a_machine_type_without_count_runs_nothing_with_one_warning():
@@ -458,6 +468,17 @@ HOSTILE_CONFIGS = [
                        b'  workerType: n1-standard-4\n  workerCount: 2\n  workerCount: 4\n',
      'F line 6: trainingInput.workerCount: duplicated key (first on line 5); YAML would '
      'silently keep only the last value: remove one'),
+    ('wait without FLEX_START', b'trainingInput:\n  scaleTier: BASIC\n  scheduling:\n'
+                                b'    maxWaitTime: 600s\n',
+     'F line 4: trainingInput.scheduling.maxWaitTime: Vertex AI bounds the wait for machines '
+     'only under strategy: FLEX_START (Dynamic Workload Scheduler); add it to wait at most '
+     '600s, or drop maxWaitTime (a job then waits as long as Vertex AI queues it)'),
+    ('strategy', b'trainingInput:\n  scaleTier: BASIC\n  scheduling: {strategy: PREEMPTIBLE}\n',
+     "F line 3: trainingInput.scheduling.strategy: expected one of STANDARD, SPOT, FLEX_START, "
+     "got text 'PREEMPTIBLE'"),
+    ('tensorboard', b'trainingInput:\n  scaleTier: BASIC\n  tensorboard: my-board\n',
+     "F line 3: trainingInput.tensorboard: expected a Vertex AI TensorBoard like projects/"
+     "PROJECT/locations/REGION/tensorboards/ID, got 'my-board'"),
     ('duration beyond Vertex', b'trainingInput:\n  scaleTier: BASIC\n  scheduling:\n'
                                b'    maxRunningTime: 99999999999999999999s\n',
      "F line 4: trainingInput.scheduling.maxRunningTime: '99999999999999999999s' is longer "

@@ -148,6 +148,57 @@ labels: {team: vision}
     assert body['labels'] == {'team': 'vision'}
 
 
+TENSORBOARD = 'projects/my-project/locations/us-central1/tensorboards/4242'
+ENGINES_CONFIG = """
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-8
+  workerType: n1-standard-8
+  workerCount: 2
+  parameterServerType: n1-highmem-8
+  parameterServerCount: 1
+  serviceAccount: trainer@my-project.iam.gserviceaccount.com
+  tensorboard: %s
+  scheduling: {strategy: SPOT, restartJobOnWorkerRestart: true, disableRetries: false,
+               maxRunningTime: 7200s}
+""" % TENSORBOARD
+
+
+def test_tensorboard_spot_and_restarts_reach_the_body_and_fit_the_schema():
+    """Vertex AI uploads `<baseOutputDirectory>/logs` ($AIP_TENSORBOARD_LOG_DIR): the
+    trainers write there; Spot and the restart settings pass as Vertex AI takes them."""
+    plan = _submission(_config(ENGINES_CONFIG), image_uri='us-docker.pkg.dev/p/r/t:1')
+    body = jobs.job_body(plan)  # checks the body against the discovery schema itself
+    schema.check('aiplatform', 'v1', CUSTOM_JOB_SCHEMA, body)
+    spec = body['jobSpec']
+    assert spec['tensorboard'] == TENSORBOARD
+    assert spec['baseOutputDirectory'] == {'outputUriPrefix': JOB_DIR}
+    assert spec['scheduling'] == {'timeout': '7200s', 'strategy': 'SPOT',
+                                  'restartJobOnWorkerRestart': True, 'disableRetries': False}
+    for pool in spec['workerPoolSpecs']:
+        assert pool['containerSpec']['args'][-1] == '--job-dir=%s/logs' % JOB_DIR
+    flex = _config(ENGINES_CONFIG.replace('strategy: SPOT', 'strategy: FLEX_START, '
+                                                            'maxWaitTime: 1800s'))
+    body = jobs.job_body(_submission(flex, image_uri='us-docker.pkg.dev/p/r/t:1'))
+    assert body['jobSpec']['scheduling']['maxWaitDuration'] == '1800s'
+    assert body['jobSpec']['scheduling']['strategy'] == 'FLEX_START'
+
+
+@pytest.mark.parametrize('change,message', [
+    (('serviceAccount: trainer@my-project.iam.gserviceaccount.com', ''),
+     'needs trainingInput.serviceAccount'),
+    (('scaleTier: CUSTOM', 'hyperparameters: {goal: MAXIMIZE, hyperparameterMetricTag: '
+                           'accuracy, params: [{parameterName: learning-rate, type: DOUBLE, '
+                           'minValue: 0.01, maxValue: 0.1}]}\n  scaleTier: CUSTOM'),
+     "a tuning job's trials each write under their own"),
+])
+def test_tensorboard_is_refused_where_vertex_would_upload_nothing(change, message):
+    plan = _submission(_config(ENGINES_CONFIG.replace(*change)),
+                       image_uri='us-docker.pkg.dev/p/r/t:1')
+    with pytest.raises(UserInputError, match=message):
+        jobs.job_body(plan)
+
+
 def test_tuning_job_body():
     config = _config("""
 trainingInput:

@@ -32,12 +32,7 @@ from estimator_trainers.tools.cloud import train_cloud
 MODULE = 'estimator_trainers.tools.cloud'
 BUCKET = 'preflight-bucket'
 EXECUTOR = 'us-docker.pkg.dev/my-project/executors/tf-2-15:latest'
-OFFLINE_ENV = {
-    'PROJECT_ID': 'my-project', 'BUCKET_NAME': 'gs://my-bucket', 'REGION': 'us-central1',
-    'GOOGLE_APPLICATION_CREDENTIALS': '/nonexistent/key.json',
-    'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9', 'NO_PROXY': '',
-    'STORAGE_EMULATOR_HOST': '',
-}
+OFFLINE_ENV = cloud_fakes.OFFLINE_ENV
 
 
 def _config(name):
@@ -107,7 +102,7 @@ def test_the_course_config_dry_runs_with_its_warning(tmp_path):
     proc = run_module(MODULE, 'submit', 'cifar10', '--config', path, '--dry-run',
                       '--job-name', 'train_cifar10_course', env=OFFLINE_ENV, timeout=120,
                       check=0)
-    assert proc.stderr.splitlines() == [
+    assert cloud_fakes.said(proc.stderr) == [
         'warning: %s: trainingInput.parameterServerType set but parameterServerCount is '
         'unset: no ps replica runs (as on AI Platform); set parameterServerCount to run '
         'one' % path]

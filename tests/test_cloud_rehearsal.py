@@ -24,7 +24,8 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import rehearsal
-from test_gcs import saved_models, taxi_data_flags
+from estimator_trainers.tools.cloud import replicas
+from test_gcs import event_tags, saved_models, taxi_data_flags
 
 CLOUD = 'estimator_trainers.tools.cloud'
 PROJECT = ['--project', 'test-project']
@@ -207,6 +208,32 @@ def test_rehearses_the_taxi_parameter_server_config(gcs, gcs_taxi_data, tmp_path
         assert '[launcher] started %s' % label in proc.stderr
 
 
+def test_a_tensorboard_job_writes_where_vertex_ai_uploads_from(gcs, gcs_taxi_data, tmp_path):
+    """With --tensorboard, Vertex AI uploads `$AIP_TENSORBOARD_LOG_DIR`
+    (`<baseOutputDirectory>/logs`) while the job runs: the rehearsal's event files,
+    train and eval, are there, and TensorFlow's event reader reads them back."""
+    config = tmp_path / 'tensorboard.yaml'
+    config.write_text('trainingInput:\n  scaleTier: BASIC\n'
+                      '  serviceAccount: trainer@test-project.iam.gserviceaccount.com\n'
+                      '  scheduling: {strategy: SPOT}\n')
+    board = 'projects/test-project/locations/us-central1/tensorboards/77'
+    proc = _rehearse(gcs, tmp_path, 'taxi', str(config), '--train-steps=20',
+                     '--checkpoint-num-steps=10', '--batch-size=64',
+                     *taxi_data_flags(gcs_taxi_data[0]),
+                     options=[*PACKAGE, '--tensorboard', board], bucket='gs://taxi-data',
+                     job='taxi_board', check=0)
+    base = 'gs://taxi-data/jobs/taxi_board'
+    log_dir, = {r.env['AIP_TENSORBOARD_LOG_DIR'] for r in replicas.vertex({'chief': 1}, base)}
+    assert log_dir == base + '/logs'
+    assert ('note: Vertex AI TensorBoard %s would upload %s ($AIP_TENSORBOARD_LOG_DIR) while '
+            'the job runs' % (board, log_dir)) in proc.stderr
+    _assert_passed(gcs, proc, tmp_path, 'taxi-data', 'taxi_board', 'chief 1',
+                   model_dir='/logs', staged=True)
+    assert 'loss' in event_tags(gcs, log_dir, tmp_path)
+    assert {'accuracy', 'auc', 'loss'} <= event_tags(gcs, log_dir + '/eval', tmp_path)
+    assert not gcs.list_objects('taxi-data', 'jobs/taxi_board/events.out.tfevents.')
+
+
 def test_rehearses_the_cifar10_cluster_config(gcs, gcs_cifar10_data, tmp_path):
     proc = _rehearse(gcs, tmp_path, 'cifar10', 'cmle_config.yaml', '--train-steps=20',
                      *CIFAR_FLAGS, options=['--max-replicas', '1'],
@@ -226,6 +253,22 @@ def test_bad_trainer_flag_fails_before_training(gcs, gcs_taxi_data, tmp_path):
         'error: trainer flags: unrecognized arguments: --trian-steps=200 '
         '(python -m taxi_estimator.task --help lists them)')
     assert '[launcher] started' not in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_a_task_failing_ends_the_rehearsal_with_its_own_line(gcs, gcs_cifar10_data, tmp_path):
+    """What only the data can refuse (a batch larger than the training set) stops the
+    chief: the rehearsal's last line is the chief's own error, from its error record."""
+    proc = _rehearse(gcs, tmp_path, 'cifar10', 'cmle_config.yaml', '--train-steps=2',
+                     '--num-layers=8', '--train-batch-size=4096', '--eval-batch-size=50',
+                     options=['--max-replicas', '1'], bucket='gs://cifar-data',
+                     job='too_big', check=1)
+    last = proc.stderr.strip().splitlines()[-1]
+    # The chief and the worker refuse alike; whichever the launcher saw first is named.
+    assert re.fullmatch(r'error: (chief|worker)-0 failed \(exit code 2\): --train-batch-size='
+                        r'4096 is larger than the 400 training examples; a step may not use '
+                        r'an example twice; stopped the other tasks\. Its log: '
+                        r'\S+/(chief|worker)-0\.log', last), last
+    assert 'rehearsal passed' not in proc.stderr and 'Traceback' not in proc.stderr
 
 
 def test_package_without_the_trainer_module_fails_before_training(gcs, gcs_taxi_data,

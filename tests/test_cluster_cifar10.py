@@ -18,6 +18,7 @@ from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoi
                              check_worker_and_chief_restart,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
+from estimator_trainers import errors
 from estimator_trainers.tools import launcher
 
 pytestmark = pytest.mark.slow
@@ -142,7 +143,8 @@ def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(cifar10_data
 
 def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tmp_path,
                                                            refused_port):
-    """A chief whose ps never comes up exits 2 naming the address, instead of hanging."""
+    """A chief whose ps never comes up exits 203 (retryable) naming the address, instead
+    of hanging."""
     ps = '127.0.0.1:%d' % refused_port
     chief = '127.0.0.1:%d' % launcher.free_ports(1)[0]
     tf_config = {'cluster': {'chief': [chief], 'ps': [ps]},
@@ -150,7 +152,7 @@ def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tm
     proc = run_module(MAIN, '--data-dir', cifar10_data_dir, '--job-dir', tmp_path / 'job',
                       *_model_flags(20, 10), '--peer-timeout-secs', '3',
                       env={'TF_CONFIG': json.dumps(tf_config)}, timeout=120)
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == errors.EXIT_RETRYABLE, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         'error: cannot reach ps-0 at %s (from TF_CONFIG) after 3s; is that task running,'
         ' and is the address right? (--peer-timeout-secs)' % ps)

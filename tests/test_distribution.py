@@ -14,6 +14,7 @@ import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
+from estimator_trainers import errors
 from estimator_trainers import run_config
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
@@ -145,8 +146,9 @@ def test_wait_for_peers_says_so_while_waiting_and_names_the_missing_peer(refused
     dist = distribution.Distribution('parameter_server', peers=(('ps-0', address),),
                                      peer_timeout_secs=1)
     lines = []
-    with pytest.raises(UserInputError) as raised:
+    with pytest.raises(errors.TransientFailure) as raised:
         distribution.wait_for_peers(dist, lines.append)
+    assert raised.value.exit_code == errors.EXIT_RETRYABLE
     assert str(raised.value) == (
         'cannot reach ps-0 at %s (from TF_CONFIG) after 1s; is that task running, and is '
         'the address right? (--peer-timeout-secs)' % address)
@@ -193,7 +195,8 @@ def test_all_reduce_tasks_listen_on_their_own_port_while_they_wait():
 
 
 def test_watch_peers_ends_the_process_when_a_peer_goes_away():
-    """A peer that was up and stays unreachable for the bound ends the task: exit 1, one line."""
+    """A peer that was up and stays unreachable for the bound ends the task: exit 203
+    (retryable), one line."""
     program = (
         'import socket, time\n'
         'from estimator_trainers import distribution\n'
@@ -206,7 +209,7 @@ def test_watch_peers_ends_the_process_when_a_peer_goes_away():
         'peer.close()\n'
         'time.sleep(60)\n')
     proc = processes.run([sys.executable, '-c', program], 30, cwd=REPO_ROOT, env=cli_env())
-    assert proc.returncode == 1
+    assert proc.returncode == errors.EXIT_RETRYABLE
     assert re.fullmatch(r'error: lost ps-0 at 127\.0\.0\.1:\d+ \(from TF_CONFIG\): '
                         r'unreachable for 1s during training; did that task die\? '
                         r'\(--peer-timeout-secs\)\n', proc.stderr), proc.stderr

@@ -19,6 +19,7 @@ import pytest
 
 import taxi_trips
 from conftest import cli_env, REPO_ROOT, run_module
+from estimator_trainers import errors
 from estimator_trainers.tools import launcher
 
 TASK = 'taxi_estimator.task'
@@ -357,10 +358,30 @@ def test_parameter_server_lost_during_training_ends_the_chief(files, tmp_path):
             if process.poll() is None:
                 process.kill()
     output = read(chief_log)
-    assert chief.returncode == 1, output[-3000:]
+    assert chief.returncode == errors.EXIT_RETRYABLE, output[-3000:]
     assert last_line(output) == (
         'error: lost ps-0 at 127.0.0.1:%d (from TF_CONFIG): unreachable for 5s during '
         'training; did that task die? (--peer-timeout-secs)' % ps_port)
+
+
+def test_exit_codes_say_what_a_restart_can_cure(files, tmp_path, refused_port):
+    """The contract the Kubernetes targets restart by (`errors`): a bad flag is the
+    user's to fix (2, never retried); a peer that never comes up is the
+    cluster's (203, retried: a parameter server scheduled late comes up)."""
+    bad_flag = run_module(TASK, *files, '--job-dir', tmp_path / 'a', '--train-stepz', '5',
+                          check=errors.EXIT_USAGE)
+    assert not errors.retryable(bad_flag.returncode)
+    assert last_line(bad_flag.stderr).startswith('error: unrecognized arguments: '
+                                                 '--train-stepz')
+    chief_port, = launcher.free_ports(1)
+    cluster = {'chief': ['127.0.0.1:%d' % chief_port], 'ps': ['127.0.0.1:%d' % refused_port]}
+    no_peer = run_module(TASK, *files, '--job-dir', tmp_path / 'b', *FAST,
+                         '--train-steps', '5', '--peer-timeout-secs', '1',
+                         env=_tf_config(cluster, 'chief'), check=errors.EXIT_RETRYABLE)
+    assert errors.retryable(no_peer.returncode)
+    assert last_line(no_peer.stderr) == (
+        'error: cannot reach ps-0 at 127.0.0.1:%d (from TF_CONFIG) after 1s; is that task '
+        'running, and is the address right? (--peer-timeout-secs)' % refused_port)
 
 
 def test_sigterm_ends_a_waiting_worker_and_a_parameter_server(files, tmp_path):

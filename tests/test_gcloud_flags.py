@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+import cloud_fakes
 from conftest import REPO_ROOT
 from estimator_trainers.errors import FlagError, UserInputError
 from estimator_trainers.tools.cloud import ai_platform
@@ -70,7 +71,7 @@ def dry_run(*argv, user_args=None):
     kind = ('GoogleCloudAiplatformV1HyperparameterTuningJob' if 'trialJobSpec' in body
             else 'GoogleCloudAiplatformV1CustomJob')
     schema.check('aiplatform', 'v1', kind, body)
-    return printed, err.getvalue()
+    return printed, ''.join(line + '\n' for line in cloud_fakes.said(err.getvalue()))
 
 
 def at(printed, path):
@@ -197,6 +198,20 @@ def test_every_accepted_flag_has_a_case_and_the_table_shows_its_field():
     assert set(CASES) | {'--config'} == accepted
     for name, (field, _, _) in CASES.items():
         assert field in gcloud_flags.FLAG_ROWS[name].vertex, (name, field)
+
+
+def test_the_table_is_typed_data():
+    """Each row says which trainingInput field it sets and how its value is parsed;
+    the docs columns are prose, never parsed: where a row names a field, the
+    docs column shows that same path."""
+    for row in gcloud_flags.FLAGS:
+        if row.field is not None:
+            assert row.legacy == 'trainingInput.' + '.'.join(row.field), row.name
+        if row.name.startswith('--') and row.kind in (gcloud_flags.FIELD, gcloud_flags.MAPPED):
+            assert row.switch or row.parse is not None or row.field is not None, row.name
+    assert gcloud_flags.FLAG_ROWS['--worker-count'].parse('3') == 3
+    with pytest.raises(ValueError):
+        gcloud_flags.FLAG_ROWS['--worker-count'].parse('many')
 
 
 @pytest.mark.parametrize('flag', sorted(CASES))
@@ -419,6 +434,11 @@ def test_refused_flag_is_one_line(argv, message, checks):
     (CONTAINER + ['--master-accelerator', 'count=1,type=nvidia-tesla-x1'],
      "argument --master-accelerator: unknown GPU type 'NVIDIA_TESLA_X1'"),
     (CONTAINER + ['--no-such-flag'], 'unrecognized arguments: --no-such-flag'),
+    # An unset shell variable: `--package-path $PKG` with PKG unset.
+    (['--package-path', '', '--module-name', 'trainer.task', '--job-dir', 'gs://bkt/out'],
+     "argument --package-path: expected a value, got '' (an unset variable?)"),
+    (CONTAINER + ['--packages', ' , '],
+     "argument --packages: expected archives (local paths or gs:// URIs), got ' , '"),
 ])
 def test_bad_flag_values_name_the_flag(argv, message):
     with pytest.raises(FlagError) as raised:

@@ -19,6 +19,7 @@ import sys
 import pytest
 import yaml
 
+import cloud_fakes
 import processes
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers.errors import UserInputError
@@ -32,15 +33,7 @@ from test_gcs import taxi_data_flags
 PACKAGES = os.path.join(REPO_ROOT, 'tests', 'packages')
 CLI = 'estimator_trainers.tools.cloud.ai_platform'
 SCRIPT = os.path.join(REPO_ROOT, 'scripts', 'ai-platform.sh')
-COURSE_CONFIG = """\
-trainingInput:
-  scaleTier: CUSTOM
-  masterType: n1-standard-16
-  workerType: n1-standard-16
-  parameterServerType: n1-standard-16
-  workerCount: 1
-  parameterServerCount: 1
-"""
+COURSE_CONFIG = cloud_fakes.COURSE_CONFIG + '  parameterServerCount: 1\n'
 
 
 def run(args, cwd, env=None, timeout=600, script=False):
@@ -59,10 +52,7 @@ def submit(job, *flags, user_args=(), cwd, env=None, check=0, script=False, time
     return proc
 
 
-def lines(stderr):
-    """stderr without the notices a Python start-up may print."""
-    return [line for line in stderr.splitlines()
-            if line.startswith(('error: ', 'warning: ', 'note: '))]
+lines = cloud_fakes.said
 
 
 # ------------------------------------------------------------- dry runs

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import taxi_trips
 from conftest import run_module, tree_bytes
+from estimator_trainers import errors
 
 TASK = 'taxi_estimator.task'
 CIFAR = 'cifar10_estimator.cifar10_main'
@@ -188,12 +189,12 @@ def test_unreachable_gs_job_dir_is_one_line_in_bounded_time(files, gcs, case):
         assert line == ('error: --job-dir gs://no-such-bucket/job: there is no bucket '
                         'gs://no-such-bucket; create it or correct the name')
     elif case == 'proxy refuses':
-        assert proc.returncode == 1
+        assert proc.returncode == errors.EXIT_RETRYABLE
         assert re.fullmatch(r'error: --job-dir %s: cannot reach Cloud Storage \(All 1 retry '
                             r'attempts failed\. .*Couldn\'t connect to server\)'
                             % re.escape(job_dir), line), line
     else:
-        assert proc.returncode == 1
+        assert proc.returncode == errors.EXIT_RETRYABLE
         assert line == ('error: --job-dir %s: Cloud Storage did not answer within 5s '
                         '(offline, or a proxy or firewall in the way?); '
                         '--storage-timeout-secs sets how long to wait' % job_dir)

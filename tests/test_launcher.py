@@ -84,7 +84,8 @@ def _wait_for_starts(tmp_path, labels, timeout=30):
 
 
 def test_tasks_do_not_inherit_the_launchers_error_record(tmp_path):
-    """The record says why the launcher failed; a task writing there would overwrite it."""
+    """The record says why the launcher failed; a task writing there would overwrite
+    it, so each task records its own beside its log."""
     record = tmp_path / 'launcher-error.json'
     code, _, stderr = _run(tmp_path, {'ps': 'serve', 'default': 'run:0.2'},
                            '--parameter-server-count', '1', '--worker-count', '1',
@@ -92,7 +93,21 @@ def test_tasks_do_not_inherit_the_launchers_error_record(tmp_path):
     assert code == 0, stderr
     starts = _starts(tmp_path)
     assert sorted(starts) == ['chief-0', 'ps-0', 'worker-0']
-    assert [r['error_record'] for rs in starts.values() for r in rs] == [None] * 3
+    assert {label: [r['error_record'] for r in rs] for label, rs in starts.items()} == {
+        label: [str(tmp_path / 'job' / 'logs' / ('%s.log.error.json' % label))]
+        for label in starts}
+
+
+def test_a_failed_task_is_named_with_its_own_error_line(tmp_path):
+    """The launcher's line is the task's own `error:` (from its error record), not a
+    pointer into its log."""
+    code, _, stderr = _run(tmp_path, {'ps': 'serve', 'worker-0': 'refuse:bad flag --x',
+                                      'default': 'hang'},
+                           '--parameter-server-count', '1', '--worker-count', '1')
+    assert code == launcher.EXIT_FAILED
+    assert stderr.strip().splitlines()[-1] == (
+        'error: worker-0 failed (exit code 2): bad flag --x; stopped the other tasks. Its '
+        'log: %s' % (tmp_path / 'job' / 'logs' / 'worker-0.log'))
 
 
 def test_cluster_runs_to_the_chief_and_stops_parameter_servers(tmp_path):

@@ -9,13 +9,13 @@ installs with its requirements; its three trainer entry points then answer
 `--help` from the installed package, outside the checkout.
 """
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 
 import pytest
 
+import checkouts
 from conftest import REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import packages
@@ -25,21 +25,9 @@ GCLOUD = ['egg_info', '--egg-base', '{work}', 'build', '--build-base', '{work}',
 VERTEX = ['sdist', '--formats=gztar', '--dist-dir', '{out}']
 
 
-def _checkout(tmp_path):
-    """The tracked files of this repository, as a clone has them."""
-    copy = tmp_path / 'checkout'
-    names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
-                           capture_output=True).stdout.decode().split('\0')
-    for name in filter(None, names):
-        if os.path.isfile(os.path.join(REPO_ROOT, name)):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
-    return copy
-
-
 @pytest.mark.parametrize('command', [GCLOUD, VERTEX], ids=['gcloud', 'vertex-docs'])
 def test_setup_py_builds_an_sdist_of_every_package_that_installs_and_runs(tmp_path, command):
-    copy = _checkout(tmp_path)
+    copy = checkouts.clone(tmp_path / 'checkout')
     work, out = tmp_path / 'work', tmp_path / 'out'
     work.mkdir()
     argv = [arg.format(work=work, out=out) for arg in command]

@@ -21,6 +21,7 @@ import pytest
 import processes
 from cluster_helpers import assert_all_exited, Cluster
 from conftest import cli_env, REPO_ROOT
+from estimator_trainers import errors
 from estimator_trainers import faults
 from estimator_trainers.tools import launcher
 from test_trainer_discovery import write_guide_package
@@ -127,7 +128,7 @@ def test_task_whose_peers_never_come_up_says_so_and_gives_up(data_dir, tmp_path,
                 _tf_config(cluster, role))
     waiting = task.wait_for(r'Waiting for %s \(from TF_CONFIG\) to accept connections'
                             % re.escape(missing))
-    assert task.ends_within(3 + SLACK_SECS) == 2
+    assert task.ends_within(3 + SLACK_SECS) == errors.EXIT_RETRYABLE
     assert time.monotonic() - waiting <= 3 + SLACK_SECS
     assert task.last_line() == (
         'error: cannot reach %s (from TF_CONFIG) after 3s; is that task running, and is the '

@@ -10,7 +10,6 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,6 +17,7 @@ import tarfile
 import pytest
 import tensorflow as tf
 
+import checkouts
 import processes
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import registry
@@ -113,13 +113,7 @@ def test_train_local_distributed_with_parameter_servers(toy_path, tmp_path):
 
 def _repo_copy_with_toy(tmp_path):
     """The project's tracked files plus the toy package at the top level."""
-    copy = tmp_path / 'repo'
-    files = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO_ROOT, check=True,
-                           capture_output=True).stdout.decode().split('\0')
-    for name in filter(None, files):
-        if os.path.isfile(os.path.join(REPO_ROOT, name)):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.join(REPO_ROOT, name), copy / name)
+    copy = checkouts.clone(tmp_path / 'repo')
     write_guide_package(copy)
     return copy
 

@@ -458,12 +458,8 @@ def _find_prctl():
 
 
 def parse_args(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if '--' in argv:
-        split = argv.index('--')
-        argv, command = argv[:split], argv[split + 1:]
-    else:
-        command = []
+    argv, command = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
+    command = command or []
     parser = flags.make_parser(
         'python -m estimator_trainers.tools.launcher',
         'Run COMMAND as every task of a TensorFlow cluster on this machine, one '

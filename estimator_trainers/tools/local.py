@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 from estimator_trainers import errors
+from estimator_trainers import flags
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
@@ -86,11 +87,8 @@ def usage(trainers):
 
 def parse_args(argv):
     """(options, trainer flags). Unknown options are one error line."""
-    argv = list(argv)
-    trainer_flags = []
-    if '--' in argv:
-        split = argv.index('--')
-        argv, trainer_flags = argv[:split], argv[split + 1:]
+    argv, trainer_flags = flags.split_at_dashes(argv)
+    trainer_flags = trainer_flags or []
     model = DEFAULT_MODEL
     if argv and not argv[0].startswith('-'):
         model = argv.pop(0)

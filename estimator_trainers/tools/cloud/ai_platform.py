@@ -182,12 +182,8 @@ def _add_submit_flags(parser):
 
 def main(argv=None, backend=None, out=None, err=None, environ=None):
     """Runs one command; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, user_args = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
-    user_args = None
-    if '--' in argv:
-        split = argv.index('--')
-        argv, user_args = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
     out, err = out or sys.stdout, err or sys.stderr
     backend = backend or location.Backend()

@@ -13,7 +13,9 @@ requirements the submission let the package choose, `--unpin`), then
 replaces itself with `python -m MODULE ARGS` from there. With `--tf-config-primary
 master` it first renames TF_CONFIG's `chief` to `master` (not for
 evaluators, which TensorFlow refuses beside a master), as AI Platform
-named it for runtimes before 2.1.
+named it for runtimes before 2.1. In a JobSet pod, which has no TF_CONFIG,
+it sets the one `cluster.jobset_tf_config` derives (`replicas.package_env`),
+so the package reads TF_CONFIG as anywhere else.
 
 A download or install failure is one `error:` line, and the replica exits 2.
 """
@@ -30,11 +32,8 @@ from estimator_trainers.tools.cloud.roles import CHIEF, MASTER
 
 
 def parse_args(argv):
-    argv = list(argv)
-    user_args = []
-    if '--' in argv:
-        split = argv.index('--')
-        argv, user_args = argv[:split], argv[split + 1:]
+    argv, user_args = flags.split_at_dashes(argv)
+    user_args = user_args or []
     parser = flags.make_parser('python -m estimator_trainers.tools.cloud.bootstrap',
                                'Install a job\'s packages, then run its module.')
     parser.add_argument('--package-uri', action='append', default=[], required=True,
@@ -77,10 +76,7 @@ def main(argv=None):
     python = packages.install(archives, os.path.join(work_dir, 'venv'), environ,
                               layers=packages.path_layers(),
                               what=', '.join(args.package_uri), unpinned=args.unpin)
-    environ['TF_CONFIG'] = replicas.with_primary(environ.get('TF_CONFIG'),
-                                                 args.tf_config_primary)
-    if not environ['TF_CONFIG']:
-        environ.pop('TF_CONFIG')
+    environ = replicas.package_env(environ, args.tf_config_primary)
     sys.stdout.flush()
     os.execve(python, [python, '-m', args.module_name, *user_args], environ)
 

@@ -31,7 +31,7 @@ _TRAINING_INPUT_FIELDS = (
     'parameterServerConfig', 'evaluatorType', 'evaluatorCount',
     'evaluatorConfig', 'useChiefInTfConfig', 'hyperparameters', 'args',
     'jobDir', 'region', 'runtimeVersion', 'pythonVersion', 'scheduling',
-    'serviceAccount', 'network')
+    'serviceAccount', 'network', 'tensorboard')
 _SHAPE_FIELDS = tuple(f for role in roles.ROLES
                       for f in (role.type_field, role.count_field, role.config_field) if f)
 _REPLICA_CONFIG_FIELDS = ('acceleratorConfig', 'diskConfig')
@@ -81,6 +81,15 @@ MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
 _PARAM_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
 _EMAIL_RE = re.compile(r'[^@\s]+@[^@\s]+\.[^@\s]+')
+# CustomJobSpec.tensorboard: a Vertex AI TensorBoard instance.
+TENSORBOARD_RE = re.compile(r'projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards/[^/\s]+')
+# Vertex AI's scheduling strategies (`Scheduling.strategy`, without the
+# deprecated ON_DEMAND and LOW_COST): STANDARD on-demand machines, SPOT
+# (preemptible, cheaper), FLEX_START (Dynamic Workload Scheduler: queues for
+# machines, at most `maxWaitTime`).
+STRATEGIES = ('STANDARD', 'SPOT', 'FLEX_START')
+FLEX_START = 'FLEX_START'
+SPOT = 'SPOT'
 # CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
 _NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
 
@@ -109,7 +118,8 @@ class TrainingConfig:
         filled in, or None for a plain training job.
       args: trainer flags from `trainingInput.args`.
       labels: job labels.
-      scheduling: Vertex `scheduling` (timeout, maxWaitDuration), maybe empty.
+      scheduling: Vertex `scheduling` (timeout, strategy, maxWaitDuration,
+        restartJobOnWorkerRestart, disableRetries), maybe empty.
       notes: translation remarks to show the user (e.g. a K80 substitution).
       warnings: accepted settings that do something surprising (a machine
         type whose count is 0 runs nothing).
@@ -147,6 +157,11 @@ class TrainingConfig:
     @property
     def network(self):
         return self.training_input.get('network')
+
+    @property
+    def tensorboard(self):
+        """The Vertex AI TensorBoard the job uploads to, or None."""
+        return self.training_input.get('tensorboard')
 
 
 def default_config():
@@ -229,7 +244,7 @@ def parse_config(data, source, written=None):
     args = ti.get('args', [])
     check.string_list(args, 'trainingInput.args')
     for field in ('jobDir', 'region', 'runtimeVersion', 'pythonVersion',
-                  'serviceAccount', 'network'):
+                  'serviceAccount', 'network', 'tensorboard'):
         if field in ti:
             check.string(ti[field], 'trainingInput.%s' % field)
     for i, arg in enumerate(args):
@@ -246,6 +261,10 @@ def parse_config(data, source, written=None):
     if 'network' in ti and not _NETWORK_RE.fullmatch(ti['network']):
         check.fail('trainingInput.network', 'expected projects/PROJECT_NUMBER/global/networks/'
                    'NETWORK (the project number, not its id), got %s' % show(ti['network']))
+    if 'tensorboard' in ti:
+        problem = tensorboard_problem(ti['tensorboard'])
+        if problem:
+            check.fail('trainingInput.tensorboard', problem)
     if 'useChiefInTfConfig' in ti:
         check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
 
@@ -256,7 +275,7 @@ def parse_config(data, source, written=None):
     return TrainingConfig(
         source=source, training_input=ti, pools=tuple(pools),
         hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
-        scheduling=_scheduling(check, ti.get('scheduling'), warnings), notes=tuple(notes),
+        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
         warnings=tuple(warnings))
 
 
@@ -335,11 +354,28 @@ def _disk(check, config, path):
     return disk or None
 
 
-def _scheduling(check, scheduling, warnings):
+def tensorboard_problem(name):
+    """Why `name` is no Vertex AI TensorBoard resource name, or None."""
+    if TENSORBOARD_RE.fullmatch(name):
+        return None
+    return ('expected a Vertex AI TensorBoard like projects/PROJECT/locations/REGION/'
+            'tensorboards/ID, got %s' % show(name))
+
+
+def _scheduling(check, scheduling):
+    """trainingInput.scheduling -> Vertex AI's `Scheduling`.
+
+    AI Platform's `maxRunningTime` is Vertex AI's `timeout`; Vertex AI's own
+    `strategy`, `restartJobOnWorkerRestart` and `disableRetries` are taken as
+    they are. `maxWaitTime` becomes `maxWaitDuration`, which Vertex AI applies
+    only under `strategy: FLEX_START`: without it the wait would not be
+    bounded at all, so the config is refused rather than silently ignored.
+    """
     if scheduling is None:
         return {}
     path = 'trainingInput.scheduling'
-    check.mapping(scheduling, path, ('maxRunningTime', 'maxWaitTime'))
+    check.mapping(scheduling, path, ('maxRunningTime', 'maxWaitTime', 'strategy',
+                                     'restartJobOnWorkerRestart', 'disableRetries'))
     translated = {}
     for legacy, vertex in (('maxRunningTime', 'timeout'),
                            ('maxWaitTime', 'maxWaitDuration')):
@@ -359,11 +395,18 @@ def _scheduling(check, scheduling, warnings):
                 check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
                            'for Vertex AI\'s 7-day default)')
             translated[vertex] = value
-    if 'maxWaitDuration' in translated:
-        warnings.append('%s: trainingInput.scheduling.maxWaitTime becomes Vertex AI\'s '
-                        'maxWaitDuration, which applies only to jobs scheduled with the '
-                        'FLEX_START strategy: this job waits for its machines as long as '
-                        'Vertex AI queues it' % check.source)
+    if 'strategy' in scheduling:
+        check.choice(scheduling['strategy'], path + '.strategy', STRATEGIES)
+        translated['strategy'] = scheduling['strategy']
+    for field in ('restartJobOnWorkerRestart', 'disableRetries'):
+        if field in scheduling:
+            check.boolean(scheduling[field], '%s.%s' % (path, field))
+            translated[field] = scheduling[field]
+    if 'maxWaitDuration' in translated and translated.get('strategy') != FLEX_START:
+        check.fail(path + '.maxWaitTime', 'Vertex AI bounds the wait for machines only '
+                   'under strategy: FLEX_START (Dynamic Workload Scheduler); add it to wait '
+                   'at most %s, or drop maxWaitTime (a job then waits as long as Vertex AI '
+                   'queues it)' % translated['maxWaitDuration'])
     return translated
 
 

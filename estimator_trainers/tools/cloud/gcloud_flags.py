@@ -198,7 +198,8 @@ FLAGS = tuple([
          'Job name: a letter, then letters, digits and underscores.'),
     Flag('--config', 'the Job resource (YAML or JSON)', 'the fields below', FIELD,
          'flags replace the file\'s fields one by one',
-         'Job resource YAML or JSON (trainingInput, labels); flags override its fields.'),
+         'Job resource YAML or JSON (trainingInput, labels); flags override its fields.',
+         parse=not_empty),
     Flag('--job-dir', 'trainingInput.jobDir',
          'jobSpec.baseOutputDirectory.outputUriPrefix, and --job-dir=DIR at the end of '
          'every pool\'s args', FIELD, 'the trainer gets --job-dir as on AI Platform',

@@ -121,6 +121,8 @@ def _parameter_spec(param):
 def _job_spec(plan, job_dir_flag):
     config = plan.config
     spec = {'workerPoolSpecs': worker_pool_specs(plan, job_dir_flag)}
+    if plan.tensorboard_name:
+        spec['tensorboard'] = tensorboard(plan)
     if plan.job_dir:
         spec['baseOutputDirectory'] = {'outputUriPrefix': plan.job_dir}
     if plan.enable_web_access:
@@ -132,6 +134,32 @@ def _job_spec(plan, job_dir_flag):
     if config.network:
         spec['network'] = config.network
     return spec
+
+
+def tensorboard(plan):
+    """The TensorBoard of a custom job, checked for what Vertex AI needs to upload.
+
+    Raises:
+      UserInputError: a tuning job (each trial writes under its own
+        `$AIP_MODEL_DIR`), no job-dir to upload from, or no service account
+        (Vertex AI uploads with the job's own).
+    """
+    name = plan.tensorboard_name
+    if plan.config.is_tuning:
+        raise UserInputError('--tensorboard %s: a tuning job\'s trials each write under '
+                             'their own $AIP_MODEL_DIR; Vertex AI TensorBoard uploads only a '
+                             'custom job\'s logs: drop it, or run one trial as a custom job'
+                             % name, flag='--tensorboard')
+    if not plan.job_dir:
+        raise UserInputError('--tensorboard %s needs a job-dir: Vertex AI uploads from '
+                             '<job-dir>/logs' % name, flag='--tensorboard')
+    if not plan.config.service_account:
+        raise UserInputError(
+            '--tensorboard %s needs trainingInput.serviceAccount: Vertex AI uploads the logs '
+            'with the job\'s own service account (roles/storage.admin and '
+            'roles/aiplatform.user, per its TensorBoard set-up page)' % name,
+            flag='--tensorboard')
+    return name
 
 
 def worker_pool_specs(plan, job_dir_flag):

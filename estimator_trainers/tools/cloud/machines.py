@@ -4,6 +4,8 @@
 - `LEGACY_MACHINE_TYPES`, `SCALE_TIERS`: AI Platform's machine names and
   scale tiers, and the Compute Engine machine (plus GPUs) each stands for.
 - `GPU_FAMILIES`: which GPUs attach to which machines, and how many.
+- `shape`: a machine's vCPUs and memory (Compute Engine's tables), which the
+  Kubernetes targets request; `GKE_ACCELERATORS`: each GPU's GKE node label.
 - `translate_machine`: a legacy or Compute Engine machine with its GPUs ->
   what Vertex AI runs. NVIDIA K80s are retired on Vertex AI: a K80 request
   becomes the same number of T4s, or V100s for 8 (an N1 machine takes at
@@ -52,6 +54,47 @@ FAMILIES = {
     'a3-megagpu': ('8g',),
     'a3-ultragpu': ('8g',),
 }
+# family -> GiB of memory per vCPU (Compute Engine's machine family pages; their
+# "GB" are GiB).
+MEMORY_PER_VCPU = {
+    'e2-standard': 4, 'e2-highmem': 8, 'e2-highcpu': 1,
+    'n1-standard': 3.75, 'n1-highmem': 6.5, 'n1-highcpu': 0.9,
+    'n2-standard': 4, 'n2-highmem': 8, 'n2-highcpu': 1,
+    'n2d-standard': 4, 'n2d-highmem': 8, 'n2d-highcpu': 1,
+    'c2-standard': 4, 'c2d-standard': 4, 'c2d-highmem': 8, 'c2d-highcpu': 2,
+    'c3-standard': 4, 'c3-highmem': 8, 'c3-highcpu': 2, 'g2-standard': 4,
+}
+# Machines whose memory is not a multiple of their vCPUs: (vCPUs, GiB).
+FIXED_SHAPES = {
+    'm1-ultramem-40': (40, 961), 'm1-ultramem-80': (80, 1922),
+    'm1-ultramem-160': (160, 3844), 'm1-megamem-96': (96, 1433.6),
+    'a2-highgpu-1g': (12, 85), 'a2-highgpu-2g': (24, 170), 'a2-highgpu-4g': (48, 340),
+    'a2-highgpu-8g': (96, 680), 'a2-megagpu-16g': (96, 1360),
+    'a2-ultragpu-1g': (12, 170), 'a2-ultragpu-2g': (24, 340),
+    'a2-ultragpu-4g': (48, 680), 'a2-ultragpu-8g': (96, 1360),
+    'a3-highgpu-1g': (26, 234), 'a3-highgpu-2g': (52, 468), 'a3-highgpu-4g': (104, 936),
+    'a3-highgpu-8g': (208, 1872), 'a3-megagpu-8g': (208, 1872),
+    'a3-ultragpu-8g': (224, 2952),
+}
+# Vertex AI's GPU names -> GKE's node label `cloud.google.com/gke-accelerator`.
+GKE_ACCELERATORS = {
+    'NVIDIA_TESLA_T4': 'nvidia-tesla-t4', 'NVIDIA_TESLA_P4': 'nvidia-tesla-p4',
+    'NVIDIA_TESLA_P100': 'nvidia-tesla-p100', 'NVIDIA_TESLA_V100': 'nvidia-tesla-v100',
+    'NVIDIA_TESLA_A100': 'nvidia-tesla-a100', 'NVIDIA_A100_80GB': 'nvidia-a100-80gb',
+    'NVIDIA_L4': 'nvidia-l4', 'NVIDIA_H100_80GB': 'nvidia-h100-80gb',
+    'NVIDIA_H100_MEGA_80GB': 'nvidia-h100-mega-80gb',
+    'NVIDIA_H200_141GB': 'nvidia-h200-141gb',
+}
+
+
+def shape(machine_type):
+    """`(vCPUs, GiB of memory)` of a Vertex AI training machine (`MACHINE_TYPES`)."""
+    if machine_type in FIXED_SHAPES:
+        return FIXED_SHAPES[machine_type]
+    family, _, size = machine_type.rpartition('-')
+    return int(size), int(size) * MEMORY_PER_VCPU[family]
+
+
 # Longer names are not compared (difflib's time grows with the length squared).
 _MAX_NAME_CHARS = 40
 MACHINE_TYPES = tuple(sorted('%s-%s' % (family, size)

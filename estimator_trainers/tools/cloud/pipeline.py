@@ -6,8 +6,9 @@ these steps:
 
 1. the plan's notes and warnings, then every replica's start-up
    (`preflight.check_replicas`), before any credential or network;
-2. a manifest target (`tfjob`) prints its manifest and stops: nothing is
-   uploaded for a cluster the user applies it to;
+2. a manifest target (`jobset`, `tfjob`) prints its notes and its manifest
+   and stops: nothing is uploaded for a cluster the user applies it to (its
+   replicas' start-up was checked in that target's environment);
 3. the project and credentials (`location`): none for a dry run, or for a
    rehearsal against a storage emulator;
 4. what the pools install is built: a user's package and its `--packages`,
@@ -41,6 +42,7 @@ from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
+from estimator_trainers.tools.cloud import jobset
 from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import packages
@@ -51,8 +53,10 @@ from estimator_trainers.tools.cloud import source_checks
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import tfjob
 
-SUBMIT, DRY_RUN, REHEARSE, TFJOB = 'submit', 'dry-run', 'rehearse', 'tfjob'
-MANIFESTS = {TFJOB: tfjob.render}
+SUBMIT, DRY_RUN, REHEARSE = 'submit', 'dry-run', 'rehearse'
+JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
+# Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
+MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +64,7 @@ class Action:
     """What to do with a plan, and how the front wants to hear of it.
 
     Attributes:
-      kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (TFJOB).
+      kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (JOBSET, TFJOB).
       project: `--project`, or None (the environment's, the credentials').
       repository: the Artifact Registry repository of this project's image.
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
@@ -91,11 +95,15 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         err.write('note: %s\n' % note)
     for warning in plan.warnings:
         err.write('warning: %s\n' % warning)
-    checked = preflight.check_replicas(plan)
+    target = action.kind if action.kind in MANIFESTS else preflight.VERTEX
+    checked = preflight.check_replicas(plan, target)
     for note in checked.notes:
         err.write('note: %s\n' % note)
     if action.kind in MANIFESTS:
-        out.write(MANIFESTS[action.kind](plan))
+        manifest = MANIFESTS[action.kind](plan)
+        for note in manifest.notes:
+            err.write('note: %s\n' % note)
+        out.write(manifest.text)
         return 0
 
     credentials = adc_project = None

@@ -156,6 +156,8 @@ class JobPlan:
       primary: TF_CONFIG's name of pool 0 for packages run by `bootstrap`
         (`chief`, or `master` as AI Platform named it).
       enable_web_access, kms_key: as given.
+      tensorboard: the Vertex AI TensorBoard to upload to (`--tensorboard`),
+        else the config's (`tensorboard_name`).
       unique_name: refuse a second job of this name (AI Platform's rule).
       notes, warnings: one line each, said before anything runs.
       package_uris: the staged archives (`resolved`).
@@ -175,6 +177,7 @@ class JobPlan:
     primary: str = CHIEF
     enable_web_access: bool = False
     kms_key: Optional[str] = None
+    tensorboard: Optional[str] = None
     unique_name: bool = False
     notes: Tuple[str, ...] = ()
     warnings: Tuple[str, ...] = ()
@@ -189,6 +192,27 @@ class JobPlan:
     def declared(self) -> Optional[declaration.Trainer]:
         """This project's trainer the pools run (a `Trainer`, or a `Package` of one)."""
         return self.program.declared
+
+    @property
+    def tensorboard_name(self) -> Optional[str]:
+        """The Vertex AI TensorBoard the job uploads to (`--tensorboard`, else
+        `trainingInput.tensorboard`), or None."""
+        return self.tensorboard or self.config.tensorboard
+
+    @property
+    def trainer_job_dir(self) -> Optional[str]:
+        """The `--job-dir` a trainer of this project gets.
+
+        With a Vertex AI TensorBoard it is `<job-dir>/logs`: Vertex AI sets
+        `$AIP_TENSORBOARD_LOG_DIR` to `<baseOutputDirectory>/logs` and uploads
+        the event files there while the job runs, so the trainers write
+        everything (checkpoints, train and eval events, the export) where it
+        reads. A user's package gets the job-dir as AI Platform gave it and
+        writes its logs to `$AIP_TENSORBOARD_LOG_DIR` itself.
+        """
+        if self.tensorboard_name and self.job_dir and isinstance(self.program, Trainer):
+            return self.job_dir + '/logs'
+        return self.job_dir
 
     def image_for(self, role: str) -> Optional[str]:
         """The image a pool runs: its own, else the chief's (as AI Platform), else
@@ -233,7 +257,7 @@ class JobPlan:
         if not isinstance(self.program, Trainer):
             return tuple(args + (['--job-dir=%s' % self.job_dir] if self.job_dir else []))
         if job_dir_flag and self.job_dir:
-            args.append('--job-dir=%s' % self.job_dir)
+            args.append('--job-dir=%s' % self.trainer_job_dir)
         if self.config.is_tuning:
             args.append('--hypertune-metric=%s'
                         % self.config.hyperparameters['hyperparameterMetricTag'])

@@ -8,9 +8,10 @@ checks find it on the user's machine instead:
   flags each pool gets are parsed by the trainer's own parser (with each
   tuned parameter at its bounds or values), and each replica's start-up
   decisions (`startup.decide`: cluster, devices, strategy, steps per loop)
-  are made in the environment Vertex AI will give it (`replicas`), on its
-  pool's GPUs, so a job that any replica would refuse is refused here,
-  naming the pool, the replica and the reason;
+  are made in the environment its target will give it (`replicas`: Vertex
+  AI's, the Kubeflow operator's or JobSet's, `ENVIRONMENTS`), on its pool's
+  GPUs, so a job that any replica would refuse is refused here, naming the
+  pool, the replica and the reason;
 - in the bucket: the data paths in the flags exist (globs match something),
   the buckets of the job-dir and of the staged files are writable, and a
   job-dir that already holds checkpoints was trained with the same model.
@@ -27,6 +28,7 @@ from estimator_trainers import startup
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
+from estimator_trainers.tools.cloud import k8s
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import replicas as replicas_lib
 from estimator_trainers.tools.cloud import roles
@@ -36,6 +38,13 @@ WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 _LIST_PAGE_SIZE = 1000
+VERTEX = 'vertex'
+# Target -> the environment of each replica of a plan, given {role: replicas}.
+ENVIRONMENTS = {
+    VERTEX: lambda plan, counts: replicas_lib.vertex(counts),
+    'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan.name)),
+    'jobset': lambda plan, counts: replicas_lib.jobset(counts, k8s.resource_name(plan.name)),
+}
 # A job-dir's model_params.json is a few hundred bytes; a larger one is not read.
 MAX_MODEL_PARAMS_BYTES = 1024 * 1024
 
@@ -73,8 +82,8 @@ class Checked:
     notes: tuple = ()
 
 
-def check_replicas(plan):
-    """Every replica's start-up, as it will happen on Vertex AI.
+def check_replicas(plan, target=VERTEX):
+    """Every replica's start-up, as it will happen on `target` (`ENVIRONMENTS`).
 
     Returns:
       A `Checked`.
@@ -96,11 +105,11 @@ def check_replicas(plan):
     renamed = isinstance(plan.program, plan_lib.Package) and \
         not plan.installs_packages(plan.image_for(roles.CHIEF))
     notes = {}  # note -> the pools it applies to
-    for replica in replicas_lib.vertex({role: pool.replica_count
-                                        for role, pool in pools.items()}):
+    for replica in ENVIRONMENTS[target](plan, {role: pool.replica_count
+                                               for role, pool in pools.items()}):
         env = dict(replica.env)
         if renamed:  # `bootstrap` names pool 0 as AI Platform did
-            env['TF_CONFIG'] = replicas_lib.with_primary(env['TF_CONFIG'], plan.primary)
+            env = replicas_lib.package_env(env, plan.primary)
         pool = pools[replica.role.name]
         for flags in [parsed] + trials:
             try:
@@ -295,7 +304,7 @@ def check_storage(checks, plan, parsed):
                          gcs_paths.split(plan.job_dir)[0]):
         checks.check_writable(plan.staging, plan.staging_flag)
     if parsed is not None and plan.job_dir and not plan.config.is_tuning:
-        checks.check_job_dir_model(plan.job_dir, trainer.model_params(parsed))
+        checks.check_job_dir_model(plan.trainer_job_dir, trainer.model_params(parsed))
 
 
 def glob_regex(pattern):

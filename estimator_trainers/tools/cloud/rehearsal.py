@@ -409,6 +409,10 @@ def _notes(plan, body, max_replicas, environ, err):
         if run < asked:
             err.write('note: worker pool %d (%s) runs %d of its %d replicas (--max-replicas '
                       '%d)\n' % (roles.role(role).pool, role, run, asked, max_replicas))
+    if spec.get('tensorboard') and plan.base_dir:
+        err.write('note: Vertex AI TensorBoard %s would upload %s/logs ($AIP_TENSORBOARD_LOG_DIR) '
+                  'while the job runs; the rehearsal writes it, uploads nothing\n'
+                  % (spec['tensorboard'], plan.base_dir))
     if plan.trial:
         err.write('note: tuning job: rehearsing trial %s with mid-range values %s\n' % (
             TRIAL_ID, ' '.join('--%s=%s' % p for p in plan.trial[1])))

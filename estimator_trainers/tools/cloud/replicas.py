@@ -1,9 +1,13 @@
-"""The environment Vertex AI gives each replica of a job, built on this machine.
+"""The environment each replica of a job gets, built on this machine, per target.
 
-Used twice, so that what is checked is what is rehearsed: the start-up
-checks before anything is uploaded (`preflight.check_replicas`) decide each
-replica's start-up in this environment, and a rehearsal (`rehearsal`) starts
-each replica's process in it.
+`vertex`: what Vertex AI gives each replica; `tfjob`: what the Kubeflow
+training operator gives each pod of a TFJob; `jobset`: what each pod of this
+project's JobSet sees (`jobset_env`, the variables its manifest sets, as
+JobSet and Kubernetes fill them in). Used so that what is checked is what
+runs: the start-up checks before anything is uploaded or printed
+(`preflight.check_replicas`) decide each replica's start-up in its target's
+environment, and a rehearsal (`rehearsal`) starts each replica's process in
+Vertex AI's.
 
 What Vertex AI sets (reference-facts.md, "TF_CONFIG shapes"):
 
@@ -20,11 +24,18 @@ A package that this project's image runs (`bootstrap`) with AI Platform's
 """
 import dataclasses
 import json
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.tools.cloud import roles
 
-PORT = 2222
+PORT = cluster_lib.JOBSET_PORT
+# The JobSet annotations the manifest passes to its pods (`jobset_env`).
+JOBSET_ANNOTATIONS = {
+    cluster_lib.JOBSET_NAME_ENV: 'jobset.sigs.k8s.io/jobset-name',
+    cluster_lib.JOBSET_REPLICATED_JOB_ENV: 'jobset.sigs.k8s.io/replicatedjob-name',
+    cluster_lib.JOBSET_JOB_INDEX_ENV: 'jobset.sigs.k8s.io/job-index',
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +100,19 @@ def vertex(counts: Mapping[str, int], base_output_dir: Optional[str] = None,
     return tuple(replicas)
 
 
+def package_env(environ: Mapping[str, str], primary: str) -> Dict[str, str]:
+    """The environment `bootstrap` runs a user's package in: TF_CONFIG derived
+    in a JobSet pod (`cluster.jobset_tf_config`), pool 0 named `primary`."""
+    env = dict(environ)
+    if not env.get('TF_CONFIG', '').strip():
+        derived = cluster_lib.jobset_tf_config(env)
+        env['TF_CONFIG'] = json.dumps(derived) if derived else ''
+    env['TF_CONFIG'] = with_primary(env['TF_CONFIG'], primary)
+    if not env['TF_CONFIG']:
+        env.pop('TF_CONFIG')
+    return env
+
+
 def with_primary(tf_config: Optional[str], primary: str) -> Optional[str]:
     """TF_CONFIG with pool 0 named `primary` (unchanged for `chief`, and for
     evaluators, which TensorFlow refuses beside a `master`)."""
@@ -103,3 +127,57 @@ def with_primary(tf_config: Optional[str], primary: str) -> Optional[str]:
     if task.get('type') == roles.CHIEF:
         task['type'] = roles.MASTER
     return json.dumps(config)
+
+
+def tfjob(counts: Mapping[str, int], job: str, namespace: str = 'default') -> Tuple[Replica, ...]:
+    """Every pod of a TFJob named `job` with `{role: replicas}`, as the Kubeflow
+    training operator (v1.9) sets them up.
+
+    Its `TF_CONFIG` (`genTFConfigJSONStr`): lowercase replica types as keys,
+    the evaluator inside `cluster`, each task at its Service
+    `<job>-<role>-<i>.<namespace>.svc:2222`, `"environment": "cloud"`.
+    """
+    cluster = {role.name: ['%s-%s-%d.%s.svc:%d' % (job, role.name, i, namespace, PORT)
+                           for i in range(counts[role.name])]
+               for role in roles.ROLES if counts.get(role.name)}
+    return tuple(Replica(role, index, {'TF_CONFIG': json.dumps(
+        {'cluster': cluster, 'task': {'type': role.name, 'index': index},
+         'environment': 'cloud'})})
+                 for role in roles.ROLES for index in range(counts.get(role.name, 0)))
+
+
+def jobset_env(counts: Mapping[str, int]) -> List[dict]:
+    """The `env` of every container of this project's JobSet (Kubernetes EnvVars).
+
+    JobSet's own annotations of each pod through the downward API, and the
+    pods of each role; Kubernetes adds `JOB_COMPLETION_INDEX` to the pods of
+    an Indexed Job itself. `cluster.jobset_tf_config` makes TF_CONFIG of them.
+    """
+    env = [{'name': name, 'valueFrom': {'fieldRef': {
+        'fieldPath': "metadata.annotations['%s']" % annotation}}}
+           for name, annotation in JOBSET_ANNOTATIONS.items()]
+    env.append({'name': cluster_lib.JOBSET_TASKS_ENV, 'value': json.dumps(
+        {role.name: counts[role.name] for role in roles.ROLES if counts.get(role.name)})})
+    return env
+
+
+def jobset(counts: Mapping[str, int], name: str) -> Tuple[Replica, ...]:
+    """Every pod of this project's JobSet named `name`, with the variables of
+    `jobset_env` as JobSet (v0.12) and Kubernetes fill them in: replicated
+    job `<role>` of one Indexed Job (job index 0), pod index = task index."""
+    replicas = []
+    for role in roles.ROLES:
+        for index in range(counts.get(role.name, 0)):
+            annotations = {'jobset.sigs.k8s.io/jobset-name': name,
+                           'jobset.sigs.k8s.io/replicatedjob-name': role.name,
+                           'jobset.sigs.k8s.io/job-index': '0'}
+            env = {}
+            for var in jobset_env(counts):
+                if 'value' in var:
+                    env[var['name']] = var['value']
+                else:
+                    path = var['valueFrom']['fieldRef']['fieldPath']
+                    env[var['name']] = annotations[path[len("metadata.annotations['"):-2]]
+            env[cluster_lib.JOB_COMPLETION_INDEX_ENV] = str(index)
+            replicas.append(Replica(role, index, env))
+    return tuple(replicas)

@@ -1,68 +1,74 @@
-"""Kubeflow `TFJob` manifest for users who train on Kubernetes.
+"""Kubeflow `TFJob` manifest (kubeflow.org/v1, training operator v1.9).
 
-The Kubeflow training operator starts one pod per replica and sets
-`TF_CONFIG` with lowercase `chief`/`worker`/`ps` keys on port 2222 (the
-evaluator outside `cluster`), which the trainers read like Vertex AI's.
-Pods run the custom container (Dockerfile) with `python -m <trainer>`;
-the config's GPUs become `nvidia.com/gpu` limits. Compute Engine machine
-types have no Kubernetes meaning: choose nodes with your cluster's own
-node selectors.
+The operator starts one pod per replica, each behind a Service
+`<job>-<role>-<i>`, and sets `TF_CONFIG` with lowercase `chief`/`worker`/
+`ps`/`evaluator` keys on port 2222, the evaluator inside `cluster`
+(`replicas.tfjob`; `cluster` keeps it out of the training cluster). Pods run
+the image (Dockerfile) with what `plan.launch` says; `k8s` decides their
+names, sizes, GPUs and labels.
+
+What the manifest asks of the operator:
+
+- `restartPolicy: ExitCode` on every replica: the operator restarts a pod
+  that exited 128 or above (a signal: preemption, out of memory; or
+  `errors.EXIT_RETRYABLE`: a peer not up yet or lost) and fails the job on
+  1-127 (a user's mistake, a diverged loss), at most `runPolicy.backoffLimit`
+  restarts; `maxRunningTime` is `activeDeadlineSeconds`.
+- The job succeeds when the chief does, and `cleanPodPolicy: Running`
+  deletes the pods still running (parameter servers never end on their own).
+  An evaluator may still be evaluating the last checkpoint then
+  (kubeflow/trainer#1658): its pod waits up to `k8s.EVALUATOR_GRACE_SECS` in
+  a `preStop` hook before it is sent SIGTERM, and ends sooner by itself as
+  soon as it has evaluated the final checkpoint.
+- A NetworkPolicy lets only the job's own pods reach port 2222.
+
+The operator is in maintenance (kubeflow/trainer release-1.9, v1.9.4 of
+2026-08-18) and Kueue no longer runs TFJobs by default: `jobset` is the
+maintained target (docs/distributed.md).
 """
-import yaml
-
-from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import k8s
 from estimator_trainers.tools.cloud import roles
 
-PORT = 2222
+TARGET = 'tfjob'
+JOB_NAME_LABEL = 'training.kubeflow.org/job-name'  # the operator's label on every pod
+PORT_NAME = 'tfjob-port'  # the port name the operator looks for
 
 
 def manifest(plan):
-    """The TFJob (kubeflow.org/v1) of `plan`, as a dict.
+    """The TFJob and its NetworkPolicy of `plan` (`k8s.Manifest`).
 
     Raises:
-      UserInputError: a pool without an image (`--image-uri`), or a tuning
-        config (use Vertex AI).
+      UserInputError: a pool without an image (`--image-uri`), a tuning
+        config (use Vertex AI), a label Kubernetes refuses.
     """
-    if any(plan.image_for(pool.role) is None for pool in plan.config.pools):
-        raise UserInputError('--target tfjob needs --image-uri (a container built '
-                             'from Dockerfile and pushed where the cluster can pull it)')
-    if plan.config.is_tuning:
-        raise UserInputError('%s: hyperparameter tuning runs on Vertex AI only; drop '
-                             '--target tfjob' % plan.config.source)
-    replicas = {}
+    k8s.check_plan(plan, TARGET)
+    name = k8s.resource_name(plan.name)
+    labels, notes = k8s.labels(plan)
+    replica_specs = {}
     for pool in plan.config.pools:
-        launch = plan.launch(pool.role)
-        container = {'name': 'tensorflow',  # the container name the operator looks for
-                     'image': launch.image}
-        if launch.command:
-            container['command'] = list(launch.command)
-        container.update(args=list(launch.args),
-                         ports=[{'name': 'tfjob-port', 'containerPort': PORT}])
-        if pool.accelerator_count:
-            container['resources'] = {'limits': {'nvidia.com/gpu': pool.accelerator_count}}
-        replicas[roles.role(pool.role).kubernetes] = {
+        container = k8s.container(plan, pool, PORT_NAME)
+        pod = {}
+        if pool.role == roles.EVALUATOR:
+            container['lifecycle'] = {'preStop': {'exec': {'command': [
+                'python', '-c', 'import time; time.sleep(%d)' % k8s.EVALUATOR_GRACE_SECS]}}}
+            pod['terminationGracePeriodSeconds'] = k8s.EVALUATOR_GRACE_SECS + 30
+        replica_specs[roles.role(pool.role).kubernetes] = {
             'replicas': pool.replica_count,
-            'restartPolicy': 'OnFailure',
-            'template': {'spec': {'containers': [container]}},
+            'restartPolicy': 'ExitCode',
+            'template': k8s.pod_template(plan, pool, container, labels, **pod),
         }
-    metadata = {'name': k8s_name(plan.name)}
-    if plan.config.labels:
-        metadata['labels'] = dict(plan.config.labels)
-    return {
-        'apiVersion': 'kubeflow.org/v1',
-        'kind': 'TFJob',
-        'metadata': metadata,
-        # Parameter servers never exit on their own: remove running pods once
-        # the chief has finished.
-        'spec': {'runPolicy': {'cleanPodPolicy': 'Running'}, 'tfReplicaSpecs': replicas},
-    }
-
-
-def render(plan):
-    """The manifest as YAML, ready for `kubectl apply -f -`."""
-    return yaml.safe_dump(manifest(plan), sort_keys=False)
-
-
-def k8s_name(job_name):
-    """A job name as a Kubernetes object name (lowercase, dashes, <= 63 chars)."""
-    return job_name.lower().replace('_', '-')[:63].rstrip('-')
+    run_policy = {'cleanPodPolicy': 'Running', 'backoffLimit': k8s.restarts(plan)}
+    if k8s.deadline_secs(plan):
+        run_policy['activeDeadlineSeconds'] = k8s.deadline_secs(plan)
+    metadata = {'name': name}
+    if labels:
+        metadata['labels'] = labels
+    job = {'apiVersion': 'kubeflow.org/v1', 'kind': 'TFJob', 'metadata': metadata,
+           'spec': {'runPolicy': run_policy, 'tfReplicaSpecs': replica_specs}}
+    also = ()
+    if plan.config.scheduling.get('restartJobOnWorkerRestart'):
+        also = (('scheduling.restartJobOnWorkerRestart',
+                 'the operator restarts only the failed pod; --target jobset restarts all'),)
+    note = k8s.not_applied(plan, TARGET, also)
+    return k8s.Manifest((job, k8s.network_policy(name, JOB_NAME_LABEL)),
+                        notes + ((note,) if note else ()))

@@ -28,7 +28,7 @@ from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import rehearsal
 
 PROG = 'python -m estimator_trainers.tools.cloud'
-TARGETS = ('vertex', pipeline.TFJOB)
+TARGETS = ('vertex',) + tuple(pipeline.MANIFESTS)
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability
 # announced for 2025-11-14): --executor-image-uri's examples.
 EXECUTOR_IMAGES = {
@@ -85,8 +85,15 @@ def build_parser():
                         help='Artifact Registry Docker repository in --region for '
                              '--build-image (created if missing).')
     submit.add_argument('--target', choices=TARGETS, default='vertex',
-                        help='vertex (default): submit to Vertex AI. tfjob: print a '
-                             'Kubeflow TFJob manifest (needs --image-uri).')
+                        help='vertex (default): submit to Vertex AI. jobset: print a '
+                             'Kubernetes JobSet manifest, tfjob: a Kubeflow TFJob manifest '
+                             '(both with a NetworkPolicy; need --image-uri; '
+                             'docs/distributed.md says which to choose).')
+    submit.add_argument('--tensorboard', help='Vertex AI TensorBoard to upload the run '
+                        'to while it trains (projects/P/locations/R/tensorboards/ID; '
+                        'default: trainingInput.tensorboard). The trainers then write to '
+                        '<job-dir>/logs, where Vertex AI uploads from; needs '
+                        'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
     submit.add_argument('--stream-logs', action='store_true',
@@ -130,12 +137,9 @@ def _add_poll_flag(parser):
 
 def main(argv=None, backend=None, out=None, err=None, environ=None):
     """Runs one command; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, trainer_flags = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
+    trainer_flags = trainer_flags or []
     environ = os.environ if environ is None else environ
-    trainer_flags = []
-    if '--' in argv:
-        split = argv.index('--')
-        argv, trainer_flags = argv[:split], argv[split + 1:]
     gcloud_only = [arg.split('=')[0] for arg in argv if arg.split('=')[0] in GCLOUD_ONLY_FLAGS]
     if gcloud_only:
         raise UserInputError('%s is a flag of gcloud ai-platform jobs submit training: run your '
@@ -151,7 +155,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     if args.command == 'submit':
         rehearsal.check_options(args)
         action = pipeline.Action(
-            kind=(pipeline.TFJOB if args.target == pipeline.TFJOB else pipeline.REHEARSE
+            kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
                   if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
             project=args.project, repository=args.repository, stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
@@ -191,6 +195,9 @@ def make_plan(args, trainer_flags, environ):
         raise UserInputError('--repository %r: expected an Artifact Registry repository id '
                              '(lowercase letters, digits and dashes, starting with a letter)'
                              % args.repository, flag='--repository')
+    if args.tensorboard and configs.tensorboard_problem(args.tensorboard):
+        raise UserInputError('--tensorboard: %s' % configs.tensorboard_problem(args.tensorboard),
+                             flag='--tensorboard')
     image = args.image_uri or args.executor_image_uri
     return plan_lib.JobPlan(
         name=job_name, program=plan_lib.Trainer(trainer), config=config,
@@ -198,7 +205,7 @@ def make_plan(args, trainer_flags, environ):
         region=location.region_id(args.region, environ, config.region),
         staging='%s/staging/%s' % (bucket_uri, job_name), staging_flag='--bucket',
         images={plan_lib.CHIEF: image} if image else {},
-        executor_image=args.executor_image_uri,
+        executor_image=args.executor_image_uri, tensorboard=args.tensorboard,
         notes=tuple(config.notes) + tuple(notes), warnings=tuple(config.warnings))
 
 
@@ -212,6 +219,9 @@ def print_submitted(plan, job, out, err):
     out.write('%s\n' % job['name'])
     out.flush()
     info = jobs.parse_job_name(job['name']) or {}
+    if plan.tensorboard_name:
+        err.write('vertex tensorboard: %s (uploads %s while the job runs)\n'
+                  % (plan.tensorboard_name, plan.trainer_job_dir))
     err.write(
         'created %s %s: %s\n'
         'console:     https://console.cloud.google.com/vertex-ai/locations/%s/training/%s'
@@ -221,7 +231,8 @@ def print_submitted(plan, job, out, err):
         'follow:      %s logs %s\n'
         'cancel:      %s cancel %s\n'
         % (plan.collection, plan.name, job['name'], plan.region, info.get('id', '?'),
-           plan.project, plan.job_dir, plan.job_dir, PROG, job['name'], PROG, job['name']))
+           plan.project, plan.trainer_job_dir, plan.trainer_job_dir, PROG, job['name'], PROG,
+           job['name']))
 
 
 def manage(args, backend, out, environ):

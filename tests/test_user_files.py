@@ -21,69 +21,61 @@ from test_layering import production_modules
 # The modules that are the readers.
 READER_MODULES = ('estimator_trainers/user_files.py', 'estimator_trainers/safe_io.py')
 
-# (module, function) -> why what it reads is no file a user hands over, or is
-# read with bounds of its own. Keep it short: a new reader of a user's file
-# belongs in user_files.
-ALLOWED = {
-    # The kernel's files.
-    ('estimator_trainers/devices.py', 'cpu_has_amx_bf16'): '/proc/cpuinfo, the kernel\'s',
-    ('estimator_trainers/host.py', 'cpu_model'): '/proc/cpuinfo, the kernel\'s',
-    ('estimator_trainers/host.py', '_meminfo_bytes'): '/proc/meminfo, the kernel\'s',
-    ('estimator_trainers/host.py', 'process_started_at'): '/proc/self/stat, /proc/uptime',
-    ('estimator_trainers/lease.py', '_pid_start'): '/proc/<pid>/stat, the kernel\'s',
-    # What this package's own processes wrote, at paths it chose.
-    ('estimator_trainers/errors.py', 'read_record'):
-        'the error record a child command of ours wrote where we told it to',
-    ('estimator_trainers/sentinel.py', 'main'):
-        'control messages of our own task, over a pipe only the two hold',
-    ('estimator_trainers/tools/experiment/execute.py', 'failure'):
-        'the log of a command the sweep started (for its last line)',
-    ('estimator_trainers/tools/experiment/execute.py', 'Runner._note_job'):
-        'the output of the cloud CLI the sweep started (the job name it printed)',
-    # Python source, scanned as text for a marker, never parsed as data.
-    ('estimator_trainers/registry.py', 'candidate_packages'):
-        'the first 64 KiB of packages\' declaration modules, scanned for a marker',
-    # Data sets: gigabytes by design, read in pieces with checks of their own
-    # (docs/reliability.md, "Data archives and data sets").
-    ('cifar10_estimator/data.py', '_check_first_length'):
-        'a TFRecord\'s first header, checked against its size before TensorFlow reads it',
-    ('cifar10_estimator/data.py', '_check_lengths'):
-        'every TFRecord header of a local file, checked the same way',
-    ('cifar10_estimator/generate_cifar10_tfrecords.py', 'read_batch'):
-        'a CIFAR-10 batch, through BatchUnpickler, which builds only arrays',
-    ('keras_estimator/data.py', 'read'):
-        'mnist.npz: zip entries and .npy headers checked before any array is read',
-    ('keras_estimator/data.py', 'fetch'): 'the same, for the data step\'s --source',
-    ('taxi_estimator/input.py', '_header_ok'): 'the first line of a training CSV',
-    ('taxi_estimator/input.py', '_scan_file'):
-        'a training CSV, checked line by line in 1 MiB pieces',
-}
 
-# The cloud tools' own reads (tools/cloud, being restructured into one
-# pipeline): most are no user input; those marked "to move" are, and belong in
-# user_files. Listed so that no new one comes in unseen.
-PENDING_CLOUD = {
-    ('estimator_trainers/tools/cloud/build.py', '_read_text'):
-        'the checkout\'s Dockerfile and ignore files (user input: to move)',
-    ('estimator_trainers/tools/cloud/build.py', '_copy_sources'):
-        'the JSON form of a Dockerfile COPY line (user input: to move)',
-    ('estimator_trainers/tools/cloud/build.py', '_head'):
-        'the first bytes of a context file, checked for credentials',
-    ('estimator_trainers/tools/cloud/build.py', '_add_file'):
-        'a context file streamed into the archive',
-    ('estimator_trainers/tools/cloud/packages.py', 'pins'):
-        'this project\'s constraints.txt and PIP_CONSTRAINT (the image sets it)',
-    ('estimator_trainers/tools/cloud/packages.py', '_without'): 'the same constraint files',
-    ('estimator_trainers/tools/cloud/pipeline.py', 'request_json'): 'our own request body',
-    ('estimator_trainers/tools/cloud/replicas.py', 'with_primary'):
-        'TF_CONFIG as Vertex AI sets it (the trainer reads it again through user_files)',
-    ('estimator_trainers/tools/cloud/source_checks.py', '_installed'):
-        'the JSON line our own probe subprocess printed',
-    ('estimator_trainers/tools/cloud/rehearsal.py', '_reported_metric'):
-        'the hypertune metrics file a rehearsed task wrote',
-    ('estimator_trainers/tools/cloud/schema.py', 'discovery_document'):
-        'the discovery documents bundled with google-api-python-client',
-}
+def _table(text):
+    """{(module, function): reason} of `module  function  reason` lines (# comments)."""
+    rows = {}
+    for line in text.strip().splitlines():
+        if line.strip() and not line.lstrip().startswith('#'):
+            module, function, reason = line.split(None, 2)
+            rows[module, function] = reason
+    return rows
+
+
+# Reads that are no file a user hands over, or read with bounds of their own,
+# each with why. Keep it short: a new reader of a user's file belongs in
+# user_files.
+ALLOWED = _table("""
+# The kernel's files.
+estimator_trainers/devices.py   cpu_has_amx_bf16    /proc/cpuinfo
+estimator_trainers/host.py      cpu_model           /proc/cpuinfo
+estimator_trainers/host.py      _meminfo_bytes      /proc/meminfo
+estimator_trainers/host.py      process_started_at  /proc/self/stat and /proc/uptime
+estimator_trainers/lease.py     _pid_start          /proc/<pid>/stat
+# What this package's own processes wrote, at paths it chose.
+estimator_trainers/errors.py    read_record   the error record a child command of ours wrote
+estimator_trainers/sentinel.py  main          control messages of our own task over its pipe
+estimator_trainers/tools/experiment/execute.py  failure  the log of a command the sweep started
+estimator_trainers/tools/experiment/execute.py  Runner._note_job  the job name our cloud CLI printed
+# Python source, scanned as text for a marker, never parsed as data.
+estimator_trainers/registry.py  candidate_packages  64 KiB of packages' declaration modules
+# Data sets: gigabytes by design, read in pieces with checks of their own
+# (docs/reliability.md, "Data archives and data sets").
+cifar10_estimator/data.py  _check_first_length  a TFRecord header, checked against the size
+cifar10_estimator/data.py  _check_lengths       every TFRecord header of a local file
+cifar10_estimator/generate_cifar10_tfrecords.py  read_batch  through BatchUnpickler (arrays only)
+keras_estimator/data.py    read    mnist.npz: zip entries and .npy headers checked first
+keras_estimator/data.py    fetch   the same, for the data step's --source
+taxi_estimator/input.py    _header_ok  the first line of a training CSV
+taxi_estimator/input.py    _scan_file  a training CSV, checked line by line in 1 MiB pieces
+""")
+
+# The cloud tools' own reads (tools/cloud, the one pipeline): most are no user
+# input; those marked "to move" are, and belong in user_files. Listed so that
+# no new one comes in unseen.
+PENDING_CLOUD = _table("""
+estimator_trainers/tools/cloud/build.py  _read_text     Dockerfile, ignore files: to move
+estimator_trainers/tools/cloud/build.py  _copy_sources  a Dockerfile COPY line's JSON: to move
+estimator_trainers/tools/cloud/build.py  _head          a context file's first bytes (credentials)
+estimator_trainers/tools/cloud/build.py  _add_file      a context file streamed into the archive
+estimator_trainers/tools/cloud/packages.py  pins        constraints.txt and PIP_CONSTRAINT
+estimator_trainers/tools/cloud/packages.py  _without    the same constraint files
+estimator_trainers/tools/cloud/pipeline.py  request_json   our own request body
+estimator_trainers/tools/cloud/replicas.py  with_primary   TF_CONFIG as Vertex AI sets it
+estimator_trainers/tools/cloud/source_checks.py  _installed  our own probe's JSON line
+estimator_trainers/tools/cloud/rehearsal.py  _reported_metric  a rehearsed task's metrics file
+estimator_trainers/tools/cloud/schema.py  discovery_document  google-api-python-client's bundle
+""")
 
 _WRITE_MODES = set('wax')
 

@@ -11,6 +11,7 @@ does its own scaling, so serving can feed raw pixels.
 """
 import os
 import random
+import shlex
 import struct
 
 import numpy as np
@@ -19,11 +20,14 @@ import tensorflow as tf
 from cifar10_estimator.layout import DEPTH, HEIGHT, IMAGE_BYTES, METADATA_FILE, NUM_CLASSES
 from cifar10_estimator.layout import SUBSETS, WIDTH, subset_path
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 _PAD = 4
 _TFRECORD_FRAMING_BYTES = 16  # length (8) + length CRC (4) + data CRC (4)
-_METADATA_MAX_BYTES = 1 << 20  # metadata.json is about 200 bytes
+# metadata.json is about 200 bytes.
+_METADATA_LIMITS = user_files.Limits(bytes=1 << 20,
+                                     expected='expected a small file (is this the right one?)')
 _MAX_EXAMPLES = 1 << 40
 
 
@@ -32,16 +36,16 @@ def read_metadata(data_dir):
     if not tf.io.gfile.isdir(data_dir):
         raise UserInputError('--data-dir %s does not exist; create it with python -m '
                              'cifar10_estimator.generate_cifar10_tfrecords --data-dir %s'
-                             % (data_dir, data_dir))
+                             % (data_dir, shlex.quote(data_dir)))
     path = os.path.join(data_dir, METADATA_FILE)
     if not tf.io.gfile.exists(path):
         raise UserInputError('--data-dir %s has no %s; create the TFRecords with python '
                              '-m cifar10_estimator.generate_cifar10_tfrecords --data-dir %s'
-                             % (data_dir, METADATA_FILE, data_dir))
-    text = safe_io.read_text(path, '--data-dir file', max_bytes=_METADATA_MAX_BYTES,
-                             regular=True)
+                             % (data_dir, METADATA_FILE, shlex.quote(data_dir)))
+    text = user_files.read_text(path, '--data-dir file %s' % path, _METADATA_LIMITS,
+                                '--data-dir')
     try:
-        counts = safe_io.parse_json(text)['num_examples']
+        counts = user_files.loads(text)['num_examples']
         counts = {subset: int(counts[subset]) for subset in SUBSETS}
         if not all(0 <= n <= _MAX_EXAMPLES for n in counts.values()):
             raise ValueError('counts out of range')

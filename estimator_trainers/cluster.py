@@ -37,7 +37,7 @@ import dataclasses
 import json
 import os
 
-from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 
 CHIEF = 'chief'
@@ -306,7 +306,7 @@ def export_tf_config(info, environ=None):
 
 def _load_json(text, source):
     try:
-        config = safe_io.parse_json(text)
+        config = user_files.loads(text)
     except ValueError as e:
         raise UserInputError('%s is not valid JSON (%s)' % (source, e)) from None
     if not isinstance(config, dict):
@@ -330,6 +330,7 @@ def _validated(cluster, task, environment, source):
     for job in (CHIEF, MASTER):
         if len(cluster.get(job, ())) > 1:
             raise UserInputError('%s: cluster.%s must have exactly one address' % (source, job))
+    _refuse_shared_addresses(cluster, source)
     evaluators = cluster.pop(EVALUATOR, None)
 
     task_type = str(task.get('type', '')).lower()
@@ -361,6 +362,20 @@ def _validated(cluster, task, environment, source):
     return ClusterInfo(cluster=cluster, task_type=task_type if cluster else None,
                        task_index=task_index if cluster else 0,
                        environment=environment, num_evaluators=len(evaluators or ()))
+
+
+def _refuse_shared_addresses(cluster, source):
+    """Refuses two tasks of `cluster` at one host:port: the second cannot listen
+    there, and its peers would wait for it until --peer-timeout-secs."""
+    seen = {}
+    for job in sorted(cluster):
+        for index, address in enumerate(cluster[job]):
+            task = '%s-%d' % (job, index)
+            if address in seen:
+                raise UserInputError(
+                    '%s: %s and %s have the same address %s; each task needs a host:port '
+                    'of its own' % (source, seen[address], task, address))
+            seen[address] = task
 
 
 def _integer(value):

@@ -34,6 +34,7 @@ from estimator_trainers import host
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import lease as lease_lib
 from estimator_trainers import process
+from estimator_trainers import safe_io
 from estimator_trainers import sentinel as sentinel_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
@@ -56,31 +57,9 @@ def check_job_dir(job_dir, writable=True):
       UserInputError: it is a file, its file system is read-only, or it (or
         the directory it would be created in) is not writable.
     """
-    if '://' in job_dir:
-        return
-    path = os.path.abspath(job_dir)  # not a file: `job_dir.check_owner` ran first
-    if not writable:
-        return
-    existing = path
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise UserInputError('--job-dir %s cannot be created: %s is a file'
-                             % (job_dir, existing))
-    if _read_only_mount(existing):
-        raise UserInputError('--job-dir %s is on a read-only file system (%s)'
-                             % (job_dir, existing))
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserInputError('--job-dir %s%s is not writable by this user'
-                             % (job_dir, '' if existing == path else
-                                ' cannot be created: %s' % existing))
-
-
-def _read_only_mount(path):
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+    # Not a file: `job_dir.check_owner` ran first.
+    if writable:
+        safe_io.check_writable_directory(job_dir, '--job-dir')
 
 
 def clean_leftovers(job_dir, log):
@@ -123,13 +102,17 @@ def check_buckets(paths, timeout_secs):
       timeout_secs: how long all the buckets together may take to answer.
 
     Raises:
-      UserInputError: a bucket does not exist.
+      UserInputError: a path Cloud Storage cannot hold (`gcs.path_problem`:
+        no bucket name, a bucket name it refuses), or a bucket does not exist.
       TransientFailure: Cloud Storage does not answer within `timeout_secs`, or
         fails (offline, a proxy or firewall in the way, no credentials).
     """
     buckets = {}
     for flag, path in paths:
         if path is not None and gcs.is_gcs_path(path):
+            reason = gcs.path_problem(path)
+            if reason:  # the cloud tools' rule and words (`--job-dir gs://`)
+                raise UserInputError('%s %s: %s' % (flag, path, reason), flag=flag, path=path)
             buckets.setdefault(gcs.bucket_of(path), (flag, path))
     if not buckets:
         return

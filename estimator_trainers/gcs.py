@@ -7,14 +7,77 @@ SavedModel export (written to `temp-<timestamp>`, then renamed) fails at the
 end of training; Vertex AI tasks run the built-in client. No TensorFlow: a
 trainer's command line and the cloud tools warn before importing it.
 (`faults.check_buckets` asks for the buckets themselves.)
+
+`path_problem` is the one rule for a gs:// path, for the trainers' flags
+(`faults.check_buckets`) and the cloud tools' (`tools/cloud/gcs_paths`)
+alike, from Cloud Storage's naming rules
+(cloud.google.com/storage/docs/buckets#naming, /objects#naming): bucket
+names are 3-63 characters (up to 222 with dots, each dot-separated part at
+most 63) of lowercase letters, digits, dashes, underscores and dots,
+starting and ending with a letter or digit, not an IP address, not starting
+with `goog` and not containing `google`; object names are at most 1024 bytes
+of UTF-8 without carriage returns or line feeds.
 """
 import os
+import re
+import unicodedata
 
 MODULAR_FILESYSTEM_VAR = 'TF_USE_MODULAR_FILESYSTEM'
+SCHEME = 'gs://'
+MAX_OBJECT_NAME_BYTES = 1024
+
+_BUCKET_CHARS = re.compile(r'[a-z0-9][a-z0-9._-]*[a-z0-9]')
+_IP_ADDRESS = re.compile(r'\d{1,3}(\.\d{1,3}){3}')
 
 
 def is_gcs_path(path):
-    return str(path).startswith('gs://')
+    return str(path).startswith(SCHEME)
+
+
+def split(uri):
+    """`gs://bucket/some/object` -> `('bucket', 'some/object')` (no checks)."""
+    bucket, _, name = uri[len(SCHEME):].partition('/')
+    return bucket, name
+
+
+def bucket_problem(name):
+    """What Cloud Storage refuses in bucket `name`, or None."""
+    if not _BUCKET_CHARS.fullmatch(name) or not 3 <= len(name) <= 222:
+        return ('bucket name %r is not valid: 3 to 63 lowercase letters, digits, dashes, '
+                'underscores or dots, starting and ending with a letter or digit' % name)
+    if '.' not in name and len(name) > 63:
+        return 'bucket name %r is longer than 63 characters' % name
+    if any(len(part) > 63 or not part for part in name.split('.')):
+        return 'bucket name %r has a dot-separated part that is empty or over 63 characters' % name
+    if _IP_ADDRESS.fullmatch(name):
+        return 'bucket name %r is an IP address, which Cloud Storage refuses' % name
+    if name.startswith('goog') or 'google' in name:
+        return 'bucket name %r starts with goog or contains google, which Cloud Storage refuses' % name
+    return None
+
+
+def path_problem(uri):
+    """What is wrong with the gs:// path `uri` (a file, directory or glob), or None."""
+    bucket, name = split(uri)
+    if not bucket:
+        return 'no bucket name after gs://'
+    reason = bucket_problem(bucket)
+    if reason:
+        return reason
+    name = name.rstrip('/')
+    if '\n' in name or '\r' in name:
+        return 'object names cannot hold line breaks'
+    if any(unicodedata.category(char) == 'Cc' for char in name):
+        return 'control characters in an object name'
+    if len(name.encode('utf-8', 'surrogatepass')) > MAX_OBJECT_NAME_BYTES:
+        return 'object names are at most %d bytes' % MAX_OBJECT_NAME_BYTES
+    segments = name.split('/') if name else []
+    if '' in segments:
+        return "empty path segment ('//')"
+    if '.' in segments or '..' in segments:
+        return ("'.' and '..' are not directories in Cloud Storage (object names are "
+                "taken literally)")
+    return None
 
 
 def modular_filesystem_warning(paths, environ=None):

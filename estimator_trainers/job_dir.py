@@ -31,13 +31,15 @@ import re
 import uuid
 
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 
 MODEL_PARAMS_FILE = 'model_params.json'
 CHECKPOINT_STATE_FILE = 'checkpoint'  # TensorFlow's list of a job-dir's checkpoints
 CHECKPOINT_PREFIX = 'model.ckpt'
 # model_params.json and the checkpoint state file are a few hundred bytes.
-SMALL_FILE_MAX_BYTES = 1 << 20
+SMALL_FILE = user_files.Limits(bytes=1 << 20,
+                               expected='expected a small file (is this the right one?)')
 LEASE_FILE = 'LEASE.json'
 RUN_RECORD_FILE = 'run_record.json'
 EVAL_DIR = 'eval'
@@ -124,17 +126,18 @@ def listed_checkpoint(job_dir):
     remote job-dir or one without a readable state file.
     """
     state = os.path.join(job_dir, CHECKPOINT_STATE_FILE)
-    if safe_io.is_remote(job_dir) or safe_io.not_a_regular_file(state):
-        return None  # a named pipe there would block the read for good
+    if safe_io.is_remote(job_dir):
+        return None
     try:
-        with open(state, encoding='utf-8') as f:
-            for line in f.read(SMALL_FILE_MAX_BYTES).splitlines():
-                key, _, value = line.partition(':')
-                if key.strip() == 'model_checkpoint_path':
-                    path = value.strip().strip('"')
-                    return path if os.path.isabs(path) else os.path.join(job_dir, path)
-    except (OSError, UnicodeDecodeError):
-        pass
+        # user_files: a named pipe there is refused, never waited on.
+        text = user_files.read_text(state, state, SMALL_FILE, optional=True) or ''
+    except UserInputError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(':')
+        if key.strip() == 'model_checkpoint_path':
+            path = value.strip().strip('"')
+            return path if os.path.isabs(path) else os.path.join(job_dir, path)
     return None
 
 
@@ -145,8 +148,8 @@ def parse_model_params(text, path):
       UserInputError: not a JSON object.
     """
     try:
-        recorded = safe_io.parse_json(text)
-    except ValueError:
+        recorded = user_files.parse_json(text, path, SMALL_FILE)
+    except UserInputError:
         recorded = None
     if not isinstance(recorded, dict):
         raise UserInputError('%s is not a JSON object of flag values; restore it or use '

@@ -34,11 +34,13 @@ import tensorflow as tf
 from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import process
-from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import UserInputError
 
 DEFAULT_TIMEOUT_SECS = 300
+# A lease is a few hundred bytes of JSON.
+LEASE_LIMITS = user_files.Limits(bytes=64 << 10, depth=4, values=100)
 # The HTTP status of a create whose `if_generation_match=0` found the object there.
 PRECONDITION_FAILED = 412
 
@@ -120,11 +122,12 @@ class _LocalStore:
         return True
 
     def read(self):
+        """The lease's text; None when there is none, '' when it cannot be read (a
+        pipe or a huge file planted there: unreadable, so stale)."""
         try:
-            with open(self.path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
+            return user_files.read_text(self.path, self.path, LEASE_LIMITS, optional=True)
+        except UserInputError:
+            return ''
 
     def replace(self, text):
         tmp = job_dir_lib.lease_temp_name(self.path)
@@ -151,13 +154,6 @@ class _GfileStore(_LocalStore):
             return False
         self.replace(text)
         return self.read() == text
-
-    def read(self):
-        try:
-            with tf.io.gfile.GFile(self.path) as f:
-                return f.read()
-        except tf.errors.NotFoundError:
-            return None
 
     def replace(self, text):
         with tf.io.gfile.GFile(self.path, 'w') as f:
@@ -241,8 +237,8 @@ class Lease:
         if not text:
             return None
         try:
-            owner = Owner(**safe_io.parse_json(text))
-        except (ValueError, TypeError):
+            owner = Owner(**user_files.parse_json(text, self._store.path, LEASE_LIMITS))
+        except (UserInputError, TypeError):
             return None
         return owner if _well_formed(owner) else None
 

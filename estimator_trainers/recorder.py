@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 
 import tensorflow as tf
 
@@ -101,6 +102,8 @@ class Recorder:
         self._first = None
         self._last = None
         self._written = False
+        self._warned = False
+        self._session_id = uuid.uuid4().hex
 
     @property
     def is_chief(self):
@@ -185,9 +188,23 @@ class Recorder:
             self._first = mark
         self._last = mark
 
-    def _saved(self, secs):
+    def _saved(self, secs, step):
         self._checkpoints += 1
         self._checkpoint_secs += secs
+        if self.is_chief and self._trained and not self._written:
+            self._write_running(step)
+
+    def _write_running(self, step):
+        """Records the session so far as `running`: what a process killed outright
+        (SIGKILL, a lost machine) leaves, up to its latest checkpoint, for a
+        sweep to add to the session that resumes from it. The session's final
+        write replaces it; a failure to write is the session's one warning."""
+        try:
+            session = self.session(run_record.RUNNING, None, None, None, None)
+            session['steps']['to'] = int(step)  # where a resumed session starts
+            run_record.append(run_record.path(self.args.job_dir), session)
+        except Exception as e:  # pylint: disable=broad-except
+            self._warn(e)
 
     # The record.
 
@@ -207,7 +224,13 @@ class Recorder:
         except Exception as e:  # pylint: disable=broad-except
             # The run's own outcome stands: a record that cannot be written
             # (a full disk) must not replace its error.
-            sys.stderr.write('warning: run record not written: %s\n' % first_line(e))
+            self._warn(e)
+
+    def _warn(self, error):
+        """The one warning line of a record that cannot be written (once per session)."""
+        if not self._warned:
+            self._warned = True
+            sys.stderr.write('warning: run record not written: %s\n' % first_line(error))
 
     def _own_throughput(self):
         return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),
@@ -271,6 +294,7 @@ class Recorder:
                                                        'end': host.load_average()}),
             'software': {'tensorflow': tf.__version__, 'python': platform.python_version()},
             'job_id': self._job_id,
+            'session_id': self._session_id,
         }
 
 
@@ -316,4 +340,4 @@ class _CheckpointTimer(tf.compat.v1.train.CheckpointSaverListener):
         self._start = time.time()
 
     def after_save(self, session, global_step_value):
-        self._recorder._saved(time.time() - self._start)  # pylint: disable=protected-access
+        self._recorder._saved(time.time() - self._start, global_step_value)  # pylint: disable=protected-access

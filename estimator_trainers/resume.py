@@ -17,6 +17,7 @@ from tensorflow.python.training import checkpoint_state_pb2  # pylint: disable=g
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -48,8 +49,8 @@ def check_model_params(job_dir, params, write=True):
     """
     path = job_dir_lib.model_params_path(job_dir)
     if tf.io.gfile.exists(path):
-        text = safe_io.read_text(path, '--job-dir file',
-                                 max_bytes=job_dir_lib.SMALL_FILE_MAX_BYTES, regular=True)
+        text = user_files.read_text(path, '--job-dir file %s' % path, job_dir_lib.SMALL_FILE,
+                                    '--job-dir')
         job_dir_lib.compare_model_params(job_dir_lib.parse_model_params(text, path), params,
                                          job_dir)
         return
@@ -117,8 +118,8 @@ def check_checkpoints(job_dir):
                 % (job_dir, os.path.basename(saved[-1]), job_dir_lib.CHECKPOINT_STATE_FILE,
                    os.path.basename(saved[-1])), flag='--job-dir', path=state_path)
         return None
-    text = safe_io.read_text(state_path, '--job-dir file',
-                             max_bytes=job_dir_lib.SMALL_FILE_MAX_BYTES, regular=True)
+    text = user_files.read_text(state_path, '--job-dir file %s' % state_path,
+                                job_dir_lib.SMALL_FILE, '--job-dir')
     state = checkpoint_state_pb2.CheckpointState()
     try:
         text_format.Parse(text, state)

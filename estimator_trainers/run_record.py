@@ -2,7 +2,9 @@
 
 `<job-dir>/run_record.json` (`job_dir.RUN_RECORD_FILE`) is written by the chief at
 the end of each session (a run of the trainer on the job-dir: the first, and
-every resumption), atomically, local or `gs://` (`safe_io.write_atomic`):
+every resumption), atomically, local or `gs://` (`safe_io.write_atomic`), and
+after each checkpoint it saves while training as a `running` session that the
+next write replaces (a process killed outright leaves that one):
 
     {"format": 1, "sessions": [SESSION, ...]}      # oldest first; a resumed job appends
 
@@ -10,8 +12,10 @@ A SESSION (all times in seconds, rates in examples/sec):
 
 - `status`: `succeeded`, `failed` (with `error`, the one line the task
   ended with), `terminated` (a stop signal: SIGTERM, SIGINT, SIGHUP, e.g. a
-  preemption or a sweep's Ctrl-C) or `aborted` (the process was ended from another thread: a lost
-  peer or lease); `exit_code`. A run refused for its input before its first
+  preemption or a sweep's Ctrl-C), `aborted` (the process was ended from another thread: a lost
+  peer or lease) or `running` (as of its latest checkpoint: still running,
+  or killed outright, e.g. SIGKILL or a lost machine); `exit_code`;
+  `session_id`, unique per session. A run refused for its input before its first
   step (a bad flag, another job's lease, another model's checkpoints) writes
   nothing: it was not a session of this job-dir.
 - `started_at`, `ended_at` (ISO 8601, UTC), `started_at_unix`, `wall_secs`;
@@ -45,8 +49,9 @@ A SESSION (all times in seconds, rates in examples/sec):
 
 `recorder.Recorder` measures and writes the sessions; this module is the
 format and reading it (the machine's facts come from `host`), without TensorFlow at
-import (the experiment tools read records; a gs:// record is read through
-`tf.io.gfile`, loaded then by `logs.import_tensorflow`).
+import (the experiment tools read records). A record is read like every file
+a user could have put there (`user_files`): bounded, regular, UTF-8; a gs://
+record through `tf.io.gfile`, loaded then by `logs.import_tensorflow`.
 """
 import datetime
 import json
@@ -55,9 +60,18 @@ import os
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import logs
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
+from estimator_trainers.errors import UserInputError
 
 FORMAT = 1
+# The fields of a session that hold mappings (readers look into them).
+_MAPPINGS = ('steps', 'phases', 'checkpoints', 'evaluations', 'final_metrics', 'workers',
+             'flags', 'cluster', 'precision', 'determinism', 'hardware', 'software')
+# A session is a few KiB: thousands of sessions fit.
+LIMITS = user_files.Limits(bytes=16 << 20, depth=32, values=2000000,
+                           expected='a run record holds a few KiB per session')
 SUCCEEDED = 'succeeded'
+RUNNING = 'running'
 FAILED = 'failed'
 TERMINATED = 'terminated'
 ABORTED = 'aborted'
@@ -80,7 +94,8 @@ def read(job_dir):
       A list of session dicts, oldest first; [] when there is no record.
 
     Raises:
-      ValueError: the record is not a run record (names the file).
+      UserInputError: the file there is not a run record, or cannot be read
+        (names the file).
     """
     sessions = _read_sessions(path(job_dir))
     for session in sessions:
@@ -101,43 +116,38 @@ def _worker_labels(job_dir):
 
 
 def _read_sessions(record_path):
-    text = _read_text(record_path)
-    if text is None:
+    """The sessions of the record at `record_path` ([] when there is none).
+
+    Read within `LIMITS` (`user_files`): a named pipe planted there is refused
+    without blocking, a huge file unread.
+    """
+    record = user_files.read_json(record_path, limits=LIMITS, optional=True)
+    if record is None:
         return []
-    try:
-        record = json.loads(text)
-        sessions = record['sessions']
-        if record.get('format') != FORMAT or not isinstance(sessions, list):
-            raise ValueError
-    except (ValueError, KeyError, TypeError):
-        raise ValueError('%s is not a run record (expected {"format": %d, "sessions": '
-                         '[...]})' % (record_path, FORMAT)) from None
+    sessions = record.get('sessions') if isinstance(record, dict) else None
+    if not isinstance(sessions, list) or record.get('format') != FORMAT or not all(
+            isinstance(session, dict) and all(isinstance(session.get(key) or {}, dict)
+                                              for key in _MAPPINGS)
+            for session in sessions):
+        raise UserInputError('%s is not a run record (expected {"format": %d, "sessions": '
+                             '[...]})' % (record_path, FORMAT), path=record_path)
     return sessions
-
-
-def _read_text(record_path):
-    if safe_io.is_remote(record_path):
-        tf = logs.import_tensorflow()
-        try:
-            with tf.io.gfile.GFile(record_path) as f:
-                return f.read()
-        except tf.errors.NotFoundError:
-            return None
-    try:
-        with open(record_path, encoding='utf-8') as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
 
 
 def append(record_path, session):
     """Appends `session` to the record at `record_path`, replacing the file atomically.
 
+    A session already there with the same `session_id` (the `running` entry
+    of this session) is replaced.
+
     Raises:
-      ValueError: the file there is not a run record (it is left as it is).
-      OSError: it cannot be read or written.
+      UserInputError: the file there is not a run record or cannot be read
+        (it is left as it is).
+      OSError: it cannot be written.
     """
-    sessions = _read_sessions(record_path)
+    sessions = [s for s in _read_sessions(record_path)
+                if session.get('session_id') is None
+                or s.get('session_id') != session['session_id']]
     safe_io.write_atomic(record_path, json.dumps(
         {'format': FORMAT, 'sessions': sessions + [session]}, indent=1, sort_keys=True) + '\n')
 
@@ -177,6 +187,6 @@ def worker_entries(job_dir, job_id):
             for entry in _read_sessions(worker_path(job_dir, label)):
                 if entry.get('job_id') == job_id:
                     entries.append((label, entry['throughput']))
-    except (OSError, ValueError):
+    except (OSError, UserInputError):
         pass
     return entries

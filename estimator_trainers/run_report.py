@@ -11,6 +11,7 @@ examples/sec, final metrics, where the checkpoints, export and TensorBoard
 logs are, and the command that shows them. (The machine-readable record of
 the same run is `run_record`.)
 """
+import shlex
 import time
 
 import tensorflow as tf
@@ -89,7 +90,7 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
                                     sorted(metrics.items()) if k != 'global_step')),
         ('checkpoints', job_dir),
         ('export', export_dir or 'none'),
-        ('TensorBoard', TENSORBOARD_COMMAND % job_dir),
+        ('TensorBoard', TENSORBOARD_COMMAND % shlex.quote(job_dir)),  # copied as it is
     ]
     width = max(len(name) for name, _ in rows)
     return '\n'.join(['Run summary:'] + ['  %-*s  %s' % (width, name, value)

@@ -14,7 +14,6 @@ the cloud tools and the `--help` of the data tools use this module without it.
 """
 import contextlib
 import hashlib
-import json
 import os
 import pwd
 import shutil
@@ -23,7 +22,6 @@ import tempfile
 import uuid
 
 from estimator_trainers import logs
-from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 
@@ -75,6 +73,39 @@ def check_owner(path, flag):
             'your own' % (flag, path, _user_name(info.st_uid), os.geteuid()))
 
 
+def check_writable_directory(path, flag):
+    """Refuses a local directory `flag` names that cannot be written; writes nothing.
+
+    Raises:
+      UserInputError: it (or the directory it would be created in) is a
+        file, on a read-only file system, or not writable by this user.
+    """
+    if is_remote(path):
+        return
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserInputError('%s %s cannot be created: %s is a file'
+                             % (flag, path, existing), flag=flag, path=existing)
+    if read_only_mount(existing):
+        raise UserInputError('%s %s is on a read-only file system (%s)'
+                             % (flag, path, existing), flag=flag, path=existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserInputError('%s %s%s is not writable by this user'
+                             % (flag, path, '' if existing == os.path.abspath(path) else
+                                ' cannot be created: %s' % existing), flag=flag,
+                             path=existing)
+
+
+def read_only_mount(path):
+    """Whether the file system holding the existing `path` is mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _foreign_symlink(path, max_links=40):
     """(symlink, its owner's uid) of the first symlink resolving `path` meets that
     is owned by neither this user nor root; None if there is none.
@@ -117,90 +148,6 @@ def _user_name(uid):
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
     except KeyError:
         return 'uid %d' % uid
-
-
-def parse_json(text):
-    """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
-
-    Python's JSON decoder recurses once per level of nesting and ends in a
-    `RecursionError` (a traceback of thousands of lines) at about 1,000; every
-    reader of a user's or a job-dir's JSON (TF_CONFIG, predict instances,
-    feature statistics, model_params.json) goes through here, so its usual
-    "not valid JSON" line covers that too.
-    """
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError('nested too deeply: more levels of [ and { than Python\'s JSON '
-                         'reader allows') from None
-
-
-def read_text(path, flag, max_bytes=None, regular=False):
-    """The UTF-8 text of the local or gs:// file a flag names.
-
-    A leading byte order mark (as spreadsheet programs write) is dropped. A
-    local file is read with Python's own I/O, once, so a pipe works too (a
-    process substitution `<(...)`, `/dev/stdin`).
-
-    Args:
-      max_bytes: refuse a larger file (None: no limit), e.g. for small JSON
-        files in a job-dir that should never need more than a few KiB.
-      regular: refuse anything but a regular file (a file of a job-dir or data
-        dir: a named pipe planted there would block the read for good).
-
-    Raises:
-      UserInputError: naming `flag` and `path` when it is missing, a
-        directory, unreadable, larger than `max_bytes` or not UTF-8.
-    """
-    where = '%s %s' % (flag, path)
-    kind = regular and not_a_regular_file(path)
-    if kind:
-        raise UserInputError('%s is %s, not a regular file' % (where, kind), flag=flag,
-                             path=path)
-    def refused(problem):
-        return UserInputError(problem % where, flag=flag, path=path)
-
-    data = (_read_remote if is_remote(path) else _read_local)(path, refused, max_bytes)
-    try:
-        text = data.decode('utf-8')
-    except UnicodeDecodeError:
-        raise refused('%s: not UTF-8 text') from None
-    return text[1:] if text.startswith(BOM) else text
-
-
-def _too_large(refused, max_bytes):
-    return refused('%%s is larger than %s; expected a small file (is this the right '
-                   'one?)' % size_text(max_bytes))
-
-
-def _read_local(path, refused, max_bytes):
-    try:
-        with open(path, 'rb') as f:
-            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise refused('%s: no such file') from None
-    except IsADirectoryError:
-        raise refused('%s is a directory; expected a file') from None
-    except OSError as e:
-        raise refused('%%s: %s' % str(e.strerror or e).replace('%', '%%')) from None
-    if max_bytes is not None and len(data) > max_bytes:
-        raise _too_large(refused, max_bytes)
-    return data
-
-
-def _read_remote(path, refused, max_bytes):
-    tf = logs.import_tensorflow()
-    try:
-        if tf.io.gfile.isdir(path):
-            raise refused('%s is a directory; expected a file')
-        if max_bytes is not None and tf.io.gfile.stat(path).length > max_bytes:
-            raise _too_large(refused, max_bytes)
-        with tf.io.gfile.GFile(path, 'rb') as f:
-            return f.read()
-    except tf.errors.NotFoundError:
-        raise refused('%s: no such file') from None
-    except tf.errors.OpError as e:
-        raise refused('%%s: %s' % first_line(e).replace('%', '%%')) from None
 
 
 def not_a_regular_file(path):
@@ -252,28 +199,37 @@ def size_text(count):
 
 
 def write_atomic(path, text):
-    """Writes `text` to `path` (local or gs://) so readers see old or new, whole."""
+    """Writes `text` (str, as UTF-8, or bytes) to `path` (local or gs://) so readers
+    see old or new, whole; a failure (a full disk) leaves no temporary file."""
+    mode = 'wb' if isinstance(text, bytes) else 'w'
     if is_remote(path):
         tf = logs.import_tensorflow()
         tmp = '%s.tmp-%s' % (path, uuid.uuid4().hex)
-        with tf.io.gfile.GFile(tmp, 'w') as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        try:
+            with tf.io.gfile.GFile(tmp, mode) as f:
+                f.write(text)
+            tf.io.gfile.rename(tmp, path, overwrite=True)
+        except BaseException:
+            with contextlib.suppress(tf.errors.OpError):
+                tf.io.gfile.remove(tmp)
+            raise
         return
     directory = os.path.dirname(path) or '.'
     # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, unpredictable name.
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path),
                                suffix='.tmp')
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+        with os.fdopen(fd, mode, **({} if mode == 'wb' else {'encoding': 'utf-8'})) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = path  # a full disk's write names no file: say which
         raise
 
 

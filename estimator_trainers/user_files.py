@@ -8,6 +8,8 @@ few megabytes to refuse, and every refusal is one line naming the file:
 - `read_bytes`: a local or gs:// file, refused unless it is a regular file
   (a named pipe planted where a file is expected would block the read for
   good) and at most `Limits.bytes` long (a larger one is not read);
+  `optional=True` makes a missing file None, `regular=False` reads a pipe
+  once (input read once, e.g. a process substitution `<(...)`);
 - `decode`: UTF-8 (a byte order mark dropped); UTF-16/32 and other bytes
   are named with where they are;
 - `parse_yaml` / `read_yaml`: PyYAML's safe loader, nested at most
@@ -16,9 +18,12 @@ few megabytes to refuse, and every refusal is one line naming the file:
   one mapping refused instead of silently taking the last value; returns
   where each field was written (`Written`) for messages;
 - `parse_json` / `read_json`: the standard JSON decoder within the same
-  bounds.
+  bounds; `loads` is the decoder alone (nesting too deep for it a
+  `ValueError`), for JSON that is no file (TF_CONFIG, a line of instances).
 
-No TensorFlow unless a gs:// path is read.
+`tests/test_user_files.py` fails when a production module reads a file or
+parses JSON or YAML any other way (an allowlist names the reads that are no
+user input). No TensorFlow unless a gs:// path is read.
 """
 import codecs
 import dataclasses
@@ -29,7 +34,9 @@ import stat
 
 import yaml
 
+from estimator_trainers import logs
 from estimator_trainers import safe_io
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 
@@ -65,26 +72,30 @@ def show(value):
     return _REPR.repr(value)
 
 
-def read_bytes(path, what, limits=SMALL, flag=None):
+def read_bytes(path, what, limits=SMALL, flag=None, *, optional=False, regular=True):
     """The bytes of the local or gs:// file `path`, at most `limits.bytes`.
 
     Args:
       what: how messages name the file (`--config FILE`, `FILE`).
       flag: the flag that named it, for the error's `flag`.
+      optional: return None when there is no such file.
+      regular: refuse anything but a regular file (a named pipe planted where
+        a file is expected would block the read for good). False reads a
+        pipe once, e.g. a process substitution `<(...)` of input read once.
 
     Raises:
-      UserInputError: missing, a directory, not a regular file, unreadable or
-        larger than `limits.bytes`.
+      UserInputError: missing (unless `optional`), a directory, not a regular
+        file, unreadable or larger than `limits.bytes`.
     """
     if safe_io.is_remote(path):
-        def refused(problem):
-            return UserInputError(problem % what, flag=flag, path=path)
-        return safe_io._read_remote(path, refused, limits.bytes)  # pylint: disable=protected-access
+        return _read_remote(path, what, limits, flag, optional)
     try:
         # O_NONBLOCK: opening a named pipe with no writer returns at once
         # instead of blocking, and fstat then says what it is.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
     except FileNotFoundError:
+        if optional:
+            return None
         raise UserInputError('%s: no such file' % what, flag=flag, path=path) from None
     except OSError as e:
         raise UserInputError('%s: %s' % (what, e.strerror or e), flag=flag,
@@ -94,7 +105,7 @@ def read_bytes(path, what, limits=SMALL, flag=None):
         if stat.S_ISDIR(mode):
             raise UserInputError('%s is a directory; expected a file' % what, flag=flag,
                                  path=path)
-        if not stat.S_ISREG(mode):
+        if regular and not stat.S_ISREG(mode):
             raise UserInputError('%s is %s, not a regular file' % (
                 what, safe_io.not_a_regular_file(path) or 'a special file'), flag=flag,
                 path=path)
@@ -109,14 +120,43 @@ def read_bytes(path, what, limits=SMALL, flag=None):
         if fd is not None:
             os.close(fd)
     if len(data) > limits.bytes:
-        raise UserInputError('%s is larger than %s; %s' % (
-            what, safe_io.size_text(limits.bytes), limits.expected), flag=flag, path=path)
+        raise _too_large(what, limits, flag, path)
     return data
 
 
-def read_text(path, what, limits=SMALL, flag=None):
-    """`read_bytes` decoded as UTF-8 (`decode`)."""
-    return decode(read_bytes(path, what, limits, flag), what)
+def _too_large(what, limits, flag, path):
+    return UserInputError('%s is larger than %s; %s' % (
+        what, safe_io.size_text(limits.bytes), limits.expected), flag=flag, path=path)
+
+
+def _read_remote(path, what, limits, flag, optional):
+    """`read_bytes` of a gs:// (any tf.io.gfile) path: its size asked before it is read."""
+    tf = logs.import_tensorflow()
+    try:
+        if tf.io.gfile.isdir(path):
+            raise UserInputError('%s is a directory; expected a file' % what, flag=flag,
+                                 path=path)
+        if tf.io.gfile.stat(path).length > limits.bytes:
+            raise _too_large(what, limits, flag, path)
+        with tf.io.gfile.GFile(path, 'rb') as f:
+            data = f.read(limits.bytes + 1)
+    except tf.errors.NotFoundError:
+        if optional:
+            return None
+        raise UserInputError('%s: no such file' % what, flag=flag, path=path) from None
+    except tf.errors.OpError as e:
+        raise UserInputError('%s: %s' % (what, first_line(e)), flag=flag,
+                             path=path) from None
+    if len(data) > limits.bytes:  # it grew since
+        raise _too_large(what, limits, flag, path)
+    return data
+
+
+def read_text(path, what, limits=SMALL, flag=None, *, optional=False, regular=True):
+    """`read_bytes` decoded as UTF-8 (`decode`; errors name `what`); None when
+    `optional` and there is no such file."""
+    raw = read_bytes(path, what, limits, flag, optional=optional, regular=regular)
+    return None if raw is None else decode(raw, what)
 
 
 def read_yaml(path, what=None, limits=SMALL, flag=None):
@@ -157,17 +197,21 @@ def parse_yaml(text, source, limits=SMALL):
             loader.dispose()
 
 
-def read_json(path, what=None, limits=SMALL, flag=None):
-    """The parsed JSON document at `path` (`parse_json`)."""
-    return parse_json(decode(read_bytes(path, what or path, limits, flag), path), path,
-                      limits)
+def read_json(path, what=None, limits=SMALL, flag=None, *, optional=False):
+    """The parsed JSON document at `path` (`parse_json`; errors name the path).
+
+    `what` names the file when it cannot be read (default: the path); with
+    `optional`, a missing file is None.
+    """
+    raw = read_bytes(path, what or path, limits, flag, optional=optional)
+    return None if raw is None else parse_json(decode(raw, path), path, limits)
 
 
 def parse_json(text, source, limits=SMALL):
     """JSON `text`, refused in one line naming `source` when it is not valid JSON,
     is nested deeper than `limits.depth` or holds more than `limits.values` values."""
     try:
-        data = safe_io.parse_json(text)
+        data = loads(text)
     except ValueError as e:
         raise UserInputError('%s: not valid JSON (%s)' % (source, e), path=source) from None
     depth, values = _measure(data, limits)
@@ -178,6 +222,20 @@ def parse_json(text, source, limits=SMALL):
         raise UserInputError('%s: more than %d values; %s' % (source, limits.values,
                                                               limits.expected), path=source)
     return data
+
+
+def loads(text):
+    """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
+
+    Python's JSON decoder recurses once per level of nesting and ends in a
+    `RecursionError` (a traceback of thousands of lines) at about 1,000. For
+    JSON that is no file: a line of instances, a message of our own.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError('nested too deeply: more levels of [ and { than Python\'s JSON '
+                         'reader allows') from None
 
 
 def _measure(data, limits):

@@ -21,6 +21,7 @@ CIFAR-10 (cifar10_mlp) is read by `cifar10_estimator.data`.
 import argparse
 import dataclasses
 import os
+import shlex
 import sys
 import tempfile
 import urllib.error
@@ -69,7 +70,7 @@ def read(data_dir):
     path = mnist_path(data_dir)
     if not tf.io.gfile.exists(path):
         raise UserInputError('--data-dir %s has no %s; fetch it with %s'
-                             % (data_dir, MNIST_FILE, DATA_STEP % data_dir))
+                             % (data_dir, MNIST_FILE, DATA_STEP % shlex.quote(data_dir)))
     kind = safe_io.not_a_regular_file(path)
     if kind:  # a named pipe would block the read for good
         raise UserInputError('%s is %s, not an .npz file' % (path, kind), path=path)

@@ -34,6 +34,7 @@ import os
 import tensorflow as tf
 
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
 
@@ -107,7 +108,9 @@ class StatsAccumulator:
 # below a millionth of the mean's magnitude is below the precision of the
 # values themselves, and only makes z-scores overflow.
 _MIN_RELATIVE_STD = 1e-6
-STATS_MAX_BYTES = 1 << 20  # a statistics file is a few hundred bytes
+# A statistics file is a few hundred bytes.
+STATS_LIMITS = user_files.Limits(bytes=1 << 20,
+                                 expected='expected a small file (is this the right one?)')
 
 
 def min_std(mean):
@@ -121,13 +124,11 @@ def load_stats(path, what='--feature-stats'):
     Raises:
       UserInputError: the file is missing, not JSON, or lacks a feature.
     """
-    text = safe_io.read_text(path, what, max_bytes=STATS_MAX_BYTES,
-                             regular=what != '--feature-stats')
-    try:
-        stats = safe_io.parse_json(text)
-    except ValueError as e:
-        raise UserInputError('%s %s: not valid JSON (%s)' % (what, path, e)) from None
-    return check_stats(stats, '%s %s' % (what, path))
+    where = '%s %s' % (what, path)
+    # --feature-stats may be a process substitution <(...); a job-dir file may not.
+    text = user_files.read_text(path, where, STATS_LIMITS, what.split()[0],
+                                regular=what != '--feature-stats')
+    return check_stats(user_files.parse_json(text, where, STATS_LIMITS), where)
 
 
 def check_stats(stats, where):

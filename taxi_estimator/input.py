@@ -23,11 +23,13 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import time
 
 import tensorflow as tf
 
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import features as features_lib
@@ -70,10 +72,23 @@ def is_cache(path):
     return tf.io.gfile.exists(path.rstrip('/') + '/' + CACHE_RECORD)
 
 
-def read_cache_record(path):
-    """The record of a cache directory: {'rows', 'stats', 'sources', ...}."""
-    with tf.io.gfile.GFile(path.rstrip('/') + '/' + CACHE_RECORD) as f:
-        return json.load(f)
+def read_cache_record(path, flag='--train-files'):
+    """The record of a cache directory: {'rows', 'stats', 'sources', ...}.
+
+    Raises:
+      UserInputError: naming `flag` and the record when it is not one
+        `write_cache` writes (read within `user_files.SMALL`: a few hundred bytes).
+    """
+    record_path = path.rstrip('/') + '/' + CACHE_RECORD
+    record = user_files.read_json(record_path, '%s %s' % (flag, record_path), flag=flag)
+    rows = record.get('rows') if isinstance(record, dict) else None
+    if (record.get('format') if isinstance(record, dict) else None) != CACHE_FORMAT or \
+            isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise UserInputError('%s %s: not a cache record of taxi_estimator.cache (expected '
+                             '{"format": %d, "rows": N, "stats": {...}}); write the cache '
+                             'again' % (flag, record_path, CACHE_FORMAT), flag=flag,
+                             path=record_path)
+    return record
 
 
 def write_cache(patterns, out_dir, shards, flag='--files'):
@@ -106,7 +121,7 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
         f.write(json.dumps(record, indent=2, sort_keys=True))
     tf.compat.v1.logging.info('Wrote %d rows in %d shards to %s in %.1fs; train with '
                               '--train-files %s', summary.rows, shards, out_dir,
-                              time.time() - started, out_dir)
+                              time.time() - started, shlex.quote(out_dir))
     return record
 
 
@@ -160,7 +175,7 @@ def scan(patterns, flag):
     """
     files = resolve_files(patterns, flag)
     if is_cache(files[0]):
-        record = read_cache_record(files[0])
+        record = read_cache_record(files[0], flag)
         return DataSummary(files=files, rows=record['rows'], cache=True,
                            stats=features_lib.check_stats(record['stats'], '%s %s' % (
                                flag, files[0])))

@@ -24,9 +24,13 @@ import json
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
-from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import schema
+
+# Instances are read into memory at once, as `gcloud ai-platform local predict` did.
+INSTANCES_LIMITS = user_files.Limits(
+    bytes=64 << 20, expected='predict reads its instances into memory at once: split the file')
 
 
 def parse_args(argv=None):
@@ -88,7 +92,7 @@ def read_json_instances(path, text):
             continue
         where = '--json-instances %s line %d' % (path, number)
         try:
-            raw = safe_io.parse_json(line)
+            raw = user_files.loads(line)
         except ValueError as e:
             raise UserInputError('%s: not valid JSON (%s)' % (where, e)) from None
         if not isinstance(raw, dict):
@@ -101,7 +105,7 @@ def read_json_instances(path, text):
 def _serving_request(text):
     """The parsed body if `text` is one JSON object with `instances`, else None."""
     try:
-        body = safe_io.parse_json(text)
+        body = user_files.loads(text)
     except ValueError:
         return None
     return body if isinstance(body, dict) and 'instances' in body else None
@@ -176,7 +180,9 @@ def main(argv=None):
     logs.configure(args.verbosity)
     path = args.json_instances or args.csv_instances
     flag = '--json-instances' if args.json_instances else '--csv-instances'
-    text = safe_io.read_text(path, flag)
+    # Read once: a process substitution <(...) works too.
+    text = user_files.read_text(path, '%s %s' % (flag, path), INSTANCES_LIMITS, flag,
+                                regular=False)
     reader = read_json_instances if args.json_instances else read_csv_instances
     instances = reader(path, text)
     if not instances:

@@ -2,12 +2,15 @@
 import concurrent.futures
 import io
 import os
+import shutil
+import socket
+import stat
 import tarfile
 
 import pytest
 
 import cloud_fakes
-from conftest import REPO_ROOT
+from conftest import one_error_line, REPO_ROOT
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.errors import UserInputError
 
@@ -111,3 +114,63 @@ def test_python_mismatch_of_prebuilt_images():
         'the package requires Python ==3.11.* (pyproject.toml) but %s runs Python 3.10, so pip '
         'cannot install it there; build the container in Dockerfile and pass --image-uri'
         % py310)
+
+
+def _special_file(path, kind):
+    """Makes a named pipe, a socket or a character device at `path`."""
+    if kind == 'pipe':
+        os.mkfifo(path)
+    elif kind == 'socket':
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))  # the file stays after the socket is closed
+    else:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # like /dev/zero
+        except PermissionError:
+            pytest.skip('cannot make a device file here (needs root)')
+
+
+@pytest.mark.parametrize('kind,named', [('pipe', 'a pipe'), ('socket', 'a socket'),
+                                        ('device', 'a character device')])
+def test_a_package_holding_a_special_file_is_one_line(tmp_path, kind, named):
+    """`ai-platform.sh jobs submit training --package-path DIR` with a named pipe in DIR
+    was a shutil.Error traceback from the sdist build (a device would be read for good)."""
+    from test_cloud_cli import OFFLINE_ENV  # pylint: disable=import-outside-toplevel
+    from test_gcloud_packages import submit  # pylint: disable=import-outside-toplevel
+    source = tmp_path / 'src'
+    shutil.copytree(os.path.join(REPO_ROOT, 'tests', 'packages', 'course'), source)
+    special = source / 'trainer' / 'inputs'
+    _special_file(special, kind)
+    proc = submit('special_file', '--job-dir', 'gs://my-bucket/out', '--package-path',
+                  'trainer', '--module-name', 'trainer.task', '--dry-run', cwd=source,
+                  env=OFFLINE_ENV, check=2, script=True, timeout=120)
+    one_error_line(proc, '--package-path trainer: %s is %s; a package holds files and '
+                   'directories, so the sdist cannot be built: move it out' % (special, named))
+    assert proc.stdout == ''
+
+
+def test_an_empty_package_is_one_line(tmp_path):
+    from test_cloud_cli import OFFLINE_ENV  # pylint: disable=import-outside-toplevel
+    from test_gcloud_packages import submit  # pylint: disable=import-outside-toplevel
+    (tmp_path / 'trainer').mkdir()
+    (tmp_path / 'trainer' / '__init__.py').write_text('')
+    proc = submit('empty', '--job-dir', 'gs://my-bucket/out', '--package-path', 'trainer',
+                  '--module-name', 'trainer.task', '--dry-run', cwd=tmp_path,
+                  env=OFFLINE_ENV, check=2, script=True, timeout=120)
+    one_error_line(proc, '--package-path trainer: the package holds no module besides '
+                   '__init__.py; expected the module --module-name runs (e.g. %s)'
+                   % (tmp_path / 'trainer' / 'task.py'))
+
+
+def test_the_package_check_skips_what_the_build_leaves_out(tmp_path):
+    """A pipe in a directory the copy leaves out (no Python, named by no build file)
+    does not stop the build."""
+    package = tmp_path / 'trainer'
+    (package / 'data').mkdir(parents=True)
+    (package / '__init__.py').write_text('')
+    (package / 'task.py').write_text('print(1)\n')
+    os.mkfifo(package / 'data' / 'fifo')
+    staging.check_package_files(str(package), str(package), '--package-path trainer')
+    os.mkfifo(package / 'fifo')
+    with pytest.raises(UserInputError, match='fifo is a pipe'):
+        staging.check_package_files(str(package), str(package), '--package-path trainer')

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+import taxi_trips
+from conftest import one_error_line, run_module
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
 
@@ -220,6 +222,26 @@ def test_malformed_tf_config_is_one_clear_error(text, message):
         cluster_lib.load_cluster({'TF_CONFIG': text})
     text = str(raised.value)
     assert message in text and '\n' not in text
+
+
+@pytest.mark.parametrize('cluster, task, pair', [
+    ({'chief': ['127.0.0.1:2222'], 'worker': ['127.0.0.1:2222']}, 'chief',
+     'chief-0 and worker-0'),
+    ({'chief': ['h:1'], 'worker': ['h:2', 'h:3'], 'ps': ['h:3']}, 'worker', 'ps-0 and worker-1'),
+    ({'master': ['h:1'], 'evaluator': ['h:1']}, 'evaluator', 'evaluator-0 and master-0'),
+])
+def test_two_tasks_on_one_address_are_named_at_start_up(tmp_path, cluster, task, pair):
+    """The second could not listen there: the chief waited ~8 s and asked "did one of
+    them die?". Now the trainer's start-up names them, exit 2, nothing written."""
+    address = next(a for a in sum(cluster.values(), []) if sum(cluster.values(), []).count(a) > 1)
+    train, evals = taxi_trips.write_layout_files(tmp_path, train_rows=100, eval_rows=20)
+    config = {'cluster': cluster, 'task': {'type': task, 'index': 0}}
+    proc = run_module('taxi_estimator.task', '--train-files', train, '--eval-files', evals,
+                      '--job-dir', tmp_path / 'job', env={'TF_CONFIG': json.dumps(config)},
+                      timeout=300)
+    one_error_line(proc, 'TF_CONFIG: %s have the same address %s; each task needs a '
+                   'host:port of its own' % (pair, address))
+    assert not (tmp_path / 'job').exists()
 
 
 def test_unknown_vertex_pool_is_an_error():

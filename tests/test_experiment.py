@@ -17,6 +17,8 @@ import io
 import json
 import os
 import re
+import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,6 +39,7 @@ from estimator_trainers.tools.experiment import execute
 from estimator_trainers.tools.experiment import plots
 from estimator_trainers.tools.experiment import results
 from estimator_trainers.tools.experiment import sweep as sweep_lib
+from test_faults import mounted_tmpfs
 from test_gcs import taxi_data_flags
 from test_trainer_discovery import write_guide_package
 
@@ -257,7 +260,9 @@ def test_hparams_dashboard_compares_the_points_on_eval_metrics(toy):
         assert group['hparams']['random_seed'] == int(rows[point]['seed'])
 
 
-def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
+def _long_sweep(tmp_path, until):
+    """(sweep path, out, the tool's process, the point's job-dir): a sweep of one
+    30,000-step point started in the background, once `until(job_dir)` holds."""
     path = _toy_sweep(tmp_path, name='long', axes=None, repeats=1,
                       flags={'train-steps': 30000, 'checkpoint-num-steps': 2000,
                              'eval-frequency-secs': 100000})
@@ -268,16 +273,37 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
                            stdin=subprocess.DEVNULL)
     job_dir = out / 'runs' / 'seed-1'
     deadline = time.monotonic() + 300
-    while not (job_dir / 'model.ckpt-2000.index').exists():
+    while not until(job_dir):
         assert tool.poll() is None, (tmp_path / 'first.log').read_text()
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    tool.send_signal(signal.SIGTERM)
-    assert tool.wait(timeout=120) == 128 + signal.SIGTERM
-    output = (tmp_path / 'first.log').read_text()
-    assert 'stopped on SIGTERM; rerun the same command to resume' in output
-    (stopped,) = run_record.read(str(job_dir))
-    assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 30000
+    return path, out, tool, job_dir
+
+
+@pytest.mark.parametrize('stop', ['SIGTERM to the sweep', 'SIGKILL to the trainer'])
+def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path, stop):
+    """A point stopped (SIGTERM: the trainer saves; kill -9: it leaves its last
+    checkpoint and a `running` session as of it) and finished by a rerun is
+    reported by all its sessions: times add up, steps from 0."""
+    path, out, tool, job_dir = _long_sweep(tmp_path, lambda job_dir: (
+        job_dir / 'model.ckpt-2000.index').exists() and (
+            stop.startswith('SIGTERM') or run_record.read(str(job_dir))))
+    if stop.startswith('SIGTERM'):
+        tool.send_signal(signal.SIGTERM)
+        assert tool.wait(timeout=120) == 128 + signal.SIGTERM
+        output = (tmp_path / 'first.log').read_text()
+        assert 'stopped on SIGTERM; rerun the same command to resume' in output
+        (stopped,) = run_record.read(str(job_dir))
+        assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 30000
+    else:
+        trainer = json.loads((job_dir / 'LEASE.json').read_text())['pid']
+        os.kill(trainer, signal.SIGKILL)
+        assert tool.wait(timeout=300) == 1
+        assert 'FAILED (exit -9' in (tmp_path / 'first.log').read_text()
+        (stopped,) = run_record.read(str(job_dir))
+        # The record as of its latest checkpoint, where the rerun resumes.
+        assert stopped['status'] == 'running' and stopped['steps']['to'] % 2000 == 0
+        assert stopped['wall_secs'] > 0 and stopped['checkpoints']['count'] >= 1
 
     second = _experiment(path, '--out', out).stdout
     assert '[1/1] seed=1: resuming from its checkpoints (training)' in second
@@ -285,9 +311,22 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path):
     first, resumed = run_record.read(str(job_dir))
     assert first == stopped
     assert resumed['status'] == 'succeeded'
-    assert resumed['steps']['from'] >= 2000 and resumed['steps']['to'] == 30000
+    assert resumed['steps']['from'] == stopped['steps']['to'] and \
+        resumed['steps']['to'] == 30000
     (row,) = _csv_rows(out)
-    assert row['status'] == 'succeeded' and int(row['steps_from']) == resumed['steps']['from']
+    assert row['status'] == 'succeeded' and row['record_sessions'] == '2'
+    assert int(row['steps_from']) == 0 and int(row['steps_to']) == 30000
+    assert row['unrecorded_steps'] == '0'
+    for column, figure in (('wall_secs', lambda s: s['wall_secs']),
+                           ('cpu_secs', lambda s: s['cpu_secs']),
+                           ('training_secs', lambda s: s['phases']['training_secs']),
+                           ('checkpoints', lambda s: s['checkpoints']['count']),
+                           ('checkpointing_secs', lambda s: s['checkpoints']['secs'])):
+        assert float(row[column]) == pytest.approx(figure(first) + figure(resumed)), column
+    training = [s['phases']['training_secs'] for s in (first, resumed)]
+    assert float(row['examples_per_sec']) == pytest.approx(
+        (first['examples_per_sec'] * training[0] + resumed['examples_per_sec'] * training[1])
+        / sum(training))
 
 
 SHIPPED = sorted(os.listdir(os.path.join(REPO_ROOT, 'configs', 'experiments')))
@@ -327,6 +366,167 @@ def test_a_bad_sweep_file_is_one_error_line_before_anything_runs(tmp_path, spec,
     proc = _experiment(str(path), '--out', tmp_path / 'out', check=2)
     one_error_line(proc, '%s: %s: %s' % (path, where, message))
     assert not (tmp_path / 'out').exists()
+
+
+def _billion_laughs():
+    """Nine levels of nine aliases in a point's value: 10**9 strings once expanded
+    (the value is checked, so its expansion was built: a MemoryError)."""
+    levels = ['&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]']
+    for previous, name in zip('abcdefgh', 'bcdefghi'):
+        levels.append('&%s [%s]' % (name, ', '.join(['*' + previous] * 9)))
+    return 'trainer: taxi\npoints:\n- batch-size: [\n    %s]\n' % ',\n    '.join(levels)
+
+
+MILLION = ''.join('  %s: [%s]\n' % (flag, ', '.join(str(v) for v in range(1, 11))) for flag in (
+    'batch-size', 'train-steps', 'checkpoint-num-steps', 'eval-steps', 'num-epochs',
+    'save-summary-steps'))
+HOSTILE_SWEEPS = [
+    ('a grid of a million points', 'trainer: taxi\naxes:\n' + MILLION,
+     'S: axes (10 x 10 x 10 x 10 x 10 x 10 values) x repeats (1) x sessions (1) = 1,000,000 '
+     'training runs; a sweep holds at most 10,000: give fewer values, points or repeats'),
+    ('repeats: 1000000000', 'trainer: taxi\naxes: {batch-size: [8, 16]}\n'
+                            'repeats: 1000000000\n',
+     'S: axes (2 values) x repeats (1,000,000,000) x sessions (1) = 2,000,000,000 training '
+     'runs; a sweep holds at most 10,000: give fewer values, points or repeats'),
+    ('100,000 nested [', 'trainer: taxi\nflags: ' + '[' * 100000 + '\n',
+     'S line 2: flags[0][0]...: nested more than 16 levels deep'),
+    ('Latin-1', 'trainer: taxi\ndescription: caf\xe9\n'.encode('latin-1'),
+     'S line 2: not UTF-8 text (byte 0xe9 at column 17); save the file as UTF-8'),
+    ('billion laughs', _billion_laughs(),
+     'S line 8: points[0].batch-size[4][1]: more than 20000 values once aliases are '
+     'expanded; a sweep file has far fewer'),
+    ('a named pipe', None, 'S is a pipe, not a regular file'),
+]
+
+
+def _limit_memory():
+    # Each is refused long before this; one that expanded what it declares
+    # would hit it (a MemoryError traceback) instead of the line.
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize('dry_run', [False, True], ids=['run', 'dry-run'])
+@pytest.mark.parametrize('name,content,expected', HOSTILE_SWEEPS,
+                         ids=[case[0] for case in HOSTILE_SWEEPS])
+def test_a_hostile_sweep_file_is_one_line_at_once(tmp_path, name, content, expected, dry_run):
+    """Sizes are declared before anything is built: each is refused in seconds, in
+    1 GiB, also with --dry-run (a million points ran for minutes into 1.3 GB)."""
+    path = tmp_path / 'hostile.yaml'
+    if content is None:
+        os.mkfifo(path)  # nothing ever writes: a read would wait for good
+    else:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    proc = processes.run([sys.executable, '-m', EXPERIMENT, str(path), '--out',
+                          str(tmp_path / 'out')] + (['--dry-run'] if dry_run else []), 60,
+                         cwd=REPO_ROOT, env=cli_env(), stdin=subprocess.DEVNULL,
+                         preexec_fn=_limit_memory)
+    one_error_line(proc, expected.replace('S', str(path), 1))
+    assert not (tmp_path / 'out').exists(), name
+
+
+def test_long_point_ids_are_shortened_with_a_hash_and_stay_unique(tmp_path):
+    """Values of 300 characters: each job-dir and log name is at most 120 characters,
+    ends in a hash of the whole id, and a rerun finds the same (was Errno 36)."""
+    long_16, long_8 = '0' * 300 + '16', '0' * 300 + '8'
+    path = _toy_sweep(tmp_path, name='long-ids', axes=None, repeats=1,
+                      points=[{'batch-size': long_16}, {'batch-size': long_8}],
+                      flags={'train-steps': 6, 'checkpoint-num-steps': 3,
+                             'eval-frequency-secs': 0})
+    out = tmp_path / 'out'
+    first = _experiment(path, '--out', out, check=0).stdout
+    ids = sorted(name for name in os.listdir(out / 'runs') if not name.startswith('events.'))
+    assert len(ids) == 2 and ids[0] != ids[1], ids
+    for point_id in ids:
+        assert len(point_id) == sweep_lib.MAX_POINT_ID
+        assert re.fullmatch(r'batch-size-0+-[0-9a-f]{12}', point_id), point_id
+        assert (out / 'logs' / (point_id + '.log')).is_file()
+        (session,) = run_record.read(str(out / 'runs' / point_id))
+        assert session['status'] == 'succeeded'
+    assert sorted(session['flags']['batch_size'] for session in (
+        run_record.read(str(out / 'runs' / i))[0] for i in ids)) == [8, 16]
+    assert first.count(': done (') == 2
+    rows = _csv_rows(out)
+    assert sorted(r['point'] for r in rows) == ids
+    second = _experiment(path, '--out', out, check=0).stdout
+    assert second.count('done earlier') == 2
+
+
+def test_a_second_sweep_on_the_same_out_is_refused_naming_the_first(tmp_path):
+    """Two sweeps on one --out both ran, and met in each other's job-dir leases."""
+    path, out, first, job_dir = _long_sweep(
+        tmp_path, lambda job_dir: (job_dir / 'LEASE.json').exists())
+    try:
+        second = _experiment(path, '--out', out, check=2)
+        one_error_line(second, '--out %s is in use by another sweep: pid %d on %s since 20'
+                       % (out, first.pid, socket.gethostname()))
+        assert second.stderr.rstrip().endswith(
+            ' -m %s %s --out %s (lock %s); wait for it to finish or use another --out'
+            % (EXPERIMENT, path, out, out / 'LOCK.json'))
+        assert first.poll() is None  # untouched: its point trains on
+        # A dry run writes nothing and is not refused.
+        assert _experiment(path, '--out', out, '--dry-run', check=0).stdout.startswith('== ')
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=120) == 128 + signal.SIGTERM
+    assert not (out / 'LOCK.json').exists()
+    (stopped,) = run_record.read(str(job_dir))
+    assert stopped['status'] == 'terminated'
+
+
+@pytest.mark.parametrize('exists', [False, True], ids=['new', 'existing'])
+def test_out_on_a_read_only_file_system_is_one_line(tmp_path, exists):
+    path = _toy_sweep(tmp_path, axes={'batch-size': [8]}, repeats=1)
+    mount = tmp_path / 'ro'
+    with mounted_tmpfs(mount, '1m'):
+        if exists:
+            (mount / 'out').mkdir()
+        subprocess.run(['mount', '-o', 'remount,ro', str(mount)], check=True)
+        proc = _experiment(path, '--out', mount / 'out', check=2)
+        one_error_line(proc, '--out %s is on a read-only file system (%s)' % (
+            mount / 'out', mount / 'out' if exists else mount))
+
+
+def test_a_finished_sweep_rerun_on_a_full_disk_is_one_line_and_then_completes(tmp_path):
+    """24 KiB left: the rerun writes nothing partial, says so in one line (the plots
+    were two chained matplotlib/PIL tracebacks); after freeing space it completes."""
+    path = _toy_sweep(tmp_path, name='small', axes={'batch-size': [8]}, repeats=1,
+                      flags={'train-steps': 6, 'checkpoint-num-steps': 3,
+                             'eval-frequency-secs': 0})
+    with mounted_tmpfs(tmp_path / 'fs', '32m') as mount:
+        out = os.path.join(mount, 'out')
+        _experiment(path, '--out', out, check=0)
+        before = {name: open(os.path.join(out, name), 'rb').read()
+                  for name in (results.RESULTS_CSV, results.RESULTS_MD)}
+        shutil.rmtree(os.path.join(out, plots.PLOTS_DIR))
+        filler = os.path.join(mount, 'filler')
+        with open(filler, 'wb', buffering=0) as f:
+            for chunk in (1 << 20, 4 << 10):  # fill the file system to the last page
+                try:
+                    while True:
+                        f.write(b'\0' * chunk)
+                except OSError:
+                    pass
+        os.truncate(filler, os.path.getsize(filler) - (24 << 10))  # leave 24 KiB
+        free = os.statvfs(mount)
+        assert free.f_bavail * free.f_frsize <= 28 << 10
+        proc = _experiment(path, '--out', out, check=None)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+        (line,) = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
+        assert line == proc.stderr.strip().splitlines()[-1]
+        assert line.startswith('error: the file system of --out %s is full (No space left on '
+                               'device) (writing %s' % (out, out)), line
+        assert line.endswith('free space and rerun the same command (they are skipped)')
+        leftovers = [os.path.join(d, n) for d, _, names in os.walk(out) for n in names
+                     if n.endswith('.tmp') or '.tmp-' in n]
+        assert leftovers == []
+        for name, data in before.items():  # whole: the old file or the new one
+            assert open(os.path.join(out, name), 'rb').read() == data
+        os.remove(filler)
+        again = _experiment(path, '--out', out, check=0)
+        assert 'done earlier' in again.stdout
+        assert sorted(os.listdir(os.path.join(out, plots.PLOTS_DIR))) == [
+            'by-batch-size.png', 'metric-vs-wall-time.png']
 
 
 def test_dry_run_prints_each_local_command(tmp_path):

@@ -200,6 +200,22 @@ def test_unreachable_gs_job_dir_is_one_line_in_bounded_time(files, gcs, case):
                         '--storage-timeout-secs sets how long to wait' % job_dir)
 
 
+@pytest.mark.parametrize('job_dir', ['gs://', 'gs:///jobs/x', 'gs://My_Bucket/x'])
+def test_a_gs_path_without_a_bucket_is_the_cloud_tools_line(files, job_dir):
+    """`--job-dir gs://` was `cannot reach Cloud Storage (...no bucket name)`, exit 1,
+    after asking Cloud Storage; train-cloud.sh said `no bucket name after gs://`, exit
+    2. Both now say the same line, exit 2, before any request."""
+    from test_cloud_configs import _submit_dry_run  # pylint: disable=import-outside-toplevel
+    trainer = run_module(TASK, *files, '--job-dir', job_dir, '--train-steps', '2',
+                         '--storage-timeout-secs', '5', env={'https_proxy': 'http://127.0.0.1:9'},
+                         timeout=240)
+    cloud = _submit_dry_run('--job-dir', job_dir)
+    for proc in (trainer, cloud):
+        assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+    assert trainer.stderr.strip().splitlines()[-1] == cloud.stderr.strip().splitlines()[-1]
+    assert cloud.stderr.strip().startswith('error: --job-dir %s: ' % job_dir)
+
+
 # --- symlinks another user planted ----------------------------------------------------
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,

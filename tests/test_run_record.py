@@ -11,7 +11,11 @@ import json
 import os
 import re
 import signal
+import stat
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import pytest
@@ -210,6 +214,52 @@ def test_a_record_that_cannot_be_written_is_a_warning(data_flags, tmp_path, obst
         assert record.is_dir() and not os.listdir(record)
     else:
         assert record.read_text() == '{"notes": "mine"}'
+
+
+def _run_measured(argv, timeout):
+    """(exit code, stderr, peak resident bytes) of `argv`; killed after `timeout` s."""
+    with tempfile.TemporaryFile('w+') as err:
+        proc = processes.popen(argv, env=cli_env(), stdout=subprocess.DEVNULL, stderr=err,
+                               stdin=subprocess.DEVNULL)
+        timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak memory
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read(), usage.ru_maxrss * 1024
+
+
+@pytest.mark.parametrize('planted', ['named pipe', '3 GB sparse file'])
+def test_a_record_that_is_no_regular_small_file_is_one_warning_unread(data_flags, tmp_path,
+                                                                       planted):
+    """A pipe blocked the run for good after it exported; a 3 GB sparse record was read
+    whole (6.8 GB peak). Both are refused unread with the warning line."""
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    record = job_dir / 'run_record.json'
+    if planted == 'named pipe':
+        os.mkfifo(record)
+    else:
+        with open(record, 'wb') as f:
+            f.truncate(3 << 30)
+    module, flags = TRAINERS['taxi']
+    code, stderr, peak = _run_measured(
+        [sys.executable, '-m', module, *data_flags['taxi'], '--job-dir', str(job_dir), *flags,
+         *CADENCE, '--train-steps', '10'], timeout=300)
+    assert code == 0, stderr[-3000:]
+    (warning,) = [line for line in stderr.splitlines() if line.startswith('warning: run')]
+    assert warning == 'warning: run record not written: %s %s' % (record, (
+        'is a pipe, not a regular file' if planted == 'named pipe' else
+        'is larger than 16 MiB; a run record holds a few KiB per session'))
+    assert 'INFO Run summary:' in stderr and os.listdir(job_dir / 'export')
+    assert peak < 2 << 30, peak
+    if planted == 'named pipe':
+        assert stat.S_ISFIFO(os.lstat(record).st_mode)
+    else:
+        assert os.path.getsize(record) == 3 << 30 and os.stat(record).st_blocks == 0
 
 
 @pytest.mark.slow

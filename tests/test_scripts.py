@@ -43,7 +43,7 @@ def test_experiment_help_and_errors(tmp_path):
     assert '--dry-run' in proc.stdout and '--full' in proc.stdout
     proc = _bash('scripts/experiment.sh', str(tmp_path / 'missing.yaml'))
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == 'error: %s: No such file or directory' % (
+    assert proc.stderr.splitlines()[-1] == 'error: %s: no such file' % (
         tmp_path / 'missing.yaml')
     proc = _bash('scripts/experiment.sh', 'configs/experiments/resume.yaml', '--bogus')
     assert proc.returncode == 2 and '--bogus' in proc.stderr.splitlines()[-1]

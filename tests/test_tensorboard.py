@@ -54,7 +54,8 @@ def taxi(tmp_path_factory):
     folder = tmp_path_factory.mktemp('taxi_tb')
     train, evals = taxi_trips.write_layout_files(folder, train_rows=TRAIN_ROWS,
                                                  eval_rows=200)
-    job_dir = folder / 'job'
+    # A space and a quote: the printed TensorBoard command must survive copying.
+    job_dir = folder / "taxi job's dir"
     proc = run_module('taxi_estimator.task', '--train-files', train, '--eval-files', evals,
                       '--job-dir', str(job_dir), check=0)
     return job_dir, proc.stderr
@@ -164,7 +165,12 @@ def test_console_each_message_once_with_eta_and_summary_block(request, which):
     assert 'accuracy = ' in fields['final metrics']
     assert fields['checkpoints'] == str(job_dir)
     assert fields['export'].startswith(str(job_dir / 'export') + '/')
-    assert fields['TensorBoard'] == 'bash scripts/tensorboard.sh %s' % job_dir
+    command = fields['TensorBoard']
+    assert command.startswith('bash scripts/tensorboard.sh ')
+    # Pasted into bash, the command names the job-dir as one argument, as it is.
+    proc = subprocess.run(['bash', '-c', 'words() { printf "%s\\n" "$#" "$3"; }; words '
+                           + command], capture_output=True, text=True, check=True)
+    assert proc.stdout.splitlines() == ['3', str(job_dir)]
 
 
 def test_json_export_serves_by_default(taxi, tmp_path):

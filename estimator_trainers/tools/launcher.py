@@ -59,6 +59,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -299,7 +300,7 @@ class Launcher:
             log = safe_io.open_append(task.log_path, 'task log')
         except UserInputError as e:
             raise TaskFailed('cannot start %s: %s' % (task.label, e)) from None
-        log.write(('---- %s: %s\n' % (task.label, ' '.join(command))).encode())
+        log.write(('---- %s: %s\n' % (task.label, shlex.join(command))).encode())
         log.flush()
         try:
             task.process = subprocess.Popen(  # pylint: disable=consider-using-with

@@ -18,6 +18,7 @@ local train --package-path DIR --module-name M` ran it (`launcher.run_package`).
 """
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -171,7 +172,7 @@ def run_passing_signals(command, env=None):
     if received:
         errors.report(errors.TaskFailure(
             'stopped on %s during the data step (python %s); the same command starts it '
-            'again' % (signal.Signals(received[0]).name, ' '.join(command[1:]))))
+            'again' % (signal.Signals(received[0]).name, shlex.join(command[1:]))))
         return 128 + received[0]
     return code if code >= 0 else 128 - code
 

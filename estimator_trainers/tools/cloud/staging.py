@@ -23,6 +23,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -31,6 +32,8 @@ import tempfile
 from packaging.specifiers import SpecifierSet
 
 from estimator_trainers import google_api
+from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 # The gs:// rule lives in gcs_paths; these names stay for the callers of staging.
 from estimator_trainers.tools.cloud.gcs_paths import parse_bucket  # pylint: disable=unused-import
@@ -121,8 +124,10 @@ def build_package(package_path, out_dir):
         raise UserInputError('%s: %r is not a Python package name' % (flag, name),
                              flag='--package-path')
     root = package_root(path)
+    built_from_root = any(os.path.isfile(os.path.join(root, f)) for f in BUILD_FILES)
+    check_package_files(path, root if built_from_root else path, flag)
     os.makedirs(out_dir, exist_ok=True)
-    if any(os.path.isfile(os.path.join(root, f)) for f in BUILD_FILES):
+    if built_from_root:
         return _build(root, out_dir, 'the sdist of %s (with %s)' % (flag, next(
             os.path.join(root, f) for f in BUILD_FILES
             if os.path.isfile(os.path.join(root, f)))))
@@ -159,16 +164,57 @@ def _build(source, out_dir, what, copy=True):
                  requires_python=_requires_python(path))
 
 
+def check_package_files(package, source, flag):
+    """Refuses a package that cannot be built or run, before anything is copied.
+
+    Args:
+      package: the `--package-path` directory.
+      source: the tree its sdist is built from (`package`, or its parent
+        when a build file is there).
+      flag: `--package-path DIR`, for the message.
+
+    Raises:
+      UserInputError: a named pipe, socket or device in what the build copies
+        (copying a pipe waits for a writer; the build failed with a
+        `shutil.Error` traceback), or a package with no module besides
+        `__init__.py` (nothing for `--module-name` to run).
+    """
+    ignore = _source_filter(source)
+    for directory, dirs, files in os.walk(source):
+        ignored = ignore(directory, dirs + files)
+        dirs[:] = [name for name in dirs if name not in ignored]
+        for name in files:
+            path = os.path.join(directory, name)
+            mode = os.lstat(path).st_mode
+            if name in ignored or stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+                continue  # symlinks are packed as links
+            raise UserInputError('%s: %s is %s; a package holds files and directories, '
+                                 'so the sdist cannot be built: move it out'
+                                 % (flag, path, safe_io.not_a_regular_file(path)
+                                    or 'not a regular file'), flag='--package-path')
+    for _, _, files in os.walk(package):
+        if any(name.endswith('.py') and name != '__init__.py' for name in files):
+            return
+    raise UserInputError('%s: the package holds no module besides __init__.py; expected '
+                         'the module --module-name runs (e.g. %s)'
+                         % (flag, os.path.join(package, 'task.py')), flag='--package-path')
+
+
 def _copy_sources(source, destination):
     """Copies `source` without what never goes into an sdist (`_NOT_SOURCES`,
     virtualenvs) and without top-level directories that hold no Python file
     and that no build file names (data, outputs), which can be large."""
+    shutil.copytree(source, destination, ignore=_source_filter(source), symlinks=True)
+
+
+def _source_filter(source):
+    """The `shutil.copytree` ignore function of `_copy_sources`."""
     named = ''
     for build_file in BUILD_FILES + ('setup.cfg', 'MANIFEST.in'):
-        try:
-            with open(os.path.join(source, build_file), errors='replace') as f:
-                named += f.read()
-        except OSError:
+        try:  # a pipe there is refused, not waited on (check_package_files names it)
+            named += (user_files.read_bytes(os.path.join(source, build_file), build_file,
+                                            optional=True) or b'').decode('utf-8', 'replace')
+        except UserInputError:
             pass
     skip = shutil.ignore_patterns(*_NOT_SOURCES)
 
@@ -184,7 +230,7 @@ def _copy_sources(source, destination):
                 ignored.add(name)
         return ignored
 
-    shutil.copytree(source, destination, ignore=ignore, symlinks=True)
+    return ignore
 
 
 def _holds_python(directory):
@@ -208,8 +254,7 @@ def archive(path, flag='--packages'):
     if path.endswith(('.tar.gz', '.tgz')):
         digest = content_sha256(path)
     else:
-        with open(path, 'rb') as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        digest = safe_io.file_digest(path, 'sha256')
     return Sdist(path=os.path.abspath(path), sha256=digest, size=os.path.getsize(path))
 
 

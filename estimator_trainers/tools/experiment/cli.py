@@ -8,13 +8,14 @@ progress line per point and an ETA for the sweep, and writes `results.csv`,
 `results.md`, `plots/*.png` and the HParams experiment of the sweep.
 """
 import os
-import shutil
+import shlex
 import sys
 
 from estimator_trainers import flags
 from estimator_trainers import logs
 from estimator_trainers import safe_io
 from estimator_trainers.tools.experiment import execute
+from estimator_trainers.tools.experiment import outputs
 from estimator_trainers.tools.experiment import plots
 from estimator_trainers.tools.experiment import results
 from estimator_trainers.tools.experiment import sweep as sweep_lib
@@ -51,7 +52,8 @@ def main(argv=None, stream=None):
     # gs:// client keeps a 5-second stat cache, read when TF loads, and a stale
     # size fails the next read with "File contents are inconsistent".
     os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
     stream = stream or sys.stdout
     sweep = sweep_lib.load(args.sweep, full=args.full)
     out = os.path.abspath(args.out or (sweep.name + ('-full' if args.full else '')))
@@ -60,14 +62,30 @@ def main(argv=None, stream=None):
     if args.dry_run:
         execute.dry_run(sweep, layout, stream)
         return 0
+    safe_io.check_writable_directory(out, '--out')
     if '://' in layout.job_base:
         logs.import_tensorflow()  # gs:// records are read through it: without its noise
+    _check_records(sweep, layout)  # a changed sweep is refused before anything is written
+    with outputs.faults_as_lines(out):
+        os.makedirs(out, exist_ok=True)
+        with outputs.Lock(out, argv):
+            # Read again under the lock: another sweep may have run points meanwhile.
+            return _run(sweep, layout, _check_records(sweep, layout), stream)
+
+
+def _check_records(sweep, layout):
+    """The points' run records; refuses a sweep changed since they were trained."""
     records = execute.read_records(sweep, layout)
-    for point in sweep.points:  # refuse a changed sweep before anything runs
+    for point in sweep.points:
         if records.get(point.id):
             execute.check_flags(sweep, point, records[point.id])
-    os.makedirs(out, exist_ok=True)
-    shutil.copyfile(sweep.path, os.path.join(out, 'sweep.yaml'))
+    return records
+
+
+def _run(sweep, layout, records, stream):
+    """Runs the points not done yet and writes the results; returns the exit code."""
+    out = layout.out
+    safe_io.write_atomic(os.path.join(out, 'sweep.yaml'), sweep.source)
     stream.write('%s: %d point%s (%s), target %s, into %s\n' % (
         sweep.name, len(sweep.points), '' if len(sweep.points) == 1 else 's',
         _shape(sweep), sweep.target, layout.job_base))
@@ -109,5 +127,6 @@ def write_results(sweep, layout, stream):
     results.write_hparams_experiment(sweep, layout, rows)
     stream.write('\n%s\nresults: %s, %s\nplots:   %s\nTensorBoard (HParams compares the '
                  'points): bash scripts/tensorboard.sh %s\n' % (
-                     table, csv_path, md_path, ', '.join(written), layout.job_base))
+                     table, csv_path, md_path, ', '.join(written),
+                     shlex.quote(layout.job_base)))
     stream.flush()

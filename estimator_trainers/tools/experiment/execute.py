@@ -33,6 +33,7 @@ import time
 from estimator_trainers import errors
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
+from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local
 from estimator_trainers.tools.experiment import sweep as sweep_lib
@@ -42,6 +43,8 @@ LAUNCHER = (sys.executable, '-m', 'estimator_trainers.tools.launcher')
 RUNS_DIR = 'runs'
 LOGS_DIR = 'logs'
 VERTEX_STATE = 'vertex-jobs.json'
+STATE_LIMITS = user_files.Limits(bytes=16 << 20, depth=2, values=200000,
+                                 expected='it holds a job name per point')
 STOP_GRACE_SECS = 60
 _POLL_SECS = 0.2
 _JOB_NAME_RE = re.compile(r'^(projects/\S+/(customJobs|hyperparameterTuningJobs)/\S+)$', re.M)
@@ -169,10 +172,7 @@ def read_records(sweep, layout):
     """{point id: the sessions of its run record} of every point with one."""
     records = {}
     for point in sweep.points:
-        try:
-            sessions = run_record.read(layout.job_dir(point))
-        except ValueError as e:
-            raise UserInputError(str(e), path=run_record.path(layout.job_dir(point))) from None
+        sessions = run_record.read(layout.job_dir(point))
         if sessions:
             records[point.id] = sessions
     return records
@@ -518,12 +518,20 @@ def _state_key(point, session):
 
 
 def _read_state(path):
-    try:
-        with open(path, encoding='utf-8') as f:
-            state = json.load(f)
-        return state if isinstance(state, dict) else {}
-    except (OSError, ValueError):
+    """{point#session: Vertex AI job name} of the jobs an earlier invocation submitted.
+
+    Raises:
+      UserInputError: the file is not such a mapping (a rerun would submit
+        those jobs again): naming it.
+    """
+    state = user_files.read_json(path, limits=STATE_LIMITS, optional=True)
+    if state is None:
         return {}
+    if not isinstance(state, dict) or not all(isinstance(v, str) for v in state.values()):
+        raise UserInputError('%s is not the Vertex AI jobs this sweep submitted (expected '
+                             '{"POINT#SESSION": "projects/.../customJobs/ID"}); restore it, or '
+                             'remove it to submit those points again' % path, path=path)
+    return state
 
 
 def _write_state(path, state):
@@ -564,7 +572,7 @@ def dry_run(sweep, layout, stream, environ=None, cloud_cli=CLOUD_CLI):
                                                    or ['exit %d' % proc.returncode])[-1]
                 raise UserInputError('%s: point %s: the cloud CLI refused it: %s' % (
                     sweep.path, point.label, why), path=sweep.path)
-            request = json.loads(proc.stdout)['request']
+            request = user_files.loads(proc.stdout)['request']
             stream.write(json.dumps(request, indent=1, sort_keys=True) + '\n')
     stream.write('(PYTHONPATH=%s)\n' % env['PYTHONPATH'])
 

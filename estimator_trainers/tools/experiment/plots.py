@@ -13,6 +13,7 @@
 Each `*_figure` function returns the figure (tests read its series);
 `write_all` saves them.
 """
+import io
 import os
 
 import matplotlib
@@ -20,6 +21,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 
 from estimator_trainers import run_record  # pylint: disable=wrong-import-position
+from estimator_trainers import safe_io  # pylint: disable=wrong-import-position
 from estimator_trainers.tools.experiment import results  # pylint: disable=wrong-import-position
 
 PLOTS_DIR = 'plots'
@@ -195,7 +197,11 @@ def _strategy(row):
 
 
 def write_all(sweep, rows, curves, out):
-    """Saves every plot under `<out>/plots/`; returns the paths written."""
+    """Saves every plot under `<out>/plots/`; returns the paths written.
+
+    Each PNG is drawn in memory and written whole (`safe_io.write_atomic`): a
+    full disk leaves the previous plot and no temporary file.
+    """
     directory = os.path.join(out, PLOTS_DIR)
     os.makedirs(directory, exist_ok=True)
     figures = [(by_axis_name(axis), by_axis_figure(sweep, rows, axis))
@@ -207,7 +213,9 @@ def write_all(sweep, rows, curves, out):
         if figure is None:
             continue
         path = os.path.join(directory, name)
-        figure.savefig(path, dpi=100)
+        png = io.BytesIO()
+        figure.savefig(png, format='png', dpi=100)
         plt.close(figure)
+        safe_io.write_atomic(path, png.getvalue())
         written.append(path)
     return written

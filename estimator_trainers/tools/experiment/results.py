@@ -5,7 +5,9 @@ Every figure of a row comes from the point's job-dir: the run record
 the `eval` event files, read with TensorBoard's own reader (the final
 evaluation metrics, the evaluation curve). Rows are written to `results.csv`
 (full precision); `results.md` groups the repeats of each point: mean ±
-standard deviation, and the evaluation metric's range over the seeds.
+standard deviation, and the evaluation metric's range over the seeds. A point
+stopped and resumed (SIGTERM, Ctrl-C, a failure, then a rerun) trained in
+several sessions: its row adds them up (`combined`).
 
 The job-dirs' parent is a TensorBoard log directory; `write_hparams_experiment`
 adds the sweep's HParams experiment there, so the dashboard lists the axes
@@ -17,6 +19,7 @@ import io
 import logging
 import math
 import os
+import socket
 import statistics
 import time
 
@@ -24,7 +27,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat import tf as tensorboard_tf
 from tensorboard.compat.proto import event_pb2
 from tensorboard.plugins.hparams import summary_v2 as hp
-from tensorboard.summary.writer import event_file_writer
+from tensorboard.summary.writer import record_writer
 
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
@@ -34,6 +37,8 @@ from estimator_trainers.tools.experiment import sweep as sweep_lib
 RESULTS_CSV = 'results.csv'
 RESULTS_MD = 'results.md'
 EVAL_DIR = 'eval'
+# TensorBoard reads a directory's event files by this start of their names.
+EVENT_FILES = 'events.out.tfevents'
 # Measured quantities of a row, as (column, what it is); the plots draw each.
 QUANTITIES = (
     ('wall_secs', 'wall time (s)'),
@@ -75,15 +80,103 @@ def read_eval_events(job_dir):
             for tag in accumulator.Tags()['scalars']}
 
 
-def _session_for(sessions, target):
-    """The session a row reports for a step target: the last succeeded one that
-    reached it, else the last one (failed, still the truth of what happened)."""
-    good = [s for s in sessions if execute.session_done([s], target)]
-    if good:
-        return good[-1]
-    matching = [s for s in sessions if target is None
-                or (s.get('steps') or {}).get('target') == target]
-    return (matching or sessions or [None])[-1]
+def _last_for(sessions, target):
+    """The index of the session a row reports for a step target: the last
+    succeeded one that reached it, else the last one of that target, else the
+    last one (failed, still the truth of what happened); None for none."""
+    for accept in (lambda s: execute.session_done([s], target),
+                   lambda s: target is None or (s.get('steps') or {}).get('target') == target,
+                   lambda s: True):
+        found = [i for i, s in enumerate(sessions) if accept(s)]
+        if found:
+            return found[-1]
+    return None
+
+
+def sessions_by_target(sessions, targets):
+    """Per step target of a point (its sweep sessions), the run-record sessions
+    that trained toward it, in order: a point stopped (SIGTERM, Ctrl-C) and
+    resumed by a rerun trained each target in several sessions."""
+    groups, begin = [], 0
+    for target in targets:
+        last = _last_for(sessions[begin:], target)
+        if last is None:
+            groups.append([])
+            continue
+        groups.append(sessions[begin:begin + last + 1])
+        begin += last + 1
+    return groups
+
+
+def combined(group, start):
+    """One session's figures for a step target trained in the sessions `group`.
+
+    Times, phases, checkpoints and evaluations add up; rates are averaged
+    over the training time of each session (so they are examples over training
+    seconds); status, exit code, target, final metrics and the machine are the
+    last session's. `steps.from` is where the first started.
+
+    Args:
+      start: the global step this target's training began at (0, or where the
+        point's previous sweep session ended), or None if unknown. Steps
+        between it and the first recorded session's start (or between two
+        recorded sessions) were trained by a session that left no record (a
+        process killed outright: SIGKILL, a lost machine): they are counted as
+        `unrecorded_steps`, and their time is missing.
+    """
+    last = group[-1]
+    total = dict(last, record_sessions=len(group), unrecorded_steps=0)
+    reached = start
+    for session in group:
+        steps = session.get('steps') or {}
+        if reached is not None and steps.get('from') is not None and steps['from'] > reached:
+            total['unrecorded_steps'] += steps['from'] - reached
+        if steps.get('to') is not None:
+            reached = steps['to']
+    if len(group) == 1 and not total['unrecorded_steps']:
+        return total
+    first_from = next(((s.get('steps') or {}).get('from') for s in group
+                       if (s.get('steps') or {}).get('from') is not None), None)
+    total['steps'] = dict(last.get('steps') or {}, **{
+        'from': start if start is not None and total['unrecorded_steps'] else first_from})
+    for key in ('wall_secs', 'cpu_secs'):
+        total[key] = _sum(s.get(key) for s in group)
+    phases = [s.get('phases') or {} for s in group]
+    total['phases'] = {name: _sum(p.get(name) for p in phases)
+                       for name in dict.fromkeys(n for p in phases for n in p)}
+    training = [p.get('training_secs') or 0 for p in phases]
+    total['examples_per_sec'] = _weighted([s.get('examples_per_sec') for s in group],
+                                          training)
+    workers = [s.get('workers') or {} for s in group]
+    total['workers'] = {
+        task: {'examples_per_sec': _weighted([(w.get(task) or {}).get('examples_per_sec')
+                                              for w in workers], training),
+               'steps': _sum((w.get(task) or {}).get('steps') for w in workers)}
+        for task in dict.fromkeys(t for w in workers for t in w)}
+    saves = [s.get('checkpoints') or {} for s in group]
+    count, secs = _sum(c.get('count') for c in saves), _sum(c.get('secs') for c in saves)
+    total['checkpoints'] = dict(saves[-1], count=count, secs=secs,
+                                mean_secs=secs / count if count and secs is not None else None)
+    evaluations = [s.get('evaluations') or {} for s in group]
+    total['evaluations'] = {'count': _sum(e.get('count') for e in evaluations),
+                            'secs': _sum(e.get('secs') for e in evaluations)}
+    return total
+
+
+def _sum(values):
+    """The sum of the numbers among `values`, None when there are none."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(numbers) if numbers else None
+
+
+def _weighted(values, weights):
+    """`values` averaged with `weights` (training seconds); the last value when no
+    weight is positive, None when there is no value."""
+    pairs = [(v, w) for v, w in zip(values, weights) if isinstance(v, (int, float))]
+    weighted = [(v, w) for v, w in pairs if w > 0]
+    if weighted:
+        return sum(v * w for v, w in weighted) / sum(w for _, w in weighted)
+    return pairs[-1][0] if pairs else None
 
 
 def collect(sweep, layout):
@@ -94,9 +187,11 @@ def collect(sweep, layout):
         sessions = run_record.read(job_dir)
         events = read_eval_events(job_dir) if sessions else {}
         curves[point.id] = (events, sessions)
-        for index, target in enumerate(point.targets):
-            session = _session_for(sessions, target) if sessions else None
+        start = 0
+        for index, group in enumerate(sessions_by_target(sessions, point.targets)):
+            session = combined(group, start) if group else None
             rows.append(_row(sweep, point, index, session, events, job_dir))
+            start = ((session or {}).get('steps') or {}).get('to')
     return rows, curves
 
 
@@ -119,6 +214,8 @@ def _row(sweep, point, index, session, events, job_dir):
     cluster = session.get('cluster') or {}
     row['status'] = session.get('status')
     row['exit_code'] = session.get('exit_code')
+    row['record_sessions'] = session.get('record_sessions')
+    row['unrecorded_steps'] = session.get('unrecorded_steps')
     row['steps_from'] = steps.get('from')
     row['steps_to'] = steps.get('to')
     row['steps_target'] = steps.get('target')
@@ -258,8 +355,16 @@ def markdown(sweep, rows, machine=None):
     if failed:
         lines += ['', 'Not succeeded: %s.' % ', '.join(
             '%s (%s)' % (r['point'], r.get('status')) for r in failed)]
+    unrecorded = [r for r in rows if r.get('unrecorded_steps')]
+    if unrecorded:
+        lines += ['', 'Partly unrecorded: %s: steps trained by a session that left no run '
+                  'record (a process killed outright: SIGKILL, a lost machine); their time '
+                  'is missing from these figures.' % ', '.join(
+                      '%s (%d steps)' % (r['point'], r['unrecorded_steps'])
+                      for r in unrecorded)]
     lines += ['', 'Mean ± standard deviation over the repeats (seeds); every run and '
-              'session is a row of %s.' % RESULTS_CSV, '']
+              'session is a row of %s. A point stopped and resumed adds up the times of '
+              'its sessions (`record_sessions`).' % RESULTS_CSV, '']
     return '\n'.join(lines)
 
 
@@ -302,8 +407,17 @@ def write_hparams_experiment(sweep, layout, rows):
         metrics=[hp.Metric(tag, group='', display_name='eval %s' % tag) for tag in metrics])
     gfile = tensorboard_tf.io.gfile  # TensorFlow's where installed: gs:// too
     gfile.makedirs(root)
-    for old in gfile.glob(os.path.join(root, 'events.out.tfevents.*')):
-        gfile.remove(old)
-    writer = event_file_writer.EventFileWriter(root)
-    writer.add_event(event_pb2.Event(wall_time=time.time(), step=0, summary=experiment))
-    writer.close()
+    # The event file is made in memory and written whole, then the earlier
+    # ones are removed: a full disk leaves the previous experiment.
+    now = time.time()
+    events = io.BytesIO()
+    writer = record_writer.RecordWriter(events)
+    for event in (event_pb2.Event(wall_time=now, file_version='brain.Event:2'),
+                  event_pb2.Event(wall_time=now, step=0, summary=experiment)):
+        writer.write(event.SerializeToString())
+    name = '%s.%010d.%s.sweep' % (EVENT_FILES, now, socket.gethostname())
+    path = '%s/%s' % (root, name) if '://' in root else os.path.join(root, name)
+    safe_io.write_atomic(path, events.getvalue())
+    for old in gfile.glob(os.path.join(root, EVENT_FILES + '.*')):
+        if os.path.basename(old) != name:
+            gfile.remove(old)

@@ -32,17 +32,19 @@ and the key. No TensorFlow here (the module imports only declarations).
 """
 import argparse
 import dataclasses
+import hashlib
 import importlib
 import itertools
+import math
 import os
 import re
 import sys
 
-
 from estimator_trainers import declaration
+from estimator_trainers import gcs
 from estimator_trainers import registry
-from estimator_trainers.errors import FlagError
 from estimator_trainers import user_files
+from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 
 TARGETS = ('local', 'rehearse', 'vertex')
@@ -67,6 +69,16 @@ OWN_FLAGS = {'job-dir': "each point's job-dir is <out>/runs/<point>",
 DEFAULT_SEED = 1
 DEFAULT_METRIC = 'accuracy'
 DEFAULT_MAX_PARALLEL = 4
+# A sweep file is a few dozen lines; its values are checked one by one.
+LIMITS = user_files.Limits(bytes=1 << 20, depth=16, values=20000,
+                           expected='a sweep file has far fewer')
+# Training runs (points x repeats x sessions) one sweep may ask for: each is
+# a training job, so more is a typo (an extra zero), not an experiment.
+MAX_RUNS = 10000
+# A point id is a directory and log file name (at most 255 bytes on most file
+# systems); a longer one is shortened and ends in a hash of the whole id.
+MAX_POINT_ID = 120
+_ID_HASH_CHARS = 12
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
@@ -119,6 +131,7 @@ class Sweep:
       axes: the axis keys, in order (points' keys for a list of points).
       points: every `Point`, in run order.
       cloud: the `vertex` or `rehearse` settings (a dict), for those targets.
+      source: the file's bytes as read (copied into `--out`), or None.
     """
     name: str
     path: str
@@ -133,6 +146,7 @@ class Sweep:
     points: tuple
     repeats: int
     cloud: dict
+    source: bytes = None
 
     @property
     def uses_data_args(self):
@@ -178,11 +192,16 @@ def _fail(sweep_path, where, message):
 def load(path, full=False):
     """Reads, checks and expands the sweep file at `path`.
 
+    The file is read within `LIMITS` (`user_files`: a regular file, UTF-8,
+    nesting, aliases expanded, duplicate keys), and the number of runs it
+    asks for is capped (`MAX_RUNS`) before any point is made.
+
     Raises:
       UserInputError: one line naming the file and the key at fault.
     """
-    spec, _ = user_files.read_yaml(path)
-    return parse(spec, path, full=full)
+    source = user_files.read_bytes(path, path, LIMITS)
+    spec, _ = user_files.parse_yaml(user_files.decode(source, path), path, LIMITS)
+    return dataclasses.replace(parse(spec, path, full=full), source=source)
 
 
 def parse(spec, path, full=False):
@@ -224,6 +243,7 @@ def parse(spec, path, full=False):
     def where(key):
         return prefix + key if full and key in (spec.get('full') or {}) else key
 
+    _check_size(settings, where, fail)
     parser = _flag_parser(trainer)
     flags = _flags(_mapping(settings, 'flags', fail, where('flags')) or {},
                    where('flags'), parser, fail)
@@ -299,10 +319,51 @@ def parse(spec, path, full=False):
 
 
 def point_id(values, seed):
-    """The job-dir name of a point: `checkpoint-num-steps-100.seed-2`, path and job-name safe."""
+    """The job-dir name of a point: `checkpoint-num-steps-100.seed-2`, path and job-name safe.
+
+    An id longer than `MAX_POINT_ID` (long values: a list of hidden units, a
+    path) keeps its start and ends in a hash of the whole id, so distinct
+    points keep distinct ids and the same point the same id in every run.
+    """
     parts = ['%s-%s' % (key, value_label(value)) for key, value in values]
-    return '.'.join(re.sub(r'[^A-Za-z0-9_-]+', '_', part) for part in
+    text = '.'.join(re.sub(r'[^A-Za-z0-9_-]+', '_', part) for part in
                     parts + ['seed-%d' % seed])
+    if len(text) <= MAX_POINT_ID:
+        return text
+    digest = hashlib.sha256(text.encode('utf-8')).hexdigest()[:_ID_HASH_CHARS]
+    return '%s-%s' % (text[:MAX_POINT_ID - _ID_HASH_CHARS - 1], digest)
+
+
+def _check_size(settings, where, fail):
+    """Refuses a sweep of more than `MAX_RUNS` training runs.
+
+    The count (points x repeats x sessions) is taken from the sizes the keys
+    declare, before a point is made: a grid of a million points or
+    `repeats: 1000000000` is one line at once, not minutes of expanding it.
+    Malformed keys are left to the checks that follow.
+    """
+    axes, points = settings.get('axes'), settings.get('points')
+    if isinstance(axes, dict) and axes and points is None:
+        lengths = [len(v) if isinstance(v, list) else 1 for v in axes.values()]
+        count = math.prod(lengths)
+        shape = '%s (%s values)' % (where('axes'), ' x '.join('{:,}'.format(n)
+                                                              for n in lengths))
+    elif isinstance(points, list) and axes is None:
+        count = len(points)
+        shape = '%s (%s)' % (where('points'), '{:,}'.format(count))
+    else:
+        count, shape = 1, 'one point'
+    repeats = settings.get('repeats', 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        repeats = 1
+    sessions = settings.get('sessions')
+    stages = len(sessions) if isinstance(sessions, list) and sessions else 1
+    runs = count * repeats * stages
+    if runs > MAX_RUNS:
+        fail(None, '%s x %s (%s) x %s (%s) = %s training runs; a sweep holds at most %s: '
+             'give fewer values, points or repeats' % (
+                 shape, where('repeats'), '{:,}'.format(repeats), where('sessions'),
+                 '{:,}'.format(stages), '{:,}'.format(runs), '{:,}'.format(MAX_RUNS)))
 
 
 # --- keys ---------------------------------------------------------------------
@@ -429,9 +490,12 @@ def _cloud(spec, target, base_dir, fail):
     for key in ('project', 'region', 'bucket', 'job_dir'):
         if settings.get(key) is not None and not isinstance(settings[key], str):
             fail('%s.%s' % (target, key), 'expected text, got %r' % (settings[key],))
-    if cloud.get('job_dir') and not cloud['job_dir'].startswith('gs://'):
+    if cloud.get('job_dir') and not gcs.is_gcs_path(cloud['job_dir']):
         fail('%s.job_dir' % target, 'expected a gs:// directory (every task of a %s job '
              'must reach it), got %r' % (target, cloud['job_dir']))
+    if cloud.get('job_dir') and gcs.path_problem(cloud['job_dir']):
+        fail('%s.job_dir' % target, '%s: %s' % (cloud['job_dir'],
+                                                gcs.path_problem(cloud['job_dir'])))
     for key in ('max_parallel', 'max_replicas'):
         if key in settings:
             _count(settings, key, 1, '%s.%s' % (target, key), fail)

@@ -130,5 +130,11 @@ class Cifar10Runtime(declaration.Runtime):
     def serving_input_receiver_fn(self, args, plan):
         return serving_input_receiver_fn
 
+    def calibration_input_fn(self, args, task, plan):
+        hparams, _ = plan.facts
+        # Batch norm normalises each tower's share of a training batch.
+        return data.calibration_input_fn(
+            args.data_dir, max(1, hparams.train_batch_size // len(hparams.devices)))
+
 
 RUNTIME = Cifar10Runtime()

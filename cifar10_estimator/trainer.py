@@ -36,6 +36,7 @@ class Cifar10Trainer(declaration.Trainer):
     train_steps = 80000
     checkpoint_steps = 1000
     mixed_precision = True
+    precise_batch_norm = True
     local_args = ('--train-steps=1000',)
     eval_metrics = ('accuracy', 'loss')
 

@@ -96,11 +96,14 @@ class Trainer:
       runtime: the module that defines `RUNTIME` (default `<package>.runtime`).
       description: one sentence for `--help`.
       train_steps: `--train-steps` default (None: the runtime's check decides).
-      checkpoint_steps: the longest checkpoint interval of the default cadence
-        (`checkpoints.plan`).
+      checkpoint_steps: `--checkpoint-num-steps` default, also the longest
+        default evaluation interval (`checkpoints.plan`).
       steps_per_loop: `--steps-per-loop` default: training steps per
         Session.run (`steps_loop`), measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
+      precise_batch_norm: the model has batch norm and registers its
+        re-estimation (`precise_bn`): offer `--[no-]precise-batch-norm`, on by
+        default; the runtime's `calibration_input_fn` gives the batches.
       local_args: trainer flags `train-local.sh` adds before the user's.
       eval_metrics: names of the metrics each evaluation reports (what a
         tuning study may optimise: `--hypertune-metric`).
@@ -114,6 +117,7 @@ class Trainer:
     checkpoint_steps = 1000
     steps_per_loop = 1
     mixed_precision = False
+    precise_batch_norm = False
     local_args = ()
     eval_metrics = ('loss',)
     exports = True
@@ -164,6 +168,8 @@ class Trainer:
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
                                       checkpoint_steps=self.checkpoint_steps,
                                       steps_per_loop=self.steps_per_loop)
+        if self.precise_batch_norm:
+            flags.add_precise_batch_norm_flag(parser)
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
@@ -220,4 +226,10 @@ class Runtime:
 
     def serving_input_receiver_fn(self, args, plan):
         """The export's serving input function (the trainer declares `exports`)."""
+        return None
+
+    def calibration_input_fn(self, args, task, plan):
+        """Training batches, as evaluation sees its inputs (no augmentation), that
+        re-estimate batch norm's statistics before each evaluation (the trainer
+        declares `precise_batch_norm`)."""
         return None

@@ -98,8 +98,8 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     checkpoint_plan = checkpoints.plan(
         args.job_dir, cluster, task.distribution,
         every_steps=args.checkpoint_num_steps, train_steps=plan.train_steps,
-        max_default_steps=trainer.checkpoint_steps, keep_max=args.keep_checkpoint_max,
-        eval_every_secs=args.eval_frequency_secs)
+        default_steps=trainer.checkpoint_steps, keep_max=args.keep_checkpoint_max,
+        eval_every_steps=args.eval_every_steps, eval_every_secs=args.eval_frequency_secs)
     config = run_config.from_flags(
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
@@ -122,7 +122,10 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
             extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
                                           save_needs=task.distribution.peers)] + (
                 [hooks.CallAtEndHook(watch.stop)] if watch else []),
-            started=recorder.started, recorder=recorder)
+            started=recorder.started, recorder=recorder,
+            calibration_input_fn=(runtime.calibration_input_fn(args, task, plan)
+                                  if trainer.precise_batch_norm and args.precise_batch_norm
+                                  else None))
     except hooks.Diverged as e:
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
 

@@ -31,7 +31,7 @@ class KerasTrainer(declaration.Trainer):
     description = ('Train and evaluate the courses\' Keras models (MNIST CNN, CIFAR-10 '
                    'MLP) as an Estimator; export a SavedModel that takes raw uint8 images.')
     train_steps = 5000
-    checkpoint_steps = 500
+    precise_batch_norm = True
     eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser):

@@ -304,6 +304,10 @@ def add_distribution_flags(parser):
     group.add_argument(
         '--max-worker-delay-secs', type=non_negative_int, default=None,
         help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '
-             'which helps asynchronous training converge (default: TensorFlow\'s '
-             '60 s cap; 0 starts every worker at once).')
+             'which helps long asynchronous runs converge (0 starts every worker '
+             'at once). Default: 1 s per %d steps of --train-steps, at most '
+             'TensorFlow\'s %d s (0 below %d steps), so short runs do not leave '
+             'workers idle.' % (distribution.STEPS_PER_WORKER_DELAY_SEC,
+                                distribution.TENSORFLOW_MAX_WORKER_DELAY_SECS,
+                                distribution.STEPS_PER_WORKER_DELAY_SEC))
     return group

@@ -103,7 +103,7 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     config = run_config.from_flags(
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
-        train_distribute=task.train_distribute)
+        train_distribute=task.train_distribute, train_steps=plan.train_steps)
     distribution_lib.wait_for_peers(task.distribution, _log)
     watch = distribution_lib.watch_peers(task.distribution)
     tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '

@@ -84,6 +84,9 @@ class Cifar10Runtime(declaration.Runtime):
                                                               task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
                                   ' (auto)' if args.mixed_precision == 'auto' else '')
+        warning = devices_lib.float16_without_gpu_warning(mixed_precision, task.num_gpus)
+        if warning:
+            tf.compat.v1.logging.warning('%s', warning)
         cluster = task.cluster
         hparams = model.HParams(
             num_layers=args.num_layers, weight_decay=args.weight_decay,

@@ -98,7 +98,10 @@ class CheckpointPlan:
 
 
 def default_eval_every_steps(train_steps, max_default_steps):
-    """About `EVALUATIONS_PER_RUN` evaluations over a run to `train_steps`."""
+    """About `EVALUATIONS_PER_RUN` evaluations over a run to `train_steps` (None:
+    `max_default_steps`)."""
+    if not train_steps:
+        return max_default_steps
     return max(1, min(max_default_steps, math.ceil(train_steps / EVALUATIONS_PER_RUN)))
 
 

@@ -19,12 +19,24 @@ attribute here, with a default: tools call it, never probe for it.
 """
 import dataclasses
 import importlib
+import os
 import sys
 
 from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 
 RUNTIME_ATTRIBUTE = 'RUNTIME'
+# Set by the tool that runs a data step for the user (`train-local.sh`): how to
+# hand that command a file downloaded elsewhere, which the data step's
+# offline message then names instead of its own --source.
+DATA_SOURCE_ADVICE_ENV = 'ESTIMATOR_TRAINERS_DATA_SOURCE_ADVICE'
+
+
+def data_source_advice(environ=None):
+    """How the user gives the data step they ran a downloaded file: `pass it
+    with --source PATH`, or what the command that ran the step says."""
+    environ = os.environ if environ is None else environ
+    return environ.get(DATA_SOURCE_ADVICE_ENV) or 'pass it with --source PATH'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +117,8 @@ class Trainer:
         re-estimation (`precise_bn`): offer `--[no-]precise-batch-norm`, on by
         default; the runtime's `calibration_input_fn` gives the batches.
       local_args: trainer flags `train-local.sh` adds before the user's.
+      data_source_env: the environment variable `train-local.sh` passes on to
+        the data step as its `--source` (a file downloaded elsewhere), if any.
       eval_metrics: names of the metrics each evaluation reports (what a
         tuning study may optimise: `--hypertune-metric`).
       exports: the chief exports a SavedModel at the end of a run.
@@ -119,6 +133,7 @@ class Trainer:
     mixed_precision = False
     precise_batch_norm = False
     local_args = ()
+    data_source_env = None
     eval_metrics = ('loss',)
     exports = True
 
@@ -143,6 +158,12 @@ class Trainer:
         is written.
         """
         return {}
+
+    def data_trainer(self, trainer_flags=()):
+        """The trainer whose data a run with `trainer_flags` (the user's trainer
+        flags) reads: its `data_*` methods and `name` (`data/<name>` is the default
+        local data directory) apply. Default: this one."""
+        return self
 
     def data_args(self, data_dir):
         """Trainer flags that point it at the data in local `data_dir`."""

@@ -75,8 +75,9 @@ class Evaluator:
         and the next evaluation waits for it. Does nothing when built already.
         """
         if self._session is None and self._preparing is None:
+            # A daemon: a run stopped while it prepares must not wait for it to exit.
             self._preparing = threading.Thread(target=self._prepare,
-                                               name='prepare-evaluation')
+                                               name='prepare-evaluation', daemon=True)
             self._preparing.start()
 
     def _prepare(self):
@@ -125,6 +126,7 @@ class Evaluator:
         self._session = tf.compat.v1.Session(graph=graph, config=config)
         self._scaffold, self._update_op, self._metrics, self._hooks = (
             scaffold, update_op, metrics, hooks)
+        self._step = metrics['global_step']
 
     def __call__(self, checkpoint_path=None):
         """Metrics (with `global_step`) of `checkpoint_path` (None: the latest)."""
@@ -135,8 +137,10 @@ class Evaluator:
             with self._session.graph.as_default():
                 return self._evaluate(checkpoint_path, time.time())
 
-    def evaluate_weights(self, session, snapshot):
-        """Metrics of the weights `session` holds now, through `snapshot` (`Snapshot`).
+    def evaluate_weights(self, session, snapshot, stop_requested=None):
+        """Metrics of the weights `session` holds now, through `snapshot` (`Snapshot`);
+        None when `stop_requested()` turned true meanwhile (the evaluation is dropped,
+        so a stopping run saves its checkpoint within its grace).
 
         The snapshot's save counts as evaluation time: it exists for it.
         """
@@ -145,14 +149,14 @@ class Evaluator:
             path = snapshot.save(session)
             self._ready()
             with self._session.graph.as_default():
-                return self._evaluate(path, start)
+                return self._evaluate(path, start, stop_requested)
 
     def _ready(self):
         self._wait_for_preparation()
         if self._session is None:
             self._build()
 
-    def _evaluate(self, checkpoint_path, start):
+    def _evaluate(self, checkpoint_path, start, stop_requested=None):
         self._scaffold.saver.restore(self._session, checkpoint_path)
         calibration = ''
         if self._calibration is not None:
@@ -166,6 +170,10 @@ class Evaluator:
         self._start_input()
         batches = 0
         while self._steps is None or batches < self._steps:
+            if stop_requested is not None and stop_requested():
+                tf.compat.v1.logging.info('Evaluation of step %d dropped: the run is '
+                                          'stopping', self._session.run(self._step))
+                return None
             try:
                 self._session.run(self._update_op)
             except tf.errors.OutOfRangeError:
@@ -294,12 +302,15 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
     final evaluation. A run that is stopping (a stop signal) evaluates no more.
     """
 
-    def __init__(self, evaluator, train_steps, checkpoint_plan):
+    def __init__(self, evaluator, train_steps, checkpoint_plan, stop_requested=None):
         """Args:
           evaluator: the process's `Evaluator`.
           train_steps: the step target (evaluated by the driver).
           checkpoint_plan: `checkpoints.CheckpointPlan` with the cadence and budget.
+          stop_requested: callable, true once a stop signal arrived: an evaluation
+            under way is dropped and training stops.
         """
+        self._stop_requested = stop_requested
         self._evaluator = evaluator
         self._train_steps = train_steps
         self._plan = checkpoint_plan
@@ -320,7 +331,10 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         step, _ = run_steps.steps_done(run_values.results)
         if self.due(step) and not run_context.stop_requested:
-            self._evaluator.evaluate_weights(run_context.session, self._snapshot)
+            if self._evaluator.evaluate_weights(run_context.session, self._snapshot,
+                                                self._stop_requested) is None:
+                run_context.request_stop()
+                return
             self.evaluated()
 
     def start(self, step):

@@ -124,6 +124,18 @@ def path(text):
     return text
 
 
+def given_value(argv, flag, default=None):
+    """The value `argv` gives `flag` (`--flag V` or `--flag=V`, the last wins), else
+    `default`: what a launcher needs to know of a trainer's flags before it runs."""
+    value = default
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + '='):
+            value = arg[len(flag) + 1:]
+    return value
+
+
 # Integers become int64 tensors (steps, batch sizes, seeds); larger ones overflow.
 INT64_MAX = 2 ** 63 - 1
 
@@ -253,6 +265,7 @@ def add_performance_flags(parser, *, mixed_precision=False):
                  'loss: bfloat16 for CPUs with AVX512_BF16/AMX, float16 (with '
                  'dynamic loss scaling) for GPUs. auto: bfloat16 when training on '
                  'a CPU with AMX-BF16 (measured 1.4-1.5x faster), else none. '
+                 'float16 without a GPU is slow (a warning says so). '
                  'Exports always compute in float32.')
     group.add_argument(
         '--num-intra-threads', type=non_negative_int, default=0,

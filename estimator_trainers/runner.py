@@ -60,7 +60,8 @@ def run(trainer, args):
     # From here a stop signal ends the task wherever it is. A parameter server
     # waits inside TensorFlow: it ends at once.
     termination = faults.Termination(cluster.task_label, _log,
-                                     quick_exit_secs=0 if cluster.is_ps else None).install()
+                                     quick_exit_secs=0 if cluster.is_ps else None,
+                                     serves=cluster.is_ps).install()
     with termination.ending_run():
         task = _task(args, cluster, termination)
         if cluster.is_ps:
@@ -125,7 +126,8 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
             started=recorder.started, recorder=recorder,
             calibration_input_fn=(runtime.calibration_input_fn(args, task, plan)
                                   if trainer.precise_batch_norm and args.precise_batch_norm
-                                  else None))
+                                  else None),
+            stop_requested=termination.requested.is_set)
     except hooks.Diverged as e:
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
 

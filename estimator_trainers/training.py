@@ -85,7 +85,8 @@ def serve_parameters(config):
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
                        eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       started=None, recorder=None, calibration_input_fn=None):
+                       started=None, recorder=None, calibration_input_fn=None,
+                       stop_requested=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -101,6 +102,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         no HParams session), told how the session went.
       calibration_input_fn: training batches that re-estimate batch norm's
         statistics before each evaluation (`precise_bn`); None: off.
+      stop_requested: callable, true once a stop signal arrived (an evaluation
+        while training is then dropped).
 
     Returns:
       The final evaluation metrics on the chief, else None.
@@ -144,7 +147,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         evaluating = []
         if checkpoint_plan.evaluates_while_training:
             evaluating = [evaluation.InTrainingEvaluation(evaluate, loop.train_steps,
-                                                          checkpoint_plan),
+                                                          checkpoint_plan, stop_requested),
                           evaluation.PrepareInBackground(evaluate)]
         # The divergence check runs first: no hook acts on a diverged step.
         train_hooks = ([divergence, progress] + list(extra_hooks)

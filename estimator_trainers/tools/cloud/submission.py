@@ -25,7 +25,8 @@ PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
 
 def default_args(trainer, bucket_uri, user_args):
     """`--flag=value` for each of `trainer`'s cloud data flags that `user_args` does not set."""
-    return ['%s=%s' % (flag, value) for flag, value in trainer.cloud_data_args(bucket_uri)
+    return ['%s=%s' % (flag, value)
+            for flag, value in trainer.data_trainer(user_args).cloud_data_args(bucket_uri)
             if not has_flag(user_args, flag)]
 
 

@@ -141,6 +141,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock)
+        waiting = ([hooks.WaitForChiefHook(estimator.config)]
+                   if not is_chief and cluster.num_ps else [])
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener] + (
             [recorder.checkpoint_listener()] if recorder else [])
@@ -150,7 +152,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                                                           checkpoint_plan, stop_requested),
                           evaluation.PrepareInBackground(evaluate)]
         # The divergence check runs first: no hook acts on a diverged step.
-        train_hooks = ([divergence, progress] + list(extra_hooks)
+        train_hooks = (waiting + [divergence, progress] + list(extra_hooks)
                        + (recorder.hooks(progress, loop.train_steps, checkpoint_plan,
                                          step or 0)
                           if recorder else [])
@@ -198,7 +200,9 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         recorder.finished(metrics, export_dir)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
-        first_step=progress.first_step if progress else None,
+        # Where this session started: in an asynchronous job the chief's own
+        # first step may come after the workers'.
+        first_step=(step or 0) if progress else None,
         last_step=progress.last_step if progress else None,
         train_steps=loop.train_steps,
         examples_per_sec=progress.average_examples_per_sec() if progress else None,

@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 import tensorflow as tf
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_trainers import evaluation
 from estimator_trainers import export
@@ -25,6 +26,11 @@ from estimator_trainers import run_report
 from estimator_trainers import steps_loop
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+
+# The barrier a multi-worker strategy's tasks meet at once done (`_end_together`),
+# and how long a worker waits there for the chief's evaluation and export.
+END_BARRIER = 'estimator_trainers_end'
+END_BARRIER_SECS = 24 * 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +184,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     if not is_chief:
         if recorder:
             recorder.finished()
+        _end_together(estimator, cluster)
         return None
     if metrics is None:
         metrics = _checked(job_dir, lambda: evaluate(None))
@@ -208,6 +215,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         examples_per_sec=progress.average_examples_per_sec() if progress else None,
         eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir,
         tasks=recorder.workers if recorder and cluster.is_distributed else None))
+    _end_together(estimator, cluster)
     return metrics
 
 
@@ -215,6 +223,26 @@ def already_trained(job_dir, step, train_steps):
     """The line a run says when its job-dir has reached the step target already."""
     return ('job-dir %s is already at step %d (target %d): nothing to train; use a new '
             '--job-dir or a higher --train-steps' % (job_dir, step, train_steps))
+
+
+def _end_together(estimator, cluster):
+    """Under a multi-worker strategy, the chief and the workers end together.
+
+    Their coordination service (in the chief) counts a task that exits while
+    others run as failed: a worker that ended after its last step while the
+    chief evaluated and exported was reported 10 s later as `Coordination
+    agent is set to ERROR: UNAVAILABLE: ... heartbeat timeout`, after a run
+    that succeeded. Every task waits at one barrier once it is done; a chief
+    that fails never reaches it, and the service fails the barrier then.
+    """
+    if (not cluster.is_distributed or estimator.config.train_distribute is None
+            or context.context().coordination_service is None):
+        return
+    try:
+        context.context().wait_at_barrier(END_BARRIER, END_BARRIER_SECS * 1000)
+    except tf.errors.OpError as e:
+        tf.compat.v1.logging.warning('Not every task of the job reached its end: %s',
+                                     first_line(e))
 
 
 def _in_scope(input_fn):

@@ -230,14 +230,17 @@ class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
     default taxi run (workers 1-3 of the 1-ps/4-worker run trained no step).
     And workers that start at once, while the chief still writes its graph
     and start-up checkpoint, can finish a short run before the chief's first
-    step. The chief leads, as Estimator's own start-up delays intend, and the
-    workers follow at once; the session TensorFlow then creates finds the
-    model ready.
+    step. So the chief leads, as Estimator's own start-up delays intend, and
+    the workers follow at once; the session TensorFlow then creates finds
+    the model ready. Synchronous replicas (`chief_first=False`) cannot wait
+    for the chief's step, which needs theirs: they wait for the variables only.
     """
 
-    def __init__(self, run_config, poll_secs=0.1):
+    def __init__(self, run_config, train_steps, chief_first=True, poll_secs=0.1):
         self._master = run_config.master
         self._session_config = run_config.session_config
+        self._train_steps = train_steps
+        self._chief_first = chief_first
         self._poll_secs = poll_secs
 
     def begin(self):
@@ -248,7 +251,8 @@ class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
             while session.run(uninitialized).size:
                 time.sleep(self._poll_secs)
             start = session.run(global_step)
-            while session.run(global_step) == start:
+            while (self._chief_first and start < self._train_steps
+                   and session.run(global_step) == start):
                 time.sleep(self._poll_secs)
 
 

@@ -147,7 +147,11 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock)
-        waiting = ([hooks.WaitForChiefHook(estimator.config)]
+        # A global step of several tasks' batches: synchronous replicas.
+        synchronous = (loop.examples_per_global_step or loop.examples_per_step) > \
+            loop.examples_per_step
+        waiting = ([hooks.WaitForChiefHook(estimator.config, loop.train_steps,
+                                           chief_first=not synchronous)]
                    if not is_chief and cluster.num_ps else [])
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener] + (

@@ -20,6 +20,8 @@ returns `(update_ops, moving_variables)`. `Calibration` does the rest in the
 evaluation graph (`evaluation.Evaluator`): the batches, the averaging, the
 assignment. Training itself and its checkpoints are untouched.
 """
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -39,16 +41,21 @@ def register(build):
     tf.compat.v1.add_to_collection(_COLLECTION, build)
 
 
+@dataclasses.dataclass
 class Calibration:
-    """The ops of one evaluation graph that re-estimate its batch-norm statistics."""
+    """The ops of one evaluation graph that re-estimate its batch-norm statistics.
 
-    def __init__(self, iterator, update_reads, variables, placeholders, assign):
-        self._iterator = iterator
-        self._update_reads = update_reads
-        self._variables = variables
-        self._placeholders = placeholders
-        self._assign = assign
-        self._started = False
+    Attributes:
+      iterator: over the training batches (`input_fn`'s dataset).
+      update_reads: each moving average's value after one batch's update.
+      placeholders: a value for each moving average, and `assign`, which sets them.
+      started: the iterator is initialized.
+    """
+    iterator: object
+    update_reads: list
+    placeholders: list
+    assign: object
+    started: bool = False
 
     @classmethod
     def build(cls, input_fn):
@@ -75,7 +82,7 @@ class Calibration:
                             for v in variables]
             assign = tf.group(*[tf.compat.v1.assign(v, p)
                                 for v, p in zip(variables, placeholders)])
-        return cls(iterator, reads, variables, placeholders, assign)
+        return cls(iterator, reads, placeholders, assign)
 
     def run(self, session, batches=BATCHES):
         """Sets the moving averages to the mean batch statistics of `batches` batches.
@@ -83,13 +90,13 @@ class Calibration:
         The training input repeats: each call continues where the last one
         stopped.
         """
-        if not self._started:
-            session.run(self._iterator.initializer)
-            self._started = True
+        if not self.started:
+            session.run(self.iterator.initializer)
+            self.started = True
         sums = None
         for _ in range(batches):
-            values = session.run(self._update_reads)
+            values = session.run(self.update_reads)
             sums = values if sums is None else [s + v for s, v in zip(sums, values)]
-        session.run(self._assign, feed_dict={
+        session.run(self.assign, feed_dict={
             p: np.asarray(s / batches, dtype=p.dtype.as_numpy_dtype)
-            for p, s in zip(self._placeholders, sums)})
+            for p, s in zip(self.placeholders, sums)})

@@ -170,10 +170,7 @@ def test_precise_batch_norm_cost_is_measured_and_the_export_serves_what_was_eval
 @pytest.fixture(scope='module')
 def taxi_data(tmp_path_factory):
     """The data step's file names, with as many trips as the real sample (8600)."""
-    folder = tmp_path_factory.mktemp('course_taxi')
-    taxi_trips.write_csv(folder / 'taxi_trips_train.csv', taxi_trips.layout_rows(8600, 1))
-    taxi_trips.write_csv(folder / 'taxi_trips_eval.csv', taxi_trips.layout_rows(2150, 1001))
-    return folder
+    return taxi_trips.write_data_step_files(tmp_path_factory.mktemp('course_taxi'), 8600, 2150)
 
 
 def _train_local_cluster(data_dir, job_dir, cluster_flags, trainer_flags=()):

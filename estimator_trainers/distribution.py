@@ -200,7 +200,8 @@ def max_worker_delay_secs(requested, train_steps):
     """
     if requested is not None or not train_steps:
         return requested
-    return min(TENSORFLOW_MAX_WORKER_DELAY_SECS, int(train_steps // STEPS_PER_WORKER_DELAY_SEC))
+    return min(TENSORFLOW_MAX_WORKER_DELAY_SECS,
+               int(train_steps // STEPS_PER_WORKER_DELAY_SEC))
 
 
 def steps_per_loop(requested, default, distribution):

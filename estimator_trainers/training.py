@@ -148,8 +148,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock)
         # A global step of several tasks' batches: synchronous replicas.
-        synchronous = (loop.examples_per_global_step or loop.examples_per_step) > \
-            loop.examples_per_step
+        synchronous = (loop.examples_per_global_step or 0) > loop.examples_per_step
         waiting = ([hooks.WaitForChiefHook(estimator.config, loop.train_steps,
                                            chief_first=not synchronous)]
                    if not is_chief and cluster.num_ps else [])
@@ -261,8 +260,9 @@ def _looped(estimator, train_input_fn, loop, checkpoint_plan):
     """The estimator and input_fn to train with (`steps_loop`).
 
     With N > 1 steps per run, a run ends at every step some hook acts on:
-    checkpoints, evaluations, progress lines, summaries and the target. With one, the hooks still learn the exact step of each run,
-    except under a `tf.distribute` strategy (which N > 1 refuses).
+    checkpoints, evaluations, progress lines, summaries and the target. With
+    one, the hooks still learn the exact step of each run, except under a
+    `tf.distribute` strategy (which N > 1 refuses).
     """
     if loop.steps_per_loop <= 1 and estimator.config.train_distribute is not None:
         return estimator, train_input_fn

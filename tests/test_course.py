@@ -52,7 +52,8 @@ def test_error_lines_are_found_in_the_forms_seen_after_successful_runs():
         '08:11:31 ERROR Exception in thread prepare-evaluation',
         'Traceback (most recent call last):',
     ]
-    assert error_lines('\n'.join(seen + ['08:11:31 INFO step 100/672, accuracy = 0.8'])) == seen
+    fine = '08:11:31 INFO step 100/672, accuracy = 0.8'
+    assert error_lines('\n'.join(seen + [fine])) == seen
 
 
 def _checkpoints(job_dir):

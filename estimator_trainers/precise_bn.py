@@ -21,6 +21,7 @@ evaluation graph (`evaluation.Evaluator`): the batches, the averaging, the
 assignment. Training itself and its checkpoints are untouched.
 """
 import dataclasses
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -29,7 +30,9 @@ from estimator_trainers import flags
 
 # Training batches the statistics are averaged over before each evaluation.
 BATCHES = flags.PRECISE_BN_BATCHES
-_COLLECTION = 'estimator_trainers_precise_bn'
+# graph -> the `build` its model_fn registered (not a graph collection: a
+# function there fails to serialize, with a warning, into every meta graph).
+_BUILDERS = weakref.WeakKeyDictionary()
 
 
 def register(build):
@@ -38,7 +41,7 @@ def register(build):
     Call from a model_fn in EVAL mode; the evaluation graph calls `build` at
     most once, after the model_fn, when precise batch norm is on.
     """
-    tf.compat.v1.add_to_collection(_COLLECTION, build)
+    _BUILDERS[tf.compat.v1.get_default_graph()] = build
 
 
 @dataclasses.dataclass
@@ -65,14 +68,14 @@ class Calibration:
         finalized. Returns None when the model registered no `build` or has no
         batch norm.
         """
-        builders = tf.compat.v1.get_collection(_COLLECTION)
-        if not builders:
+        build = _BUILDERS.get(tf.compat.v1.get_default_graph())
+        if build is None:
             return None
         with tf.name_scope('precise_batch_norm'):
             dataset = input_fn()
             iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
             features, _ = iterator.get_next()
-            update_ops, variables = builders[-1](features)
+            update_ops, variables = build(features)
             if not variables:
                 return None
             with tf.control_dependencies(update_ops):

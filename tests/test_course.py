@@ -151,6 +151,7 @@ def test_precise_batch_norm_cost_is_measured_and_the_export_serves_what_was_eval
     job_dir, stderr = precise_and_reference['precise']
     assert re.search(r'Evaluation of step 20 \(1 batches, [\d.]+s; batch norm from 10 '
                      r'training batches in [\d.]+s\)', stderr)
+    assert 'Issue encountered when serializing' not in stderr  # nothing odd in the graph
     (session,) = run_record.read(str(job_dir))
     evaluations = session['evaluations']
     assert 0 < evaluations['precise_batch_norm_secs'] < evaluations['secs']

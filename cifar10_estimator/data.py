@@ -181,7 +181,7 @@ def distort_batch(images, seed):
 
 
 def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
-                 shuffle=False, count=None, seed=None):
+                 shuffle=False, count=None, seed=None, cache=None):
     """A dataset of ({'images': [B,32,32,3] float32}, labels [B] int32).
 
     Args:
@@ -195,12 +195,14 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
       count: examples in the file, to size the shuffle buffer.
       seed: shuffle and augmentation seed (None: a random one); the same seed
         gives the same batches in the same order.
+      cache: keep the decoded records in memory after the first pass
+        (default: when repeating or shuffling).
     """
     if seed is None:
         seed = random.SystemRandom().randrange(2 ** 31)
     dataset = tf.data.TFRecordDataset(subset_path(data_dir, subset),
                                       buffer_size=8 << 20)
-    if repeat or shuffle:
+    if cache if cache is not None else (repeat or shuffle):
         dataset = dataset.cache()
     if shuffle:
         dataset = dataset.shuffle(min(count or 10000, 20000), seed=seed,
@@ -217,6 +219,15 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
 
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def calibration_input_fn(data_dir, batch_size):
+    """Training batches as evaluation sees images (no augmentation), for precise
+    batch norm: the training file in order, endlessly, without a second
+    in-memory copy of it."""
+    def _input_fn():
+        return make_dataset(data_dir, 'train', batch_size, repeat=True, cache=False)
+    return _input_fn
 
 
 def input_fn(data_dir, subset, batch_size, *, training, count=None, seed=None,

@@ -37,6 +37,7 @@ import zlib
 import numpy as np
 
 from cifar10_estimator import layout
+from estimator_trainers import declaration
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
@@ -71,8 +72,8 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
             reason = getattr(e, 'reason', e)
             raise UserInputError(
                 'cannot download %s (%s); download cifar-10-python.tar.gz on a '
-                'machine with internet access and pass it with --source PATH'
-                % (url, reason)) from None
+                'machine with internet access and %s'
+                % (url, reason, declaration.data_source_advice())) from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -23,6 +23,7 @@ import dataclasses
 import tensorflow as tf
 
 from cifar10_estimator import resnet
+from estimator_trainers import precise_bn
 from estimator_trainers import summaries
 from estimator_trainers import sync_replicas
 
@@ -122,6 +123,7 @@ def model_fn(features, labels, mode, params, config):
     with tf.name_scope('metrics'):
         accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
     if mode == tf.estimator.ModeKeys.EVAL:
+        _register_batch_norm_calibration(hparams, network.dtype)
         return tf.estimator.EstimatorSpec(
             mode, loss=loss, predictions=predictions,
             eval_metric_ops={'accuracy': accuracy})
@@ -147,6 +149,23 @@ def model_fn(features, labels, mode, params, config):
         mode, loss=loss, train_op=train_op, training_hooks=training_hooks,
         training_chief_hooks=chief_hooks, predictions=predictions,
         eval_metric_ops={'accuracy': accuracy})
+
+
+def _register_batch_norm_calibration(hparams, dtype):
+    """Offers the evaluation precise batch norm (`precise_bn`): the network once
+    more, in training mode with batch-norm momentum 0, on the evaluation's variables."""
+    def build(features):
+        images = features['images'] if isinstance(features, dict) else features
+        scope = tf.compat.v1.get_default_graph().get_name_scope()
+        network = resnet.ResNetCifar10(
+            hparams.num_layers, is_training=True, batch_norm_decay=0.0,
+            batch_norm_epsilon=hparams.batch_norm_epsilon,
+            data_format=hparams.data_format, dtype=dtype)
+        with tf.compat.v1.variable_scope('resnet', reuse=True):
+            network(images)
+        updates = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, scope=scope)
+        return updates, resnet.moving_statistics()
+    precise_bn.register(build)
 
 
 def _optimizer(hparams, learning_rate):

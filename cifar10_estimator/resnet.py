@@ -78,6 +78,11 @@ class ResNetCifar10:
         return tf.nn.relu(x + shortcut)
 
     @property
+    def dtype(self):
+        """The type the layers compute in."""
+        return self._dtype
+
+    @property
     def _channel_axis(self):
         return 1 if self._data_format == 'channels_first' else 3
 
@@ -94,6 +99,12 @@ class ResNetCifar10:
 
     def _batch_norm_relu(self, x, name):
         return tf.nn.relu(self._batch_norm(x, name))
+
+
+def moving_statistics(scope='resnet'):
+    """The batch-norm moving means and variances of the network built under `scope`."""
+    return [v for v in tf.compat.v1.global_variables(scope + '/')
+            if v.op.name.endswith(('/moving_mean', '/moving_variance'))]
 
 
 def _float32_variables(getter, name, shape=None, dtype=None, *args, **kwargs):

@@ -84,6 +84,9 @@ class Cifar10Runtime(declaration.Runtime):
                                                               task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
                                   ' (auto)' if args.mixed_precision == 'auto' else '')
+        warning = devices_lib.float16_without_gpu_warning(mixed_precision, task.num_gpus)
+        if warning:
+            tf.compat.v1.logging.warning('%s', warning)
         cluster = task.cluster
         hparams = model.HParams(
             num_layers=args.num_layers, weight_decay=args.weight_decay,
@@ -129,6 +132,12 @@ class Cifar10Runtime(declaration.Runtime):
 
     def serving_input_receiver_fn(self, args, plan):
         return serving_input_receiver_fn
+
+    def calibration_input_fn(self, args, task, plan):
+        hparams, _ = plan.facts
+        # Batch norm normalises each tower's share of a training batch.
+        return data.calibration_input_fn(
+            args.data_dir, max(1, hparams.train_batch_size // len(hparams.devices)))
 
 
 RUNTIME = Cifar10Runtime()

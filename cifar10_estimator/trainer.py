@@ -36,7 +36,9 @@ class Cifar10Trainer(declaration.Trainer):
     train_steps = 80000
     checkpoint_steps = 1000
     mixed_precision = True
+    precise_batch_norm = True
     local_args = ('--train-steps=1000',)
+    data_source_env = 'CIFAR10_SOURCE'
     eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser):
@@ -86,7 +88,7 @@ class Cifar10Trainer(declaration.Trainer):
         return os.path.isfile(layout.metadata_path(data_dir))
 
     def data_step(self, data_dir, environ):
-        source = environ.get('CIFAR10_SOURCE')
+        source = environ.get(self.data_source_env)
         return [DATA_MODULE, '--data-dir', data_dir] + (['--source', source] if source else [])
 
     def cloud_data_args(self, bucket_uri):

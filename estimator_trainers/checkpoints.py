@@ -1,17 +1,29 @@
-"""The checkpoint and evaluation cadence, decided once: who saves, where, how often,
-who evaluates, and which checkpoints are evaluated.
+"""The checkpoint and evaluation cadences, decided once: who saves, where, how
+often; who evaluates, what, and how often.
 
-`plan` is the only place that decides it; the runner, the training driver,
-the evaluation listener and the flag help texts read the resulting
+`plan` is the only place that decides them; the runner, the training
+driver, the evaluation hook and the flag help texts read the resulting
 `CheckpointPlan` or the constants here. RunConfig never saves on its own:
-the step-aligned saver hook of the plan is the one saver, so checkpoints
-land at exact multiples of the interval whatever step a run (re)starts at.
+the step-aligned saver hook of the plan is the one saver.
 
-Without `--checkpoint-num-steps` a run saves about `EVALUATIONS_PER_RUN`
-checkpoints spread over its length (at most every `max_default_steps`, the
-trainer's longest default interval), and each is evaluated, so every run
-draws evaluation curves without tuning flags. Evaluating in the training
-process pauses training, so there it is budgeted (`CheckpointPlan.evaluation_due`).
+Checkpoints are for resuming. They land at exact multiples of
+`--checkpoint-num-steps` (default: the trainer's `checkpoint_steps`, 1000,
+the number HW3 states) and at the last step of every run; a new job-dir
+also saves step 0 as training starts (TensorFlow's start-up save: the graph
+and the initial variables), while a resumed run does not save again the
+checkpoint it resumed from. So 1000 steps at the default save steps 0 and
+1000, and `--checkpoint-num-steps=500` saves 0, 500 and 1000.
+
+Evaluations have their own cadence, `--eval-every-steps` (default: about
+`EVALUATIONS_PER_RUN` spread over the step target, at most the trainer's
+`checkpoint_steps` apart). A chief that evaluates while it trains evaluates
+the weights it holds, from an in-memory snapshot (`evaluation`), not a
+checkpoint: the checkpoint cost is that of saving alone, and a run draws
+evaluation curves whatever its checkpoint interval. Evaluating pauses
+training, so there it is budgeted (`CheckpointPlan.evaluation_due`). Where
+evaluator tasks evaluate (they read checkpoints from the job-dir), the
+default checkpoint interval is the evaluation interval, so they have
+something to evaluate.
 
 No TensorFlow here: the flag help texts are built from these constants.
 """
@@ -21,6 +33,7 @@ import math
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import job_dir as job_dir_lib
 
+# Evaluation points a run gets by default (the final evaluation included).
 EVALUATIONS_PER_RUN = 10
 # Share of the training process's time that evaluations during training may take.
 EVALUATION_SHARE = 0.15
@@ -30,7 +43,7 @@ MIN_EVAL_POINTS = 5
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointPlan:
-    """Where and how often this task saves, and when checkpoints are evaluated.
+    """Where and how often this task saves, and when it evaluates.
 
     Attributes:
       directory: where this task's saver writes; None: it saves nothing.
@@ -38,11 +51,13 @@ class CheckpointPlan:
       keep_max: how many recent checkpoints the saver keeps.
       write_summaries: the saver writes the graph and checkpoint events (the
         chief); a worker saving only for multi_worker_mirrored's sake does not.
-      eval_every_secs: evaluate at most this often; None: every checkpoint
-        within the `eval_share` budget.
+      eval_every_steps: evaluate at global steps that are multiples of this
+        (while training: the weights the chief holds; `evaluation_due` decides
+        which of them within the budget).
+      eval_every_secs: evaluate at most this often; None: within the
+        `eval_share` budget.
       eval_share: share of the run evaluations in the training process may take.
-      evaluates_while_training: this process evaluates the checkpoints it
-        saves while it trains (`evaluation_due` says which).
+      evaluates_while_training: this process evaluates while it trains.
       stop_save_dir: where a stop on a signal saves a final checkpoint; None:
         this task saves none then.
     """
@@ -50,6 +65,7 @@ class CheckpointPlan:
     every_steps: int
     keep_max: int = 5
     write_summaries: bool = True
+    eval_every_steps: int = None
     eval_every_secs: float = None
     eval_share: float = EVALUATION_SHARE
     evaluates_while_training: bool = False
@@ -57,10 +73,11 @@ class CheckpointPlan:
 
     def evaluation_due(self, *, evaluations, spent_secs, estimate_secs, elapsed_secs,
                        since_last_secs, progress):
-        """Whether the checkpoint just saved is evaluated in the training process.
+        """Whether to evaluate now, at a multiple of `eval_every_steps`, in the
+        training process.
 
         Args:
-          evaluations: checkpoints evaluated so far in this run.
+          evaluations: evaluations so far in this run.
           spent_secs: seconds those evaluations took.
           estimate_secs: what the next one will take (the last one's time).
           elapsed_secs: seconds since training started.
@@ -80,19 +97,24 @@ class CheckpointPlan:
         return evaluations + 1 <= MIN_EVAL_POINTS * progress + 1e-9
 
 
-def default_every_steps(train_steps, max_default_steps):
-    """About `EVALUATIONS_PER_RUN` checkpoints over a run to `train_steps`."""
+def default_eval_every_steps(train_steps, max_default_steps):
+    """About `EVALUATIONS_PER_RUN` evaluations over a run to `train_steps` (None:
+    `max_default_steps`)."""
+    if not train_steps:
+        return max_default_steps
     return max(1, min(max_default_steps, math.ceil(train_steps / EVALUATIONS_PER_RUN)))
 
 
 def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
-         max_default_steps=None, keep_max=5, eval_every_secs=None):
+         default_steps=1000, keep_max=5, eval_every_steps=None, eval_every_secs=None):
     """The `CheckpointPlan` of this task.
 
     Args:
-      every_steps: `--checkpoint-num-steps`, or None for the default cadence.
-      train_steps: the run's global step target (for the default cadence).
-      max_default_steps: the longest interval the default cadence uses.
+      every_steps: `--checkpoint-num-steps`, or None for the default.
+      train_steps: the run's global step target (for the default evaluation cadence).
+      default_steps: the trainer's default checkpoint interval, also the
+        longest default evaluation interval.
+      eval_every_steps: `--eval-every-steps`, or None for the default.
       eval_every_secs: `--eval-frequency-secs`, or None for the share budget.
 
     The chief saves the job's checkpoints into the job-dir. Under
@@ -108,21 +130,27 @@ def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
         directory = job_dir_lib.worker_save_dir(job_dir, cluster.task_index)
     else:
         directory = None
+    eval_every_steps = eval_every_steps or default_eval_every_steps(train_steps,
+                                                                    default_steps)
+    in_training = _evaluates_while_training(cluster, every_worker_saves)
+    if not every_steps:
+        every_steps = default_steps
+        if cluster.num_evaluators or cluster.task_type == cluster_lib.MASTER:
+            # Evaluated from the job-dir: checkpoints are the evaluation points.
+            every_steps = min(every_steps, eval_every_steps)
     return CheckpointPlan(
-        directory=directory,
-        every_steps=every_steps or default_every_steps(train_steps, max_default_steps),
-        keep_max=keep_max, write_summaries=cluster.is_chief,
-        eval_every_secs=eval_every_secs,
-        evaluates_while_training=_evaluates_while_training(cluster, every_worker_saves),
+        directory=directory, every_steps=every_steps, keep_max=keep_max,
+        write_summaries=cluster.is_chief, eval_every_steps=eval_every_steps,
+        eval_every_secs=eval_every_secs, evaluates_while_training=in_training,
         # A save every worker must join cannot be made by one task alone.
         stop_save_dir=directory if cluster.is_chief and not every_worker_saves else None)
 
 
 def _evaluates_while_training(cluster, every_worker_saves):
-    """The chief evaluates its own checkpoints, unless the job has an evaluator
-    task for it, or is a `master` (TensorFlow's legacy path evaluates itself),
-    or trains under multi_worker_mirrored (an evaluation would stall the other
-    workers' all-reduce: give that job an evaluator task)."""
+    """The chief evaluates while it trains, unless the job has an evaluator
+    task for it, or is a `master` (TensorFlow's legacy path evaluates each
+    checkpoint itself), or trains under multi_worker_mirrored (an evaluation
+    would stall the other workers' all-reduce: give that job an evaluator task)."""
     if not cluster.is_chief or cluster.num_evaluators:
         return False
     if cluster.task_type == cluster_lib.MASTER:

@@ -19,12 +19,24 @@ attribute here, with a default: tools call it, never probe for it.
 """
 import dataclasses
 import importlib
+import os
 import sys
 
 from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 
 RUNTIME_ATTRIBUTE = 'RUNTIME'
+# Set by the tool that runs a data step for the user (`train-local.sh`): how to
+# hand that command a file downloaded elsewhere, which the data step's
+# offline message then names instead of its own --source.
+DATA_SOURCE_ADVICE_ENV = 'ESTIMATOR_TRAINERS_DATA_SOURCE_ADVICE'
+
+
+def data_source_advice(environ=None):
+    """How the user gives the data step they ran a downloaded file: `pass it
+    with --source PATH`, or what the command that ran the step says."""
+    environ = os.environ if environ is None else environ
+    return environ.get(DATA_SOURCE_ADVICE_ENV) or 'pass it with --source PATH'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +108,17 @@ class Trainer:
       runtime: the module that defines `RUNTIME` (default `<package>.runtime`).
       description: one sentence for `--help`.
       train_steps: `--train-steps` default (None: the runtime's check decides).
-      checkpoint_steps: the longest checkpoint interval of the default cadence
-        (`checkpoints.plan`).
+      checkpoint_steps: `--checkpoint-num-steps` default, also the longest
+        default evaluation interval (`checkpoints.plan`).
       steps_per_loop: `--steps-per-loop` default: training steps per
         Session.run (`steps_loop`), measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
+      precise_batch_norm: the model has batch norm and registers its
+        re-estimation (`precise_bn`): offer `--[no-]precise-batch-norm`, on by
+        default; the runtime's `calibration_input_fn` gives the batches.
       local_args: trainer flags `train-local.sh` adds before the user's.
+      data_source_env: the environment variable `train-local.sh` passes on to
+        the data step as its `--source` (a file downloaded elsewhere), if any.
       eval_metrics: names of the metrics each evaluation reports (what a
         tuning study may optimise: `--hypertune-metric`).
       exports: the chief exports a SavedModel at the end of a run.
@@ -114,7 +131,9 @@ class Trainer:
     checkpoint_steps = 1000
     steps_per_loop = 1
     mixed_precision = False
+    precise_batch_norm = False
     local_args = ()
+    data_source_env = None
     eval_metrics = ('loss',)
     exports = True
 
@@ -140,6 +159,12 @@ class Trainer:
         """
         return {}
 
+    def data_trainer(self, trainer_flags=()):
+        """The trainer whose data a run with `trainer_flags` (the user's trainer
+        flags) reads: its `data_*` methods and `name` (`data/<name>` is the default
+        local data directory) apply. Default: this one."""
+        return self
+
     def data_args(self, data_dir):
         """Trainer flags that point it at the data in local `data_dir`."""
         return []
@@ -164,6 +189,8 @@ class Trainer:
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
                                       checkpoint_steps=self.checkpoint_steps,
                                       steps_per_loop=self.steps_per_loop)
+        if self.precise_batch_norm:
+            flags.add_precise_batch_norm_flag(parser)
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
@@ -220,4 +247,10 @@ class Runtime:
 
     def serving_input_receiver_fn(self, args, plan):
         """The export's serving input function (the trainer declares `exports`)."""
+        return None
+
+    def calibration_input_fn(self, args, task, plan):
+        """Training batches, as evaluation sees its inputs (no augmentation), that
+        re-estimate batch norm's statistics before each evaluation (the trainer
+        declares `precise_batch_norm`)."""
         return None

@@ -180,6 +180,35 @@ def strategy_name(name, cluster):
     return MULTI_WORKER_MIRRORED if cluster.num_workers > 1 else NONE
 
 
+# Estimator's own cap on worker i's start-up delay, (i + 1) * 5 s.
+TENSORFLOW_MAX_WORKER_DELAY_SECS = 60
+# Steps of the step target per second of the default cap: no step of these
+# trainers is shorter than about a millisecond, so the delay stays a small
+# share of any run.
+STEPS_PER_WORKER_DELAY_SEC = 1000
+
+
+def max_worker_delay_secs(requested, train_steps):
+    """The cap on Estimator's start-up delay of worker i, (i + 1) * 5 s.
+
+    Estimator staggers asynchronous workers (a fresh model is updated by one
+    worker first, which helps it converge); its 60 s cap is made for runs of
+    hours and left workers of short runs idle (the 1-ps/4-worker taxi run:
+    workers 1-3 trained no step). The default is one second per
+    `STEPS_PER_WORKER_DELAY_SEC` steps of the target, at most TensorFlow's
+    60 s: 0 (every worker at once) below 1000 steps, 1 s for 1000, 60 s from
+    60000.
+
+    Args:
+      requested: `--max-worker-delay-secs`, or None for the default.
+      train_steps: the run's global step target (None: TensorFlow's default).
+    """
+    if requested is not None or not train_steps:
+        return requested
+    return min(TENSORFLOW_MAX_WORKER_DELAY_SECS,
+               int(train_steps // STEPS_PER_WORKER_DELAY_SEC))
+
+
 def steps_per_loop(requested, default, distribution):
     """The training steps per Session.run of this task (`steps_loop`).
 

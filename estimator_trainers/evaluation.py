@@ -1,17 +1,23 @@
 """Evaluations: in the chief's process while it trains, or by an evaluator task.
 
-Both evaluate checkpoints of the `checkpoints.CheckpointPlan` cadence and
-never the untrained one a run starts with (step 0, or the step it resumed
-from): an evaluator waits for the first checkpoint saved by training. The
-final checkpoint is left to the training driver's final evaluation.
+A chief that evaluates while it trains (`InTrainingEvaluation`) evaluates the
+weights it holds at multiples of the plan's evaluation interval
+(`checkpoints.CheckpointPlan.eval_every_steps`): it saves them to an
+in-memory snapshot (TensorFlow's `ram://` file system, `Snapshot`) and
+restores that into the evaluation graph. No checkpoint is needed, so the
+checkpoint cadence is the user's and checkpoint time is saving alone. An
+evaluator task (`follow`) evaluates the checkpoints the chief saves in the
+job-dir, from the first one after step 0. The step target is left to the
+training driver's final evaluation, of the last checkpoint.
 
 `Evaluator` builds the evaluation graph and session once per process and
-only restores each checkpoint into it: `Estimator.evaluate` rebuilds both
-every time (about a second for the taxi model, more than its whole
-evaluation), which made frequent evaluation expensive. A chief that
-evaluates while it trains prepares them in a thread as training starts
-(`PrepareInBackground`), so that one-off cost overlaps training instead of
-pausing it.
+only restores weights into it: `Estimator.evaluate` rebuilds both every time
+(about a second for the taxi model, more than its whole evaluation), which
+made frequent evaluation expensive. A chief that evaluates while it trains
+prepares them in a thread as training starts (`PrepareInBackground`), so that
+one-off cost overlaps training instead of pausing it. With a calibration
+input (`--precise-batch-norm`), each evaluation first re-estimates the
+batch-norm statistics from training batches (`precise_bn`).
 """
 import contextlib
 import re
@@ -21,23 +27,32 @@ import time
 import tensorflow as tf
 
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import precise_bn
+from estimator_trainers import run_steps
 
 
 class Evaluator:
-    """Evaluates checkpoints of `estimator` on `input_fn`, with one graph and session.
+    """Evaluates weights of `estimator` on `input_fn`, with one graph and session.
 
     The graph is Estimator's own evaluation graph (the model_fn's
     `eval_metric_ops` plus the mean `loss` and `global_step`); each call
-    restores a checkpoint, resets the metrics and the input, runs `steps`
-    batches (None: the whole input) and writes the metrics to
-    `<job-dir>/eval` as `Estimator.evaluate` does.
+    restores a checkpoint (or an in-memory snapshot), re-estimates the
+    batch-norm statistics when it has a calibration input, resets the metrics
+    and the input, runs `steps` batches (None: the whole input) and writes
+    the metrics to `<job-dir>/eval` as `Estimator.evaluate` does.
     """
 
-    def __init__(self, estimator, input_fn, steps=None, clock=None):
+    def __init__(self, estimator, input_fn, steps=None, clock=None,
+                 calibration_input_fn=None):
+        """`calibration_input_fn`: training batches for precise batch norm
+        (`precise_bn`), or None to evaluate with the moving averages as saved."""
         self._estimator = estimator
         self._input_fn = input_fn
         self._steps = steps
         self._clock = clock or Clock()
+        self._calibration_input_fn = calibration_input_fn
+        self._calibration = None
+        self._calibrated = False
         self._session = None
         self._preparing = None
         self._prepare_error = None
@@ -45,7 +60,10 @@ class Evaluator:
         # run of its session (graph optimisation) are paid once per process.
         self.run_secs = 0.0
         self.last_run_secs = 0.0
+        # Of which re-estimating batch-norm statistics (all evaluations).
+        self.calibration_secs = 0.0
         self._warm = False
+        self._export_path = 'ram://estimator_trainers/%d/evaluated' % id(self)
 
     def prepare_in_background(self):
         """Builds the graph and session and runs them once, in a thread.
@@ -57,8 +75,9 @@ class Evaluator:
         and the next evaluation waits for it. Does nothing when built already.
         """
         if self._session is None and self._preparing is None:
+            # A daemon: a run stopped while it prepares must not wait for it to exit.
             self._preparing = threading.Thread(target=self._prepare,
-                                               name='prepare-evaluation')
+                                               name='prepare-evaluation', daemon=True)
             self._preparing.start()
 
     def _prepare(self):
@@ -72,6 +91,8 @@ class Evaluator:
                 except tf.errors.OutOfRangeError:
                     pass  # an empty input: the evaluation says so
                 self._session.run(self._metrics)
+                if self._calibration is not None:
+                    self._calibration.run(self._session, batches=1)
             self._warm = True
         except Exception as e:  # pylint: disable=broad-except
             self._prepare_error = e  # raised by the evaluation that needs the graph
@@ -89,6 +110,9 @@ class Evaluator:
             scaffold, update_op, metrics, hooks = (
                 self._estimator._evaluate_build_graph(  # pylint: disable=protected-access
                     without_tuning(self._input_fn), hooks=[]))
+            if self._calibration_input_fn is not None:
+                self._calibration = precise_bn.Calibration.build(
+                    without_tuning(self._calibration_input_fn))
             scaffold = scaffold or tf.compat.v1.train.Scaffold()
             scaffold.finalize()
             for hook in hooks:
@@ -102,24 +126,54 @@ class Evaluator:
         self._session = tf.compat.v1.Session(graph=graph, config=config)
         self._scaffold, self._update_op, self._metrics, self._hooks = (
             scaffold, update_op, metrics, hooks)
+        self._step = metrics['global_step']
 
     def __call__(self, checkpoint_path=None):
         """Metrics (with `global_step`) of `checkpoint_path` (None: the latest)."""
         checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
             self._estimator.model_dir)
         with self._clock.timing():
-            self._wait_for_preparation()
-            if self._session is None:
-                self._build()
+            self._ready()
             with self._session.graph.as_default():
-                return self._evaluate(checkpoint_path)
+                return self._evaluate(checkpoint_path, time.time())
 
-    def _evaluate(self, checkpoint_path):
-        start = time.time()
+    def evaluate_weights(self, session, snapshot, stop_requested=None):
+        """Metrics of the weights `session` holds now, through `snapshot` (`Snapshot`);
+        None when `stop_requested()` turned true meanwhile (the evaluation is dropped,
+        so a stopping run saves its checkpoint within its grace).
+
+        The snapshot's save counts as evaluation time: it exists for it.
+        """
+        with self._clock.timing():
+            start = time.time()
+            path = snapshot.save(session)
+            self._ready()
+            with self._session.graph.as_default():
+                return self._evaluate(path, start, stop_requested)
+
+    def _ready(self):
+        self._wait_for_preparation()
+        if self._session is None:
+            self._build()
+
+    def _evaluate(self, checkpoint_path, start, stop_requested=None):
         self._scaffold.saver.restore(self._session, checkpoint_path)
+        calibration = ''
+        if self._calibration is not None:
+            calibration_start = time.time()
+            self._calibration.run(self._session)
+            secs = time.time() - calibration_start
+            self.calibration_secs += secs
+            calibration = '; batch norm from %d training batches in %.1fs' % (
+                precise_bn.BATCHES, secs)
+        self._calibrated = self._calibration is not None
         self._start_input()
         batches = 0
         while self._steps is None or batches < self._steps:
+            if stop_requested is not None and stop_requested():
+                tf.compat.v1.logging.info('Evaluation of step %d dropped: the run is '
+                                          'stopping', self._session.run(self._step))
+                return None
             try:
                 self._session.run(self._update_op)
             except tf.errors.OutOfRangeError:
@@ -139,9 +193,23 @@ class Evaluator:
             for k, v in sorted(values.items())]), step)
         self._writer.flush()
         tf.compat.v1.logging.info(
-            'Evaluation of step %d (%d batches, %.1fs): %s', step, batches,
-            secs, ', '.join('%s = %.4g' % kv for kv in sorted(values.items())))
+            'Evaluation of step %d (%d batches, %.1fs%s): %s', step, batches, secs,
+            calibration, ', '.join('%s = %.4g' % kv for kv in sorted(values.items())))
         return dict(values, global_step=step)
+
+    def evaluated_checkpoint(self):
+        """A checkpoint of the weights the last evaluation measured, or None when
+        they are the restored ones as saved.
+
+        With precise batch norm the last evaluation used re-estimated
+        statistics; the export takes them from here (an in-memory checkpoint),
+        so the SavedModel serves what was evaluated.
+        """
+        if not self._calibrated:
+            return None
+        with self._session.graph.as_default():
+            return self._scaffold.saver.save(self._session, self._export_path,
+                                             write_meta_graph=False, write_state=False)
 
     def _start_input(self):
         """Resets the metrics and (through the input hooks) the input."""
@@ -203,46 +271,87 @@ class Clock:
             self.count += 1
 
 
-class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
-    """Evaluates the checkpoints the chief saves while it trains.
+class Snapshot:
+    """The training graph's weights, saved in memory (TensorFlow's `ram://` file system).
 
-    Training pauses while it evaluates, so which checkpoints are evaluated is
-    the plan's decision (`checkpoints.CheckpointPlan.evaluation_due`); this
-    listener measures what it needs. Building the evaluation graph is not
-    counted: the final evaluation needs it anyway. The checkpoint at the step
-    target is left to the driver's final evaluation.
+    Build it while the training graph is open (a hook's `begin`). Its saver
+    is not sharded: the save runs in this task (on parameter servers a
+    sharded save would write each shard into the memory of the ps that holds
+    it), reading the variables wherever they live. Each save replaces the
+    last one.
     """
 
-    def __init__(self, evaluator, train_steps, checkpoint_plan):
+    def __init__(self):
+        self._saver = tf.compat.v1.train.Saver(sharded=False, max_to_keep=1)
+        self.path = 'ram://estimator_trainers/%d/weights' % id(self)
+
+    def save(self, session):
+        """Saves the weights `session` holds; returns the checkpoint prefix."""
+        return self._saver.save(session, self.path, write_meta_graph=False,
+                                write_state=False)
+
+
+class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
+    """Evaluates the weights the chief holds at multiples of the evaluation interval.
+
+    Training pauses while it evaluates, so which multiples are evaluated is
+    the plan's decision (`checkpoints.CheckpointPlan.evaluation_due`); this
+    hook measures what it needs. Building the evaluation graph is not counted:
+    the final evaluation needs it anyway. The step a run (re)starts at holds
+    no training of this run, and the step target is left to the driver's
+    final evaluation. A run that is stopping (a stop signal) evaluates no more.
+    """
+
+    def __init__(self, evaluator, train_steps, checkpoint_plan, stop_requested=None):
         """Args:
           evaluator: the process's `Evaluator`.
-          train_steps: the step target (its checkpoint is evaluated by the driver).
-          checkpoint_plan: `checkpoints.CheckpointPlan` with the budget.
+          train_steps: the step target (evaluated by the driver).
+          checkpoint_plan: `checkpoints.CheckpointPlan` with the cadence and budget.
+          stop_requested: callable, true once a stop signal arrived: an evaluation
+            under way is dropped and training stops.
         """
+        self._stop_requested = stop_requested
         self._evaluator = evaluator
         self._train_steps = train_steps
         self._plan = checkpoint_plan
+        self._every = checkpoint_plan.eval_every_steps
 
     def begin(self):
+        self._step_fetches = run_steps.step_fetches()
+        self._snapshot = Snapshot()
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def after_create_session(self, session, coord):
+        del coord  # unused
+        self.start(int(session.run(self._global_step)))
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._step_fetches)
+
+    def after_run(self, run_context, run_values):
+        step, _ = run_steps.steps_done(run_values.results)
+        if self.due(step) and not run_context.stop_requested:
+            if self._evaluator.evaluate_weights(run_context.session, self._snapshot,
+                                                self._stop_requested) is None:
+                run_context.request_stop()
+                return
+            self.evaluated()
+
+    def start(self, step):
+        """Training (re)starts at global step `step`."""
+        self._start_step = step
+        self._last_multiple = step // self._every
         self._start = time.time()
         self._start_spent = self._evaluator.run_secs
         self._last_end = None
-        self._start_step = None
         self._count = 0
 
-    def after_save(self, session, global_step_value):
-        del session  # unused
-        if self._start_step is None:
-            # The checkpoint a (re)start saves holds no training of this run.
-            self._start_step = global_step_value
-            return
-        if global_step_value >= self._train_steps or not self._due(global_step_value):
-            return
-        self._evaluator(None)
-        self._count += 1
-        self._last_end = time.time()
-
-    def _due(self, step):
+    def due(self, step):
+        """Whether to evaluate the weights held at global step `step`, where a run ended."""
+        multiple = step // self._every
+        if multiple <= self._last_multiple or step >= self._train_steps:
+            return False
+        self._last_multiple = multiple
         now = time.time()
         return self._plan.evaluation_due(
             evaluations=self._count,
@@ -251,6 +360,11 @@ class InTrainingEvaluation(tf.compat.v1.train.CheckpointSaverListener):
             elapsed_secs=now - self._start,
             since_last_secs=None if self._last_end is None else now - self._last_end,
             progress=(step - self._start_step) / max(1, self._train_steps - self._start_step))
+
+    def evaluated(self):
+        """An evaluation `due` asked for has ended."""
+        self._count += 1
+        self._last_end = time.time()
 
 
 def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):

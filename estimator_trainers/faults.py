@@ -262,11 +262,14 @@ class Termination:
     all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=None):
+    def __init__(self, task_label, log, quick_exit_secs=None, serves=False):
         """`quick_exit_secs`: how long the main thread gets to end when not saving
         (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
-        waits inside TensorFlow)."""
+        waits inside TensorFlow). `serves`: the task serves until it is stopped
+        (a parameter server): a stop signal is how it ends, said in a plain line,
+        not an error."""
         self.task_label = task_label
+        self._serves = serves
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
@@ -373,11 +376,24 @@ class Termination:
                 break
             if deadline is not None and self.saving and self.save_impossible():
                 break
-        reason = self._not_saved or 'it did not end by itself within %ds' % self._grace()
+        if self._serves:
+            self._log(self.served_line(first))
+            process.exit_now(None, code=exit_code(first))
+        late = 'it did not end by itself within %ds' % self._grace()
+        if self._saved:
+            detail = '; saved checkpoint %s, then %s' % (self._saved, late)
+        elif self.saving:
+            detail = self._no_checkpoint(self._not_saved or late)
+        else:
+            detail = ''
         process.exit_now(None if self._said else TaskFailure('%s: stopped on %s%s' % (
-            self.task_label, signal.Signals(first).name,
-            self._no_checkpoint(reason) if self.saving else ''), exit_code=exit_code(first)),
-                         code=exit_code(first))
+            self.task_label, signal.Signals(first).name, detail),
+            exit_code=exit_code(first)), code=exit_code(first))
+
+    def served_line(self, signum):
+        """What a serving task (a parameter server) says when a stop signal ends it."""
+        return ('%s: stopped on %s, as a parameter server ends: it serves until the job '
+                'stops it' % (self.task_label, signal.Signals(signum).name))
 
     def final_save(self, session, checkpoint_dir, all_finite=None):
         """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised.
@@ -419,6 +435,9 @@ class Termination:
         try:
             yield self
         except Terminated as e:
+            if self._serves:
+                self._log(self.served_line(e.signum))
+                raise SystemExit(exit_code(e.signum)) from None
             raise self.failure(e.signum) from None
         finally:
             for signum in STOP_SIGNALS:

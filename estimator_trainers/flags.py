@@ -134,6 +134,18 @@ def path(text):
     return text
 
 
+def given_value(argv, flag, default=None):
+    """The value `argv` gives `flag` (`--flag V` or `--flag=V`, the last wins), else
+    `default`: what a launcher needs to know of a trainer's flags before it runs."""
+    value = default
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + '='):
+            value = arg[len(flag) + 1:]
+    return value
+
+
 # Integers become int64 tensors (steps, batch sizes, seeds); larger ones overflow.
 INT64_MAX = 2 ** 63 - 1
 
@@ -175,9 +187,9 @@ def add_job_flags(parser):
 def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_loop=1):
     """Step targets, steps per Session.run, evaluation, checkpoint and summary cadence.
 
-    `checkpoint_steps` is the longest interval of the default cadence, which
-    `checkpoints.plan` derives from the run's length; `steps_per_loop` the
-    trainer's measured default of `--steps-per-loop`.
+    `checkpoint_steps` is the trainer's default checkpoint interval, also the
+    longest default evaluation interval (`checkpoints.plan`); `steps_per_loop`
+    the trainer's measured default of `--steps-per-loop`.
     """
     group = parser.add_argument_group('training loop')
     group.add_argument(
@@ -189,21 +201,33 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_
         help='Training steps per Session.run: an in-graph loop over the input '
              'runs up to N steps per call, which saves the per-call overhead of '
              'small models (1: one step per call). A loop also ends at every '
-             'multiple of --checkpoint-num-steps, --log-step-count-steps and '
-             '--save-summary-steps and at --train-steps, so checkpoints, '
-             'evaluations, summaries and progress lines land on the same steps '
-             'as with 1. Default: %d for this trainer, 1 under '
-             '--distribution-strategy mirrored or multi_worker_mirrored (which '
-             'refuse more).' % steps_per_loop)
+             'multiple of --checkpoint-num-steps, --eval-every-steps, '
+             '--log-step-count-steps and --save-summary-steps and at '
+             '--train-steps, so checkpoints, evaluations, summaries and progress '
+             'lines land on the same steps as with 1. Default: %d for this '
+             'trainer, 1 under --distribution-strategy mirrored or '
+             'multi_worker_mirrored (which refuse more).' % steps_per_loop)
     group.add_argument(
         '--eval-steps', type=positive_int, default=None,
         help='Batches per evaluation (default: the whole eval set once).')
     group.add_argument(
         '--checkpoint-num-steps', type=positive_int, default=None,
         help='Save a checkpoint every N global steps (at exact multiples of N) '
-             'and evaluate it. Default: about %d per run, spread over the '
-             'step target, at most %d steps apart.'
-             % (checkpoints.EVALUATIONS_PER_RUN, checkpoint_steps))
+             'and at the last step of each run; a new job-dir also saves step 0 '
+             'as training starts. Checkpoints are for resuming; evaluations have '
+             'their own cadence (--eval-every-steps). Default: %d (with evaluator '
+             'tasks: the evaluation interval, since they evaluate checkpoints).'
+             % checkpoint_steps)
+    group.add_argument(
+        '--eval-every-steps', type=positive_int, default=None,
+        help='Evaluate at global steps that are multiples of N while training (the '
+             'chief evaluates the weights it holds; no checkpoint needed), and at '
+             'the end. Default: about %d evaluations per run, spread over '
+             '--train-steps, at most %d steps apart; evaluations in the training '
+             'process itself take at most %d%%%% of its time, or are at least %d '
+             'points over the run where one costs more.'
+             % (checkpoints.EVALUATIONS_PER_RUN, checkpoint_steps,
+                round(100 * checkpoints.EVALUATION_SHARE), checkpoints.MIN_EVAL_POINTS))
     group.add_argument(
         '--keep-checkpoint-max', type=positive_int, default=5,
         help='Number of recent checkpoints to keep.')
@@ -216,15 +240,27 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_
     group.add_argument(
         '--eval-frequency-secs', type=non_negative_int,
         default=None,
-        help='Evaluate a new checkpoint at most every N seconds during '
-             'training (a final evaluation always runs). Default: every '
-             'checkpoint, except that evaluations in the training process '
-             'itself take at most %d%%%% of its time, or are at least %d points '
-             'over the run where one costs more.'
-             % (round(100 * checkpoints.EVALUATION_SHARE), checkpoints.MIN_EVAL_POINTS))
+        help='Evaluate at most every N seconds during training instead of within '
+             'the time share (a final evaluation always runs; 0: at every multiple '
+             'of --eval-every-steps). Evaluator tasks evaluate a new checkpoint at '
+             'most this often.')
     return group
 
 
+def add_precise_batch_norm_flag(parser):
+    """--[no-]precise-batch-norm, for trainers whose model has batch norm."""
+    parser.add_argument_group('evaluation').add_argument(
+        '--precise-batch-norm', action=argparse.BooleanOptionalAction, default=True,
+        help='Before each evaluation, re-estimate batch norm\'s statistics from %d '
+             'training batches with the weights being evaluated ("precise BN"), '
+             'instead of evaluating with the moving averages, which lag the '
+             'weights early in a run; the export serves the statistics the final '
+             'evaluation used. --no-precise-batch-norm evaluates as the reference '
+             'implementation does.' % PRECISE_BN_BATCHES)
+
+
+# Training batches precise batch norm averages over (`precise_bn.BATCHES`; no TensorFlow here).
+PRECISE_BN_BATCHES = 10
 MIXED_PRECISION_TYPES = ('auto', 'none', 'bfloat16', 'float16')
 
 
@@ -239,6 +275,7 @@ def add_performance_flags(parser, *, mixed_precision=False):
                  'loss: bfloat16 for CPUs with AVX512_BF16/AMX, float16 (with '
                  'dynamic loss scaling) for GPUs. auto: bfloat16 when training on '
                  'a CPU with AMX-BF16 (measured 1.4-1.5x faster), else none. '
+                 'float16 without a GPU is slow (a warning says so). '
                  'Exports always compute in float32.')
     group.add_argument(
         '--num-intra-threads', type=non_negative_int, default=0,
@@ -290,6 +327,10 @@ def add_distribution_flags(parser):
     group.add_argument(
         '--max-worker-delay-secs', type=non_negative_int, default=None,
         help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '
-             'which helps asynchronous training converge (default: TensorFlow\'s '
-             '60 s cap; 0 starts every worker at once).')
+             'which helps long asynchronous runs converge (0 starts every worker '
+             'at once). Default: 1 s per %d steps of --train-steps, at most '
+             'TensorFlow\'s %d s (0 below %d steps), so short runs do not leave '
+             'workers idle.' % (distribution.STEPS_PER_WORKER_DELAY_SEC,
+                                distribution.TENSORFLOW_MAX_WORKER_DELAY_SECS,
+                                distribution.STEPS_PER_WORKER_DELAY_SEC))
     return group

@@ -32,14 +32,17 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     One line per interval and one at the step target:
     `step 4100/80000, 2.1 steps/s, ETA 10h02m: loss = ... (268.8 examples/sec,
     average 270.1)`, where steps/s and examples/sec are the whole job's (global
-    steps, times the examples one global step consumes). The chief writes them
-    as `examples_per_sec` and `global_step/sec` into the job-dir; in a
-    distributed job every training task also writes its own rate,
-    `examples_per_sec/worker`, into its own directory (`job_dir.worker_dir`),
-    so no two tasks write one event file. Time spent evaluating in this process
-    (`evaluation.Clock`) is left out of the rates, as is the first run after a
-    (re)start, which includes graph warm-up, from the average. The run record
-    (`run_record`) reads its averages from here.
+    steps, times the examples one global step consumes) over the interval, and
+    the average is `average_examples_per_sec` so far: the one figure the
+    closing summary block and the run record (`run_record`) report, so the
+    last progress line's average is the summary's. The chief writes the
+    interval's rates as `examples_per_sec` and `global_step/sec` into the
+    job-dir; in a distributed job every training task also writes its own
+    rate, `examples_per_sec/worker`, into its own directory
+    (`job_dir.worker_dir`), so no two tasks write one event file. Time spent
+    evaluating in this process (`evaluation.Clock`) is left out of the rates,
+    as is the first run after a (re)start, which includes graph warm-up, from
+    the average.
 
     With `summary_dir` it is also the chief's one writer of the model's
     training summaries (Estimator's own summary hook is off, see
@@ -90,9 +93,6 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_time = None
         self._next_log = None
         self._interval_steps = 0
-        self._total_time = 0.0
-        self._total_steps = 0
-        self._intervals = 0
 
     @staticmethod
     def _writer_for(directory):
@@ -158,12 +158,9 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         rate = self._interval_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
         steps_per_sec = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
         job_rate = steps_per_sec * self._examples_per_global_step
-        self._intervals += 1
-        if self._intervals > 1:
-            self._total_time += elapsed
-            self._total_steps += step - self._last_step
-        average = (self._total_steps * self._examples_per_global_step / self._total_time
-                   if self._total_time > 0 else job_rate)
+        average = self.average_examples_per_sec()
+        if average is None:
+            average = job_rate
         eta = ((self._train_steps - step) / steps_per_sec if steps_per_sec > 0 else 0.0)
         tf.compat.v1.logging.info(
             'step %d/%d, %.1f steps/s, ETA %s: %s (%.1f examples/sec, average %.1f)',
@@ -221,6 +218,42 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_time, self._last_step, self._interval_steps = now, step, 0
         self._last_eval_secs = self._eval_secs_since(0.0)
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
+
+
+class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
+    """A worker of a parameter-server job joins once the chief has initialized the
+    shared variables and taken its first step, checking every `poll_secs`.
+
+    TensorFlow's worker session checks for initialized variables every 30 s
+    (its SessionManager's recovery wait): a worker that connects a moment
+    before the chief has initialized them idles for 30 s, longer than a
+    default taxi run (workers 1-3 of the 1-ps/4-worker run trained no step).
+    And workers that start at once, while the chief still writes its graph
+    and start-up checkpoint, can finish a short run before the chief's first
+    step. So the chief leads, as Estimator's own start-up delays intend, and
+    the workers follow at once; the session TensorFlow then creates finds
+    the model ready. Synchronous replicas (`chief_first=False`) cannot wait
+    for the chief's step, which needs theirs: they wait for the variables only.
+    """
+
+    def __init__(self, run_config, train_steps, chief_first=True, poll_secs=0.1):
+        self._master = run_config.master
+        self._session_config = run_config.session_config
+        self._train_steps = train_steps
+        self._chief_first = chief_first
+        self._poll_secs = poll_secs
+
+    def begin(self):
+        uninitialized = tf.compat.v1.report_uninitialized_variables(
+            tf.compat.v1.global_variables())
+        global_step = tf.compat.v1.train.get_global_step()
+        with tf.compat.v1.Session(self._master, config=self._session_config) as session:
+            while session.run(uninitialized).size:
+                time.sleep(self._poll_secs)
+            start = session.run(global_step)
+            while (self._chief_first and start < self._train_steps
+                   and session.run(global_step) == start):
+                time.sleep(self._poll_secs)
 
 
 class CallAtEndHook(tf.compat.v1.train.SessionRunHook):
@@ -366,7 +399,10 @@ def checkpoint_saver_hooks(checkpoint_plan, listeners=(), steps_per_run=1):
 
 
 class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
-    """CheckpointSaverHook that saves at global steps N, 2N, 3N, ...
+    """CheckpointSaverHook that saves at global steps N, 2N, 3N, ..., and at the end.
+
+    It saves as training starts only at step 0 (a new job-dir): a resumed run
+    does not save again the checkpoint it resumed from.
 
     Estimator's own saver counts N steps from wherever training (re)started, so
     a resumed run saves at 1300, 1600, ... for N=300. Passing this hook in the
@@ -391,9 +427,23 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
                          save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
+        self._resumed = False
         self._set_steps_per_run(steps_per_run)
 
+    def after_create_session(self, session, coord):
+        # TensorFlow's start-up save: kept for a new job-dir (step 0), not for
+        # the checkpoint a run resumed from, which exists already. Every
+        # worker that saves reads the same global step, so under
+        # multi_worker_mirrored they all skip it or all save.
+        self._resumed = int(session.run(self._global_step_tensor)) > 0
+        try:
+            super().after_create_session(session, coord)
+        finally:
+            self._resumed = False
+
     def _save(self, session, step):
+        if self._resumed:
+            return False
         if not session.run(self._all_finite):
             raise Diverged(int(step))
         return super()._save(session, step)

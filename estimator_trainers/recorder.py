@@ -20,6 +20,7 @@ import uuid
 
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import devices
 from estimator_trainers import errors
 from estimator_trainers import evaluation
@@ -28,6 +29,10 @@ from estimator_trainers import host
 from estimator_trainers import process
 from estimator_trainers import run_record
 from estimator_trainers.errors import first_line
+
+# How long a cluster's chief waits, once done, for the other training tasks'
+# records (`Recorder.finished`).
+WORKER_RECORD_WAIT_SECS = 15
 
 
 def gpus():
@@ -92,7 +97,10 @@ class Recorder:
         self._progress = None
         # The driver's evaluation clock: time this process spent evaluating.
         self.eval_clock = evaluation.Clock()
+        # The driver's `evaluation.Evaluator` (its precise batch norm time).
+        self.evaluator = None
         self._checkpoint_every = None
+        self._eval_every = None
         self._train_steps = getattr(args, 'train_steps', None)
         self._start_step = None
         self._checkpoints = 0
@@ -104,6 +112,8 @@ class Recorder:
         self._written = False
         self._warned = False
         self._session_id = uuid.uuid4().hex
+        # Each training task's figures, as the chief last recorded them.
+        self.workers = {}
 
     @property
     def is_chief(self):
@@ -115,21 +125,23 @@ class Recorder:
 
     # Calls from the training driver.
 
-    def hooks(self, progress, train_steps, checkpoint_every, start_step):
+    def hooks(self, progress, train_steps, checkpoint_plan, start_step):
         """The session hooks that time training.
 
         Args:
           progress: the driver's `hooks.TrainingProgressHook`, whose step
             accounting gives the rates.
           train_steps: the step target the trainer resolved (e.g. from epochs).
-          checkpoint_every: the plan's checkpoint interval.
+          checkpoint_plan: the `checkpoints.CheckpointPlan` (its intervals).
           start_step: the global step of the checkpoint the session starts
             from (0 for a new job-dir). The progress hook's first step can be
             one more: it reads the global step while the first update runs.
         """
         self._progress = progress
         self._train_steps = train_steps
-        self._checkpoint_every = checkpoint_every
+        self._checkpoint_every = checkpoint_plan.every_steps
+        self._eval_every = (checkpoint_plan.eval_every_steps
+                            if checkpoint_plan.evaluates_while_training else None)
         self._start_step = start_step
         return [_TimelineHook(self)]
 
@@ -147,8 +159,30 @@ class Recorder:
             self._export_secs += time.time() - start
 
     def finished(self, metrics=None, export_dir=None):
-        """Records a session that ended normally (the chief's with its final metrics)."""
+        """Records a session that ended normally (the chief's with its final metrics).
+
+        The chief of a cluster first waits, at most `WORKER_RECORD_WAIT_SECS`,
+        for the other training tasks to record theirs (they stop once they
+        see the step target, while the chief evaluates and exports), so that
+        the record and the summary block have every task's steps.
+        """
+        if self.is_chief:
+            self._wait_for_workers()
         self._write(run_record.SUCCEEDED, 0, None, metrics, export_dir)
+
+    def _wait_for_workers(self):
+        cluster = self._task.cluster
+        expected = {'%s-%d' % (cluster_lib.WORKER, i)
+                    for i in range(len(cluster.addresses(cluster_lib.WORKER)))}
+        if not expected or not self._job_id:
+            return
+        deadline = time.time() + WORKER_RECORD_WAIT_SECS
+        while time.time() < deadline:
+            found = {label for label, _ in run_record.worker_entries(self.args.job_dir,
+                                                                     self._job_id)}
+            if expected <= found:
+                return
+            time.sleep(0.2)
 
     @contextlib.contextmanager
     def recording_failures(self):
@@ -216,7 +250,9 @@ class Recorder:
             if self.is_chief:
                 run_record.append(run_record.path(self.args.job_dir), self.session(
                     status, exit_code, error, metrics, export_dir))
-            elif self._trained:
+            elif self._trained or status == run_record.SUCCEEDED:
+                # A task that trained no step (the others reached the target
+                # first) records that too: the chief's table shows 0 steps.
                 run_record.append(
                     run_record.worker_path(self.args.job_dir, self._task.cluster.task_label),
                     {'job_id': self._job_id, 'status': status,
@@ -233,6 +269,8 @@ class Recorder:
             sys.stderr.write('warning: run record not written: %s\n' % first_line(error))
 
     def _own_throughput(self):
+        if not self._trained:
+            return {'examples_per_sec': None, 'steps': 0}
         return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),
                 'steps': self._progress.local_steps}
 
@@ -264,6 +302,7 @@ class Recorder:
             for label, throughput in run_record.worker_entries(self.args.job_dir,
                                                                self._job_id):
                 workers.setdefault(label, throughput)
+        self.workers = workers
         flags = vars(self.args)
         return {
             'status': status, 'exit_code': exit_code, 'error': error,
@@ -283,7 +322,10 @@ class Recorder:
                             'mean_secs': (self._checkpoint_secs / self._checkpoints
                                           if self._checkpoints else None),
                             'every_steps': self._checkpoint_every},
-            'evaluations': {'count': self.eval_clock.count, 'secs': eval_secs},
+            'evaluations': {'count': self.eval_clock.count, 'secs': eval_secs,
+                            'every_steps': self._eval_every,
+                            'precise_batch_norm_secs': (self.evaluator.calibration_secs
+                                                        if self.evaluator else 0.0)},
             'final_metrics': metrics, 'export_dir': export_dir,
             'flags': {k: run_record.json_value(v) for k, v in sorted(flags.items())},
             'cluster': run_record.cluster_facts(self._task),

@@ -34,7 +34,7 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
 
 
 def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session=None,
-                    distribution=None, train_distribute=None):
+                    distribution=None, train_distribute=None, max_worker_delay_secs=None):
     """RunConfig for `job_dir`, which never saves checkpoints or summaries by itself.
 
     Checkpoints are the `checkpoints.CheckpointPlan`'s saver hook's alone (step
@@ -49,10 +49,11 @@ def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session
 
     Args:
       keep_checkpoint_max: recent checkpoints to keep (the plan's `keep_max`).
-      distribution: `distribution.Distribution` of this task (None:
-        TensorFlow's worker start-up delays).
+      distribution: `distribution.Distribution` of this task.
       train_distribute: the strategy `train_distribute(distribution)`
         built, which the runner does before any TensorFlow op runs.
+      max_worker_delay_secs: cap on worker i's start-up delay
+        (`distribution.max_worker_delay_secs`; None: TensorFlow's 60 s).
     """
     config = tf.estimator.RunConfig(
         model_dir=job_dir,
@@ -64,21 +65,23 @@ def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session
         log_step_count_steps=None,
         session_config=session,
         train_distribute=train_distribute,
-        experimental_max_worker_delay_secs=(
-            distribution.max_worker_delay_secs if distribution else None))
+        experimental_max_worker_delay_secs=max_worker_delay_secs)
     return _with_device_filters(config)
 
 
 def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None,
-               train_distribute=None):
-    """`make_run_config` with the values of the shared flag groups."""
+               train_distribute=None, train_steps=None):
+    """`make_run_config` with the values of the shared flag groups; `train_steps`
+    (the run's step target) sizes the default worker start-up delay."""
     return make_run_config(
         args.job_dir, keep_checkpoint_max=checkpoint_plan.keep_max if checkpoint_plan else 5,
         random_seed=args.random_seed,
         session=session_config(args.num_intra_threads, args.num_inter_threads,
                                args.log_device_placement,
                                num_cpu_devices=num_cpu_devices),
-        distribution=distribution, train_distribute=train_distribute)
+        distribution=distribution, train_distribute=train_distribute,
+        max_worker_delay_secs=distribution_lib.max_worker_delay_secs(
+            distribution.max_worker_delay_secs if distribution else None, train_steps))
 
 
 def _with_device_filters(config):

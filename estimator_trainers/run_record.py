@@ -35,10 +35,14 @@ A SESSION (all times in seconds, rates in examples/sec):
   task's own average (`chief`, `worker-0`, ...); every other task of a
   cluster writes its entry into `<job-dir>/workers/<task>/run_record.json`
   when it stops training, and `read` merges those into the chief's sessions.
-- `checkpoints`: `count` saved (the save a session starts with and the
-  one at its end included), `secs` spent saving, `mean_secs`, `every_steps`.
-- `evaluations`: `count`, `secs`; `final_metrics` (with `global_step`);
-  `export_dir`.
+- `checkpoints`: `count` saved (a new job-dir's save at step 0 and the
+  one at the session's end included), `secs` spent saving (saving alone:
+  evaluations need no checkpoint), `mean_secs`, `every_steps`.
+- `evaluations`: `count`, `secs` (the in-memory snapshots they evaluate
+  included), `every_steps` (the in-training interval; None where evaluator
+  tasks or the end alone evaluate), `precise_batch_norm_secs` (of `secs`,
+  re-estimating batch norm's statistics); `final_metrics` (with
+  `global_step`); `export_dir`.
 - `flags` (every flag value), `cluster` (tasks per role, this task, the
   resolved strategy and whether it is synchronous), `precision` (the
   `--mixed-precision` setting and the compute and variable types it

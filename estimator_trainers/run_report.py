@@ -7,7 +7,8 @@ metrics from the scalars of its own run and the runs below it, so each
 job-dir is listed with its flags next to its final evaluation (`accuracy`,
 `loss`, `auc`, ...), never the last training batch's. It also prints one
 summary block when it is done: wall time, steps, the job's average
-examples/sec, final metrics, where the checkpoints, export and TensorBoard
+examples/sec (the progress lines' average), each training task's steps and
+examples/sec in a cluster, final metrics, where the checkpoints, export and TensorBoard
 logs are, and the command that shows them. (The machine-readable record of
 the same run is `run_record`.)
 """
@@ -69,8 +70,13 @@ def _write(writer, summary):
 
 
 def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per_sec,
-                  eval_clock, metrics, job_dir, export_dir):
-    """The lines a run ends with (a string of several lines)."""
+                  eval_clock, metrics, job_dir, export_dir, tasks=None):
+    """The lines a run ends with (a string of several lines).
+
+    `examples_per_sec` is the progress lines' average (the last one's is this
+    figure); `tasks` ({task: {"steps", "examples_per_sec"}}, a cluster's
+    training tasks as the run record has them) adds a row per task.
+    """
     global_step = int(metrics.get('global_step', last_step or 0))
     if first_step is None:
         steps = 'step %d (target %d already reached: nothing trained)' % (
@@ -84,17 +90,33 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
             _duration(wall_secs), _duration(eval_clock.seconds),
             100 * share, eval_clock.count, '' if eval_clock.count == 1 else 's')),
         ('steps', steps),
-        ('examples/sec', '%.1f (job-wide average while training)' % examples_per_sec
-         if examples_per_sec else 'n/a'),
+        ('examples/sec', 'average %.1f (job-wide, while training: the progress lines\' '
+                         'average)' % examples_per_sec if examples_per_sec else 'n/a'),
         ('final metrics', ', '.join('%s = %.4f' % (k, float(v)) for k, v in
                                     sorted(metrics.items()) if k != 'global_step')),
         ('checkpoints', job_dir),
         ('export', export_dir or 'none'),
         ('TensorBoard', TENSORBOARD_COMMAND % shlex.quote(job_dir)),  # copied as it is
     ]
+    if tasks:
+        rows[3:3] = [('tasks', _task_row(label, tasks[label]))
+                     for label in sorted(tasks, key=_task_order)]
     width = max(len(name) for name, _ in rows)
     return '\n'.join(['Run summary:'] + ['  %-*s  %s' % (width, name, value)
                                          for name, value in rows])
+
+
+def _task_order(label):
+    """chief first, then worker-0, worker-1, ... in numeric order."""
+    role, _, index = label.partition('-')
+    return (role != 'chief', role, int(index) if index.isdigit() else 0)
+
+
+def _task_row(label, figures):
+    """`worker-1: 168 steps, 4210.5 examples/sec` (its own average)."""
+    rate = figures.get('examples_per_sec')
+    return '%-9s %6d steps, %s' % (label + ':', figures.get('steps') or 0,
+                                   '%.1f examples/sec' % rate if rate else 'n/a examples/sec')
 
 
 def _duration(secs):

@@ -62,7 +62,8 @@ def run(trainer, args):
     # From here a stop signal ends the task wherever it is. A parameter server
     # waits inside TensorFlow: it ends at once.
     termination = faults.Termination(cluster.task_label, _log,
-                                     quick_exit_secs=0 if cluster.is_ps else None).install()
+                                     quick_exit_secs=0 if cluster.is_ps else None,
+                                     serves=cluster.is_ps).install()
     with termination.ending_run():
         task, steps_per_loop = _task(trainer, args, termination)
         cluster = task.cluster
@@ -99,12 +100,12 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
     checkpoint_plan = checkpoints.plan(
         args.job_dir, cluster, task.distribution,
         every_steps=args.checkpoint_num_steps, train_steps=plan.train_steps,
-        max_default_steps=trainer.checkpoint_steps, keep_max=args.keep_checkpoint_max,
-        eval_every_secs=args.eval_frequency_secs)
+        default_steps=trainer.checkpoint_steps, keep_max=args.keep_checkpoint_max,
+        eval_every_steps=args.eval_every_steps, eval_every_secs=args.eval_frequency_secs)
     config = run_config.from_flags(
         args, task.distribution, checkpoint_plan,
         num_cpu_devices=len(task.devices) if not task.num_gpus else None,
-        train_distribute=task.train_distribute)
+        train_distribute=task.train_distribute, train_steps=plan.train_steps)
     distribution_lib.wait_for_peers(task.distribution, _log)
     watch = distribution_lib.watch_peers(task.distribution)
     tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '
@@ -123,7 +124,11 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
             extra_hooks=[termination.hook(checkpoint_plan.stop_save_dir,
                                           save_needs=task.distribution.peers)] + (
                 [hooks.CallAtEndHook(watch.stop)] if watch else []),
-            started=recorder.started, recorder=recorder)
+            started=recorder.started, recorder=recorder,
+            calibration_input_fn=(runtime.calibration_input_fn(args, task, plan)
+                                  if trainer.precise_batch_norm and args.precise_batch_norm
+                                  else None),
+            stop_requested=termination.requested.is_set)
     except hooks.Diverged as e:
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
 

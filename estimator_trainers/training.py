@@ -2,10 +2,10 @@
 
 `train_and_evaluate` trains with what users of a job-dir expect:
 `--train-steps` is a global-step target (a rerun resumes, a reached target
-only evaluates), checkpoints land at exact multiples of the plan's interval
-and are evaluated as they come (`evaluation`), progress is logged with an
-ETA and examples/sec, and the chief always finishes with an evaluation, a
-SavedModel export and one summary block (`run_report`). With
+only evaluates), checkpoints land at exact multiples of the plan's interval,
+evaluations at multiples of its own (`evaluation`), progress is logged with
+an ETA and examples/sec, and the chief always finishes with an evaluation,
+a SavedModel export and one summary block (`run_report`). With
 `--steps-per-loop N` each Session.run trains up to N steps in an in-graph
 loop (`steps_loop`) that ends at all of those steps.
 """
@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 import tensorflow as tf
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_trainers import evaluation
 from estimator_trainers import export
@@ -25,6 +26,11 @@ from estimator_trainers import run_report
 from estimator_trainers import steps_loop
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+
+# The barrier a multi-worker strategy's tasks meet at once done (`_end_together`),
+# and how long a worker waits there for the chief's evaluation and export.
+END_BARRIER = 'estimator_trainers_end'
+END_BARRIER_SECS = 24 * 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +91,8 @@ def serve_parameters(config):
 
 def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
                        eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       started=None, recorder=None):
+                       started=None, recorder=None, calibration_input_fn=None,
+                       stop_requested=None):
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -99,6 +106,10 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
       started: when the run started (`time.time()`), for the wall time.
       recorder: `recorder.Recorder` of this task (None: no run record and
         no HParams session), told how the session went.
+      calibration_input_fn: training batches that re-estimate batch norm's
+        statistics before each evaluation (`precise_bn`); None: off.
+      stop_requested: callable, true once a stop signal arrived (an evaluation
+        while training is then dropped).
 
     Returns:
       The final evaluation metrics on the chief, else None.
@@ -107,7 +118,11 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     train_input_fn, eval_input_fn = _in_scope(train_input_fn), _in_scope(eval_input_fn)
     job_dir = estimator.model_dir
     clock = recorder.eval_clock if recorder else evaluation.Clock()
-    evaluate = evaluation.Evaluator(estimator, eval_input_fn, loop.eval_steps, clock)
+    evaluate = evaluation.Evaluator(
+        estimator, eval_input_fn, loop.eval_steps, clock,
+        calibration_input_fn=_in_scope(calibration_input_fn) if calibration_input_fn else None)
+    if recorder:
+        recorder.evaluator = evaluate
 
     if cluster.is_evaluator:
         _checked(job_dir, lambda: evaluation.follow(
@@ -119,10 +134,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     progress = None
     metrics = None
     if is_chief and step is not None and step >= loop.train_steps:
-        tf.compat.v1.logging.info(
-            'Checkpoint at global step %d in %s already reaches --train-steps=%d; '
-            'evaluating only. Raise --train-steps to train further.',
-            step, job_dir, loop.train_steps)
+        tf.compat.v1.logging.info('%s', already_trained(job_dir, step, loop.train_steps))
     else:
         if step is not None:
             tf.compat.v1.logging.info('Resuming from global step %d in %s (target %d)',
@@ -135,22 +147,27 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
             save_summary_steps=loop.save_summary_steps, eval_clock=clock)
+        # A global step of several tasks' batches: synchronous replicas.
+        synchronous = (loop.examples_per_global_step or 0) > loop.examples_per_step
+        waiting = ([hooks.WaitForChiefHook(estimator.config, loop.train_steps,
+                                           chief_first=not synchronous)]
+                   if not is_chief and cluster.num_ps else [])
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener] + (
             [recorder.checkpoint_listener()] if recorder else [])
-        preparing = []
+        evaluating = []
         if checkpoint_plan.evaluates_while_training:
-            listeners.append(evaluation.InTrainingEvaluation(
-                evaluate, loop.train_steps, checkpoint_plan))
-            preparing.append(evaluation.PrepareInBackground(evaluate))
+            evaluating = [evaluation.InTrainingEvaluation(evaluate, loop.train_steps,
+                                                          checkpoint_plan, stop_requested),
+                          evaluation.PrepareInBackground(evaluate)]
         # The divergence check runs first: no hook acts on a diverged step.
-        train_hooks = ([divergence, progress] + list(extra_hooks)
-                       + (recorder.hooks(progress, loop.train_steps,
-                                         checkpoint_plan.every_steps, step or 0)
+        train_hooks = (waiting + [divergence, progress] + list(extra_hooks)
+                       + (recorder.hooks(progress, loop.train_steps, checkpoint_plan,
+                                         step or 0)
                           if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners,
                                                       loop.steps_per_loop)
-                       + preparing)
+                       + evaluating)
         trained, train_input_fn = _looped(estimator, train_input_fn, loop, checkpoint_plan)
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,
@@ -170,14 +187,16 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     if not is_chief:
         if recorder:
             recorder.finished()
+        _end_together(estimator, cluster)
         return None
     if metrics is None:
         metrics = _checked(job_dir, lambda: evaluate(None))
     export_dir = None
     if serving_input_receiver_fn is not None:
         with recorder.timing_export() if recorder else contextlib.nullcontext():
-            export_dir = export.export_saved_model(estimator, job_dir,
-                                                   serving_input_receiver_fn)
+            export_dir = export.export_saved_model(
+                estimator, job_dir, serving_input_receiver_fn,
+                checkpoint_path=evaluate.evaluated_checkpoint())
     global_step = int(metrics.get('global_step', 0))
     if loop.hypertune_metric:
         hypertune.report_metric(loop.hypertune_metric, metrics, global_step)
@@ -191,12 +210,42 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         recorder.finished(metrics, export_dir)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
-        first_step=progress.first_step if progress else None,
+        # Where this session started: in an asynchronous job the chief's own
+        # first step may come after the workers'.
+        first_step=(step or 0) if progress else None,
         last_step=progress.last_step if progress else None,
         train_steps=loop.train_steps,
         examples_per_sec=progress.average_examples_per_sec() if progress else None,
-        eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir))
+        eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir,
+        tasks=recorder.workers if recorder and cluster.is_distributed else None))
+    _end_together(estimator, cluster)
     return metrics
+
+
+def already_trained(job_dir, step, train_steps):
+    """The line a run says when its job-dir has reached the step target already."""
+    return ('job-dir %s is already at step %d (target %d): nothing to train; use a new '
+            '--job-dir or a higher --train-steps' % (job_dir, step, train_steps))
+
+
+def _end_together(estimator, cluster):
+    """Under a multi-worker strategy, the chief and the workers end together.
+
+    Their coordination service (in the chief) counts a task that exits while
+    others run as failed: a worker that ended after its last step while the
+    chief evaluated and exported was reported 10 s later as `Coordination
+    agent is set to ERROR: UNAVAILABLE: ... heartbeat timeout`, after a run
+    that succeeded. Every task waits at one barrier once it is done; a chief
+    that fails never reaches it, and the service fails the barrier then.
+    """
+    if (not cluster.is_distributed or estimator.config.train_distribute is None
+            or context.context().coordination_service is None):
+        return
+    try:
+        context.context().wait_at_barrier(END_BARRIER, END_BARRIER_SECS * 1000)
+    except tf.errors.OpError as e:
+        tf.compat.v1.logging.warning('Not every task of the job reached its end: %s',
+                                     first_line(e))
 
 
 def _in_scope(input_fn):
@@ -211,16 +260,18 @@ def _looped(estimator, train_input_fn, loop, checkpoint_plan):
     """The estimator and input_fn to train with (`steps_loop`).
 
     With N > 1 steps per run, a run ends at every step some hook acts on:
-    checkpoints (and so evaluations), progress lines, summaries and the
-    target. With one, the hooks still learn the exact step of each run,
-    except under a `tf.distribute` strategy (which N > 1 refuses).
+    checkpoints, evaluations, progress lines, summaries and the target. With
+    one, the hooks still learn the exact step of each run, except under a
+    `tf.distribute` strategy (which N > 1 refuses).
     """
     if loop.steps_per_loop <= 1 and estimator.config.train_distribute is not None:
         return estimator, train_input_fn
     settings = steps_loop.settings(
         loop.steps_per_loop, train_steps=loop.train_steps,
         every_steps=[checkpoint_plan.every_steps, loop.log_step_count_steps,
-                     loop.save_summary_steps])
+                     loop.save_summary_steps]
+        + ([checkpoint_plan.eval_every_steps]
+           if checkpoint_plan.evaluates_while_training else []))
     if loop.steps_per_loop <= 1:
         return steps_loop.wrap(estimator, settings), train_input_fn
     return (steps_loop.wrap(estimator, settings),

@@ -32,6 +32,7 @@ import zlib
 
 import numpy as np
 
+from estimator_trainers import declaration
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
@@ -214,8 +215,8 @@ def download(url, work_dir, timeout=60):
     except (urllib.error.URLError, OSError) as e:
         raise UserInputError(
             'cannot download %s (%s); download %s on a machine with internet access '
-            'and pass it with --source PATH' % (url, getattr(e, 'reason', e), MNIST_FILE)
-        ) from None
+            'and %s' % (url, getattr(e, 'reason', e), MNIST_FILE,
+                        declaration.data_source_advice())) from None
     return path
 
 

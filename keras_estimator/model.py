@@ -19,6 +19,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from estimator_trainers import precise_bn
 from estimator_trainers import summaries
 from keras_estimator import networks
 from keras_estimator.trainer import MNIST_CNN
@@ -53,6 +54,7 @@ def model_fn(features, labels, mode, params):
     with tf.name_scope('metrics'):  # a bare `accuracy` scope would rename the summary
         accuracy = tf.compat.v1.metrics.accuracy(labels, predictions['classes'])
     if mode == tf.estimator.ModeKeys.EVAL:
+        _register_batch_norm_calibration(network)
         return tf.estimator.EstimatorSpec(mode, loss=loss, predictions=predictions,
                                           eval_metric_ops={'accuracy': accuracy})
 
@@ -67,3 +69,31 @@ def model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                       predictions=predictions,
                                       eval_metric_ops={'accuracy': accuracy})
+
+
+def _register_batch_norm_calibration(network):
+    """Offers the evaluation precise batch norm (`precise_bn`) when `network` has
+    batch norm: its layers once more on the evaluation's variables, batch norm
+    in training mode with momentum 0, every other layer (dropout) as evaluated."""
+    norms = [layer for layer in network.layers
+             if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    if not norms:
+        return
+
+    def build(features):
+        x = features['images']
+        updates = []
+        for layer in network.layers:
+            if layer not in norms:
+                x = layer(x, training=False)
+                continue
+            before = list(layer.updates)
+            momentum, layer.momentum = layer.momentum, 0.0
+            try:
+                x = layer(x, training=True)
+            finally:
+                layer.momentum = momentum
+            updates += [u for u in layer.updates if u not in before]
+        return updates, [v for layer in norms
+                         for v in (layer.moving_mean, layer.moving_variance)]
+    precise_bn.register(build)

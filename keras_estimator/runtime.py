@@ -82,6 +82,11 @@ class KerasRuntime(declaration.Runtime):
                 cifar10_data.input_fn(args.data_dir, 'eval', args.batch_size,
                                       training=False))
 
+    def calibration_input_fn(self, args, task, plan):
+        if args.model == trainer.MNIST_CNN:
+            return None  # no batch norm
+        return cifar10_data.calibration_input_fn(args.data_dir, plan.facts.replica_batch)
+
     def serving_input_receiver_fn(self, args, plan):
         if args.model == trainer.MNIST_CNN:
             return serving_input_receiver_fn([data.HEIGHT, data.WIDTH])

@@ -14,6 +14,7 @@ like the other trainers'.
 import os
 
 from cifar10_estimator import layout
+from cifar10_estimator import trainer as cifar10_trainer
 from estimator_trainers import cli
 from estimator_trainers import declaration
 from estimator_trainers import flags
@@ -31,7 +32,8 @@ class KerasTrainer(declaration.Trainer):
     description = ('Train and evaluate the courses\' Keras models (MNIST CNN, CIFAR-10 '
                    'MLP) as an Estimator; export a SavedModel that takes raw uint8 images.')
     train_steps = 5000
-    checkpoint_steps = 500
+    data_source_env = 'MNIST_SOURCE'
+    precise_batch_norm = True
     eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser):
@@ -60,17 +62,20 @@ class KerasTrainer(declaration.Trainer):
                            help='cifar10_mlp only: momentum of the batch-norm moving '
                                 'averages that evaluation and serving use.')
 
+    def data_trainer(self, trainer_flags=()):
+        # cifar10_mlp reads the CIFAR-10 trainer's data (data/cifar10, its data step).
+        if flags.given_value(list(trainer_flags), '--model', MNIST_CNN) == CIFAR10_MLP:
+            return cifar10_trainer.TRAINER
+        return self
+
     def data_args(self, data_dir):
         return ['--data-dir', data_dir]
 
     def data_ready(self, data_dir):
-        # The data step fetches MNIST (the default model); a directory of
-        # CIFAR-10 TFRecords (--model cifar10_mlp) is ready as it is.
-        return any(os.path.isfile(os.path.join(data_dir, name))
-                   for name in (data.MNIST_FILE, layout.METADATA_FILE))
+        return os.path.isfile(os.path.join(data_dir, data.MNIST_FILE))
 
     def data_step(self, data_dir, environ):
-        source = environ.get('MNIST_SOURCE')
+        source = environ.get(self.data_source_env)
         return (['keras_estimator.data', '--data-dir', data_dir]
                 + (['--source', source] if source else []))
 

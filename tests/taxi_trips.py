@@ -87,6 +87,14 @@ def write_layout_files(directory, train_rows=800, eval_rows=200, seed=1):
             write_csv(directory / 'eval.csv', layout_rows(eval_rows, seed + 1000)))
 
 
+def write_data_step_files(directory, train_rows, eval_rows, seed=1):
+    """Train and eval CSVs named as the taxi data step names them (`train-local.sh
+    --data-dir`); returns `directory`."""
+    write_csv(directory / 'taxi_trips_train.csv', layout_rows(train_rows, seed))
+    write_csv(directory / 'taxi_trips_eval.csv', layout_rows(eval_rows, seed + 1000))
+    return directory
+
+
 def write_tfx_wheel(path, raw_rows):
     """A stand-in tfx wheel holding `raw_rows` as the Chicago Taxi trips CSV."""
     csv_path = str(path) + '.csv'

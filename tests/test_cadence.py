@@ -1,4 +1,4 @@
-"""The checkpoint and evaluation cadence (`checkpoints.plan`) and its in-training budget."""
+"""The checkpoint and evaluation cadences (`checkpoints.plan`) and the in-training budget."""
 import pytest
 
 from estimator_trainers import checkpoints
@@ -6,25 +6,39 @@ from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import evaluation
 
 LOCAL = cluster_lib.ClusterInfo(cluster={})
+CHIEF_AND_EVALUATOR = cluster_lib.ClusterInfo(
+    cluster={'chief': ['a:1'], 'ps': ['b:1']}, task_type='chief', num_evaluators=1)
 
 
-@pytest.mark.parametrize('train_steps,expected', [
-    (672, 68),      # taxi's default run: 10 checkpoints
+@pytest.mark.parametrize('train_steps,eval_every', [
+    (672, 68),      # taxi's default run: 10 evaluations
     (1000, 100),    # train-local.sh's CIFAR-10 run
-    (80000, 1000),  # CIFAR-10's default: at most the trainer's longest interval
+    (2000, 200),    # HW3's resumed run
+    (80000, 1000),  # CIFAR-10's default: at most the trainer's checkpoint interval
     (5, 1),
 ])
-def test_default_cadence_is_about_ten_checkpoints_per_run(train_steps, expected):
-    plan = checkpoints.plan('/job', LOCAL, None, train_steps=train_steps,
-                            max_default_steps=1000)
-    assert plan.every_steps == expected
+def test_checkpoints_every_1000_steps_and_about_ten_evaluations_per_run(train_steps,
+                                                                         eval_every):
+    plan = checkpoints.plan('/job', LOCAL, None, train_steps=train_steps, default_steps=1000)
+    assert plan.every_steps == 1000  # HW3's default, whatever the run's length
+    assert plan.eval_every_steps == eval_every and plan.evaluates_while_training
     assert plan.eval_every_secs is None and plan.write_summaries
 
 
-def test_flags_win_over_the_default_cadence():
+def test_flags_win_over_the_default_cadences():
     plan = checkpoints.plan('/job', LOCAL, None, every_steps=7, train_steps=672,
-                            max_default_steps=1000, eval_every_secs=30)
-    assert plan.every_steps == 7 and plan.eval_every_secs == 30
+                            default_steps=1000, eval_every_steps=11, eval_every_secs=30)
+    assert (plan.every_steps, plan.eval_every_steps, plan.eval_every_secs) == (7, 11, 30)
+
+
+def test_evaluator_tasks_get_checkpoints_at_the_evaluation_interval():
+    """An evaluator task evaluates checkpoints: by default there is one per evaluation."""
+    plan = checkpoints.plan('/job', CHIEF_AND_EVALUATOR, None, train_steps=1000,
+                            default_steps=1000)
+    assert plan.every_steps == 100 and not plan.evaluates_while_training
+    plan = checkpoints.plan('/job', CHIEF_AND_EVALUATOR, None, every_steps=500,
+                            train_steps=1000, default_steps=1000)
+    assert plan.every_steps == 500
 
 
 class _FakeEvaluator:
@@ -39,11 +53,22 @@ class _FakeEvaluator:
         self.steps.append(checkpoint_path)
 
 
-def _saves(listener, clock, times_and_steps):
-    listener.begin()
+def _hook(evaluator, train_steps, plan, start_step=0):
+    hook = evaluation.InTrainingEvaluation(evaluator, train_steps, plan)
+    hook.start(start_step)
+    return hook
+
+
+def _runs(hook, evaluator, clock, times_and_steps):
+    """Runs ending at `step` at time `now`; returns the steps evaluated."""
+    evaluated = []
     for now, step in times_and_steps:
         clock[0] = now
-        listener.after_save(None, step)
+        if hook.due(step):
+            evaluator(step)
+            hook.evaluated()
+            evaluated.append(step)
+    return evaluated
 
 
 @pytest.fixture
@@ -53,45 +78,52 @@ def clock(monkeypatch):
     return now
 
 
-def test_cheap_evaluations_follow_every_checkpoint_but_step_zero_and_the_last(clock):
+def test_cheap_evaluations_at_every_multiple_but_the_target(clock):
     evaluator = _FakeEvaluator(secs=0.01)
-    plan = checkpoints.CheckpointPlan('/job', every_steps=10)
-    listener = evaluation.InTrainingEvaluation(evaluator, 100, plan)
-    _saves(listener, clock, [(0, 0)] + [(s / 10, s) for s in range(10, 101, 10)])
-    assert len(evaluator.steps) == 9  # steps 10..90; 0 is untrained, 100 is the driver's
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=10)
+    hook = _hook(evaluator, 100, plan)
+    evaluated = _runs(hook, evaluator, clock, [(s / 10, s) for s in range(1, 101)])
+    assert evaluated == list(range(10, 100, 10))  # 100 is the driver's final evaluation
+
+
+def test_runs_that_jump_over_a_multiple_still_evaluate_once_per_interval(clock):
+    """Asynchronous workers move the global step on between two runs of the chief."""
+    evaluator = _FakeEvaluator(secs=0.0)
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=10)
+    hook = _hook(evaluator, 100, plan, start_step=3)
+    assert _runs(hook, evaluator, clock, [(1, 7), (2, 13), (3, 14), (4, 38), (5, 41)]) == [
+        13, 38, 41]
 
 
 def test_costly_evaluations_keep_to_the_time_share(clock):
     evaluator = _FakeEvaluator(secs=3.0)
-    plan = checkpoints.CheckpointPlan('/job', every_steps=10, eval_share=0.15)
-    listener = evaluation.InTrainingEvaluation(evaluator, 1000, plan)
-    # A checkpoint every 2 s of training: evaluating each would take 60% of the time.
-    _saves(listener, clock, [(0, 0)] + [(i * 2.0 + 3.0 * len(evaluator.steps), i * 10)
-                                        for i in range(1, 100)])
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=10,
+                                      eval_share=0.15)
+    hook = _hook(evaluator, 1000, plan)
+    # An evaluation point every 2 s of training: evaluating each would take 60% of the time.
+    for i in range(1, 100):
+        _runs(hook, evaluator, clock, [(i * 2.0 + 3.0 * len(evaluator.steps), i * 10)])
     share = evaluator.run_secs / clock[0]
     assert 5 <= len(evaluator.steps) and share <= 0.15 + 3.0 / clock[0]
 
 
 def test_eval_frequency_secs_throttles(clock):
     evaluator = _FakeEvaluator(secs=0.0)
-    plan = checkpoints.CheckpointPlan('/job', every_steps=10, eval_every_secs=10)
-    listener = evaluation.InTrainingEvaluation(evaluator, 1000, plan)
-    _saves(listener, clock, [(0, 0)] + [(i, i * 10) for i in range(1, 31)])
-    assert len(evaluator.steps) == 3  # at 1 s, 11 s, 21 s
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=10,
+                                      eval_every_secs=10)
+    hook = _hook(evaluator, 1000, plan)
+    assert len(_runs(hook, evaluator, clock, [(i, i * 10) for i in range(1, 31)])) == 3
 
 
 def test_costly_evaluations_still_give_five_points_spread_over_the_run(clock):
     """CIFAR-10 on 2 CPU cores: one evaluation costs more than the share allows."""
     evaluator = _FakeEvaluator(secs=20.0)
-    plan = checkpoints.CheckpointPlan('/job', every_steps=100, eval_share=0.15)
-    listener = evaluation.InTrainingEvaluation(evaluator, 1000, plan)
-    listener.begin()
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=100,
+                                      eval_share=0.15)
+    hook = _hook(evaluator, 1000, plan)
     evaluated = []
-    for step in range(0, 1001, 100):  # 35 s of training per 100 steps
-        clock[0] = step * 0.35 + 20.0 * len(evaluator.steps)
-        before = len(evaluator.steps)
-        listener.after_save(None, step)
-        if len(evaluator.steps) > before:
-            evaluated.append(step)
+    for step in range(100, 1001, 100):  # 35 s of training per 100 steps
+        evaluated += _runs(hook, evaluator, clock,
+                           [(step * 0.35 + 20.0 * len(evaluator.steps), step)])
     # Four in training, spread over the run, plus the driver's final evaluation.
     assert evaluated == [100, 400, 600, 800]

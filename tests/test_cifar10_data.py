@@ -81,6 +81,24 @@ def test_download_failure_names_source_flag(tmp_path, refused_port):
     assert not (tmp_path / 'out' / 'metadata.json').exists()
 
 
+def test_download_failure_through_train_local_names_its_environment_variable(
+        tmp_path, refused_port):
+    """train-local.sh has no --source: offline, the line names the way that works there."""
+    proxy = 'http://127.0.0.1:%d' % refused_port
+    proc = run_module('estimator_trainers.tools.local', 'cifar10', '--data-dir',
+                      tmp_path / 'data', '--job-dir', tmp_path / 'job', '--', '--num-layers',
+                      '8', check=2, env={'HTTPS_PROXY': proxy, 'https_proxy': proxy,
+                                         'NO_PROXY': '', 'no_proxy': ''})
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith('error: cannot download https://www.cs.toronto.edu/'), line
+    assert line.endswith(
+        '; download cifar-10-python.tar.gz on a machine with internet access and rerun '
+        'with CIFAR10_SOURCE=PATH: CIFAR10_SOURCE=PATH bash scripts/train-local.sh cifar10 '
+        '--data-dir %s --job-dir %s -- --num-layers 8' % (tmp_path / 'data',
+                                                          tmp_path / 'job')), line
+    assert not (tmp_path / 'job').exists()
+
+
 def test_bad_source_is_one_line(tmp_path):
     bogus = tmp_path / 'cifar-10-python.tar.gz'
     bogus.write_bytes(b'not a tarball')

@@ -123,9 +123,10 @@ def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
     first_logged = int(re.search(r'step (\d+)/90, ', proc.stderr).group(1))
     assert first_logged == 60
 
-    # A target already reached evaluates and exits 0 without training.
+    # A target already reached says so, evaluates and exits 0 without training.
     proc = _train(cifar10_data_dir, job_dir, '--train-steps', '50')
-    assert 'already reaches --train-steps=50' in proc.stderr
+    assert ('job-dir %s is already at step 90 (target 50): nothing to train; use a new '
+            '--job-dir or a higher --train-steps' % job_dir) in proc.stderr
     assert 'learning_rate/momentum =' not in proc.stderr
     assert _final_metrics(proc.stderr)[0] == 90
     assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]

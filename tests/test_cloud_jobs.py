@@ -46,8 +46,7 @@ def _submission(config, model='cifar10', image_uri=None, args=('--train-steps=10
     """The plan train-cloud.sh makes: a trainer on a prebuilt image, or in `image_uri`."""
     trainer = registry.get(model)
     given = list(config.args) + list(args)
-    defaults = ['%s=%s' % (flag, value) for flag, value in trainer.cloud_data_args('gs://b')
-                if not train_cloud.has_flag(given, flag)]
+    defaults = train_cloud.data_defaults(trainer, 'gs://b', given)
     return plan_lib.JobPlan(
         name=JOB, program=plan_lib.Trainer(trainer), config=config, project=PROJECT,
         region=REGION, job_dir=JOB_DIR, args=tuple(defaults + given),

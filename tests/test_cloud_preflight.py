@@ -88,9 +88,7 @@ def test_a_tuned_parameter_must_be_a_trainer_flag(tmp_path):
 
 def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUCKET):
     trainer = registry.get(model)
-    defaults = ['%s=%s' % (flag, value) for flag, value
-                in trainer.cloud_data_args('gs://' + BUCKET)
-                if not train_cloud.has_flag(args, flag)]
+    defaults = train_cloud.data_defaults(trainer, 'gs://' + BUCKET, list(args))
     return plan_lib.JobPlan(
         name='j', program=plan_lib.Trainer(trainer), config=config, project='my-project',
         region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)))

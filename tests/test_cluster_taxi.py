@@ -34,10 +34,8 @@ VARIABLES = ['global_step', 'dnn/hiddenlayer_0/kernel',
 @pytest.fixture(scope='module')
 def data_dir(tmp_path_factory):
     """Train/eval CSVs named as train-local.sh expects them in --data-dir."""
-    folder = tmp_path_factory.mktemp('taxi_cluster_data')
-    taxi_trips.write_csv(folder / 'taxi_trips_train.csv', taxi_trips.layout_rows(800, 1))
-    taxi_trips.write_csv(folder / 'taxi_trips_eval.csv', taxi_trips.layout_rows(200, 1001))
-    return folder
+    return taxi_trips.write_data_step_files(tmp_path_factory.mktemp('taxi_cluster_data'),
+                                            800, 200)
 
 
 def _model_flags(train_steps, checkpoint_steps):

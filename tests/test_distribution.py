@@ -1,4 +1,5 @@
 """--distribution-strategy resolved against clusters and devices; peers; device filters."""
+import argparse
 import dataclasses
 import io
 import json
@@ -238,14 +239,24 @@ def test_run_config_keeps_between_graph_sessions_to_ps_and_self(
     assert config.train_distribute is None
 
 
-def test_run_config_passes_the_worker_delay_cap(monkeypatch, tmp_path):
+@pytest.mark.parametrize('requested, train_steps, expected', [
+    (None, 672, 0),       # the taxi default run: every worker at once
+    (None, 1000, 1),      # train-local.sh's CIFAR-10 run
+    (None, 80000, 60),    # long runs: TensorFlow's own cap
+    (None, None, None),   # no step target known: TensorFlow's default
+    (7, 672, 7),          # --max-worker-delay-secs wins
+    (0, 80000, 0),
+])
+def test_run_config_passes_the_worker_delay_cap(requested, train_steps, expected,
+                                                monkeypatch, tmp_path):
     cluster = _cluster('worker', 1)
     monkeypatch.setenv('TF_CONFIG', json.dumps(cluster.to_tf_config()))
-    dist = distribution.resolve(None, cluster, max_worker_delay_secs=0, visible_gpus=0)
-    config = run_config.make_run_config(
-        str(tmp_path), keep_checkpoint_max=2,
-        distribution=dist)
-    assert config.experimental_max_worker_delay_secs == 0
+    args = argparse.Namespace(job_dir=str(tmp_path), random_seed=None, num_intra_threads=0,
+                              num_inter_threads=0, log_device_placement=False)
+    dist = distribution.resolve(None, cluster, max_worker_delay_secs=requested,
+                                visible_gpus=0)
+    config = run_config.from_flags(args, dist, train_steps=train_steps)
+    assert config.experimental_max_worker_delay_secs == expected
     assert (config.task_type, config.task_id, config.num_ps_replicas) == ('worker', 1, 1)
 
 

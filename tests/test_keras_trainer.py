@@ -27,8 +27,11 @@ import processes
 import resources
 from cluster_helpers import assert_all_exited, Cluster, final_step, task_log
 from conftest import cli_env, REPO_ROOT, run_module
+from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import local
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud import train_cloud
 from keras_estimator import data
 
 MAIN = 'keras_estimator.trainer'
@@ -369,11 +372,47 @@ def test_dry_run_submission_of_the_package_holding_the_trainer(tmp_path):
 
     # The package staged is the one that holds the trainer.
     sdist = staging.build_sdist(str(tmp_path))
-    assert sdist.filename == printed['staging']['package']
+    assert [sdist.filename] == [staged['package'] for staged in printed['staging']]
     with tarfile.open(sdist.path) as tar:
         members = {name.split('/', 1)[1] for name in tar.getnames() if '/' in name}
     assert {'keras_estimator/%s.py' % m for m in ('trainer', 'model', 'networks', 'data')} \
         <= members
+
+
+@pytest.mark.parametrize('trainer_flags, data_name, data_trainer', [
+    ([], 'keras', 'keras'),                              # mnist_cnn: mnist.npz
+    (['--model', 'cifar10_mlp'], 'cifar10', 'cifar10'),  # seed 001's model: CIFAR-10
+    (['--model=cifar10_mlp', '--model', 'mnist_cnn'], 'keras', 'keras'),
+])
+def test_each_model_reads_its_own_data_locally_and_in_the_cloud(
+        trainer_flags, data_name, data_trainer, monkeypatch, tmp_path):
+    """train-local.sh keras -- --model cifar10_mlp fills and reads data/cifar10 (the
+    CIFAR-10 trainer's data step and directory); a cloud job reads gs://.../data/cifar10."""
+    prepared = []
+
+    def prepare_data(trainer, data_dir, environ=None, command=None):
+        prepared.append((trainer.name, data_dir))
+        return 0
+
+    class Exec(Exception):
+        pass
+
+    def execv(path, argv):
+        raise Exec(argv)
+
+    monkeypatch.setattr(local, 'prepare_data', prepare_data)
+    monkeypatch.setattr(local.os, 'execv', execv)
+    with pytest.raises(Exec) as run:
+        local.main(['keras', '--job-dir', str(tmp_path / 'job'), '--', *trainer_flags])
+    data_dir = os.path.join(REPO_ROOT, 'data', data_name)
+    assert prepared == [(data_trainer, data_dir)]
+    argv = run.value.args[0]
+    assert argv[1:3] == ['-m', 'keras_estimator.trainer']
+    assert argv[3:5] == ['--data-dir', data_dir]
+    assert argv[len(argv) - len(trainer_flags):] == trainer_flags
+    cloud = train_cloud.data_defaults(registry.get('keras'), 'gs://my-bucket', trainer_flags)
+    assert cloud == ['--data-dir=gs://my-bucket/data/%s' % (
+        'cifar10' if data_name == 'cifar10' else 'mnist')]
 
 
 def test_dry_run_defaults_to_the_mnist_data_in_the_bucket():

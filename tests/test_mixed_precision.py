@@ -81,3 +81,17 @@ def test_flag_rejects_unknown_types(tmp_path):
     proc = run_module(MAIN, '--data-dir', str(tmp_path), '--job-dir', str(tmp_path),
                       '--mixed-precision', 'int8', check=2)
     assert "invalid choice: 'int8'" in proc.stderr
+
+
+@pytest.mark.parametrize('setting, num_gpus, warned', [
+    ('float16', 0, True),    # CPUs only: about 180x slower than float32
+    ('float16', 1, False),   # what float16 is for
+    ('bfloat16', 0, False),
+    ('none', 0, False),
+])
+def test_float16_without_a_gpu_is_warned_in_one_line_naming_bfloat16(setting, num_gpus,
+                                                                      warned):
+    warning = devices.float16_without_gpu_warning(setting, num_gpus)
+    assert bool(warning) == warned
+    if warned:
+        assert '\n' not in warning and '--mixed-precision bfloat16' in warning

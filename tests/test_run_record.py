@@ -40,10 +40,10 @@ TRAINERS = {
     'keras': ('keras_estimator.trainer', ['--batch-size', '32', '--train-steps', '30',
                                           '--checkpoint-num-steps', '10']),
 }
-# Every checkpoint evaluated (no time budget: the same checkpoints in both runs),
-# training summaries every 5 steps, progress lines every 10.
-CADENCE = ['--eval-frequency-secs', '0', '--save-summary-steps', '5',
-           '--log-step-count-steps', '10']
+# An evaluation at every checkpoint's step (no time budget: the same steps in both
+# runs), training summaries every 5 steps, progress lines every 10.
+CADENCE = ['--eval-every-steps', '10', '--eval-frequency-secs', '0',
+           '--save-summary-steps', '5', '--log-step-count-steps', '10']
 
 
 @pytest.fixture(scope='module')
@@ -125,7 +125,11 @@ def test_the_record_says_what_the_run_did(twice):
     assert 0 < session['cpu_secs']
     # Rates and counts as the run itself printed them.
     block = _summary_block(stderr)
-    assert '%.1f' % session['examples_per_sec'] == block['examples/sec'].split()[0]
+    average = block['examples/sec'].split()
+    assert average[0] == 'average' and '%.1f' % session['examples_per_sec'] == average[1]
+    # One examples/sec: the last progress line's average is the summary's.
+    last_line = re.findall(r' INFO step (\d+)/\d+, .*average ([\d.]+)\)', stderr)[-1]
+    assert last_line == (str(target), average[1])
     assert session['workers']['local']['steps'] == target
     assert session['workers']['local']['examples_per_sec'] > 0
     saves = re.findall(r'INFO Saving checkpoints for (\d+) into', stderr)
@@ -168,8 +172,8 @@ def test_a_resumed_job_appends_a_session(data_flags, tmp_path):
     assert second['steps'] == {'from': 20, 'to': 40, 'target': 40}
     assert first['status'] == second['status'] == 'succeeded'
     assert second['started_at_unix'] > first['started_at_unix'] + first['wall_secs'] - 1
-    # The save a resumed session starts with, then 30 and 40.
-    assert second['checkpoints']['count'] == 3
+    # 30 and 40: the checkpoint it resumed from (20) is not saved again.
+    assert second['checkpoints']['count'] == 2
 
 
 def test_sigterm_is_recorded_and_a_refused_run_is_not(data_flags, tmp_path):

@@ -142,8 +142,9 @@ def test_a_hook_fetching_a_tensor_of_the_loop_is_refused_clearly(tmp_path, hook)
 # --- the taxi trainer's command line ----------------------------------------
 
 CADENCE = ['--train-steps', '100', '--checkpoint-num-steps', '20',
-           '--log-step-count-steps', '30', '--save-summary-steps', '25',
-           '--eval-frequency-secs', '0', '--keep-checkpoint-max', '10',
+           '--log-step-count-steps', '40', '--save-summary-steps', '25',
+           '--eval-every-steps', '30', '--eval-frequency-secs', '0',
+           '--keep-checkpoint-max', '10',
            '--random-seed', '3', '--batch-size', '32']
 
 
@@ -199,11 +200,11 @@ def test_the_same_checkpoints_evaluations_lines_and_summaries(both):
     assert seen[8] == seen[1]
     assert seen[1] == {
         'checkpoints': [0, 20, 40, 60, 80, 100],
-        'evaluations': [20, 40, 60, 80, 100],
-        'progress': [30, 60, 90, 100],
+        'evaluations': [30, 60, 90, 100],
+        'progress': [40, 80, 100],
         'loss summaries': [25, 50, 75, 100],
         'auc summaries': [25, 50, 75, 100],
-        'eval summaries': [20, 40, 60, 80, 100],
+        'eval summaries': [30, 60, 90, 100],
     }
 
 
@@ -223,8 +224,8 @@ def test_resume_from_an_unaligned_step_still_lands_on_multiples(files, tmp_path)
                  '--save-summary-steps', '20')
     assert 'Resuming from global step 13' in proc.stderr
     assert _checkpoints(job_dir) == [0, 13, 20, 40, 60]
-    assert _steps(r'Evaluation of step (\d+) ', proc.stderr) == [20, 40, 60]
-    assert _steps(r'INFO step (\d+)/60, ', proc.stderr) == [30, 60]
+    assert _steps(r'Evaluation of step (\d+) ', proc.stderr) == [30, 60]
+    assert _steps(r'INFO step (\d+)/60, ', proc.stderr) == [40, 60]
     # The first run after the resume ends at 20, a summary step too.
     assert _summary_steps(job_dir, 'loss') == [13, 20, 40, 60]
 

@@ -161,7 +161,8 @@ def test_console_each_message_once_with_eta_and_summary_block(request, which):
                     fields['wall time'])
     steps = TAXI_STEPS if which == 'taxi' else CIFAR_STEPS
     assert fields['steps'] == '0 -> %d (%d this run)' % (steps, steps)
-    assert float(fields['examples/sec'].split()[0]) > 0
+    assert fields['examples/sec'].startswith('average ')
+    assert float(fields['examples/sec'].split()[1]) > 0
     assert 'accuracy = ' in fields['final metrics']
     assert fields['checkpoints'] == str(job_dir)
     assert fields['export'].startswith(str(job_dir / 'export') + '/')

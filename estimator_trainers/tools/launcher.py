@@ -392,7 +392,9 @@ class Launcher:
             time.sleep(_POLL_SECS)
         rest = [t for t in self._tasks if t.running()]
         if rest:
-            self.say('stopping %s' % ', '.join(t.label for t in rest))
+            self.say('stopping %s%s' % (', '.join(t.label for t in rest), (
+                ' (parameter servers serve until they are stopped: this is how a job '
+                'ends)' if all(t.task_type == PS for t in rest) else '')))
         self._stop_in_order()
 
     def _stop_in_order(self):

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 
+from estimator_trainers import declaration
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import registry
@@ -50,7 +51,8 @@ Options:
   --job-dir DIR    checkpoints, TensorBoard summaries, exports
                    (default: /tmp/<model>; env JOB_DIR)
   --data-dir DIR   data directory, prepared by the model's data step when
-                   empty (default: ./data/<model>; env DATA_DIR)
+                   empty (default: ./data/<model>, ./data/cifar10 for keras
+                   --model cifar10_mlp; env DATA_DIR)
   -h, --help       show this help
 
 Distributed (a TensorFlow cluster on this machine, one process per task, like
@@ -131,16 +133,24 @@ def trainer_command(trainer, data_dir, job_dir, trainer_flags):
             + ['--job-dir', job_dir] + list(trainer.local_args) + list(trainer_flags))
 
 
-def prepare_data(trainer, data_dir, environ=None):
+def prepare_data(trainer, data_dir, environ=None, command=None):
     """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code.
 
-    `environ`: the step's environment (default: this process's).
+    `environ`: the step's environment (default: this process's). `command`:
+    the command line the user ran, which the step's offline message shows
+    with the trainer's `data_source_env` set (the way to give this command a
+    file downloaded elsewhere; the step's own --source is not this command's).
     """
     if trainer.data_ready(data_dir):
         return 0
-    step = trainer.data_step(data_dir, os.environ if environ is None else environ)
+    environ = dict(os.environ if environ is None else environ)
+    step = trainer.data_step(data_dir, environ)
     if not step:
         return 0
+    variable = trainer.data_source_env
+    if variable:
+        environ[declaration.DATA_SOURCE_ADVICE_ENV] = 'rerun with %s=PATH%s' % (
+            variable, ': %s=PATH %s' % (variable, command) if command else '')
     return run_passing_signals([sys.executable, '-m'] + list(step), env=environ)
 
 
@@ -191,8 +201,11 @@ def main(argv=None):
     trainer = registry.get(args.model)
     extra = launcher_args(args)
     job_dir = args.job_dir or '/tmp/%s' % trainer.name
-    data_dir = args.data_dir or os.path.join(REPO_ROOT, 'data', trainer.name)
-    code = prepare_data(trainer, data_dir)
+    # The data this run reads (keras --model cifar10_mlp: CIFAR-10's).
+    data = trainer.data_trainer(trainer_flags)
+    data_dir = args.data_dir or os.path.join(REPO_ROOT, 'data', data.name)
+    code = prepare_data(data, data_dir, command=shlex.join(
+        ['bash', 'scripts/train-local.sh'] + list(sys.argv[1:] if argv is None else argv)))
     if code:
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)

@@ -165,6 +165,14 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     return manage(args, backend, out, environ)
 
 
+def data_defaults(trainer, bucket_uri, given):
+    """`--flag=value` for each cloud data flag of the trainer that the flags
+    `given` run (`data_trainer`: the Keras MLP reads CIFAR-10) which they do not set."""
+    return ['%s=%s' % (flag, value)
+            for flag, value in trainer.data_trainer(given).cloud_data_args(bucket_uri)
+            if not has_flag(given, flag)]
+
+
 def make_plan(args, trainer_flags, environ):
     """The `plan.JobPlan` of `submit MODEL [options] -- TRAINER_FLAGS`.
 
@@ -189,8 +197,7 @@ def make_plan(args, trainer_flags, environ):
         raise UserInputError('--job-dir is a submit option (before --) or '
                              'trainingInput.jobDir, not a trainer flag, so that Vertex '
                              'AI and the trainer agree on it')
-    defaults = ['%s=%s' % (flag, value) for flag, value in trainer.cloud_data_args(bucket_uri)
-                if not has_flag(given, flag)]
+    defaults = data_defaults(trainer, bucket_uri, given)
     if not build_lib.REPOSITORY_RE.fullmatch(args.repository):
         raise UserInputError('--repository %r: expected an Artifact Registry repository id '
                              '(lowercase letters, digits and dashes, starting with a letter)'

@@ -164,6 +164,8 @@ class ClusterInfo:
                   'task': {'type': self.task_type, 'index': self.task_index}}
         if self.environment:
             config['environment'] = self.environment
+        if self.num_evaluators:
+            config['job'] = {'evaluatorCount': self.num_evaluators}
         return config
 
 

@@ -57,7 +57,10 @@ def run(trainer, args):
       The final evaluation metrics on the chief, else None.
     """
     started = time.time()
-    cluster = cluster_lib.load_cluster()
+    # The start-up decisions read the environment as it was given: the
+    # normalised TF_CONFIG exported next has no evaluator count to read.
+    environ = dict(os.environ)
+    cluster = cluster_lib.load_cluster(environ)
     cluster_lib.export_tf_config(cluster)
     # From here a stop signal ends the task wherever it is. A parameter server
     # waits inside TensorFlow: it ends at once.
@@ -65,7 +68,7 @@ def run(trainer, args):
                                      quick_exit_secs=0 if cluster.is_ps else None,
                                      serves=cluster.is_ps).install()
     with termination.ending_run():
-        task, steps_per_loop = _task(trainer, args, termination)
+        task, steps_per_loop = _task(trainer, args, environ, termination)
         cluster = task.cluster
         if cluster.is_ps:
             config = run_config.from_flags(args, task.distribution)
@@ -213,8 +216,9 @@ def examples_per_global_step(plan, task):
     return plan.examples_per_step
 
 
-def _task(trainer, args, termination):
-    """`(Task, steps per loop)` of this task, before any TensorFlow op runs.
+def _task(trainer, args, environ, termination):
+    """`(Task, steps per loop)` of this task (given `environ`, the process
+    environment at start), before any TensorFlow op runs.
 
     The decisions are `startup.decide`'s (the cloud tools make the same ones
     for every replica before a job is submitted); the cluster is exported
@@ -222,7 +226,7 @@ def _task(trainer, args, termination):
     its peers first (`wait_for_peers`), and its set-up runs inside
     `termination.inside_tensorflow`.
     """
-    decided = startup.decide(trainer, args, os.environ, visible_gpus=devices_lib.gpu_count(),
+    decided = startup.decide(trainer, args, environ, visible_gpus=devices_lib.gpu_count(),
                              cpu_devices=devices_lib.cpu_devices())
     for note in decided.notes:
         _log(note)

@@ -170,6 +170,11 @@ def test_export_tf_config_round_trips_into_the_environment():
     info = _load(dict(VERTEX, task={'type': 'worker', 'index': 1}))
     cluster_lib.export_tf_config(info, environ)
     assert cluster_lib.load_cluster(environ) == info
+    # The launcher's (and AI Platform's) evaluator count survives the export.
+    counted = _load(dict(VERTEX, task={'type': 'chief', 'index': 0},
+                         job={'evaluatorCount': 1}))
+    cluster_lib.export_tf_config(counted, environ)
+    assert cluster_lib.load_cluster(environ).num_evaluators == 1
     cluster_lib.export_tf_config(cluster_lib.ClusterInfo(cluster={}), environ)
     assert 'TF_CONFIG' not in environ
 

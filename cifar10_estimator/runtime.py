@@ -82,8 +82,8 @@ class Cifar10Runtime(declaration.Runtime):
                 '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
         mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision,
                                                               task.num_gpus)
-        tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
-                                  ' (auto)' if args.mixed_precision == 'auto' else '')
+        tf.compat.v1.logging.info('Mixed precision: %s', devices_lib.describe_mixed_precision(
+            args.mixed_precision, task.num_gpus))
         cluster = task.cluster
         hparams = model.HParams(
             num_layers=args.num_layers, weight_decay=args.weight_decay,

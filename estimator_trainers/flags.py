@@ -228,7 +228,8 @@ def add_performance_flags(parser, *, mixed_precision=False):
             help='Compute in low precision with float32 variables and a float32 '
                  'loss: bfloat16 for CPUs with AVX512_BF16/AMX, float16 (with '
                  'dynamic loss scaling) for GPUs. auto: bfloat16 when training on '
-                 'a CPU with AMX-BF16 (measured 1.4-1.5x faster), else none. '
+                 'a CPU that computes it natively (AMX-BF16 or AVX512_BF16) with '
+                 'oneDNN on (measured 1.4-1.5x faster), else none. '
                  'Exports always compute in float32.')
     group.add_argument(
         '--num-intra-threads', type=non_negative_int, default=0,

@@ -40,11 +40,8 @@ def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=
                          levers=(), root=common.REPO_ROOT):
     """Steady-state examples/sec of the trainer (in checkout `root`) with `flags`."""
     with tempfile.TemporaryDirectory() as job_dir:
-        # No checkpoint (nor the evaluation it triggers) inside the window.
         cmd = _taxi_cli(train_files, eval_files, job_dir,
-                        '--train-steps', interval * (intervals + 3),
-                        '--checkpoint-num-steps', interval * (intervals + 3),
-                        '--log-step-count-steps', interval, *flags, levers=levers)
+                        *common.window_flags(interval, intervals), *flags, levers=levers)
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals,
                                           root=root)
 
@@ -136,11 +133,10 @@ def main(argv=None):
         throughputs['keras_spe%d' % n] = (
             lambda n=n: keras_throughput(*files, args.interval, args.intervals, n))
     runs = {name: [] for name in throughputs}
-    loads = []
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         order = list(throughputs) if repeat % 2 == 0 else list(throughputs)[::-1]
         for name in order:
-            loads.append(common.load_average())
             runs[name].append(throughputs[name]())
             print('taxi %-20s %8.0f examples/sec' % (
                 name, runs[name][-1]['examples_per_sec']), flush=True)
@@ -160,7 +156,6 @@ def main(argv=None):
     for repeat in range(args.repeats):
         order = list(to_auc) if repeat % 2 == 0 else list(to_auc)[::-1]
         for name in order:
-            loads.append(common.load_average())
             auc_runs[name].append(to_auc[name]())
             print('taxi %-12s AUC %s after %s steps, %s s' % (
                 name, auc_runs[name][-1]['auc'], auc_runs[name][-1]['step'],
@@ -179,7 +174,7 @@ def main(argv=None):
 
     results = {'machine': common.machine_info(), 'batch_size': 128,
                'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
-               'load_average_range': [min(loads), max(loads)], 'variants': variants,
+               'load_average_range': common.load_since(loads), 'variants': variants,
                'keras_best': keras, 'baseline_commit': args.baseline_commit,
                'ratios': {'estimator/' + keras: ratio('estimator', keras),
                           'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),

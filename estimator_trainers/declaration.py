@@ -100,6 +100,9 @@ class Trainer:
         (`checkpoints.plan`).
       steps_per_loop: `--steps-per-loop` default: training steps per
         Session.run (`steps_loop`), measured per trainer (benchmarks/).
+      num_intra_threads, num_inter_threads: `--num-intra-threads` and
+        `--num-inter-threads` defaults (0: one per core, TensorFlow's choice),
+        measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
       local_args: trainer flags `train-local.sh` adds before the user's.
       eval_metrics: names of the metrics each evaluation reports (what a
@@ -113,6 +116,8 @@ class Trainer:
     train_steps = None
     checkpoint_steps = 1000
     steps_per_loop = 1
+    num_intra_threads = 0
+    num_inter_threads = 0
     mixed_precision = False
     local_args = ()
     eval_metrics = ('loss',)
@@ -164,7 +169,9 @@ class Trainer:
         flags.add_training_loop_flags(parser, train_steps=self.train_steps,
                                       checkpoint_steps=self.checkpoint_steps,
                                       steps_per_loop=self.steps_per_loop)
-        flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
+        flags.add_performance_flags(parser, mixed_precision=self.mixed_precision,
+                                    num_intra_threads=self.num_intra_threads,
+                                    num_inter_threads=self.num_inter_threads)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
         return parser

@@ -276,9 +276,11 @@ def taxi(result):
                     's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
                     'reached'], rows)
             + '\n\n`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
-              '`keras_speN`: Keras `fit` with `steps_per_execution` N, the best of which '
-              '(%s) is the peer.%s Evaluation of the whole eval file every %d steps on '
-              'every side. Ratios (medians): %s.'
+              '`keras_speN`: Keras `fit` with `steps_per_execution` N (`_1thread`: both '
+              'of its thread pools at one thread, as the trainer\'s defaults have them); '
+              'the fastest of them (%s; per CPU-second under load) is the peer.%s '
+              'Evaluation of the whole eval file every %d steps on every side. Ratios '
+              '(medians): %s.'
             % (result['keras_best'], baseline, result['eval_every_steps'],
                ', '.join('%s %.2f' % kv for kv in result['ratios'].items())))
 

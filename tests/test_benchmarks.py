@@ -12,6 +12,7 @@ import processes
 from benchmarks import common
 from benchmarks import report
 from benchmarks import resnet_throughput
+from benchmarks import taxi
 from conftest import REPO_ROOT
 
 
@@ -257,3 +258,18 @@ def test_resnet_variant_with_the_default_type_is_measured_once():
         'estimator'
     assert resnet_throughput.bf16_variant({'estimator_default_type': 'float32'}) == \
         'estimator_bf16'
+
+
+def test_taxi_peer_is_the_fastest_keras_variant_on_the_basis_judged():
+    variants = {
+        'keras_spe128': _summary(200.0, per_cpu_second=_summary(100.0), load_mean=1.0),
+        'keras_spe128_1thread': _summary(150.0, per_cpu_second=_summary(140.0),
+                                         load_mean=1.0),
+        'estimator': _summary(180.0, per_cpu_second=_summary(150.0), load_mean=1.0)}
+    names = ['keras_spe128', 'keras_spe128_1thread']
+    assert taxi.best_keras(variants, names, cores=2) == 'keras_spe128'
+    for summary in variants.values():
+        summary['load_mean'] = 3.0  # loaded: judged per CPU-second, so picked by it
+    assert taxi.best_keras(variants, names, cores=2) == 'keras_spe128_1thread'
+    assert taxi.keras_variants([1, 128], [128]) == {
+        'keras_spe1': (1, 0), 'keras_spe128': (128, 0), 'keras_spe128_1thread': (128, 1)}

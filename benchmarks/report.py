@@ -424,6 +424,44 @@ def determinism(result):
                       '--random-seed', 'seeded / not', 'per CPU-second'], rows))
 
 
+def roofline(result):
+    peaks = result['peak_flops_per_cpu_second']
+    parts = ['Each op kind of a ResNet-%d training step (batch %d) timed alone in a '
+             '`tf.function` loop through the same oneDNN kernels, as CPU-seconds of the '
+             'process: FLOPs and the bytes the op must read and write at the least give '
+             'its arithmetic intensity; peaks per CPU-second: %.0f GFLOP float32, %.0f '
+             'GFLOP bfloat16 (best 4096×4096 matmul), %.1f GB moved (a float32 add of '
+             '64 MB tensors). "bound": below the ridge point (peak / bandwidth FLOP per '
+             'byte) memory bounds an op, above it compute.' % (
+                 result['num_layers'], result['batch_size'], peaks['float32'] / 1e9,
+                 peaks['bfloat16'] / 1e9, result['bytes_per_cpu_second'] / 1e9)]
+    for dtype, table in result['dtypes'].items():
+        trained = table.get('training_cpu_seconds_per_step')
+        rows = [[kind, row['instances'], '%.2f' % (row['flops'] / 1e9),
+                 '%.0f' % (row['bytes'] / 1e6), '%.1f' % (1000 * row['cpu_seconds']),
+                 '%.0f%%' % (100 * row['cpu_seconds'] / table['ops_cpu_seconds']),
+                 '%.1f' % row['gflop_per_cpu_second'],
+                 '%.0f%%' % (100 * row['fraction_of_peak']),
+                 '%.0f%%' % (100 * row['fraction_of_bandwidth']),
+                 '%.1f' % row['flops_per_byte'], row['bound']]
+                for kind, row in sorted(table['kinds'].items(),
+                                        key=lambda kv: -kv[1]['cpu_seconds'])]
+        parts.append('### %s (ridge %.1f FLOP/byte)\n\n%s\n\nThe ops alone: %.0f CPU-ms '
+                     'a step, %.0f%% of the %s peak over the step%s.' % (
+                         dtype, table['ridge_flops_per_byte'], _table(
+                             ['op', 'instances', 'GFLOP', 'MB moved', 'CPU-ms', 'share',
+                              'GFLOP per CPU-s', '% of peak', '% of bandwidth',
+                              'FLOP/byte', 'bound'], rows),
+                         1000 * table['ops_cpu_seconds'],
+                         100 * table['fraction_of_peak_if_only_ops'], dtype,
+                         '; the trainer\'s step (benchmark 1) took %.0f CPU-ms, so %.0f%% of '
+                         'it went between the ops (executor, threads, variable reads and '
+                         'casts)' % (1000 * trained,
+                                     100 * max(0.0, 1 - table['ops_cpu_seconds'] / trained))
+                         if trained else ''))
+    return '\n\n'.join(parts)
+
+
 def render(results, notes):
     machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
     sections = [
@@ -438,6 +476,7 @@ def render(results, notes):
         ('8. The cost of a seed (reproducible runs)', 'determinism', determinism),
         ('9. Taxi training as the data grows', 'data_size', data_size),
         ('10. Where --steps-per-loop pays', 'steps_per_loop', steps_per_loop),
+        ('11. Roofline of a ResNet training step', 'roofline', roofline),
         ('Lever study', 'levers', levers),
     ]
     parts = [

@@ -3,7 +3,7 @@
 #
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
 #   BENCHMARK: resnet taxi input cluster cold_start eval_share levers
-#   determinism steps_per_loop data_size (default: all, in this order; input
+#   determinism steps_per_loop data_size roofline (default: all, in this order; input
 #   reads what training consumes from resnet and taxi), and install (only
 #   when named: pip vs uv installing the pins, cold and warm cache; downloads
 #   ~1.2 GB from PyPI).
@@ -30,13 +30,13 @@ for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
     -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|steps_per_loop|data_size|install)
+    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|steps_per_loop|data_size|roofline|install)
       benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ ${#benchmarks[@]} -eq 0 ]] && benchmarks=(resnet taxi input cluster cold_start eval_share levers
-                                            determinism steps_per_loop data_size)
+                                            determinism steps_per_loop data_size roofline)
 
 # shellcheck source=scripts/setup-venv.sh
 source "${repo_root}/scripts/setup-venv.sh"
@@ -142,6 +142,8 @@ for benchmark in "${benchmarks[@]}"; do
     data_size:1) run data_size --source "${taxi_train}" --eval-files "${taxi_eval}" \
                    --work-dir "${work}/data_size-quick" --sizes 100000,300000 --shards 4 \
                    --repeats 1 --intervals 2 --interval 200 ;;
+    roofline:0) run roofline ;;
+    roofline:1) run roofline --num-layers 8 --dtypes bfloat16 --calls 5 ;;
     install:*) run install --uv "$(find_uv || bootstrap_uv "${python}")" ;;
     levers:1) run levers --data-dir "${cifar}" --num-layers 8 --repeats 1 \
                 --variants defaults,float32,unfused_batch_norm,inter_threads_1 \

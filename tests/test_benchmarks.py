@@ -87,6 +87,17 @@ def _results():
                       'evaluations': 10}],
             'cifar10': [{'wall_secs': 300.0, 'eval_secs': 60.0, 'eval_share': 0.2,
                          'evaluations': 6}]}),
+        'roofline': dict(stamp, num_layers=8, batch_size=128, bytes_per_cpu_second=2e10,
+                         peak_flops_per_cpu_second={'float32': 1e11, 'bfloat16': 2e11},
+                         dtypes={'bfloat16': {
+                             'ops_cpu_seconds': 0.1, 'flops': 9e9, 'ridge_flops_per_byte': 10,
+                             'fraction_of_peak_if_only_ops': 0.45,
+                             'training_cpu_seconds_per_step': 0.125,
+                             'kinds': {'conv_forward': {
+                                 'instances': 7, 'flops': 3e9, 'bytes': 4e7,
+                                 'cpu_seconds': 0.02, 'gflop_per_cpu_second': 150.0,
+                                 'fraction_of_peak': 0.75, 'fraction_of_bandwidth': 0.1,
+                                 'flops_per_byte': 75.0, 'bound': 'compute'}}}}),
         'determinism': dict(stamp, num_layers=20, trainers={'cifar10': {
             'unseeded': _summary(400.0, per_cpu_second=_summary(200.0)),
             'seeded': _summary(380.0, per_cpu_second=_summary(190.0)),
@@ -139,6 +150,11 @@ def test_report_shows_targets_and_keeps_notes(tmp_path):
             '6 evaluations, 20.0% | wall-clock | **no** |') in text
     assert '| cifar10 | 300.0 (300.0–300.0) | 60.0 (60.0–60.0) | 20.0% | 6 |' in text
     assert '## 8. The cost of a seed' in text
+    assert ('| conv_forward | 7 | 3.00 | 40 | 20.0 | 20% | 150.0 | 75% | 10% | 75.0 | '
+            'compute |') in text
+    assert ('The ops alone: 100 CPU-ms a step, 45% of the bfloat16 peak over the step; the '
+            "trainer's step (benchmark 1) took 125 CPU-ms, so 20% of it went between the "
+            'ops') in text
     assert '| cifar10 | 400.0 (360.0–440.0) | 380.0 (342.0–418.0) | 0.95 | 0.95 |' in text
 
 

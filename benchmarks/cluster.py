@@ -68,13 +68,14 @@ def cluster_throughput(trainer_cmd, job_dir, worker_batch, intervals, interval):
 
 def _trainers(cifar_data_dir, taxi_train_files, taxi_eval_files):
     """name: (argv without job-dir/batch/steps/logging, batch flag, batch, interval)."""
+    cifar = ['cifar10_estimator.cifar10_main', '--data-dir', cifar_data_dir, '--eval-steps', 1]
+    taxi = ['taxi_estimator.task', '--train-files', *taxi_train_files,
+            '--eval-files', *taxi_eval_files]
     return {
-        'cifar10 ResNet-44': (
-            ['cifar10_estimator.cifar10_main', '--data-dir', cifar_data_dir,
-             '--num-layers', 44, '--eval-steps', 1], '--train-batch-size', 128, 8),
-        'taxi': (
-            ['taxi_estimator.task', '--train-files', *taxi_train_files,
-             '--eval-files', *taxi_eval_files], '--batch-size', 128, 200),
+        'cifar10 ResNet-44': (cifar + ['--num-layers', 44], '--train-batch-size', 128, 8),
+        'cifar10 ResNet-20': (cifar + ['--num-layers', 20], '--train-batch-size', 128, 16),
+        'taxi': (taxi, '--batch-size', 128, 200),
+        'taxi batch 1024': (taxi, '--batch-size', 1024, 50),
     }
 
 
@@ -96,7 +97,7 @@ def _summaries(single, cluster, batch):
     cluster_wall = common.summarize([r['examples_per_sec'] for r in cluster])
     return {'single_process': dict(single_wall, per_cpu_second=single_cpu),
             'cluster_total': dict(cluster_wall, per_cpu_second=cluster_cpu),
-            'cluster_per_worker': cluster_wall['median'] / 2,
+            'cluster_per_worker': cluster_wall['median'] / 2, 'global_batch': batch,
             'cluster_over_single': cluster_wall['median'] / single_wall['median'],
             'efficiency_per_cpu_second': cluster_cpu['median'] / single_cpu['median'],
             'cluster_cpu_seconds_per_global_step': common.summarize(
@@ -114,8 +115,11 @@ def main(argv=None):
     parser.add_argument('--repeats', type=int, default=2)
     parser.add_argument('--intervals', type=int, default=4,
                         help='Progress intervals (global steps) in each window.')
-    parser.add_argument('--trainers', default='cifar10 ResNet-44,taxi',
-                        help='Comma-separated trainers to run.')
+    parser.add_argument('--trainers',
+                        default='cifar10 ResNet-44,cifar10 ResNet-20,taxi,taxi batch 1024',
+                        help='Comma-separated trainers to run (four points of different '
+                             'per-step compute, tensors and bytes, for '
+                             '`benchmarks.cost_model`).')
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     trainers = _trainers(args.cifar_data_dir, args.taxi_train_files,

@@ -144,44 +144,60 @@ def float32_cost(results):
             / variants['estimator_fp32']['per_cpu_second']['median'])
 
 
+def summary(results, workers=(1, 4, 16)):
+    """The fit, its check on this machine and the cloud predictions, as table rows."""
+    found = points(results['cluster'])
+    names = sorted(found)
+    resnets = [n for n in names if not n.startswith('taxi')]
+    if len(resnets) < 2 or len(names) == len(resnets):
+        return None
+    params = fit(found, resnets)
+    local = [[name, found[name]['tensors'], '%.0f' % (found[name]['bytes'] / 1e3),
+              '%.1f' % (1e3 * found[name]['overhead']),
+              '%.1f' % (1e3 * overhead(params, found[name]['bytes'])),
+              '%.2f' % found[name]['efficiency'], '%.2f' % efficiency(found[name], params),
+              'fit' if name in resnets else 'check']
+             for name in names]
+    scale = float32_cost(results)
+    cloud = []
+    for name in names:
+        for machine, vcpus, gbits in MACHINES:
+            for count in workers:
+                speed, bound, alone = predict(
+                    found[name], params, count, vcpus, vcpus, gbits,
+                    compute_scale=1.0 if name.startswith('taxi') else scale)
+                cloud.append([name, machine, count, '%.0f' % speed,
+                              '%.2f' % (speed / (count * alone)), bound])
+    return {'fitted_to': resnets, 'f_secs': params[0], 'beta_secs_per_byte': params[1],
+            'float32_scale': scale, 'local': local, 'cloud': cloud}
+
+
+LOCAL_HEADER = ['trainer', 'tensors/step', 'KB/step', 'overhead CPU-ms measured',
+                'modelled', 'efficiency measured', 'modelled', 'role']
+CLOUD_HEADER = ['trainer', 'machine', 'workers', 'examples/sec', 'per-worker efficiency',
+                'bound by']
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default=common.RESULTS_JSON)
     parser.add_argument('--workers', default='1,4,16')
     args = parser.parse_args(argv)
     with open(args.results) as f:
-        results = json.load(f)
-    found = points(results['cluster'])
-    names = sorted(found)
-    resnets = [n for n in names if not n.startswith('taxi')]
-    params = fit(found, resnets)
+        model = summary(json.load(f), [int(w) for w in args.workers.split(',')])
+    if model is None:
+        print('benchmark 4 has not measured two ResNets and the taxi model yet')
+        return
     print('Fitted to %s: f = %.1f CPU-ms a step, beta = %.1f CPU-ms a MB moved'
-          % (' and '.join(resnets), 1e3 * params[0], 1e9 * params[1]))
-    rows = [[name, found[name]['tensors'], '%.0f' % (found[name]['bytes'] / 1e3),
-             '%.1f' % (1e3 * found[name]['overhead']),
-             '%.1f' % (1e3 * overhead(params, found[name]['bytes'])),
-             '%.2f' % found[name]['efficiency'], '%.2f' % efficiency(found[name], params),
-             'fit' if name in resnets else 'check']
-            for name in names]
-    common.print_table('Local 1-ps/2-worker cluster: overhead CPU-ms per global step and '
-                       'efficiency per CPU-second, measured and modelled',
-                       ['trainer', 'tensors/step', 'KB/step', 'overhead measured',
-                        'modelled', 'efficiency measured', 'modelled', 'role'], rows)
-    scale = float32_cost(results)
-    rows = []
-    for name in names:
-        for machine, vcpus, gbits in MACHINES:
-            for workers in [int(w) for w in args.workers.split(',')]:
-                speed, bound, alone = predict(
-                    found[name], params, workers, vcpus, vcpus, gbits,
-                    compute_scale=1.0 if name.startswith('taxi') else scale)
-                rows.append([name, machine, workers, '%.0f' % speed,
-                             '%.2f' % (speed / (workers * alone)), bound])
+          % (' and '.join(model['fitted_to']), 1e3 * model['f_secs'],
+             1e9 * model['beta_secs_per_byte']))
+    common.print_table('Local 1-ps/2-worker cluster: overhead per global step and '
+                       'efficiency per CPU-second, measured and modelled', LOCAL_HEADER,
+                       model['local'])
     common.print_table('Predicted examples/sec of N workers and one ps, all of the machine '
-                       'type (N1: float32, %.2fx the CPU per ResNet example of this '
-                       'machine\'s bfloat16; per-core speed of this machine)' % scale,
-                       ['trainer', 'machine', 'workers', 'examples/sec',
-                        'per-worker efficiency', 'bound by'], rows)
+                       'type (N1: float32, %.2fx the CPU per ResNet example of the default '
+                       'here; per-core speed of this machine)' % model['float32_scale'],
+                       CLOUD_HEADER, model['cloud'])
 
 
 if __name__ == '__main__':

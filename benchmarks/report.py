@@ -11,6 +11,7 @@ import os
 
 from benchmarks import cold_start as cold_start_lib
 from benchmarks import common
+from benchmarks import cost_model
 from benchmarks import levers as levers_lib
 from benchmarks import resnet_throughput as resnet_lib
 
@@ -340,7 +341,7 @@ def eval_share(result):
                       'share of wall time', 'evaluations'], rows))
 
 
-def cluster(result):
+def cluster(result, resnet_result=None):
     if 'efficiency_per_cpu_second' not in next(iter(result['trainers'].values()), {}):
         return 'Measured in an older format; rerun `bash benchmarks/run.sh cluster`.'
     rows, shares = [], []
@@ -363,7 +364,26 @@ def cluster(result):
                       'one process per CPU-second', 'cluster per CPU-second',
                       'efficiency', 'CPU-ms per step, one process',
                       'CPU-ms per global step, cluster'], rows)
-            + '\n\nShare of the cluster\'s CPU time by task: ' + '; '.join(shares) + '.')
+            + '\n\nShare of the cluster\'s CPU time by task: ' + '; '.join(shares) + '.'
+            + _cost_model(result, resnet_result or {}))
+
+
+def _cost_model(result, resnet_result):
+    """The per-step cost model fitted to this table (`benchmarks.cost_model`)."""
+    model = cost_model.summary({'cluster': result, 'resnet_throughput': resnet_result})
+    if model is None:
+        return ''
+    return ('\n\nPer-step cost model (`python -m benchmarks.cost_model`, '
+            'docs/performance-model.md): a global step costs b × (one process\'s CPU per '
+            'example) + f + beta × bytes moved, all tasks together; fitted to %s: f = %.1f '
+            'CPU-ms, beta = %.1f CPU-ms per MB; the taxi rows check it.\n\n%s\n\n'
+            'Predicted for Vertex AI N1 shapes, N workers and one parameter server of the '
+            'same type (float32 there, %.2f× the CPU per ResNet example of the default '
+            'here; this machine\'s per-core speed; 200 µs round trips):\n\n%s' % (
+                ' and '.join(model['fitted_to']), 1e3 * model['f_secs'],
+                1e9 * model['beta_secs_per_byte'],
+                _table(cost_model.LOCAL_HEADER, model['local']), model['float32_scale'],
+                _table(cost_model.CLOUD_HEADER, model['cloud'])))
 
 
 def cold_start(result):
@@ -469,7 +489,8 @@ def render(results, notes):
          'resnet_throughput', resnet),
         ('2. Input pipelines alone', 'input_pipeline', input_pipeline),
         ('3. Taxi trainer vs Keras wide-and-deep', 'taxi', taxi),
-        ('4. Cluster overhead', 'cluster', cluster),
+        ('4. Cluster efficiency per CPU-second', 'cluster',
+         lambda result: cluster(result, results.get('resnet_throughput'))),
         ('5. Cold start', 'cold_start', cold_start),
         ('6. Evaluation cost of the default runs', 'eval_share', eval_share),
         ('7. Installing the pinned requirements: pip vs uv', 'install', install),

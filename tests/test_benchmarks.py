@@ -10,6 +10,7 @@ import sys
 
 import processes
 from benchmarks import common
+from benchmarks import cost_model
 from benchmarks import report
 from benchmarks import resnet_throughput
 from benchmarks import taxi
@@ -289,3 +290,32 @@ def test_taxi_peer_is_the_fastest_keras_variant_on_the_basis_judged():
     assert taxi.best_keras(variants, names, cores=2) == 'keras_spe128_1thread'
     assert taxi.keras_variants([1, 128], [128]) == {
         'keras_spe1': (1, 0), 'keras_spe128': (128, 0), 'keras_spe128_1thread': (128, 1)}
+
+
+def test_cost_model_fits_on_the_resnets_and_checks_on_taxi():
+    f, beta = 0.012, 12e-9  # seconds per step, per byte
+
+    def trainer(name, batch, per_example):
+        _, moved = cost_model.step_traffic(name)
+        worker = batch // 2
+        per_step = worker * per_example + f + beta * moved
+        return {'single_process': _summary(1.0, per_cpu_second=_summary(1 / per_example)),
+                'cluster_total': _summary(1.0, per_cpu_second=_summary(worker / per_step)),
+                'efficiency_per_cpu_second': worker * per_example / per_step,
+                'cluster_cpu_seconds_per_global_step': per_step, 'global_batch': batch,
+                'tasks': {'ps-0': {'cpu_share': 0.1, 'system_share': 0.3}}}
+    results = {'cluster': {'trainers': {
+        'cifar10 ResNet-44': trainer('cifar10 ResNet-44', 128, 0.005),
+        'cifar10 ResNet-20': trainer('cifar10 ResNet-20', 128, 0.002),
+        'taxi': trainer('taxi', 128, 8e-6)}}}
+    # 43 batch norms: 16 + 14 x (16 + 32 + 64) channels, a mean and a variance each.
+    assert cost_model.step_traffic('cifar10 ResNet-44') == (350, 4 * (2 * 658586 + 2 * 1584))
+    assert cost_model.step_traffic('taxi') == (20, 4 * 2 * 5109)
+    model = cost_model.summary(results, workers=(1, 64))
+    assert abs(model['f_secs'] - f) < 1e-6 and abs(model['beta_secs_per_byte'] - beta) < 1e-12
+    taxi_row = next(row for row in model['local'] if row[0] == 'taxi')
+    assert taxi_row[-1] == 'check' and taxi_row[5] == taxi_row[6]  # measured == modelled
+    # One worker is bound by its own compute; 64 of them saturate the one ps.
+    bounds = {(row[0], row[1], row[2]): row[5] for row in model['cloud']}
+    assert bounds['cifar10 ResNet-44', 'n1-standard-8', 1] == 'workers'
+    assert bounds['taxi', 'n1-standard-8', 64] == 'ps CPU'

@@ -30,11 +30,18 @@ def _spread(summary, fmt='%.0f'):
                                                    summary['max'])
 
 
-def _section(title, result, body):
+def _section(title, result, body, machine=None):
+    """A benchmark's section; one measured on another machine than the header's says so."""
     if not result:
         return '## %s\n\nNot measured in this run.\n' % title
-    return '## %s\n\n%s\n\nCommand: `%s` (finished %s; load average %s)\n' % (
-        title, body, result['command'], result['finished'], _load(result))
+    own = result.get('machine', {})
+    elsewhere = ''
+    if machine and own and (own.get('cpu'), own.get('cores')) != (machine.get('cpu'),
+                                                                  machine.get('cores')):
+        elsewhere = '; on another machine: %s, %s cores (%s)' % (
+            own.get('cpu'), own.get('cores'), ', '.join(own.get('cpu_features', [])))
+    return '## %s\n\n%s\n\nCommand: `%s` (finished %s; load average %s%s)\n' % (
+        title, body, result['command'], result['finished'], _load(result), elsewhere)
 
 
 def _load_stats(result):
@@ -483,7 +490,9 @@ def roofline(result):
 
 
 def render(results, notes):
-    machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
+    # The header's machine: the latest benchmark's (sections measured elsewhere say so).
+    machine = max((r for r in results.values() if 'machine' in r),
+                  key=lambda r: r.get('finished', ''), default={}).get('machine', {})
     sections = [
         ('1. ResNet training throughput: cifar10_main vs Keras fit',
          'resnet_throughput', resnet),
@@ -524,7 +533,7 @@ def render(results, notes):
     ]
     for title, key, body in sections:
         result = results.get(key)
-        parts.append(_section(title, result, body(result) if result else ''))
+        parts.append(_section(title, result, body(result) if result else '', machine))
     return '\n\n'.join(parts).rstrip() + '\n'
 
 

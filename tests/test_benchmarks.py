@@ -186,6 +186,8 @@ def test_report_under_load_calls_nothing_met_on_wall_clock(tmp_path, capsys):
     for result in results.values():
         result['load_average_range'] = [2.5, 3.2, 4.0]
     results['resnet_throughput']['depths']['44']['load_average_range'] = [2.5, 3.2, 4.0]
+    results['install'].update(machine=dict(results['install']['machine'], cpu='Older CPU',
+                                           cores=4), finished='earlier')
     path, out = tmp_path / 'results.json', tmp_path / 'RESULTS.md'
     path.write_text(json.dumps(results))
     report.main(['--results', str(path), '--out', str(out)])
@@ -199,6 +201,8 @@ def test_report_under_load_calls_nothing_met_on_wall_clock(tmp_path, capsys):
            '1.05× | memory (load does not change it) | yes |' in text
     assert '### ResNet-44 (190 MFLOP forward, 580 MFLOP training per example; load ' \
            '2.5–4.0 (mean 3.2))' in text
+    assert 'on another machine: Older CPU, 4 cores (amx_bf16))' in text
+    assert text.count('on another machine') == 1
     printed = capsys.readouterr().out
     assert ('resnet_throughput  load 2.5–4.0 (mean 3.2) on 2 cores: loaded, comparisons '
             'judged per CPU-second only') in printed

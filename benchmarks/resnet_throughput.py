@@ -77,7 +77,7 @@ def training_flops(num_layers, batch_size=128):
             images = tf.compat.v1.placeholder(tf.float32, [batch_size, 32, 32, 3])
             labels = tf.compat.v1.placeholder(tf.int32, [batch_size])
             hparams = model.HParams(num_layers=num_layers, train_batch_size=batch_size)
-            model.model_fn({'images': images}, labels, mode, {'hparams': hparams})
+            model.model_fn({'images': images}, labels, mode, {'hparams': hparams}, None)
             options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
             options['output'] = 'none'
             profile = tf.compat.v1.profiler.profile(graph, options=options)

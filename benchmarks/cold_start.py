@@ -2,7 +2,8 @@
 
 Runs each trainer's real command line with its defaults and
 `--checkpoint-num-steps 1`, timing (from the moment the process is spawned)
-the arrival of the log lines that mark the `MILESTONES`.
+the arrival of the log lines that mark the `MILESTONES`, and the CPU seconds
+the process had used by its first step (all its threads: robust to other load).
 """
 import argparse
 import tempfile
@@ -25,10 +26,11 @@ def measure(cmd):
     """Seconds to each milestone for one run of `cmd`."""
     seen = {}
 
-    def on_line(elapsed, line, _):
+    def on_line(elapsed, line, pid):
         for name, text, _ in MILESTONES:
             if name not in seen and text in line:
                 seen[name] = elapsed
+                seen[name + '_cpu'] = common.cpu_seconds(pid)
         return 'first_step' in seen
     common.stream_lines(cmd, on_line)
     return seen
@@ -56,22 +58,25 @@ def main(argv=None):
     names = list(commands(args.cifar_data_dir, args.taxi_train_files,
                           args.taxi_eval_files, ''))
     runs = {name: [] for name in names}
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         for name in (names if repeat % 2 == 0 else names[::-1]):
             with tempfile.TemporaryDirectory() as job_dir:
                 cmd = commands(args.cifar_data_dir, args.taxi_train_files,
                                args.taxi_eval_files, job_dir)[name]
                 runs[name].append(measure(cmd))
-    results = {'machine': common.machine_info(), 'trainers': {}}
+    results = {'machine': common.machine_info(), 'trainers': {},
+               'load_average_range': common.load_since(loads)}
     rows = []
     for name, measured in runs.items():
         summary = {milestone: common.summarize([m[milestone] for m in measured])
-                   for milestone, _, _ in MILESTONES}
+                   for milestone in [m for m, _, _ in MILESTONES] + ['first_step_cpu']}
         results['trainers'][name] = summary
         rows.append([name] + ['%.1f (%.1f-%.1f)' % (s['median'], s['min'], s['max'])
                               for s in summary.values()])
     common.print_table('Cold start: seconds from process start (median, range)',
-                       ['trainer'] + [m for m, _, _ in MILESTONES], rows)
+                       ['trainer'] + [m for m, _, _ in MILESTONES] + ['first_step CPU-s'],
+                       rows)
     common.update_results('cold_start', results)
 
 

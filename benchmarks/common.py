@@ -60,6 +60,83 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
+# 1-minute load averages sampled (about once a second) while measured processes run.
+_LOAD_SAMPLES = []
+_LAST_SAMPLE = [0.0]
+
+
+def sample_load(force=False):
+    """Records the 1-minute load average, at most once a second unless `force`."""
+    now = time.monotonic()
+    if force or now - _LAST_SAMPLE[0] >= 1.0:
+        _LAST_SAMPLE[0] = now
+        _LOAD_SAMPLES.append(os.getloadavg()[0])
+
+
+def load_mark():
+    """A mark for `load_since`: the samples taken so far."""
+    return len(_LOAD_SAMPLES)
+
+
+def load_since(mark=0):
+    """[min, mean, max] of the load averages sampled while measured processes ran
+    since `mark` (`load_mark()`), or the load now when none were."""
+    samples = _LOAD_SAMPLES[mark:] or [os.getloadavg()[0]]
+    return [round(min(samples), 2), round(sum(samples) / len(samples), 2),
+            round(max(samples), 2)]
+
+
+def _stat_fields(pid):
+    """The fields of /proc/<pid>/stat after the command name (state first)."""
+    with open('/proc/%d/stat' % pid) as f:
+        return f.read().rsplit(')', 1)[1].split()
+
+
+def _task_name(pid):
+    """`ps-0`, `chief-0`... from a process's TF_CONFIG, or its command's module."""
+    try:
+        with open('/proc/%d/environ' % pid, 'rb') as f:
+            environ = dict(item.split(b'=', 1) for item in f.read().split(b'\0')
+                           if b'=' in item)
+        task = json.loads(environ[b'TF_CONFIG'])['task']
+        return '%s-%s' % (task['type'], task.get('index', 0))
+    except (OSError, KeyError, ValueError, TypeError):
+        return 'other'
+
+
+def tree_cpu_seconds(root_pid):
+    """{task: [user, system] CPU seconds} of `root_pid` and all its live
+    descendants, each named by `_task_name` (the root: `launcher`). Exited
+    children the processes have waited for count in their parents' figures."""
+    parents = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(_stat_fields(int(entry))[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree.update(children)
+        frontier.extend(children)
+    tick = os.sysconf('SC_CLK_TCK')
+    totals = {}
+    for pid in tree:
+        try:
+            fields = _stat_fields(pid)
+        except OSError:
+            continue
+        user = (int(fields[11]) + int(fields[13])) / tick
+        system = (int(fields[12]) + int(fields[14])) / tick
+        name = 'launcher' if pid == root_pid else _task_name(pid)
+        total = totals.setdefault(name, [0.0, 0.0])
+        total[0] += user
+        total[1] += system
+    return totals
+
+
 def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
     """Runs `cmd` in `root`, calling `on_line(seconds_since_start, line, pid)` per line.
 
@@ -80,6 +157,7 @@ def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
     selector.register(proc.stdout, selectors.EVENT_READ)
     try:
         while not done:
+            sample_load()
             if time.perf_counter() - start > timeout:
                 raise RuntimeError('timed out after %ds: %s' % (timeout, ' '.join(cmd)))
             if not selector.select(timeout=1.0):
@@ -118,10 +196,14 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO
     process's peak resident memory (MB) at the last.
     """
     marks = []
+    window = []
 
     def on_line(elapsed, line, pid):
         match = _PROGRESS.search(line)
         if match:
+            if not marks:  # a sample at the window's start
+                sample_load(force=True)
+                window.append(load_mark() - 1)
             marks.append((int(match.group(1)), elapsed, cpu_seconds(pid), peak_rss_mb(pid)))
         return len(marks) > intervals
 
@@ -132,7 +214,18 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO
     examples = (step - first_step) * batch_size
     return {'examples_per_sec': examples / (now - first_time),
             'examples_per_cpu_sec': examples / (cpu - first_cpu),
-            'first_line_secs': first_time, 'peak_rss_mb': rss}
+            'first_line_secs': first_time, 'peak_rss_mb': rss,
+            'load': load_since(window[0])}
+
+
+def window_flags(interval, intervals):
+    """A trainer's flags for a steady-state window of `intervals` progress intervals
+    of `interval` steps: enough steps for the window after a warm-up interval,
+    and its only checkpoint (so its only evaluation) at the end, after the
+    window, as Keras' `fit` in the same benchmark saves and evaluates nothing."""
+    steps = interval * (intervals + 3)
+    return ['--train-steps', steps, '--checkpoint-num-steps', steps,
+            '--log-step-count-steps', interval]
 
 
 def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,
@@ -149,8 +242,7 @@ def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,
         cmd = python_module(
             *entry, '--data-dir', data_dir, '--job-dir', job_dir,
             '--num-layers', num_layers, '--train-batch-size', batch_size,
-            '--train-steps', interval * (intervals + 3),
-            '--log-step-count-steps', interval, '--eval-steps', 1, *flags)
+            *window_flags(interval, intervals), '--eval-steps', 1, *flags)
         return progress_throughput(cmd, batch_size=batch_size, intervals=intervals,
                                    extra_env=extra_env)
 
@@ -170,6 +262,7 @@ def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=1
 def json_result(cmd, *, extra_env=None):
     """Runs a Keras reference `cmd` until it prints its JSON result line; returns it."""
     result = {}
+    mark = load_mark()
 
     def on_line(_, line, __):
         if line.startswith('{'):
@@ -178,7 +271,7 @@ def json_result(cmd, *, extra_env=None):
         return False
 
     stream_lines(cmd, on_line, extra_env=extra_env)
-    return result
+    return dict(result, load=load_since(mark))
 
 
 def summarize(values):

@@ -58,9 +58,7 @@ def train(train_files, eval_files, interval, intervals, streaming):
         cmd = common.python_module(
             'taxi_estimator.task', *(['--max-in-memory-mb', 0] if streaming else []),
             '--train-files', *train_files, '--eval-files', *eval_files,
-            '--job-dir', job_dir, '--train-steps', interval * (intervals + 3),
-            '--checkpoint-num-steps', interval * (intervals + 3),
-            '--log-step-count-steps', interval)
+            '--job-dir', job_dir, *common.window_flags(interval, intervals))
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
 
 
@@ -88,7 +86,7 @@ def main(argv=None):
             rows, csv_bytes / 2 ** 20, len(files),
             'made in %.0f s' % seconds if seconds else 'reused'), flush=True)
     runs = {}
-    loads = []
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         for rows in (sizes if repeat % 2 == 0 else sizes[::-1]):
             variants = {'csv': (data[rows]['files'], True),
@@ -96,7 +94,6 @@ def main(argv=None):
             if data[rows]['csv_mb'] <= taxi_trainer.DEFAULT_MAX_IN_MEMORY_MB:
                 variants['memory'] = (data[rows]['files'], False)
             for variant, (files, streaming) in variants.items():
-                loads.append(common.load_average())
                 result = train(files, args.eval_files, args.interval, args.intervals,
                                streaming)
                 runs.setdefault((rows, variant), []).append(result)
@@ -125,7 +122,7 @@ def main(argv=None):
                 table[small][variant]['rows_per_cpu_sec']['median']
                 / table[small]['memory']['rows_per_cpu_sec']['median'])
     results = {'machine': common.machine_info(), 'shards': args.shards,
-               'load_average_range': [min(loads), max(loads)], 'sizes': table,
+               'load_average_range': common.load_since(loads), 'sizes': table,
                'data': {str(k): {'csv_mb': v['csv_mb'],
                                  'cache_step_secs': v['cache_step_secs']}
                         for k, v in data.items()},

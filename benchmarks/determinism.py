@@ -20,13 +20,12 @@ def _command(trainer, args, job_dir, seeded):
         return common.python_module(
             'cifar10_estimator.cifar10_main', '--data-dir', args.cifar_data_dir,
             '--job-dir', job_dir, '--num-layers', args.num_layers,
-            '--train-steps', args.interval * (args.intervals + 3),
-            '--log-step-count-steps', args.interval, '--eval-steps', 1, *seed), 128
+            *common.window_flags(args.interval, args.intervals), '--eval-steps', 1,
+            *seed), 128
     return common.python_module(
         'taxi_estimator.task', '--train-files', *args.taxi_train_files, '--eval-files',
         *args.taxi_eval_files, '--job-dir', job_dir,
-        '--train-steps', 10 * args.interval * (args.intervals + 3),
-        '--log-step-count-steps', 10 * args.interval, *seed), 128
+        *common.window_flags(10 * args.interval, args.intervals), *seed), 128
 
 
 def main(argv=None):
@@ -43,7 +42,7 @@ def main(argv=None):
     common.quiet_tensorflow()
     results = {'machine': common.machine_info(), 'num_layers': args.num_layers,
                'trainers': {}}
-    loads = []
+    loads = common.load_mark()
     for trainer in ('cifar10', 'taxi'):
         runs = {variant: [] for variant in VARIANTS}
         per_cpu = {variant: [] for variant in VARIANTS}
@@ -51,7 +50,6 @@ def main(argv=None):
             for variant in VARIANTS:
                 with tempfile.TemporaryDirectory() as job_dir:
                     cmd, batch = _command(trainer, args, job_dir, variant == 'seeded')
-                    loads.append(common.load_average())
                     measured = common.progress_throughput(cmd, batch_size=batch,
                                                           intervals=args.intervals)
                 runs[variant].append(measured['examples_per_sec'])
@@ -68,7 +66,7 @@ def main(argv=None):
             summary['seeded']['per_cpu_second']['median']
             / summary['unseeded']['per_cpu_second']['median'])
         results['trainers'][trainer] = summary
-    results['load_average_range'] = [min(loads), max(loads)]
+    results['load_average_range'] = common.load_since(loads)
     rows = [[name, '%.1f' % s['unseeded']['median'], '%.1f' % s['seeded']['median'],
              '%.2f' % s['seeded_over_unseeded'],
              '%.2f' % s['seeded_over_unseeded_per_cpu_second']]

@@ -95,9 +95,11 @@ def delivered(dataset, batches, warmup):
         for _ in tf.range(n):
             next(iterator)
     pull(tf.constant(warmup))
+    common.sample_load(force=True)
     start, start_cpu = time.perf_counter(), time.process_time()
     pull(tf.constant(batches))
     examples = batches * BATCH
+    common.sample_load(force=True)
     return (examples / (time.perf_counter() - start),
             examples / (time.process_time() - start_cpu))
 
@@ -111,14 +113,20 @@ def _consumed():
         depths = results.get('resnet_throughput', {}).get('depths', {})
         for depth in ('44', '20', '56'):
             if 'estimator' in depths.get(depth, {}).get('variants', {}):
-                consumed['cifar10'] = {
-                    'what': 'ResNet-%s cifar10_main defaults' % depth,
-                    'examples_per_sec': depths[depth]['variants']['estimator']['median']}
+                consumed['cifar10'] = _consumption(
+                    'ResNet-%s cifar10_main defaults' % depth,
+                    depths[depth]['variants']['estimator'])
                 break
         taxi = results.get('taxi', {}).get('variants', {}).get('estimator')
         if taxi:
-            consumed['taxi'] = {'what': 'taxi_estimator.task defaults',
-                                'examples_per_sec': taxi['median']}
+            consumed['taxi'] = _consumption('taxi_estimator.task defaults', taxi)
+    return consumed
+
+
+def _consumption(what, summary):
+    consumed = {'what': what, 'examples_per_sec': summary['median']}
+    if 'per_cpu_second' in summary:
+        consumed['examples_per_cpu_sec'] = summary['per_cpu_second']['median']
     return consumed
 
 
@@ -147,12 +155,14 @@ def main(argv=None):
                for key, make in pipelines.items()}
     runs = {key: [] for key in pipelines}
     keys = list(pipelines)
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         for key in (keys if repeat % 2 == 0 else keys[::-1]):
             runs[key].append(delivered(pipelines[key](), batches[key],
                                        warmup=max(40, batches[key] // 10)))
     consumed = _consumed()
     results = {'machine': common.machine_info(), 'batch_size': BATCH,
+               'load_average_range': common.load_since(loads),
                'consumed_by_training': consumed, 'pipelines': {}}
     rows = []
     for (model, variant), values in runs.items():
@@ -161,6 +171,11 @@ def main(argv=None):
         if model in consumed:
             summary['times_training'] = (summary['median']
                                          / consumed[model]['examples_per_sec'])
+            if 'examples_per_cpu_sec' in consumed[model]:
+                # CPU-seconds of training per CPU-second of the pipeline: robust to load.
+                summary['times_training_per_cpu_second'] = (
+                    summary['per_cpu_second']['median']
+                    / consumed[model]['examples_per_cpu_sec'])
         results['pipelines']['%s/%s' % (model, variant)] = summary
         rows.append(['%s/%s' % (model, variant), '%.0f' % summary['median'],
                      '%.0f' % summary['min'], '%.0f' % summary['max'],

@@ -9,7 +9,8 @@ type, company embedding: `features.deep_inputs`) trained with Adam, logits
 added, sigmoid cross-entropy; the trainer's default learning rates and L2.
 Keras' `WideDeepModel` applies the two optimizers. `--steps-per-execution
 N` is Keras' many steps per call (its counterpart of the trainer's
-`--steps-per-loop`).
+`--steps-per-loop`); `--intra-op-threads`/`--inter-op-threads` its thread
+pools (the trainer's `--num-intra-threads`/`--num-inter-threads`).
 
     python -m benchmarks.keras_wide_deep --mode throughput --train-files T \
         --eval-files E --warmup-steps 200 --steps 600 [--steps-per-execution 32]
@@ -128,7 +129,13 @@ def main(argv=None):
     parser.add_argument('--eval-every', type=int, default=50, help='auc')
     parser.add_argument('--max-steps', type=int, default=3000, help='auc')
     parser.add_argument('--steps-per-execution', type=int, default=1)
+    parser.add_argument('--intra-op-threads', type=int, default=0,
+                        help='Threads inside one op (0: TensorFlow\'s default, one per core).')
+    parser.add_argument('--inter-op-threads', type=int, default=0,
+                        help='Ops run in parallel (0: TensorFlow\'s default).')
     args = parser.parse_args(argv)
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
 
     train = input_lib.scan(args.train_files, '--train-files')
     model = build_model(train.stats, steps_per_execution=args.steps_per_execution)

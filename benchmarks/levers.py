@@ -56,20 +56,19 @@ def main(argv=None):
     common.quiet_tensorflow()
     names = args.variants.split(',')
     runs = {name: [] for name in names}
-    loads = []
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         order = [n for n in names if n not in SLOW or repeat < args.repeats_slow]
         for name in (order if repeat % 2 == 0 else order[::-1]):
-            loads.append(common.load_average())
             value = common.estimator_throughput(
                 args.data_dir, num_layers=args.num_layers, interval=args.interval,
                 intervals=args.intervals, **VARIANTS[name][2])
             runs[name].append(value)
             print('lever %-22s %7.1f examples/sec, %7.1f per CPU-second (load %.2f)'
                   % (name, value['examples_per_sec'], value['examples_per_cpu_sec'],
-                     loads[-1]), flush=True)
+                     value['load'][1]), flush=True)
     results = {'machine': common.machine_info(), 'num_layers': args.num_layers,
-               'batch_size': 128, 'load_average_range': [min(loads), max(loads)],
+               'batch_size': 128, 'load_average_range': common.load_since(loads),
                'variants': {}}
     rows = []
     for name in names:

@@ -2,19 +2,23 @@
 
 For each depth, in one run, alternating the order every repeat:
 - `estimator`: `python -m cifar10_estimator.cifar10_main` with its defaults
-  (on a CPU with AMX-BF16 that is `--mixed-precision auto` = bfloat16);
-- `estimator_fp32`: the same with `--mixed-precision none`;
+  (`--mixed-precision auto`: bfloat16 on a CPU with native bfloat16);
+- `estimator_fp32` / `estimator_bf16`: the same with `--mixed-precision none`
+  or `bfloat16` (whichever is the default is `estimator` itself);
 - `keras_memory` / `keras_tfrecord`: the identical ResNet (`keras_resnet`)
   under `model.fit`, float32 (Keras' default), fed from numpy arrays in memory
   or from the same TFRecords through the same input pipeline;
 - `keras_tfrecord_bf16`: the Keras run with the `mixed_bfloat16` policy,
-  the like-for-like reference for the bfloat16 default.
-Steady state leaves out graph building and the first interval of steps.
+  the like-for-like reference for the trainer's bfloat16.
+Steady state leaves out graph building and the first interval of steps; the
+trainer saves (and evaluates) no checkpoint inside it, as `fit` does not.
+Examples per CPU-second count the process's own CPU time over the same
+window: the figure the targets are judged on when the machine was loaded.
 
 Also measured: the model's FLOPs per training example (TF profiler,
 forward + backward convolutions and dense layer) and the CPU's peak FLOP/s
-(best of repeated 4096x4096 matmuls, float32 and bfloat16), giving the
-fraction of peak each variant reaches.
+(best of repeated 4096x4096 matmuls, float32 and bfloat16, per wall second
+and per CPU-second), giving the fraction of peak each variant reaches.
 """
 import argparse
 import time
@@ -24,6 +28,7 @@ from benchmarks import common
 VARIANTS = {
     'estimator': ('estimator', {}),
     'estimator_fp32': ('estimator', {'flags': ['--mixed-precision', 'none']}),
+    'estimator_bf16': ('estimator', {'flags': ['--mixed-precision', 'bfloat16']}),
     'keras_memory': ('keras', {'source': 'memory'}),
     'keras_tfrecord': ('keras', {'source': 'tfrecord'}),
     'keras_tfrecord_bf16': ('keras', {'source': 'tfrecord',
@@ -34,8 +39,31 @@ RATIOS = (
     ('estimator', 'keras_tfrecord', 'defaults vs Keras defaults (float32)'),
     ('estimator', 'keras_memory', 'defaults vs Keras from memory (float32)'),
     ('estimator_fp32', 'keras_tfrecord', 'both float32'),
-    ('estimator', 'keras_tfrecord_bf16', 'both bfloat16'),
+    ('estimator_bf16', 'keras_tfrecord_bf16', 'both bfloat16'),
 )
+# Issue #33's targets: (ratio, at least, what) for ResNet-44, per CPU-second and
+# in wall time.
+TARGETS = (
+    ('estimator_bf16/keras_tfrecord_bf16', 1.0, 'both bfloat16 vs Keras mixed_bfloat16'),
+    ('estimator_fp32/keras_tfrecord', 1.0, 'both float32 vs Keras'),
+    ('estimator/keras_tfrecord', 1.2, 'trainer defaults vs Keras defaults'),
+)
+
+
+def aliases(default_type):
+    """Variants that are the same command as another with these defaults:
+    `estimator_bf16` is `estimator` where the default computes in bfloat16,
+    `estimator_fp32` where it computes in float32 (measured once, under the
+    default's name)."""
+    return {'estimator_bf16' if default_type == 'bfloat16' else 'estimator_fp32':
+            'estimator'}
+
+
+def bf16_variant(result):
+    """The estimator variant that trained in bfloat16 in `result`."""
+    if result.get('estimator_default_type') == 'bfloat16':
+        return 'estimator'
+    return 'estimator_bf16'
 
 
 def training_flops(num_layers, batch_size=128):
@@ -49,7 +77,7 @@ def training_flops(num_layers, batch_size=128):
             images = tf.compat.v1.placeholder(tf.float32, [batch_size, 32, 32, 3])
             labels = tf.compat.v1.placeholder(tf.int32, [batch_size])
             hparams = model.HParams(num_layers=num_layers, train_batch_size=batch_size)
-            model.model_fn({'images': images}, labels, mode, {'hparams': hparams})
+            model.model_fn({'images': images}, labels, mode, {'hparams': hparams}, None)
             options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
             options['output'] = 'none'
             profile = tf.compat.v1.profiler.profile(graph, options=options)
@@ -58,23 +86,30 @@ def training_flops(num_layers, batch_size=128):
 
 
 def peak_flops(size=4096, repeats=5, chain=3):
-    """Best FLOP/s of `size`^2 matmuls in float32 and bfloat16 (oneDNN, all cores)."""
+    """Best FLOP/s of `size`^2 matmuls in float32 and bfloat16 (oneDNN, all cores).
+
+    Returns ({dtype: FLOP/s of wall time}, {dtype: FLOP per CPU-second of this
+    process}): the second is what one core-second of CPU delivers at best,
+    steady under load, and compares with the per-CPU-second training figures.
+    """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     matmul = tf.function(tf.linalg.matmul)
-    peaks = {}
+    peaks, per_cpu = {}, {}
     for dtype in (tf.float32, tf.bfloat16):
         a = tf.cast(tf.random.normal([size, size]), dtype)
         b = tf.cast(tf.random.normal([size, size]), dtype)
         matmul(a, b).numpy()
-        best = 0.0
+        best = best_cpu = 0.0
         for _ in range(repeats):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(chain):
                 c = matmul(a, b)
             c.numpy()
-            best = max(best, chain * 2 * size ** 3 / (time.perf_counter() - start))
-        peaks[dtype.name] = best
-    return peaks
+            flops = chain * 2 * size ** 3
+            best = max(best, flops / (time.perf_counter() - start))
+            best_cpu = max(best_cpu, flops / (time.process_time() - start_cpu))
+        peaks[dtype.name], per_cpu[dtype.name] = best, best_cpu
+    return peaks, per_cpu
 
 
 def run_variant(name, data_dir, num_layers, interval, intervals):
@@ -91,7 +126,7 @@ def run_variant(name, data_dir, num_layers, interval, intervals):
 def compute_type(name, estimator_default):
     if name == 'estimator':
         return estimator_default
-    return 'bfloat16' if 'bf16' in name else 'float32'
+    return 'bfloat16' if name.endswith('bf16') else 'float32'
 
 
 def main(argv=None):
@@ -102,7 +137,9 @@ def main(argv=None):
                         help='Repeats for ResNet-44 (the target); other depths get '
                              'one fewer, at least 1.')
     parser.add_argument('--variants', default=','.join(VARIANTS),
-                        help='Variants for ResNet-44; other depths skip keras_*_bf16.')
+                        help='Variants for ResNet-44; other depths skip *_bf16. The '
+                             'estimator variant with the default compute type runs '
+                             'once, as `estimator`.')
     parser.add_argument('--interval', type=int, default=8,
                         help='Steps per progress interval.')
     parser.add_argument('--intervals', type=int, default=2,
@@ -113,34 +150,36 @@ def main(argv=None):
     default_type = devices.resolve_mixed_precision('auto', 0)
     default_type = 'float32' if default_type == 'none' else default_type
     info = common.machine_info()
-    peaks = peak_flops()
-    print('Peak (4096^2 matmul): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s'
-          % (peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9))
-    results = {'machine': info, 'peak_flops': peaks, 'batch_size': 128,
-               'estimator_default_type': default_type,
+    peaks, peaks_per_cpu = peak_flops()
+    print('Peak (4096^2 matmul): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s; per '
+          'CPU-second %.1f and %.1f GFLOP' % (
+              peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9,
+              peaks_per_cpu['float32'] / 1e9, peaks_per_cpu['bfloat16'] / 1e9))
+    results = {'machine': info, 'peak_flops': peaks, 'peak_flops_per_cpu_second': peaks_per_cpu,
+               'batch_size': 128, 'estimator_default_type': default_type,
                'interval': args.interval, 'intervals': args.intervals, 'depths': {}}
+    same_as = aliases(default_type)
     started = time.time()
     for num_layers in [int(d) for d in args.depths.split(',')]:
-        variants = args.variants.split(',')
+        variants = [v for v in args.variants.split(',') if v not in same_as]
         repeats = args.repeats
         if num_layers != 44:
             variants = [v for v in variants if not v.endswith('_bf16')]
             repeats = max(1, repeats - 1)
         forward, train = training_flops(num_layers)
         runs = {name: [] for name in variants}
-        loads = []
+        loads = common.load_mark()
         for repeat in range(repeats):
             for name in (variants if repeat % 2 == 0 else variants[::-1]):
-                loads.append(common.load_average())
                 value = run_variant(name, args.data_dir, num_layers, args.interval,
                                     args.intervals)
                 runs[name].append(value)
                 print('ResNet-%d %-20s %7.1f examples/sec, %7.1f per CPU-second '
                       '(load %.2f)' % (num_layers, name, value['examples_per_sec'],
-                                       value['examples_per_cpu_sec'], loads[-1]),
+                                       value['examples_per_cpu_sec'], value['load'][1]),
                       flush=True)
         depth = {'forward_flops': forward, 'training_flops': train,
-                 'load_average_range': [min(loads), max(loads)], 'variants': {},
+                 'load_average_range': common.load_since(loads), 'variants': {},
                  'ratios': {}}
         for name, values in runs.items():
             summary = common.summarize([v['examples_per_sec'] for v in values])
@@ -149,18 +188,22 @@ def main(argv=None):
             summary['fraction_of_peak'] = summary['median'] * train / peaks[kind]
             summary['per_cpu_second'] = common.summarize(
                 [v['examples_per_cpu_sec'] for v in values])
+            summary['fraction_of_peak_per_cpu_second'] = (
+                summary['per_cpu_second']['median'] * train / peaks_per_cpu[kind])
             depth['variants'][name] = summary
         for numerator, denominator, meaning in RATIOS:
-            if numerator in runs and denominator in runs:
+            top, bottom = same_as.get(numerator, numerator), same_as.get(denominator,
+                                                                          denominator)
+            if top in runs and bottom in runs:
                 ratios = [a['examples_per_sec'] / b['examples_per_sec']
-                          for a, b in zip(runs[numerator], runs[denominator])]
+                          for a, b in zip(runs[top], runs[bottom])]
                 depth['ratios']['%s/%s' % (numerator, denominator)] = {
                     'meaning': meaning, **common.summarize(ratios),
-                    'of_medians': (depth['variants'][numerator]['median']
-                                   / depth['variants'][denominator]['median']),
+                    'of_medians': (depth['variants'][top]['median']
+                                   / depth['variants'][bottom]['median']),
                     'per_cpu_second': (
-                        depth['variants'][numerator]['per_cpu_second']['median']
-                        / depth['variants'][denominator]['per_cpu_second']['median'])}
+                        depth['variants'][top]['per_cpu_second']['median']
+                        / depth['variants'][bottom]['per_cpu_second']['median'])}
         results['depths'][str(num_layers)] = depth
         common.print_table(
             'ResNet-%d, batch 128: steady-state examples/sec (%.0f training MFLOP/example)'

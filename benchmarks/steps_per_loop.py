@@ -35,10 +35,7 @@ def throughput(argv, batch, interval, intervals, steps_per_loop, baseline_dir=No
     flags = [] if steps_per_loop == 'baseline' else ['--steps-per-loop', steps_per_loop]
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = common.python_module(
-            *argv, '--job-dir', job_dir, *flags,
-            '--train-steps', interval * (intervals + 3),
-            '--checkpoint-num-steps', interval * (intervals + 3),
-            '--log-step-count-steps', interval)
+            *argv, '--job-dir', job_dir, *flags, *common.window_flags(interval, intervals))
         return common.progress_throughput(
             cmd, batch_size=batch, intervals=intervals,
             root=baseline_dir if steps_per_loop == 'baseline' else common.REPO_ROOT)
@@ -60,11 +57,10 @@ def main(argv=None):
     trainers = {name: spec for name, spec in _trainers(args).items()
                 if name in args.trainers.split(',')}
     runs = {}
-    loads = []
+    loads = common.load_mark()
     for repeat in range(args.repeats):
         for name, (trainer_argv, batch, interval, sweep) in trainers.items():
             for n in (sweep if repeat % 2 == 0 else sweep[::-1]):
-                loads.append(common.load_average())
                 result = throughput(trainer_argv, batch, interval, args.intervals, n,
                                     args.baseline_dir)
                 runs.setdefault(name, {}).setdefault(str(n), []).append(result)
@@ -83,7 +79,7 @@ def main(argv=None):
             summary['vs_1_per_cpu_second'] = summary['per_cpu_second']['median'] / one_cpu
             table[name][n] = summary
     results = {'machine': common.machine_info(),
-               'load_average_range': [min(loads), max(loads)], 'trainers': table}
+               'load_average_range': common.load_since(loads), 'trainers': table}
     common.print_table(
         'Examples/sec by --steps-per-loop', ['trainer', 'N', 'examples/sec', 'x N=1',
                                              'x N=1 per CPU-s'],

@@ -82,8 +82,8 @@ class Cifar10Runtime(declaration.Runtime):
                 '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
         mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision,
                                                               task.num_gpus)
-        tf.compat.v1.logging.info('Mixed precision: %s%s', mixed_precision,
-                                  ' (auto)' if args.mixed_precision == 'auto' else '')
+        tf.compat.v1.logging.info('Mixed precision: %s', devices_lib.describe_mixed_precision(
+            args.mixed_precision, task.num_gpus))
         warning = devices_lib.float16_without_gpu_warning(mixed_precision, task.num_gpus)
         if warning:
             tf.compat.v1.logging.warning('%s', warning)

@@ -112,6 +112,9 @@ class Trainer:
         default evaluation interval (`checkpoints.plan`).
       steps_per_loop: `--steps-per-loop` default: training steps per
         Session.run (`steps_loop`), measured per trainer (benchmarks/).
+      num_intra_threads, num_inter_threads: `--num-intra-threads` and
+        `--num-inter-threads` defaults (0: one per core, TensorFlow's choice),
+        measured per trainer (benchmarks/).
       mixed_precision: offer `--mixed-precision`.
       precise_batch_norm: the model has batch norm and registers its
         re-estimation (`precise_bn`): offer `--[no-]precise-batch-norm`, on by
@@ -130,6 +133,8 @@ class Trainer:
     train_steps = None
     checkpoint_steps = 1000
     steps_per_loop = 1
+    num_intra_threads = 0
+    num_inter_threads = 0
     mixed_precision = False
     precise_batch_norm = False
     local_args = ()
@@ -191,7 +196,9 @@ class Trainer:
                                       steps_per_loop=self.steps_per_loop)
         if self.precise_batch_norm:
             flags.add_precise_batch_norm_flag(parser)
-        flags.add_performance_flags(parser, mixed_precision=self.mixed_precision)
+        flags.add_performance_flags(parser, mixed_precision=self.mixed_precision,
+                                    num_intra_threads=self.num_intra_threads,
+                                    num_inter_threads=self.num_inter_threads)
         flags.add_runtime_flags(parser)
         flags.add_distribution_flags(parser)
         return parser

@@ -264,9 +264,11 @@ PRECISE_BN_BATCHES = 10
 MIXED_PRECISION_TYPES = ('auto', 'none', 'bfloat16', 'float16')
 
 
-def add_performance_flags(parser, *, mixed_precision=False):
+def add_performance_flags(parser, *, mixed_precision=False, num_intra_threads=0,
+                          num_inter_threads=0):
     """Threading and device-placement flags; `--mixed-precision` for trainers
-    whose model_fn implements it (`mixed_precision=True`)."""
+    whose model_fn implements it (`mixed_precision=True`). `num_*_threads`:
+    the trainer's thread pool defaults (0: one per core, TensorFlow's choice)."""
     group = parser.add_argument_group('performance')
     if mixed_precision:
         group.add_argument(
@@ -274,15 +276,17 @@ def add_performance_flags(parser, *, mixed_precision=False):
             help='Compute in low precision with float32 variables and a float32 '
                  'loss: bfloat16 for CPUs with AVX512_BF16/AMX, float16 (with '
                  'dynamic loss scaling) for GPUs. auto: bfloat16 when training on '
-                 'a CPU with AMX-BF16 (measured 1.4-1.5x faster), else none. '
+                 'a CPU that computes it natively (AMX-BF16 or AVX512_BF16) with '
+                 'oneDNN on (measured 1.4-1.5x faster), else none. '
                  'float16 without a GPU is slow (a warning says so). '
                  'Exports always compute in float32.')
     group.add_argument(
-        '--num-intra-threads', type=non_negative_int, default=0,
-        help='Threads inside one op (0: the number of CPU cores).')
+        '--num-intra-threads', type=non_negative_int, default=num_intra_threads,
+        help='Threads inside one op (0: the number of CPU cores; default %d).'
+             % num_intra_threads)
     group.add_argument(
-        '--num-inter-threads', type=non_negative_int, default=0,
-        help='Ops run in parallel (0: TensorFlow chooses).')
+        '--num-inter-threads', type=non_negative_int, default=num_inter_threads,
+        help='Ops run in parallel (0: TensorFlow chooses; default %d).' % num_inter_threads)
     group.add_argument(
         '--log-device-placement', action=argparse.BooleanOptionalAction,
         default=False, help='Log the device each op is placed on.')

@@ -33,6 +33,25 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
     return config
 
 
+def configure_threads(num_intra_threads=0, num_inter_threads=0):
+    """Sizes TensorFlow's process-wide thread pools to the `--num-*-threads` flags.
+
+    Call it before any TensorFlow op runs. The kernels' intra-op pool belongs
+    to the process: the first op that runs (a data check, say) creates it from
+    the eager context's settings, and every Session shares it whatever its
+    ConfigProto asks for, so `session_config` alone left `--num-intra-threads`
+    without effect on the kernels. Once TensorFlow is running the pools stay
+    as they are; returns whether they were configured.
+    """
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(
+            num_intra_threads or os.cpu_count() or 1)
+        tf.config.threading.set_inter_op_parallelism_threads(num_inter_threads)
+    except RuntimeError:  # TensorFlow is running already (a caller in this process)
+        return False
+    return True
+
+
 def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session=None,
                     distribution=None, train_distribute=None, max_worker_delay_secs=None):
     """RunConfig for `job_dir`, which never saves checkpoints or summaries by itself.

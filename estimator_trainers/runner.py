@@ -7,10 +7,11 @@ owns the order of everything else; each step is where it is for a reason:
    normalised form, because `tf.estimator.RunConfig` reads `TF_CONFIG` itself;
    then stop signals are taken over (`faults.Termination`), so that SIGTERM,
    Ctrl-C or SIGHUP end the task wherever it is from here on.
-2. Devices and the distribution strategy are resolved, and the strategy is
-   built, before any TensorFlow op runs (reading data included):
-   `multi_worker_mirrored` must configure collectives first, once its peers
-   accept connections.
+2. TensorFlow's thread pools are sized to the flags, then devices and the
+   distribution strategy are resolved, and the strategy is built, before any
+   TensorFlow op runs (reading data included): the first op fixes the
+   process's pools, and `multi_worker_mirrored` must configure collectives
+   first, once its peers accept connections.
 3. A parameter server stops here and serves variables; it needs no data.
 4. A job-dir another user owns is refused, then the trainer's runtime
    (`declaration.Runtime.check`) validates every input; nothing has been
@@ -68,6 +69,7 @@ def run(trainer, args):
                                      quick_exit_secs=0 if cluster.is_ps else None,
                                      serves=cluster.is_ps).install()
     with termination.ending_run():
+        run_config.configure_threads(args.num_intra_threads, args.num_inter_threads)
         task, steps_per_loop = _task(trainer, args, environ, termination)
         cluster = task.cluster
         if cluster.is_ps:

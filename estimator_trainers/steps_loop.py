@@ -33,7 +33,10 @@ The construction, and why:
   summaries, those a model_fn's hook fetches (`summaries.hook_summaries`),
   the progress values) cannot be fetched from inside a loop: each is copied into
   a local (unsaved) variable at every step and read after the loop; the
-  model_fn's own hooks have their fetches mapped to those copies. Hooks of
+  model_fn's own hooks have their fetches mapped to those copies. The batch
+  metrics (`summaries.batch_accuracy`, `batch_auc`) are computed at the last
+  step only, where this task alone moves the global step (it knows that step
+  in advance): every other step's would be overwritten unread. Hooks of
   the training driver learn the step a run ended at and how many steps it
   ran from `run_steps`, with or without a loop.
 
@@ -92,12 +95,15 @@ def wrap(estimator, loop_settings):
         with _without_repeated_lines():  # the wrapping Estimator logs the call
             return public_model_fn(*args)
 
+    # Only this task moves the global step: one step per iteration.
+    alone = estimator.config.num_worker_replicas <= 1
+
     def looped_model_fn(features, labels, mode, config):
         if mode != tf.estimator.ModeKeys.TRAIN:
             return model_fn(features, labels, mode, config)
         if loop_settings.steps_per_loop == 1:
             return _one_step(model_fn(features, labels, mode, config), loop_settings)
-        return _build(model_fn, config, loop_settings)
+        return _build(model_fn, config, loop_settings, alone)
 
     with _without_repeated_lines():  # the wrapped Estimator said 'Using config: ...'
         return tf.estimator.Estimator(model_fn=looped_model_fn, config=estimator.config)
@@ -131,7 +137,7 @@ def _one_step(spec, loop_settings):
     return spec
 
 
-def _build(model_fn, config, loop_settings):
+def _build(model_fn, config, loop_settings, alone):
     graph = tf.compat.v1.get_default_graph()
     iterator = _ITERATORS.get(graph)
     if iterator is None:
@@ -149,10 +155,15 @@ def _build(model_fn, config, loop_settings):
         return tf.logical_and(more, tf.logical_or(tf.equal(i, 0), tf.reduce_all(unaligned)))
 
     def body(i, step):
-        del step  # read again after this step's update
+        # Where this task alone moves the global step, a step ends the loop iff
+        # `cond` fails on (i + 1, step + 1): only that step's batch metrics are
+        # read after the loop, so only it computes them. (Returned: the global
+        # step read again after this step's update.)
+        last = tf.logical_not(cond(i + 1, step + 1)) if alone else None
         batch = iterator.get_next()
         features, labels = batch if isinstance(batch, (tuple, list)) else (batch, None)
-        spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, config)
+        with summaries.batch_metrics_when(last):
+            spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, config)
         progress = summaries.progress_values()
         to_copy = _tensors_to_copy(spec, progress, tf.compat.v1.get_default_graph())
         mirrors = [_mirror(t) for t in to_copy]

@@ -68,6 +68,11 @@ class TaxiTrainer(declaration.Trainer):
     # A step is ~1 ms of small ops: the per-Session.run overhead is worth saving
     # (benchmarks/RESULTS.md, steps_per_loop); runs end at every boundary anyway.
     steps_per_loop = 32
+    # Ops of microseconds gain nothing from a second thread, and waking one
+    # cost more than the work (ResourceApplyAdam on 8k floats: 5 us on one
+    # thread, 45-90 us split over two); tf.data's own threads feed the step.
+    num_intra_threads = 1
+    num_inter_threads = 1
 
     def add_flags(self, parser):
         parser.epilog = (

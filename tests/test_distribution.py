@@ -16,6 +16,7 @@ from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
 from estimator_trainers import errors
+from estimator_trainers import registry
 from estimator_trainers import run_config
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
@@ -283,3 +284,33 @@ def test_more_steps_per_loop_than_a_strategy_holds_is_refused(name, cluster, str
     assert str(caught.value).startswith(
         '--steps-per-loop=8 cannot run under --distribution-strategy=%s' % strategy)
     assert caught.value.flag == '--steps-per-loop'
+
+
+# The pools must be sized before TensorFlow runs: the first op fixes the
+# process's kernel pool, which every Session then shares whatever its
+# ConfigProto says. A fresh process, as a task is.
+_THREADS = '''
+import tensorflow as tf
+from estimator_trainers import run_config
+print(run_config.configure_threads(1, 1))
+tf.constant(1.0) + 1.0  # TensorFlow runs from here: the pools are fixed
+print(tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+print(run_config.configure_threads(2, 2))
+print(tf.config.threading.get_intra_op_parallelism_threads())
+'''
+
+
+def test_thread_flags_size_the_process_pools_before_tensorflow_runs():
+    proc = processes.run([sys.executable, '-c', _THREADS], 120, cwd=REPO_ROOT,
+                         env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ['True', '1', '1', 'False', '1']
+
+
+def test_trainers_declare_their_thread_defaults():
+    taxi = registry.get('taxi').parse_args(['--train-files', 'x', '--eval-files', 'x',
+                                            '--job-dir', 'j'])
+    assert (taxi.num_intra_threads, taxi.num_inter_threads) == (1, 1)
+    cifar = registry.get('cifar10').parse_args(['--data-dir', 'd', '--job-dir', 'j'])
+    assert (cifar.num_intra_threads, cifar.num_inter_threads) == (0, 0)

@@ -5,11 +5,15 @@ then reads the checkpoint and the graphs it saved.
 """
 import glob
 import os
+import sys
 
 import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+import processes
+from conftest import cli_env
+from conftest import REPO_ROOT
 from conftest import run_module
 from estimator_trainers import devices
 
@@ -59,22 +63,53 @@ def test_trains_with_float32_variables(compute_type, cifar10_data_dir, tmp_path)
     assert _conv_types(saved_model.meta_graphs[0].graph_def) == {'float32'}
 
 
-def test_auto_picks_bfloat16_only_on_cpus_with_amx(tmp_path):
-    amx = tmp_path / 'amx'
-    amx.write_text('processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 '
-                   'amx_tile\n')
-    plain = tmp_path / 'plain'
-    plain.write_text('processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n')
-    assert devices.cpu_has_amx_bf16(str(amx))
-    assert not devices.cpu_has_amx_bf16(str(plain))
-    assert not devices.cpu_has_amx_bf16(str(tmp_path / 'missing'))
+def _cpuinfo(tmp_path, name, flags):
+    path = tmp_path / name
+    path.write_text('processor\t: 0\nflags\t\t: fpu %s\n' % flags)
+    return str(path)
 
-    has_amx = devices.cpu_has_amx_bf16()
-    assert devices.resolve_mixed_precision('auto', 0) == (
-        'bfloat16' if has_amx else 'none')
+
+def test_auto_picks_bfloat16_where_the_cpu_computes_it_natively(tmp_path, monkeypatch):
+    amx = _cpuinfo(tmp_path, 'amx', 'avx512f avx512_bf16 amx_bf16 amx_tile')
+    zen4 = _cpuinfo(tmp_path, 'zen4', 'avx2 avx512f avx512_bf16')
+    plain = _cpuinfo(tmp_path, 'plain', 'avx2 avx512f')
+    assert devices.native_bfloat16_flags(amx) == ('amx_bf16', 'avx512_bf16')
+    assert devices.native_bfloat16_flags(zen4) == ('avx512_bf16',)
+    assert devices.native_bfloat16_flags(plain) == ()
+    assert devices.native_bfloat16_flags(str(tmp_path / 'missing')) == ()
+
+    for cpuinfo in (amx, zen4):
+        compute, reason = devices.auto_mixed_precision(0, cpuinfo)
+        assert compute == 'bfloat16' and 'natively' in reason
+    compute, reason = devices.auto_mixed_precision(0, plain)
+    assert compute == 'none' and 'no native bfloat16' in reason
+    compute, reason = devices.auto_mixed_precision(1, amx)
+    assert compute == 'none' and 'GPU' in reason
+    # Without oneDNN, TensorFlow's Eigen kernels emulate bfloat16: float32 is faster.
+    monkeypatch.setattr(devices, 'onednn_enabled', lambda: False)
+    compute, reason = devices.auto_mixed_precision(0, amx)
+    assert compute == 'none' and 'TF_ENABLE_ONEDNN_OPTS=0' in reason
+
+
+def test_auto_on_this_machine_and_explicit_settings():
+    native = devices.native_bfloat16_flags() and devices.onednn_enabled()
+    assert devices.resolve_mixed_precision('auto', 0) == ('bfloat16' if native else 'none')
     assert devices.resolve_mixed_precision('auto', 1) == 'none'
+    assert devices.describe_mixed_precision('auto', 0).startswith(
+        devices.resolve_mixed_precision('auto', 0) + ' (auto: ')
     for explicit in ('none', 'bfloat16', 'float16'):
         assert devices.resolve_mixed_precision(explicit, 0) == explicit
+        assert devices.describe_mixed_precision(explicit, 0) == explicit
+
+
+def test_onednn_off_is_seen_by_a_fresh_process():
+    code = ('from estimator_trainers import devices; '
+            'print(devices.onednn_enabled(), devices.auto_mixed_precision(0)[0])')
+    for value, expected in (('0', 'False none'), ('1', 'True ')):
+        proc = processes.run([sys.executable, '-c', code], 120, cwd=REPO_ROOT,
+                             env=cli_env({'TF_ENABLE_ONEDNN_OPTS': value}))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip().startswith(expected), proc.stdout
 
 
 def test_flag_rejects_unknown_types(tmp_path):
@@ -95,3 +130,11 @@ def test_float16_without_a_gpu_is_warned_in_one_line_naming_bfloat16(setting, nu
     assert bool(warning) == warned
     if warned:
         assert '\n' not in warning and '--mixed-precision bfloat16' in warning
+
+
+def test_start_up_line_says_what_auto_chose_and_why(tmp_path):
+    # The line comes before the data check, so an empty --data-dir is enough.
+    proc = run_module(MAIN, '--data-dir', str(tmp_path), '--job-dir', str(tmp_path / 'job'),
+                      check=2)
+    compute, reason = devices.auto_mixed_precision(0)
+    assert 'Mixed precision: %s (auto: %s)' % (compute, reason) in proc.stderr

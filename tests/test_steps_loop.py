@@ -19,6 +19,7 @@ import taxi_trips
 from conftest import one_error_line, run_module
 from estimator_trainers import run_steps
 from estimator_trainers import steps_loop
+from estimator_trainers import summaries
 from taxi_trips import final_metrics
 
 TAXI = 'taxi_estimator.task'
@@ -243,3 +244,63 @@ def test_refused_with_cifar10_sync_replicas(tmp_path):
     proc = run_module('cifar10_estimator.cifar10_main', '--data-dir', tmp_path / 'none',
                       '--job-dir', tmp_path / 'job', '--sync', '--steps-per-loop', '4')
     one_error_line(proc, '--steps-per-loop=4 cannot run with --sync')
+
+
+class _ProgressRecorder(tf.compat.v1.train.SessionRunHook):
+    """Records (global step after the run, progress values) of every Session.run."""
+
+    def begin(self):
+        self.fetches = {'progress': summaries.progress_values(),
+                        'steps': run_steps.step_fetches()}
+        self.runs = []
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self.fetches)
+
+    def after_run(self, run_context, run_values):
+        step, _ = run_steps.steps_done(run_values.results['steps'])
+        self.runs.append((step, dict(run_values.results['progress'])))
+
+
+def _counting_estimator(model_dir):
+    """The toy model with a batch metric (the mean of x) that counts its computations."""
+    def model_fn(features, labels, mode):
+        w = tf.compat.v1.get_variable('w', [], initializer=tf.zeros_initializer())
+        computed = tf.compat.v1.get_variable('computed', [], tf.float32,
+                                             tf.zeros_initializer(), trainable=False)
+        x = tf.cast(features['x'], tf.float32)
+        loss = tf.reduce_mean((w * x - tf.cast(labels, tf.float32)) ** 2)
+
+        def mean_of_x():
+            with tf.control_dependencies([computed.assign_add(1.0)]):
+                return tf.reduce_mean(x)
+        summaries.log_progress('mean_x', summaries.when_due(mean_of_x))
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(1e-4).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    config = tf.estimator.RunConfig(model_dir=model_dir, save_summary_steps=0,
+                                    save_checkpoints_steps=10 ** 6, log_step_count_steps=None)
+    return tf.estimator.Estimator(model_fn=model_fn, config=config)
+
+
+def test_batch_metrics_are_computed_only_at_the_step_that_ends_a_loop(tmp_path):
+    """Only the last step's batch metrics are read after a loop; the others'
+    are not computed, and what is read is what one step per run reads."""
+    seen = {}
+    for n in (1, 8):
+        model_dir = str(tmp_path / ('loop%d' % n))
+        settings = steps_loop.settings(n, train_steps=20, every_steps=[5])
+        estimator = steps_loop.wrap(_counting_estimator(model_dir), settings)
+        recorder = _ProgressRecorder()
+        estimator.train(steps_loop.wrap_input_fn(_input_fn) if n > 1 else _input_fn,
+                        max_steps=20, hooks=[recorder])
+        seen[n] = (recorder.runs, tf.train.load_variable(model_dir, 'computed'))
+    runs_of_8, computed_of_8 = seen[8]
+    assert [step for step, _ in runs_of_8] == [5, 10, 15, 20]
+    assert computed_of_8 == 4  # one per run, at its last step
+    one_per_run = dict(seen[1][0])
+    assert seen[1][1] == 20
+    for step, progress in runs_of_8:
+        # Batch k (from 0) holds x = 4k .. 4k + 3; step k + 1 trains on it.
+        assert progress['mean_x'] == one_per_run[step]['mean_x'] == 4 * (step - 1) + 1.5

@@ -37,7 +37,7 @@ def _table(text):
 # user_files.
 ALLOWED = _table("""
 # The kernel's files.
-estimator_trainers/devices.py   cpu_has_amx_bf16    /proc/cpuinfo
+estimator_trainers/devices.py   native_bfloat16_flags  /proc/cpuinfo
 estimator_trainers/host.py      cpu_model           /proc/cpuinfo
 estimator_trainers/host.py      _meminfo_bytes      /proc/meminfo
 estimator_trainers/host.py      process_started_at  /proc/self/stat and /proc/uptime

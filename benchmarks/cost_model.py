@@ -1,0 +1,204 @@
+"""The per-step cost model of parameter-server training, fitted to benchmark 4,
+and what it predicts for Vertex AI machine shapes (docs/performance-model.md).
+
+One global step of a worker with batch `b` costs, in CPU-seconds of all the
+cluster's tasks together,
+
+    b * c  +  f  +  beta * B
+
+`c`: one process's CPU-seconds per example (benchmark 4's single process);
+`B`: the bytes the step moves between the worker and the parameter server
+(the variables read, the gradients and batch-norm statistics sent); `f`: a
+fixed cost per step (the RunGraph calls and their set-up on both sides, a
+tensor transfer per variable: the two ResNets' tensor counts grow with their
+bytes, so one term covers both). `f` and `beta` are fitted to the two
+ResNets; the taxi model, with 1% of their bytes, at two batch sizes, checks
+them. For a cloud shape the same CPU costs are split by task (the measured
+share of the parameter server) and spread over that machine's cores; the
+network adds its bandwidth and round trips. Cluster examples/sec is the
+least of what the workers compute, what the parameter server's cores and
+what its network carries.
+
+    python -m benchmarks.cost_model [--results R.json]
+"""
+import argparse
+import json
+
+import numpy as np
+
+from benchmarks import common
+from benchmarks import roofline
+
+FLOAT_BYTES = 4
+# Round trips a worker step waits for in sequence: variables in, gradients out.
+ROUND_TRIPS = 2
+# Same-zone round trip between Compute Engine VMs, seconds (typical, not measured).
+ROUND_TRIP_SECS = 200e-6
+
+
+def resnet_facts(num_layers):
+    """(variables, parameters, batch-norm statistic elements updated per step) of
+    the CIFAR ResNet: a kernel per convolution (6n + 1), a scale and an offset
+    per batch norm, the dense kernel and bias."""
+    convolutions = num_layers - 1
+    variables = 3 * convolutions + 2
+    blocks = (num_layers - 2) // 6
+    channels = 16 + sum(2 * blocks * c for _, _, c in roofline.STAGES)
+    return variables, roofline.parameters(num_layers), convolutions, 2 * channels
+
+
+def taxi_facts():
+    """The same for the taxi model with its default layers: the linear weights and
+    bias, the company embedding, the DNN's kernels and biases; no batch norm."""
+    from taxi_estimator import features  # pylint: disable=g-import-not-at-top
+    widths = [len(features.NUMBER_COLUMNS) + features.PAYMENT_IDS + features.EMBEDDING_DIM,
+              32, 16, 1]
+    dnn = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    params = (features.WIDE_BUCKETS + 1) + features.COMPANY_BUCKETS * features.EMBEDDING_DIM + dnn
+    return 3 + 2 * (len(widths) - 1), params, 0, 0
+
+
+def step_traffic(name):
+    """(tensors, bytes) a global step moves between a worker and the ps for a
+    benchmark 4 trainer."""
+    if name.startswith('taxi'):
+        variables, params, statistics, elements = taxi_facts()
+    else:
+        variables, params, statistics, elements = resnet_facts(int(name.split('-')[-1]))
+    tensors = 2 * variables + 2 * statistics + 2  # + the global step, read and incremented
+    return tensors, FLOAT_BYTES * (2 * params + elements)
+
+
+def points(cluster_result):
+    """Per trainer: (worker batch, CPU-s per example alone, measured overhead CPU-s
+    per global step, tensors, bytes, the ps's share of the cluster's CPU)."""
+    found = {}
+    for name, t in cluster_result['trainers'].items():
+        if 'efficiency_per_cpu_second' not in t:
+            continue
+        batch = t.get('global_batch') or (1024 if '1024' in name else 128)  # older results
+        per_example = 1.0 / t['single_process']['per_cpu_second']['median']
+        worker_batch = batch // 2
+        overhead = t['cluster_cpu_seconds_per_global_step'] - worker_batch * per_example
+        tensors, moved = step_traffic(name)
+        found[name] = {'worker_batch': worker_batch, 'cpu_per_example': per_example,
+                       'overhead': overhead, 'tensors': tensors, 'bytes': moved,
+                       'ps_share': t['tasks'].get('ps-0', {}).get('cpu_share', 0.0),
+                       'efficiency': t['efficiency_per_cpu_second']}
+    return found
+
+
+def fit(found, names):
+    """Least-squares (f, beta), neither negative, from the trainers `names`."""
+    rows = np.array([[1.0, found[n]['bytes']] for n in names])
+    overheads = np.array([found[n]['overhead'] for n in names])
+    coefficients, *_ = np.linalg.lstsq(rows, overheads, rcond=None)
+    return tuple(max(0.0, float(x)) for x in coefficients)
+
+
+def overhead(params, moved):
+    f, beta = params
+    return f + beta * moved
+
+
+def efficiency(point, params):
+    """Predicted cluster examples per CPU-second / one process's."""
+    compute = point['worker_batch'] * point['cpu_per_example']
+    return compute / (compute + overhead(params, point['bytes']))
+
+
+# Vertex AI shapes: (machine, vCPUs, network Gbit/s: 2 per vCPU, at most 16 on N1).
+MACHINES = (('n1-standard-4', 4, 8.0), ('n1-standard-8', 8, 16.0),
+            ('n1-standard-16', 16, 16.0))
+
+
+def predict(point, params, workers, worker_vcpus, ps_vcpus, gbits, compute_scale=1.0):
+    """(examples/sec, what bounds it, one worker's examples/sec without overhead) of
+    `workers` workers and one ps (N1: two vCPUs per core). `compute_scale`:
+    CPU per example there / here (N1 has no native bfloat16: float32's cost)."""
+    cores, ps_cores = worker_vcpus / 2, ps_vcpus / 2
+    point = dict(point, cpu_per_example=point['cpu_per_example'] * compute_scale)
+    step_overhead = overhead(params, point['bytes'])
+    ps_cpu = point['ps_share'] * (point['worker_batch'] * point['cpu_per_example']
+                                  + step_overhead)
+    worker_cpu = point['worker_batch'] * point['cpu_per_example'] + step_overhead - ps_cpu
+    bandwidth = gbits * 1e9 / 8
+    step_secs = (worker_cpu / cores + ROUND_TRIPS * ROUND_TRIP_SECS
+                 + point['bytes'] / bandwidth)
+    limits = {'workers': workers * point['worker_batch'] / step_secs,
+              'ps CPU': ps_cores * point['worker_batch'] / max(ps_cpu, 1e-12),
+              'ps network': bandwidth * point['worker_batch'] / point['bytes']}
+    bound = min(limits, key=limits.get)
+    return limits[bound], bound, point['worker_batch'] / (worker_cpu / cores)
+
+
+def float32_cost(results):
+    """CPU per example in float32 / in the trainer's default type, for ResNet-44
+    (benchmark 1), or 1 where the default is float32 or it was not measured."""
+    depth = results.get('resnet_throughput', {}).get('depths', {}).get('44', {})
+    variants = depth.get('variants', {})
+    if results.get('resnet_throughput', {}).get('estimator_default_type') != 'bfloat16' \
+            or 'estimator_fp32' not in variants:
+        return 1.0
+    return (variants['estimator']['per_cpu_second']['median']
+            / variants['estimator_fp32']['per_cpu_second']['median'])
+
+
+def summary(results, workers=(1, 4, 16)):
+    """The fit, its check on this machine and the cloud predictions, as table rows."""
+    found = points(results['cluster'])
+    names = sorted(found)
+    resnets = [n for n in names if not n.startswith('taxi')]
+    if len(resnets) < 2 or len(names) == len(resnets):
+        return None
+    params = fit(found, resnets)
+    local = [[name, found[name]['tensors'], '%.0f' % (found[name]['bytes'] / 1e3),
+              '%.1f' % (1e3 * found[name]['overhead']),
+              '%.1f' % (1e3 * overhead(params, found[name]['bytes'])),
+              '%.2f' % found[name]['efficiency'], '%.2f' % efficiency(found[name], params),
+              'fit' if name in resnets else 'check']
+             for name in names]
+    scale = float32_cost(results)
+    cloud = []
+    for name in names:
+        for machine, vcpus, gbits in MACHINES:
+            for count in workers:
+                speed, bound, alone = predict(
+                    found[name], params, count, vcpus, vcpus, gbits,
+                    compute_scale=1.0 if name.startswith('taxi') else scale)
+                cloud.append([name, machine, count, '%.0f' % speed,
+                              '%.2f' % (speed / (count * alone)), bound])
+    return {'fitted_to': resnets, 'f_secs': params[0], 'beta_secs_per_byte': params[1],
+            'float32_scale': scale, 'local': local, 'cloud': cloud}
+
+
+LOCAL_HEADER = ['trainer', 'tensors/step', 'KB/step', 'overhead CPU-ms measured',
+                'modelled', 'efficiency measured', 'modelled', 'role']
+CLOUD_HEADER = ['trainer', 'machine', 'workers', 'examples/sec', 'per-worker efficiency',
+                'bound by']
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--results', default=common.RESULTS_JSON)
+    parser.add_argument('--workers', default='1,4,16')
+    args = parser.parse_args(argv)
+    with open(args.results) as f:
+        model = summary(json.load(f), [int(w) for w in args.workers.split(',')])
+    if model is None:
+        print('benchmark 4 has not measured two ResNets and the taxi model yet')
+        return
+    print('Fitted to %s: f = %.1f CPU-ms a step, beta = %.1f CPU-ms a MB moved'
+          % (' and '.join(model['fitted_to']), 1e3 * model['f_secs'],
+             1e9 * model['beta_secs_per_byte']))
+    common.print_table('Local 1-ps/2-worker cluster: overhead per global step and '
+                       'efficiency per CPU-second, measured and modelled', LOCAL_HEADER,
+                       model['local'])
+    common.print_table('Predicted examples/sec of N workers and one ps, all of the machine '
+                       'type (N1: float32, %.2fx the CPU per ResNet example of the default '
+                       'here; per-core speed of this machine)' % model['float32_scale'],
+                       CLOUD_HEADER, model['cloud'])
+
+
+if __name__ == '__main__':
+    main()

@@ -534,3 +534,37 @@ def test_an_operation_still_running_at_its_deadline_is_one_line():
     progress = err.getvalue().splitlines()
     assert progress[0].startswith('create model m: waiting for operation')
     assert progress[1:3] == ['  create model m: 1m00s elapsed', '  create model m: 2m00s elapsed']
+
+
+def test_instances_files_as_gcloud_read_them(tmp_path):
+    text = tmp_path / 'rows.txt'
+    text.write_bytes(b'\xef\xbb\xbfa,1\r\nb,2\n')  # a spreadsheet's BOM and CRLF
+    read = instances_lib.read(instances_lib.TEXT_INSTANCES, str(text))
+    assert read.values == ('a,1', 'b,2') and read.where(1) == '--text-instances %s line 2' % text
+    request = tmp_path / 'request.json'
+    request.write_text(json.dumps({'instances': TRIPS}))
+    read = instances_lib.read(instances_lib.JSON_REQUEST, str(request))
+    assert read.values == tuple(TRIPS) and read.where(0) == \
+        '--json-request %s instance 1' % request
+    request.write_text(json.dumps(TRIPS))
+    with pytest.raises(UserInputError, match=r'expected a request body \{"instances"'):
+        instances_lib.read(instances_lib.JSON_REQUEST, str(request))
+    read = instances_lib.read(instances_lib.JSON_INSTANCES, '-',
+                              stdin=io.BytesIO(b'[1, 2]\n{"x": [3, 4]}\n'))
+    assert read.values == ([1, 2], {'x': [3, 4]})
+    with pytest.raises(UserInputError, match='is a directory'):
+        instances_lib.read(instances_lib.JSON_INSTANCES, str(tmp_path))
+
+
+def test_predictions_as_gcloud_printed_them():
+    rows = [{'probabilities': [0.25, 0.75], 'class_ids': [1], 'classes': ['1']},
+            {'probabilities': [0.5, 0.5], 'class_ids': [0], 'classes': ['0']}]
+    assert instances_lib.render({'predictions': rows}) == (
+        'CLASS_IDS  CLASSES  PROBABILITIES\n'
+        '[1]        ["1"]    [0.25, 0.75]\n'
+        '[0]        ["0"]    [0.5, 0.5]\n')
+    assert instances_lib.render({'predictions': [[0.1, 0.9], [0.8, 0.2]]}) == (
+        '[0.1, 0.9]\n[0.8, 0.2]\n')  # one output: a line each, no heading
+    assert json.loads(instances_lib.render({'predictions': rows}, 'json')) == {
+        'predictions': rows}
+    assert instances_lib.render({'predictions': []}) == ''

@@ -397,9 +397,8 @@ def _add_serving_parsers(groups, local_commands):
     _add_predict_format(local)
     _add_global_flags(local)
 
-    models = groups.add_parser('models', help='models: Vertex AI endpoints',
-                               description='AI Platform models, as Vertex AI endpoints.')
-    commands = models.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    commands = _command_group(groups, 'models', 'models: Vertex AI endpoints',
+                              'AI Platform models, as Vertex AI endpoints.')
     create = commands.add_parser(
         'create', help='create a model (an empty endpoint: free until a version is deployed)',
         description='Create a model: a Vertex AI endpoint of that name, labelled as this '
@@ -439,10 +438,9 @@ def _add_serving_parsers(groups, local_commands):
     _add_serving_flags(delete, dry_run='Look up what would be removed and print the '
                                        'requests; remove nothing.')
 
-    versions = groups.add_parser('versions', help='versions: models deployed on an endpoint',
-                                 description='AI Platform versions, as Vertex AI models '
-                                             'deployed on the model\'s endpoint.')
-    commands = versions.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    commands = _command_group(groups, 'versions', 'versions: models deployed on an endpoint',
+                              'AI Platform versions, as Vertex AI models deployed on the '
+                              'model\'s endpoint.')
     create = commands.add_parser(
         'create', help='upload a SavedModel and deploy it as a version',
         description='Check the export on this machine (load it, call its serving signature '
@@ -515,6 +513,12 @@ def _add_serving_parsers(groups, local_commands):
                          'calls serving_default.')
     _add_predict_format(predict)
     _add_serving_flags(predict, dry_run='Print the request; send nothing.')
+
+
+def _command_group(groups, name, text, description):
+    """A group of commands (`models`, `versions`): its subparsers."""
+    group = groups.add_parser(name, help=text, description=description)
+    return group.add_subparsers(dest='command', required=True, metavar='COMMAND')
 
 
 def _add_instances_flags(parser):

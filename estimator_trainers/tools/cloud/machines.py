@@ -5,7 +5,8 @@
   scale tiers, and the Compute Engine machine (plus GPUs) each stands for.
 - `GPU_FAMILIES`: which GPUs attach to which machines, and how many.
 - `translate_machine`: a legacy or Compute Engine machine with its GPUs ->
-  what Vertex AI runs. NVIDIA K80s are retired on Vertex AI: a K80 request
+  what Vertex AI runs; `prediction_machine`: the same for a version's
+  nodes (`versions create --machine-type`, AI Platform Prediction's `mls1-*`). NVIDIA K80s are retired on Vertex AI: a K80 request
   becomes the same number of T4s, or V100s for 8 (an N1 machine takes at
   most 4 T4s).
 

@@ -18,6 +18,9 @@ rehearsal in `rehearsal`). What a plan runs is one of:
 A plan is made before anything is built; the pipeline fills in what
 building reveals (`resolved`: the staged package URIs, the content-hash tag
 of this project's image), so every rendering reads one value.
+
+A version to serve is a `ServingPlan` (`versions create`'s words, for
+`pipeline.deploy`).
 """
 import dataclasses
 import datetime

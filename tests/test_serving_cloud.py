@@ -391,8 +391,10 @@ def test_dry_runs_print_the_requests_and_need_no_credentials(env):
         'billed while it is deployed; 1 it is']
     assert fake.requests == []
 
-    code, out, _ = _run(['models', 'create', 'taxi_model', '--enable-logging', '--dry-run'],
-                        fake, env, backend)
+    code, out, err = _run(['models', 'create', 'taxi_model', '--enable-logging', '--region',
+                           'global', '--dry-run'], fake, env, backend)
+    assert err == ('note: --region global: Vertex AI has no global endpoint; the region is '
+                   'us-central1\n')
     request = json.loads(out)['request']
     assert request['uri'] == base + '/endpoints?alt=json'
     assert request['body'] == {'displayName': 'taxi_model', 'labels': dict(

@@ -538,7 +538,8 @@ def _add_predict_format(parser):
 
 def _add_serving_flags(parser, dry_run=None):
     _add_global_flags(parser)
-    _add_region_flag(parser)
+    parser.add_argument('--region', help='Region of the endpoints (default: '
+                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1; global: the same).')
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=10.0,
                         help='Seconds between polls of an operation.')
     if dry_run:
@@ -557,6 +558,11 @@ def serving_command(args, backend, out, err, environ):
     """The serving commands: `local predict`, `models ...`, `versions ...`, `predict`."""
     if args.group == 'local':
         return local_predict(args, out)
+    for flag in ('region', 'regions'):
+        if getattr(args, flag, None) == 'global':
+            err.write('note: --%s global: Vertex AI has no global endpoint; the region is '
+                      '%s\n' % (flag, location.region_id(None, environ)))
+            setattr(args, flag, None)
     if (args.group, args.command) == ('versions', 'create'):
         return create_version(args, backend, out, err, environ)
     if args.group == 'predict':

@@ -22,8 +22,10 @@ from estimator_trainers.errors import UserInputError
 JSON_INSTANCES, TEXT_INSTANCES, JSON_REQUEST = '--json-instances', '--text-instances', \
     '--json-request'
 FLAGS = (JSON_INSTANCES, TEXT_INSTANCES, JSON_REQUEST)
-# A local file of images may be large; the values bound counts every number.
-LOCAL_LIMITS = user_files.Limits(bytes=256 * 1024 * 1024, depth=32, values=64 * 1024 * 1024,
+# A file of images may be large, but every value parsed costs tens of bytes of
+# memory: 32 MiB of instances (about 2,500 CIFAR-10 images as pixel lists),
+# each at most 4M values (a 1,000 x 1,000 RGB image).
+LOCAL_LIMITS = user_files.Limits(bytes=32 * 1024 * 1024, depth=32, values=4 * 1024 * 1024,
                                  expected='split the instances into several files')
 # What gcloud sent in one online prediction request, and what Vertex AI takes.
 ONLINE_MAX_INSTANCES = 100

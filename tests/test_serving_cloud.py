@@ -479,10 +479,24 @@ def test_versions_default_traffic_and_deletion(env, tmp_path):
     described = json.loads(out)
     assert described['name'] == 'projects/my-project/models/taxi_model/versions/v2'
     assert (described['deploymentUri'], described['isDefault']) == (EXPORT, True)
-    with pytest.raises(UserInputError, match='^version v1 already exists|^version v2 of model '
-                       'taxi_model already exists'):
+    with pytest.raises(UserInputError, match='^version v2 of model taxi_model already '
+                       'exists'):
         _run(['versions', 'create', 'v2', '--model', 'taxi_model', '--origin', EXPORT],
              fake, env)
+
+    # --async returns once the deploy started; when it fails, the uploaded model is
+    # what is left, and `versions delete` removes it.
+    fake.fail_operation['endpoints.deployModel'] = 'Model server never became ready'
+    code, _, err = _run(['versions', 'create', 'v3', '--model', 'taxi_model', '--origin',
+                         EXPORT, '--async'], fake, env)
+    assert code == 0 and 'note: --async: not waiting for the deploy' in err
+    fake.finish_all()
+    assert len(fake.models) == 2
+    code, _, err = _run(['versions', 'delete', 'v3', '--model', 'taxi_model'], fake, env)
+    assert code == 0, err
+    assert err.splitlines()[-1].startswith('Deleted version [v3] of model [taxi_model]: '
+                                           'deleted Vertex AI model')
+    assert [m['displayName'] for m in fake.models.values()] == ['taxi_model/v2']
     assert fake.schema_errors == []
 
 

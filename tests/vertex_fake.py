@@ -48,6 +48,7 @@ _METHODS = (
     ('DELETE', r'(?P<name>projects/[^/]+/locations/[^/]+/endpoints/[^/:]+)',
      'endpoints.delete'),
     ('POST', r'(?P<parent>projects/[^/]+/locations/[^/]+)/models:upload', 'models.upload'),
+    ('GET', r'(?P<parent>projects/[^/]+/locations/[^/]+)/models', 'models.list'),
     ('GET', r'(?P<name>projects/[^/]+/locations/[^/]+/models/[^/:]+)', 'models.get'),
     ('DELETE', r'(?P<name>projects/[^/]+/locations/[^/]+/models/[^/:]+)', 'models.delete'),
 )
@@ -288,6 +289,14 @@ class FakeVertex:
                                      createTime='2026-11-27T08:05:00Z')
             return {'model': name}
         return self._start(name, 'models.upload', effect)
+
+    def _models_list(self, parent, data, query):  # pylint: disable=unused-argument
+        wanted = re.fullmatch(r'labels\.([a-z_-]+)="(.*)"', query.get('filter', ''))
+        if not wanted:
+            raise _Refused(400, 'filter %r not understood by the fake' % query.get('filter'))
+        found = [m for m in self.models.values()
+                 if (m.get('labels') or {}).get(wanted.group(1)) == wanted.group(2)]
+        return {'models': found} if found else {}
 
     def _models_get(self, name, data, query):  # pylint: disable=unused-argument
         model = self.models.get(self._canonical(name))

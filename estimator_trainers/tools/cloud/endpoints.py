@@ -196,9 +196,11 @@ def endpoint_body(model, description=None, labels=None, access_logging=False):
     return check('endpoint', body)
 
 
-def upload_body(plan):
-    """The `models.upload` body of a version: the SavedModel and its serving image."""
-    model = {'displayName': '%s/%s' % (_display(plan.model), plan.version),
+def upload_body(plan, model_display=None):
+    """The `models.upload` body of a version: the SavedModel and its serving image,
+    displayed as `MODEL/VERSION` (`model_display`: the endpoint's display name)."""
+    model = {'displayName': version_display(model_display or _display(plan.model),
+                                            plan.version),
              'artifactUri': plan.origin,
              'containerSpec': {'imageUri': plan.image},
              'labels': dict(plan.labels, **MARK)}
@@ -246,6 +248,11 @@ def predict_body(values):
     return body
 
 
+def version_display(model_display, version):
+    """How the Model Registry displays a version this tool uploaded: `MODEL/VERSION`."""
+    return '%s/%s' % (model_display, version)
+
+
 def _display(model):
     """A model's display name: its name, or its endpoint's id when given by resource name."""
     parsed = parse_endpoint_name(model)
@@ -289,6 +296,9 @@ class VertexServing:
     def create_endpoint_request(self, body):
         return self._endpoints().create(parent=self.parent, body=body)
 
+    def list_models_request(self, filter_expr):
+        return self._models().list(parent=self.parent, pageSize=100, filter=filter_expr)
+
     def list_endpoints_request(self, filter_expr=None):
         kwargs = {'parent': self.parent, 'pageSize': 100}
         if filter_expr:
@@ -329,6 +339,16 @@ class VertexServing:
             endpoints.extend(response.get('endpoints', []))
             request = self._endpoints().list_next(request, response)
         return endpoints
+
+    def list_models(self, filter_expr):
+        """Every model of the region matching `filter_expr`, all pages."""
+        models = []
+        request = self.list_models_request(filter_expr)
+        while request is not None:
+            response = self.execute(request, 'models.list in %s' % self.parent)
+            models.extend(response.get('models', []))
+            request = self._models().list_next(request, response)
+        return models
 
     def get_endpoint(self, name):
         return self.execute(self._endpoints().get(name=name), 'get %s' % name)
@@ -442,6 +462,17 @@ def find_version(endpoint, version):
         version, endpoint.get('displayName', endpoint.get('name')),
         ', '.join(d.get('displayName') or d.get('id', '?') for d in deployed) or 'none'),
         flag='VERSION')
+
+
+def undeployed_versions(vertex, endpoint, version=None):
+    """Models this tool uploaded for `endpoint`'s model (for `version`, else any)
+    that nothing deploys: what a deploy that failed after `--async`, or a roll
+    back that could not finish, left in the Model Registry."""
+    prefix = version_display(endpoint.get('displayName', ''), version or '')
+    found = vertex.list_models('labels.%s="%s"' % next(iter(MARK.items())))
+    return [m for m in found if created_here(m) and not m.get('deployedModels') and (
+        m.get('displayName') == prefix if version else
+        (m.get('displayName') or '').startswith(prefix))]
 
 
 def traffic(endpoint, deployed):

@@ -388,8 +388,8 @@ def _upload_and_deploy(vertex, plan, endpoint, poll_interval, err):
     pending = []
     what = 'version %s of model %s' % (plan.version, plan.model)
     try:
-        operation = vertex.start(vertex.upload_request(endpoints.upload_body(plan)),
-                                 'models.upload in %s' % vertex.parent)
+        operation = vertex.start(vertex.upload_request(endpoints.upload_body(
+            plan, endpoint.get('displayName'))), 'models.upload in %s' % vertex.parent)
         uploaded = endpoints.model_of_operation(operation.get('name'))
         pending.append(operation)
         response = vertex.wait(operation, 'upload %s' % what, err, poll_interval)
@@ -414,11 +414,11 @@ def _upload_and_deploy(vertex, plan, endpoint, poll_interval, err):
         return Deployed(uploaded, endpoint['name'], dict(body['deployedModel'], **(
             response.get('deployedModel') or {})))
     except BaseException:
-        _roll_back(vertex, endpoint['name'], uploaded, pending, poll_interval, err)
+        _roll_back(vertex, plan, endpoint['name'], uploaded, pending, poll_interval, err)
         raise
 
 
-def _roll_back(vertex, endpoint_name, model_name, pending, poll_interval, err):
+def _roll_back(vertex, plan, endpoint_name, model_name, pending, poll_interval, err):
     """Leaves nothing of a failed deploy: cancels its pending operations,
     undeploys and deletes the uploaded model; says what was removed and what
     is left (with the command that removes it)."""
@@ -453,8 +453,8 @@ def _roll_back(vertex, endpoint_name, model_name, pending, poll_interval, err):
     err.write('note: rolled back the failed deploy: %s\n'
               % ('; '.join(removed) or 'nothing had been created'))
     if left:
-        err.write('warning: left behind: %s; `models delete` removes what this tool created\n'
-                  % '; '.join(left))
+        err.write('warning: left behind: %s; `versions delete %s --model %s` removes it\n'
+                  % ('; '.join(left), plan.version, plan.model))
     err.flush()
 
 
@@ -518,7 +518,9 @@ def remove(vertex, model, version, action, out, err):
        version with others beside it is refused for `versions delete`, as
        AI Platform did);
     3. their Vertex AI models deleted where this tool created them and
-       nothing else deploys them (else kept, and said);
+       nothing else deploys them (else kept, and said), and the models it
+       uploaded for the model (or the version) that nothing deploys: what a
+       failed `--async` deploy, or an unfinished roll back, left;
     4. for `models delete`, the endpoint deleted.
 
     A dry run prints the requests and removes nothing. A failed step stops
@@ -562,7 +564,11 @@ def _removal_steps(vertex, endpoint, version):
     """The steps of `remove` and what it keeps (with why)."""
     deployed = endpoint.get('deployedModels') or []
     name = endpoint.get('displayName', endpoint['name'])
-    if version is not None:
+    leftovers = endpoints.undeployed_versions(vertex, endpoint, version)
+    if version is not None and not any(version in (d.get('displayName'), d.get('id'))
+                                       for d in deployed) and leftovers:
+        targets = []  # a version whose deploy failed: only its uploaded model is left
+    elif version is not None:
         target = endpoints.find_version(endpoint, version)
         if endpoints.traffic(endpoint, target) and len(deployed) > 1:
             others = [d.get('displayName') or d['id'] for d in deployed if d is not target]
@@ -594,17 +600,22 @@ def _removal_steps(vertex, endpoint, version):
             kept.append('%s, the Vertex AI model of version %s: also deployed on %s' % (
                 model['name'], target.get('displayName'), elsewhere[0].get('endpoint')))
         else:
-            steps.append(Step(
-                'delete Vertex AI model %s (version %s)' % (model['name'],
-                                                            target.get('displayName')),
-                vertex.delete_model_request(model['name']), 'delete %s' % model['name'],
-                'deleted Vertex AI model %s' % model['name']))
+            steps.append(_delete_model_step(vertex, model, target.get('displayName')))
+    for model in leftovers:
+        steps.append(_delete_model_step(vertex, model, model.get('displayName', '').split(
+            '/', 1)[-1] + ', not deployed'))
     if version is None:
         steps.append(Step('delete endpoint %s (model %s)' % (endpoint['name'], name),
                           vertex.delete_endpoint_request(endpoint['name']),
                           'delete endpoint %s' % endpoint['name'],
                           'deleted endpoint %s' % endpoint['name']))
     return steps, kept
+
+
+def _delete_model_step(vertex, model, version):
+    return Step('delete Vertex AI model %s (version %s)' % (model['name'], version),
+                vertex.delete_model_request(model['name']), 'delete %s' % model['name'],
+                'deleted Vertex AI model %s' % model['name'])
 
 
 def _model_or_none(vertex, name):

@@ -120,7 +120,8 @@ class ServingBackend(location.Backend):
 def _run(words, fake, env, backend=None):
     """`gcloud ai-platform WORDS` through the front; (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
-    code = ai_platform.main(list(words) + ['--poll-interval', '0'], backend=backend or ServingBackend(fake), out=out, err=err,
+    code = ai_platform.main(list(words) + ['--poll-interval', '0'],
+                            backend=backend or ServingBackend(fake), out=out, err=err,
                             environ=env)
     return code, out.getvalue(), err.getvalue()
 

@@ -227,7 +227,8 @@ class FakeVertex:
             return {}
         return self._start(re.sub(r'/endpoints/.*', '', name), 'endpoints.delete', effect)
 
-    def _endpoints_deployModel(self, name, data, query):  # pylint: disable=invalid-name,unused-argument
+    # pylint: disable-next=invalid-name,unused-argument
+    def _endpoints_deployModel(self, name, data, query):
         endpoint = self._endpoint(name)
         deployed = dict(data['deployedModel'])
         model = self.models.get(self._canonical(deployed['model']))
@@ -247,7 +248,8 @@ class FakeVertex:
             return {'deployedModel': dict(deployed)}
         return self._start(endpoint['name'], 'endpoints.deployModel', effect)
 
-    def _endpoints_undeployModel(self, name, data, query):  # pylint: disable=invalid-name,unused-argument
+    # pylint: disable-next=invalid-name,unused-argument
+    def _endpoints_undeployModel(self, name, data, query):
         endpoint = self._endpoint(name)
         target = data['deployedModelId']
         deployed = [d for d in endpoint.get('deployedModels', []) if d['id'] == target]

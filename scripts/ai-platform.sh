@@ -6,8 +6,11 @@
 #     --module-name trainer.task --job-dir gs://b/out --runtime-version 1.15 -- --train-steps 1000
 #   bash scripts/ai-platform.sh jobs describe|stream-logs|cancel JOB
 #   bash scripts/ai-platform.sh local train --package-path trainer --module-name trainer.task
-# Jobs run on Vertex AI (the AI Platform Training service was shut down on
-# 2025-01-31); docs/migrating-from-ai-platform.md says what each flag becomes.
+#   bash scripts/ai-platform.sh local predict --model-dir EXPORT --json-instances FILE
+#   bash scripts/ai-platform.sh models create|list|describe|delete; versions create V --model M
+#     --origin gs://.../export/TS; predict --model M --json-instances FILE
+# Jobs and models run on Vertex AI (AI Platform Training and Prediction were shut
+# down on 2025-01-31); docs/migrating-from-ai-platform.md says what each flag becomes.
 # Sets up .venv, then forwards to `python -m estimator_trainers.tools.cloud.ai_platform`.
 set -euo pipefail
 

@@ -188,8 +188,9 @@ def main(argv=None):
     if not instances:
         raise UserInputError('%s %s: no instances' % (flag, path))
     # Flags and instances are read without TensorFlow; the model needs it.
+    from estimator_trainers import serving  # pylint: disable=g-import-not-at-top
     from taxi_estimator import predictor  # pylint: disable=g-import-not-at-top
-    predict = predictor.make_predictor(predictor.find_export(args.model_dir))
+    predict = predictor.make_predictor(serving.find_export(args.model_dir))
     for start in range(0, len(instances), args.batch_size):
         class_ids, probabilities = predict(instances[start:start + args.batch_size])
         for class_id, probs in zip(class_ids, probabilities):

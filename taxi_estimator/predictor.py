@@ -2,40 +2,20 @@
 
 `predict` is the command line; it checks the instances without TensorFlow
 and loads this module only then. Instances are encoded the way the export's
-serving signature expects, whatever its `--serving-export-format`.
+serving signature expects, whatever its `--serving-export-format`. Finding
+and loading the export is `estimator_trainers.serving`'s, as for any export
+(`ai-platform.sh local predict`).
 """
 import csv
 import io
 import math
-import os
 
 import tensorflow as tf
 
-from estimator_trainers import errors
+from estimator_trainers import serving
 from estimator_trainers.errors import UserInputError
 from taxi_estimator import input as input_lib
 from taxi_estimator import schema
-
-
-def find_export(model_dir):
-    """`model_dir` itself, or its newest timestamped export.
-
-    Raises:
-      UserInputError: no SavedModel there.
-    """
-    if tf.saved_model.contains_saved_model(model_dir):
-        return model_dir
-    exports = []
-    if tf.io.gfile.isdir(model_dir):
-        exports = sorted(
-            name.rstrip('/') for name in tf.io.gfile.listdir(model_dir)
-            if name.rstrip('/').isdigit()
-            and tf.saved_model.contains_saved_model(os.path.join(model_dir, name)))
-    if not exports:
-        raise UserInputError('--model-dir %s: no SavedModel there (expected '
-                             '<job-dir>/export/<timestamp> or <job-dir>/export)'
-                             % model_dir)
-    return os.path.join(model_dir, exports[-1])
 
 
 def make_predictor(export_dir):
@@ -46,7 +26,7 @@ def make_predictor(export_dir):
     tf.Example `examples` (EXAMPLE).
     """
     signature = _predict_signature(export_dir)
-    inputs = set(signature.structured_input_signature[1])
+    inputs = set(signature.inputs)
     if inputs == {input_lib.CSV_INPUT}:
         encode = lambda batch: {input_lib.CSV_INPUT: tf.constant([_csv_row(i) for i in batch])}
     elif inputs == {input_lib.EXAMPLE_INPUT}:
@@ -59,7 +39,7 @@ def make_predictor(export_dir):
                              'export' % (export_dir, ', '.join(sorted(inputs))))
 
     def predict(batch):
-        outputs = signature(**encode(batch))
+        outputs = signature.function(**encode(batch))
         return outputs['class_ids'].numpy()[:, 0], outputs['probabilities'].numpy()
     return predict
 
@@ -68,26 +48,15 @@ def _predict_signature(export_dir):
     """The `serving_default` signature of a taxi export (every format has one).
 
     Raises:
-      UserInputError: the SavedModel cannot be loaded (unparsable
-        saved_model.pb, missing variables) or is not a taxi classifier.
+      UserInputError: the SavedModel cannot be loaded (`serving.load`) or is
+        not a taxi classifier.
     """
-    where = '--model-dir %s' % export_dir
-    try:
-        loaded = tf.saved_model.load(export_dir)
-    except (OSError, ValueError, tf.errors.OpError) as e:
-        index = os.path.join(export_dir, 'variables', 'variables.index')
-        # Restoring variables fails with an OpError; an unparsable graph with OSError.
-        if isinstance(e, tf.errors.OpError) and not tf.io.gfile.exists(index):
-            raise UserInputError('%s: the export lacks its variables (%s); copy the whole '
-                                 'export directory' % (where, index)) from None
-        raise UserInputError('%s: not a loadable SavedModel (%s)'
-                             % (where, errors.first_line(e))) from None
-    signature = loaded.signatures.get('serving_default')
-    outputs = signature and signature.structured_outputs
-    if not outputs or not {'class_ids', 'probabilities'} <= set(outputs):
+    signature = serving.load(export_dir)
+    if signature.name != serving.DEFAULT_SIGNATURE or \
+            not {'class_ids', 'probabilities'} <= set(signature.outputs):
         raise UserInputError('%s: not a taxi model export (its serving_default signature '
                              'lacks class_ids and probabilities; signatures: %s)'
-                             % (where, ', '.join(sorted(loaded.signatures)) or 'none'))
+                             % (signature.where, ', '.join(signature.available) or 'none'))
     return signature
 
 

@@ -20,6 +20,7 @@ So the emulator is three pieces, all on 127.0.0.1:
 `GcsEmulator.env()` is the environment a subprocess (trainer, TensorBoard,
 google-cloud-storage) needs to use it; nothing reaches the internet.
 """
+import contextlib
 import http.client
 import json
 import os
@@ -28,6 +29,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -133,6 +135,28 @@ class GcsEmulator:
         if test_retries:
             env['GCS_RETRY_CONFIG_MAX_RETRIES'] = '1'
         return env
+
+    @contextlib.contextmanager
+    def proxied_from_another_process(self):
+        """`env()` with the proxy in a process of its own, for the duration.
+
+        TensorFlow holds the GIL through some of its gs:// calls (the
+        checkpoint reader of `tf.saved_model.load`, `tf.saved_model.save`): in
+        a test process that makes them itself, the proxy thread of this
+        process could never answer them.
+        """
+        process = subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, os.path.abspath(__file__), 'proxy', self.cert_path,
+             self.key_path, str(self.port)], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, text=True)
+        try:
+            proxy = 'http://127.0.0.1:%d' % int(process.stdout.readline())
+            yield dict(self.env(), https_proxy=proxy, http_proxy=proxy,
+                       STORAGE_EMULATOR_HOST=proxy)
+        finally:
+            process.terminate()
+            process.wait(10)
+            process.stdout.close()
 
     def create_bucket(self, name):
         """Creates bucket `name` (no-op when it exists); returns `gs://name`."""
@@ -351,3 +375,16 @@ def _read_chunked(stream):
             return bytes(body)
         body += stream.read(size)
         stream.readline(1024)
+
+
+def _serve_proxy(cert_path, key_path, upstream_port):
+    """`python gcs_emulator.py proxy CERT KEY PORT`: the proxy alone; prints its port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    proxy = _Proxy(('127.0.0.1', 0), context, ('127.0.0.1', int(upstream_port)))
+    print(proxy.server_address[1], flush=True)
+    proxy.serve_forever()
+
+
+if __name__ == '__main__' and sys.argv[1:2] == ['proxy']:
+    _serve_proxy(*sys.argv[2:5])

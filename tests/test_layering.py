@@ -32,7 +32,8 @@ TENSORFLOW_FREE = (
     'estimator_trainers.google_api', 'estimator_trainers.run_record',
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
     'estimator_trainers.tools.cloud.train_cloud', 'estimator_trainers.tools.cloud.ai_platform',
-    'estimator_trainers.tools.cloud.pipeline',
+    'estimator_trainers.tools.cloud.pipeline', 'estimator_trainers.tools.cloud.endpoints',
+    'estimator_trainers.tools.cloud.instances',
     'estimator_trainers.tools.cloud.bootstrap', 'estimator_trainers.tools.cloud.packages',
     'estimator_trainers.tools.experiment.cli', 'estimator_trainers.tools.experiment.execute',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
@@ -60,6 +61,9 @@ PIPELINE_STEPS = {
     'estimator_trainers.tools.cloud.packages': ('install',),
     'estimator_trainers.tools.cloud.source_checks': ('check',),
     'estimator_trainers.tools.cloud.jobs': ('job_body',),
+    # A deploy: the export checked, then uploaded, deployed, or removed.
+    'estimator_trainers.serving': ('check_export',),
+    'estimator_trainers.tools.cloud.endpoints': ('upload_body', 'deploy_body', 'undeploy_body'),
 }
 # Steps a step may call itself: the rehearsal installs what the pools install,
 # and `bootstrap` installs the job's packages in the image.

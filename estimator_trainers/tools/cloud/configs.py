@@ -434,6 +434,12 @@ def _labels(check, labels):
                         'lowercase letters, digits, _ and - only'))
 
 
+def check_labels(labels, source='--labels'):
+    """Raises `UserInputError` unless `labels` follow Vertex AI's label rules
+    (the labels of a serving resource, given with `--labels`)."""
+    _labels(Checker(source), labels)
+
+
 def _label_char(char, first):
     """Whether Vertex AI takes `char` in a label (`first`: a key's first one)."""
     category = unicodedata.category(char)

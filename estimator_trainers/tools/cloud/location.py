@@ -16,6 +16,7 @@ from estimator_trainers import google_api
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import endpoints
 from estimator_trainers.tools.cloud import jobs
 
 DEFAULT_REGION = 'us-central1'
@@ -58,6 +59,10 @@ class Backend:
 
     def vertex(self, project, region, credentials):
         return jobs.VertexJobs(project, region, http=self.transport(credentials))
+
+    def serving(self, project, region, credentials):
+        """The Vertex AI endpoints and models client (`endpoints.VertexServing`)."""
+        return endpoints.VertexServing(project, region, http=self.transport(credentials))
 
     def storage(self, project, credentials):
         """The google-cloud-storage client of every storage call (`google_api.storage_client`)."""
@@ -124,12 +129,30 @@ def connect(backend, job_ref=None, project_flag=None, region_flag=None, environ=
     project and region; a numeric id or a display name is looked up in the
     project and region of the flags and the environment.
     """
-    parsed = jobs.parse_job_name(job_ref or '')
     credentials, adc_project = backend.credentials()
-    if parsed:
-        project, region = parsed['project'], parsed['region']
-    else:
-        project = project_id(project_flag, environ, adc_project)
-        region = region_id(region_flag, environ)
+    project, region = _named_or_resolved(jobs.parse_job_name(job_ref or ''), project_flag,
+                                         region_flag, environ, adc_project)
     vertex = backend.vertex(project, region, credentials)
     return vertex, credentials, vertex.resolve(job_ref) if job_ref else None
+
+
+def connect_serving(backend, model_ref=None, project_flag=None, region_flag=None,
+                    environ=None):
+    """`(endpoints client, credentials)` for the serving commands.
+
+    A model given by its endpoint's full resource name
+    (`projects/P/locations/R/endpoints/ID`) names its own project and region.
+    """
+    credentials, adc_project = backend.credentials()
+    project, region = _named_or_resolved(endpoints.parse_endpoint_name(model_ref or ''),
+                                         project_flag, region_flag, environ, adc_project)
+    return backend.serving(project, region, credentials), credentials
+
+
+def _named_or_resolved(parsed, project_flag, region_flag, environ, adc_project):
+    """The project and region a parsed resource name gives, else the flags' and
+    the environment's (`project_id`, `region_id`)."""
+    if parsed:
+        return parsed['project'], parsed['region']
+    return (project_id(project_flag, environ, adc_project),
+            region_id(region_flag, environ))

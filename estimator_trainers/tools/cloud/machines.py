@@ -7,7 +7,8 @@
 - `shape`: a machine's vCPUs and memory (Compute Engine's tables), which the
   Kubernetes targets request; `GKE_ACCELERATORS`: each GPU's GKE node label.
 - `translate_machine`: a legacy or Compute Engine machine with its GPUs ->
-  what Vertex AI runs. NVIDIA K80s are retired on Vertex AI: a K80 request
+  what Vertex AI runs; `prediction_machine`: the same for a version's
+  nodes (`versions create --machine-type`, AI Platform Prediction's `mls1-*`). NVIDIA K80s are retired on Vertex AI: a K80 request
   becomes the same number of T4s, or V100s for 8 (an N1 machine takes at
   most 4 T4s).
 
@@ -227,14 +228,27 @@ def translate_machine(machine, accelerator_type=None, accelerator_count=0):
         if reason:
             raise MachineError(reason, on_accelerator=False)
         machine_type = machine
+    return (machine_type,) + attach_gpus(machine, machine_type, accelerator_type,
+                                         accelerator_count)
 
+
+def attach_gpus(machine, machine_type, accelerator_type, accelerator_count):
+    """The GPUs a Compute Engine `machine_type` (named `machine` by the user) runs.
+
+    Returns:
+      `(gpu_type or None, gpu_count, note or None)`; the note says when a
+      retired GPU was replaced.
+
+    Raises:
+      MachineError: the GPUs do not attach to the machine, or it needs some.
+    """
     family = next(((prefix, gpus) for prefix, gpus in GPU_FAMILIES
                    if machine_type.startswith(prefix)), None)
     if not accelerator_type:
         if family and family[0] != 'n1-':
             raise MachineError('%s needs an acceleratorConfig with %s'
                                % (machine_type, ' or '.join(family[1])), on_accelerator=False)
-        return machine_type, None, 0, None
+        return None, 0, None
     if family is None:
         raise MachineError('%s takes no GPUs (GPUs attach to %s machines)'
                            % (machine_type, ', '.join(p + '*' for p, _ in GPU_FAMILIES)))
@@ -256,7 +270,51 @@ def translate_machine(machine, accelerator_type=None, accelerator_count=0):
         note = ('%s: NVIDIA_TESLA_K80 is retired on Vertex AI; using %d x %s'
                 % (machine, accelerator_count, replacement))
         accelerator_type = replacement
-    return machine_type, accelerator_type, accelerator_count, note
+    return accelerator_type, accelerator_count, note
+
+
+# Vertex AI online prediction takes the training families and also their
+# 2-vCPU (and small high-CPU) sizes; AI Platform Prediction's own `mls1-*`
+# machines have no Vertex AI equivalent: the Compute Engine type of at least
+# their vCPUs serves instead.
+PREDICTION_MACHINE_TYPE = 'n1-standard-2'
+_PREDICTION_SIZES = {'e2-standard': (2,), 'e2-highcpu': (2, 4, 8), 'n1-standard': (2,),
+                     'n1-highcpu': (2, 4, 8), 'n2-standard': (2,), 'n2-highcpu': (2, 4, 8),
+                     'n2d-standard': (2,), 'n2d-highcpu': (2, 4, 8)}
+LEGACY_PREDICTION_MACHINE_TYPES = {'mls1-c1-m2': 'n1-standard-2',
+                                   'mls1-c4-m2': 'n1-standard-4'}
+
+
+def prediction_machine(machine, accelerator_type=None, accelerator_count=0):
+    """`--machine-type` (and `--accelerator`) of a version -> what serves it on Vertex AI.
+
+    Returns:
+      `(machine_type, gpu_type or None, gpu_count, note or None)`.
+
+    Raises:
+      MachineError: an unknown machine type, or GPUs that do not attach to it.
+    """
+    note = None
+    machine_type = LEGACY_PREDICTION_MACHINE_TYPES.get(machine)
+    if machine_type:
+        note = ('--machine-type %s: AI Platform Prediction\'s machine; Vertex AI serves on '
+                '%s instead' % (machine, machine_type))
+    else:
+        family, _, size = machine.rpartition('-')
+        extra = _PREDICTION_SIZES.get(family, ())
+        if not (size.isdigit() and int(size) in extra):
+            reason = unknown_reason(machine, tuple(LEGACY_PREDICTION_MACHINE_TYPES) + tuple(
+                '%s-%d' % (f, n) for f, sizes in _PREDICTION_SIZES.items() for n in sizes))
+            if reason and family in _PREDICTION_SIZES:
+                reason = 'unknown machine type %r: Vertex AI serves on %s in sizes %s' % (
+                    machine, family, ', '.join(str(n) for n in sorted(
+                        set(FAMILIES[family]) | set(extra))))
+            if reason:
+                raise MachineError(reason, on_accelerator=False)
+        machine_type = machine
+    gpu_type, gpu_count, gpu_note = attach_gpus(machine, machine_type, accelerator_type,
+                                                accelerator_count)
+    return machine_type, gpu_type, gpu_count, '; '.join(filter(None, (note, gpu_note))) or None
 
 
 def _or(values):

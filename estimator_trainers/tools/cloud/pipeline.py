@@ -36,10 +36,12 @@ from typing import Callable, Optional
 from google.auth.credentials import AnonymousCredentials
 
 from estimator_trainers import google_api
+from estimator_trainers import logs as logs_lib
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
+from estimator_trainers.tools.cloud import endpoints
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import jobset
@@ -296,3 +298,352 @@ def _print_dry_run(out, plan, body, archives, context, build_body, repository):
 def request_json(request):
     """An unsent googleapiclient request as `{method, uri, body}`."""
     return {'method': request.method, 'uri': request.uri, 'body': json.loads(request.body)}
+
+
+# ------------------------------------------------------------------ serving
+
+
+DEPLOY, REMOVE = 'deploy', 'remove'
+
+
+def deploy(plan, action, backend=None, out=None, err=None, environ=None):
+    """`versions create`: a `plan.ServingPlan` deployed in this order; returns the exit code.
+
+    1. the plan's notes, then the check: the export loaded from its gs://
+       origin and its serving signature called on one instance
+       (`serving.check_export`), before any credential; a broken export
+       stops here;
+    2. a dry run prints the check and the requests, and stops;
+    3. the model's endpoint found (an unknown model stops here, before
+       anything is uploaded) and a second version of one name refused;
+    4. the SavedModel uploaded to the Model Registry (an operation, polled);
+    5. deployed on the endpoint (an operation, polled; the first version
+       takes all the traffic);
+    6. the front told (`Action.on_created`).
+
+    Any failure or interrupt after the upload started rolls back
+    (`_roll_back`): the pending operation cancelled, the uploaded model
+    undeployed and deleted; what was removed, or is left with the command
+    to remove it, is said. `plan.wait` False (`--async`) returns once the
+    deploy started: its later failure leaves the uploaded model, which
+    `versions delete` removes.
+
+    Raises:
+      UserInputError: a failed check, an unknown model, an existing version.
+      google_api.ApiError: a Google API refused a call or an operation failed.
+    """
+    backend = backend or location.Backend()
+    out, err = out or sys.stdout, err or sys.stderr
+    environ = os.environ if environ is None else environ
+    for note in plan.notes:
+        err.write('note: %s\n' % note)
+    checked = _check_export(plan, err)
+    plan = dataclasses.replace(plan, origin=checked.export_dir)
+    parsed = endpoints.parse_endpoint_name(plan.model)
+    if action.kind == DRY_RUN:
+        project = parsed['project'] if parsed else location.project_id(action.project, environ)
+        _print_deploy_dry_run(out, dataclasses.replace(plan, project=project), checked)
+        return 0
+    vertex, _ = location.connect_serving(backend, plan.model, action.project, plan.region,
+                                         environ)
+    plan = dataclasses.replace(plan, project=vertex.project, region=vertex.region)
+    endpoint = endpoints.find_model(vertex, plan.model)
+    for deployed in endpoint.get('deployedModels') or []:
+        if deployed.get('displayName') == plan.version:
+            raise UserInputError('version %s of model %s already exists (deployed model %s); '
+                                 'pick another VERSION' % (plan.version, plan.model,
+                                                           deployed.get('id')))
+    result = _upload_and_deploy(vertex, plan, endpoint, action.poll_interval, err)
+    if action.on_created:
+        action.on_created(plan, result, out, err)
+    return 0
+
+
+def _check_export(plan, err):
+    """The check before anything is uploaded (TensorFlow loads here, not before)."""
+    logs_lib.quiet_tensorflow_native_logs()
+    logs_lib.import_tensorflow()
+    from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
+    checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)
+    if checked.export_dir != plan.origin:
+        err.write('note: --origin %s holds exports; serving the newest, %s\n'
+                  % (plan.origin, checked.export_dir))
+    if checked.note:
+        err.write('note: %s\n' % checked.note)
+    else:
+        err.write('checked %s: signature %s (inputs %s) predicted %s\n' % (
+            checked.export_dir, checked.signature, checked.inputs,
+            _short(json.dumps(checked.prediction, sort_keys=True))))
+    return checked
+
+
+def _short(text, limit=200):
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployed:
+    """What a deploy made: the Vertex AI model, its deployed model (None with
+    `--async`) and the endpoint."""
+    model: str
+    endpoint: str
+    deployed_model: Optional[dict]
+
+
+def _upload_and_deploy(vertex, plan, endpoint, poll_interval, err):
+    """Steps 4 and 5 of `deploy`; on any failure or interrupt, `_roll_back`."""
+    uploaded = None
+    pending = []
+    what = 'version %s of model %s' % (plan.version, plan.model)
+    try:
+        operation = vertex.start(vertex.upload_request(endpoints.upload_body(
+            plan, endpoint.get('displayName'))), 'models.upload in %s' % vertex.parent)
+        uploaded = endpoints.model_of_operation(operation.get('name'))
+        pending.append(operation)
+        response = vertex.wait(operation, 'upload %s' % what, err, poll_interval)
+        pending.remove(operation)
+        uploaded = response.get('model') or uploaded
+        if not uploaded:
+            raise google_api.ApiError('models.upload in %s: the answer names no model'
+                                      % vertex.parent)
+        err.write('uploaded %s\n' % uploaded)
+        body = endpoints.deploy_body(plan, uploaded, first=not endpoint.get('deployedModels'),
+                                     access_logging=endpoints.access_logging(endpoint))
+        operation = vertex.start(vertex.deploy_request(endpoint['name'], body),
+                                 'deployModel on %s' % endpoint['name'])
+        if not plan.wait:
+            err.write('note: --async: not waiting for the deploy (operation %s); if it fails, '
+                      '`versions delete %s --model %s` removes the uploaded model\n'
+                      % (operation.get('name'), plan.version, plan.model))
+            return Deployed(uploaded, endpoint['name'], None)
+        pending.append(operation)
+        response = vertex.wait(operation, 'deploy %s' % what, err, poll_interval)
+        pending.remove(operation)
+        return Deployed(uploaded, endpoint['name'], dict(body['deployedModel'], **(
+            response.get('deployedModel') or {})))
+    except BaseException:
+        _roll_back(vertex, plan, endpoint['name'], uploaded, pending, poll_interval, err)
+        raise
+
+
+def _roll_back(vertex, plan, endpoint_name, model_name, pending, poll_interval, err):
+    """Leaves nothing of a failed deploy: cancels its pending operations,
+    undeploys and deletes the uploaded model; says what was removed and what
+    is left (with the command that removes it)."""
+    removed, left = [], []
+    try:
+        for operation in pending:
+            try:
+                vertex.cancel_operation(operation['name'])
+                vertex.wait(vertex.get_operation(operation['name']),
+                            'cancel %s' % operation['name'], err, poll_interval, timeout=600)
+            except google_api.ApiError:
+                pass  # cancelled (its error says so), or it ended first: what exists is below
+        if model_name:
+            endpoint = vertex.get_endpoint(endpoint_name)
+            for deployed in endpoint.get('deployedModels') or []:
+                if _model_id(deployed.get('model')) == _model_id(model_name):
+                    step = _undeploy_step(vertex, endpoint, deployed)
+                    _run_step(vertex, step, poll_interval, err)
+                    removed.append(step.done)
+            try:
+                _run_step(vertex, Step('delete the uploaded model %s' % model_name,
+                                       vertex.delete_model_request(model_name),
+                                       'delete %s' % model_name, 'deleted %s' % model_name),
+                          poll_interval, err)
+                removed.append('deleted %s' % model_name)
+            except google_api.ApiError as e:
+                if e.status != 404:  # 404: the upload never made it
+                    raise
+    except (google_api.ApiError, KeyboardInterrupt) as e:
+        left.append('%s (%s)' % (model_name, 'interrupted' if isinstance(e, KeyboardInterrupt)
+                                 else e))
+    err.write('note: rolled back the failed deploy: %s\n'
+              % ('; '.join(removed) or 'nothing had been created'))
+    if left:
+        err.write('warning: left behind: %s; `versions delete %s --model %s` removes it\n'
+                  % ('; '.join(left), plan.version, plan.model))
+    err.flush()
+
+
+def _model_id(name):
+    """`projects/P/locations/R/models/ID[@version]` -> ID (projects go by number or id)."""
+    return (name or '').rsplit('/models/', 1)[-1].split('@')[0]
+
+
+def _print_deploy_dry_run(out, plan, checked):
+    """The check's result and the requests of a deploy, as JSON."""
+    offline = endpoints.VertexServing(plan.project, plan.region,
+                                      credentials=AnonymousCredentials())
+    parsed = endpoints.parse_endpoint_name(plan.model)
+    endpoint_name = plan.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (
+        offline.parent, plan.model)
+    model_name = '%s/models/UPLOADED_MODEL_ID' % offline.parent
+    requests = []
+    if not parsed:
+        requests.append(dict(step='find model %s: the endpoint displayed as %s' % (
+            plan.model, plan.model), **_request_dict(offline.list_endpoints_request(
+                'display_name="%s"' % plan.model))))
+    requests.append(dict(
+        step='upload the SavedModel to the Model Registry (an operation, polled)',
+        **_request_dict(offline.upload_request(endpoints.upload_body(plan)))))
+    requests.append(dict(
+        step='deploy it on the endpoint (an operation, polled); the first version takes all '
+             'the traffic ("0": the model being deployed), a later one none',
+        **_request_dict(offline.deploy_request(endpoint_name, endpoints.deploy_body(
+            plan, model_name, first=True)))))
+    check = {'export': checked.export_dir, 'signature': checked.signature,
+             'inputs': checked.inputs}
+    check.update({'note': checked.note} if checked.note else
+                 {'prediction': checked.prediction})
+    out.write(json.dumps({'check': check, 'requests': requests}, indent=2) + '\n')
+
+
+def _request_dict(request):
+    """An unsent googleapiclient request as `{method, uri[, body]}`."""
+    printed = {'method': request.method, 'uri': request.uri}
+    if request.body:
+        printed['body'] = json.loads(request.body)
+    return printed
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One removal: what it does, its unsent request, how its operation is
+    named, and how it is said once done."""
+    description: str
+    request: object
+    what: str
+    done: str
+
+
+def remove(vertex, model, version, action, out, err):
+    """`models delete M` (`version` None) or `versions delete V --model M`, in this order.
+
+    1. the model's endpoint found; one this tool did not create is touched
+       only when `model` names it by its full resource name;
+    2. the versions undeployed, those without traffic first (a default
+       version with others beside it is refused for `versions delete`, as
+       AI Platform did);
+    3. their Vertex AI models deleted where this tool created them and
+       nothing else deploys them (else kept, and said), and the models it
+       uploaded for the model (or the version) that nothing deploys: what a
+       failed `--async` deploy, or an unfinished roll back, left;
+    4. for `models delete`, the endpoint deleted.
+
+    A dry run prints the requests and removes nothing. A failed step stops
+    with one line naming what was removed and what was not.
+
+    Returns:
+      The descriptions of what was removed, in order.
+    """
+    endpoint = endpoints.find_model(vertex, model)
+    exact = endpoints.parse_endpoint_name(model) is not None
+    if not exact and not endpoints.created_here(endpoint):
+        raise UserInputError(
+            'model %s is Vertex AI endpoint %s, which this tool did not create; to remove '
+            'from it anyway, name it exactly: --model %s' % (model, endpoint['name'],
+                                                            endpoint['name'])
+            if version is not None else
+            'model %s is Vertex AI endpoint %s, which this tool did not create; to delete it '
+            'anyway, name it exactly: models delete %s' % (model, endpoint['name'],
+                                                           endpoint['name']))
+    steps, kept = _removal_steps(vertex, endpoint, version)
+    if action.kind == DRY_RUN:
+        out.write(json.dumps({
+            'remove': [dict(step=s.description, **_request_dict(s.request)) for s in steps],
+            'keep': kept}, indent=2) + '\n')
+        return []
+    for note in kept:
+        err.write('note: keeping %s\n' % note)
+    removed = []
+    for i, step in enumerate(steps):
+        try:
+            _run_step(vertex, step, action.poll_interval, err)
+        except google_api.ApiError as e:
+            raise google_api.ApiError('%s; removed: %s; not removed: %s' % (
+                e, '; '.join(removed) or 'nothing', '; '.join(
+                    s.description for s in steps[i:])), e.status) from None
+        removed.append(step.done)
+    return removed
+
+
+def _removal_steps(vertex, endpoint, version):
+    """The steps of `remove` and what it keeps (with why)."""
+    deployed = endpoint.get('deployedModels') or []
+    name = endpoint.get('displayName', endpoint['name'])
+    leftovers = endpoints.undeployed_versions(vertex, endpoint, version)
+    if version is not None and not any(version in (d.get('displayName'), d.get('id'))
+                                       for d in deployed) and leftovers:
+        targets = []  # a version whose deploy failed: only its uploaded model is left
+    elif version is not None:
+        target = endpoints.find_version(endpoint, version)
+        if endpoints.traffic(endpoint, target) and len(deployed) > 1:
+            others = [d.get('displayName') or d['id'] for d in deployed if d is not target]
+            raise UserInputError(
+                'version %s is the default of model %s (it takes %d%% of the traffic); make '
+                'another the default first (versions set-default %s --model %s), or delete '
+                'the model' % (version, name, endpoints.traffic(endpoint, target), others[0],
+                               name))
+        targets = [target]
+    else:
+        targets = sorted(deployed, key=lambda d: endpoints.traffic(endpoint, d))
+    steps, kept = [], []
+    current = endpoint
+    for target in targets:
+        steps.append(_undeploy_step(vertex, current, target))
+        current = dict(current, trafficSplit=endpoints.split_without(current, target),
+                       deployedModels=[d for d in current.get('deployedModels') or []
+                                       if d is not target])
+    for target in targets:
+        model = _model_or_none(vertex, target.get('model'))
+        if model is None:
+            continue
+        elsewhere = [r for r in model.get('deployedModels') or []
+                     if r.get('deployedModelId') != target['id']]
+        if not endpoints.created_here(model):
+            kept.append('%s, the Vertex AI model of version %s: this tool did not create it'
+                        % (model['name'], target.get('displayName')))
+        elif elsewhere:
+            kept.append('%s, the Vertex AI model of version %s: also deployed on %s' % (
+                model['name'], target.get('displayName'), elsewhere[0].get('endpoint')))
+        else:
+            steps.append(_delete_model_step(vertex, model, target.get('displayName')))
+    for model in leftovers:
+        steps.append(_delete_model_step(vertex, model, model.get('displayName', '').split(
+            '/', 1)[-1] + ', not deployed'))
+    if version is None:
+        steps.append(Step('delete endpoint %s (model %s)' % (endpoint['name'], name),
+                          vertex.delete_endpoint_request(endpoint['name']),
+                          'delete endpoint %s' % endpoint['name'],
+                          'deleted endpoint %s' % endpoint['name']))
+    return steps, kept
+
+
+def _delete_model_step(vertex, model, version):
+    return Step('delete Vertex AI model %s (version %s)' % (model['name'], version),
+                vertex.delete_model_request(model['name']), 'delete %s' % model['name'],
+                'deleted Vertex AI model %s' % model['name'])
+
+
+def _model_or_none(vertex, name):
+    try:
+        return vertex.get_model(name)
+    except google_api.ApiError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def _undeploy_step(vertex, endpoint, deployed):
+    body = endpoints.undeploy_body(deployed['id'], endpoints.split_without(endpoint, deployed))
+    what = 'version %s (deployed model %s, %s)' % (
+        deployed.get('displayName'), deployed['id'], endpoints.machines_of(deployed)[1])
+    return Step('undeploy ' + what, vertex.undeploy_request(endpoint['name'], body),
+                'undeploy %s' % (deployed.get('displayName') or deployed['id']),
+                'undeployed ' + what)
+
+
+def _run_step(vertex, step, poll_interval, err):
+    operation = vertex.start(step.request, step.description)
+    vertex.wait(operation, step.what, err, poll_interval)

@@ -18,6 +18,9 @@ rehearsal in `rehearsal`). What a plan runs is one of:
 A plan is made before anything is built; the pipeline fills in what
 building reveals (`resolved`: the staged package URIs, the content-hash tag
 of this project's image), so every rendering reads one value.
+
+A version to serve is a `ServingPlan` (`versions create`'s words, for
+`pipeline.deploy`).
 """
 import dataclasses
 import datetime
@@ -291,3 +294,60 @@ def bootstrap_args(package_uris, module, primary, args, unpinned=()):
             + (['--tf-config-primary=%s' % primary] if primary != CHIEF else [])
             + ['--unpin=%s' % name for name in unpinned]
             + ['--'] + list(args))
+
+
+# AI Platform's model and version names: a letter, then letters, digits and
+# underscores (its `models create` / `versions create` rule).
+SERVING_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
+
+
+def check_serving_name(name, what):
+    """`name` if it is an AI Platform model or version name (`what`: `MODEL`, `--model`...)."""
+    if not SERVING_NAME_RE.fullmatch(name):
+        raise UserInputError('%s %r: expected a letter followed by letters, digits or '
+                             'underscores (at most 128 characters), as AI Platform named '
+                             'models and versions' % (what, name), flag=what)
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingPlan:
+    """A version to deploy (`versions create`), as the front read it; `pipeline.deploy`
+    carries it out and `endpoints` renders its requests.
+
+    Attributes:
+      model: the AI Platform model (a Vertex AI endpoint of that display name,
+        or its full resource name).
+      version: the version's name (the deployed model's display name).
+      origin: the gs:// SavedModel directory (or a directory of timestamped
+        exports: the newest is served).
+      region: where the endpoint is; `project`: when known.
+      image: the serving container (TF 2.15's prebuilt prediction image, or
+        `--image-uri`).
+      machine_type, accelerator_type, accelerator_count: each node's machine.
+      min_nodes, max_nodes: the nodes Vertex AI keeps (billed while deployed).
+      description, labels, service_account: as given (labels besides the mark
+        `endpoints` adds).
+      signature_name, check_instances: what the check before the upload calls
+        and on what (none: an instance made from the signature).
+      wait: follow the deploy to its end (`--async`: return once it started).
+      notes: one line each, said before anything runs.
+    """
+    model: str
+    version: str
+    origin: str
+    image: str
+    region: str = 'us-central1'
+    project: Optional[str] = None
+    machine_type: str = 'n1-standard-2'
+    accelerator_type: Optional[str] = None
+    accelerator_count: int = 0
+    min_nodes: int = 1
+    max_nodes: int = 1
+    description: Optional[str] = None
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    service_account: Optional[str] = None
+    signature_name: Optional[str] = None
+    check_instances: Tuple = ()
+    wait: bool = True
+    notes: Tuple[str, ...] = ()

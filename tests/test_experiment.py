@@ -548,6 +548,23 @@ def test_dry_run_prints_each_local_command(tmp_path):
     assert not out.exists() and not (tmp_path / 'data').exists()
 
 
+def test_a_sweep_writes_under_experiments_by_default(tmp_path):
+    """Without --out a sweep writes under ./experiments/<name>, which git ignores
+    (and so image builds and the sdist leave out)."""
+    path = _toy_sweep(tmp_path, name='no-out', axes={'batch-size': [8]}, repeats=1)
+    work = tmp_path / 'work'
+    work.mkdir()
+    proc = processes.run([sys.executable, '-m', EXPERIMENT, path, '--dry-run'], 120,
+                         cwd=str(work), env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r'^== \[1/1\] .*: %s/\S+$' % re.escape(
+        str(work / 'experiments' / 'no-out' / 'runs')), proc.stdout, re.M), proc.stdout
+    assert not (work / 'experiments').exists()
+    ignored = subprocess.run(['git', 'check-ignore', '-q', 'experiments/no-out/runs/p'],
+                             cwd=REPO_ROOT, check=False)
+    assert ignored.returncode == 0
+
+
 def test_vertex_dry_run_bodies_fit_the_aiplatform_schema(tmp_path):
     configs = os.path.join(REPO_ROOT, 'configs')
     path = tmp_path / 'cloud.yaml'

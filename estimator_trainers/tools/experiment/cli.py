@@ -21,6 +21,8 @@ from estimator_trainers.tools.experiment import results
 from estimator_trainers.tools.experiment import sweep as sweep_lib
 
 EXIT_FAILED = 1
+# Where sweeps write by default, under the directory they run from.
+EXPERIMENTS_DIR = 'experiments'
 
 
 def parse_args(argv):
@@ -34,7 +36,10 @@ def parse_args(argv):
                         help='The sweep file (e.g. configs/experiments/checkpoint-interval.yaml).')
     parser.add_argument('--out', default=None,
                         help='Directory of the sweep\'s job-dirs (runs/), logs and results '
-                             '(default: ./<sweep name>, ./<sweep name>-full with --full). '
+                             '(default: experiments/<sweep name>, or '
+                             'experiments/<sweep name>-full with --full, under the current '
+                             'directory: outside the packages, and ignored by git and by '
+                             'image builds). '
                              'Rerun with the same --out to resume.')
     parser.add_argument('--dry-run', action='store_true',
                         help='Print every point\'s command (local) or request body '
@@ -43,6 +48,13 @@ def parse_args(argv):
                         help='Apply the sweep file\'s `full` section: the course\'s sizes '
                              '(hours on a laptop) instead of the quick ones.')
     return parser.parse_args(argv)
+
+
+def default_out(sweep_name, full=False):
+    """`--out` when none is given: `experiments/<name>[-full]` of the current
+    directory, kept out of the package tree (a build context, an sdist) and
+    of git (`.gitignore`)."""
+    return os.path.join(EXPERIMENTS_DIR, sweep_name + ('-full' if full else ''))
 
 
 def main(argv=None, stream=None):
@@ -56,7 +68,7 @@ def main(argv=None, stream=None):
     args = parse_args(argv)
     stream = stream or sys.stdout
     sweep = sweep_lib.load(args.sweep, full=args.full)
-    out = os.path.abspath(args.out or (sweep.name + ('-full' if args.full else '')))
+    out = os.path.abspath(args.out or default_out(sweep.name, args.full))
     safe_io.check_owner(out, '--out')
     layout = execute.Layout.of(sweep, out)
     if args.dry_run:

@@ -165,11 +165,10 @@ def main(argv=None):
                      '%.0f' % summary['single_process']['per_cpu_second']['median'],
                      '%.0f' % summary['cluster_total']['per_cpu_second']['median'],
                      '%.2f' % summary['efficiency_per_cpu_second']])
-    common.print_table(
-        'Cluster vs one process: examples/sec and examples per CPU-second (all tasks)',
-        ['trainer', 'one process', 'cluster', 'one process per CPU-s',
-         'cluster per CPU-s', 'efficiency'], rows)
-    common.update_results('cluster', results)
+    common.finish('cluster', results,
+                  'Cluster vs one process: examples/sec and examples per CPU-second (all tasks)',
+                  ['trainer', 'one process', 'cluster', 'one process per CPU-s',
+                   'cluster per CPU-s', 'efficiency'], rows)
 
 
 if __name__ == '__main__':

@@ -74,10 +74,9 @@ def main(argv=None):
         results['trainers'][name] = summary
         rows.append([name] + ['%.1f (%.1f-%.1f)' % (s['median'], s['min'], s['max'])
                               for s in summary.values()])
-    common.print_table('Cold start: seconds from process start (median, range)',
-                       ['trainer'] + [m for m, _, _ in MILESTONES] + ['first_step CPU-s'],
-                       rows)
-    common.update_results('cold_start', results)
+    common.finish('cold_start', results,
+                  'Cold start: seconds from process start (median, range)',
+                  ['trainer'] + [m for m, _, _ in MILESTONES] + ['first_step CPU-s'], rows)
 
 
 if __name__ == '__main__':

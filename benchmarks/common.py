@@ -328,6 +328,12 @@ def update_results(section, value):
         f.write('\n')
 
 
+def finish(section, results, title, header, rows):
+    """Prints a benchmark's table and stores its `results` under `section`."""
+    print_table(title, header, rows)
+    update_results(section, results)
+
+
 def print_table(title, header, rows):
     """Prints an aligned text table."""
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]

@@ -71,10 +71,9 @@ def main(argv=None):
              '%.2f' % s['seeded_over_unseeded'],
              '%.2f' % s['seeded_over_unseeded_per_cpu_second']]
             for name, s in results['trainers'].items()]
-    common.print_table('The cost of a seed (examples/sec, median)',
-                       ['trainer', 'no seed', '--random-seed', 'seeded / not',
-                        'per CPU-second'], rows)
-    common.update_results('determinism', results)
+    common.finish('determinism', results, 'The cost of a seed (examples/sec, median)',
+                  ['trainer', 'no seed', '--random-seed', 'seeded / not', 'per CPU-second'],
+                  rows)
 
 
 if __name__ == '__main__':

@@ -71,9 +71,8 @@ def main(argv=None):
              '%.1f' % common.summarize([r['eval_secs'] for r in values])['median'],
              '%.1f%%' % (100 * common.summarize([r['eval_share'] for r in values])['median']),
              '%d' % min(r['evaluations'] for r in values)] for name, values in runs.items()]
-    common.print_table('Evaluation cost of the default runs',
-                       ['trainer', 'wall s', 'evaluating s', 'share', 'evaluations'], rows)
-    common.update_results('eval_share', results)
+    common.finish('eval_share', results, 'Evaluation cost of the default runs',
+                  ['trainer', 'wall s', 'evaluating s', 'share', 'evaluations'], rows)
 
 
 if __name__ == '__main__':

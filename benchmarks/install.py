@@ -123,10 +123,10 @@ def main(argv=None):
                                    if s else '' for s in (summary.get(kind) for kind in
                                                           KINDS['pip'])]
                     + [summary['cache_mb']])
-    common.print_table('Install the pinned requirements: seconds (median, range)',
-                       ['installer', 'cold cache', 'warm cache', 'local wheelhouse',
-                        'cache MB after warm'], rows)
-    common.update_results('install', results)
+    common.finish('install', results,
+                  'Install the pinned requirements: seconds (median, range)',
+                  ['installer', 'cold cache', 'warm cache', 'local wheelhouse',
+                   'cache MB after warm'], rows)
 
 
 if __name__ == '__main__':

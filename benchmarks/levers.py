@@ -93,13 +93,11 @@ def main(argv=None):
                      baseline or '',
                      {True: 'yes', False: 'NO'}.get(summary.get('default_is_fastest'),
                                                     ''), what])
-    common.print_table(
-        'Levers, ResNet-%d batch 128: examples/sec (x baseline, wall and per CPU-s)'
-        % args.num_layers,
-        ['variant', 'median', 'range', 'x base', 'x base/CPU-s', 'baseline',
-         'default fastest', 'change'],
-        rows)
-    common.update_results('levers', results)
+    common.finish('levers', results,
+                  'Levers, ResNet-%d batch 128: examples/sec (x baseline, wall and per CPU-s)'
+                  % args.num_layers,
+                  ['variant', 'median', 'range', 'x base', 'x base/CPU-s', 'baseline',
+                   'default fastest', 'change'], rows)
 
 
 if __name__ == '__main__':

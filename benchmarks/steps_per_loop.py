@@ -80,13 +80,11 @@ def main(argv=None):
             table[name][n] = summary
     results = {'machine': common.machine_info(),
                'load_average_range': common.load_since(loads), 'trainers': table}
-    common.print_table(
-        'Examples/sec by --steps-per-loop', ['trainer', 'N', 'examples/sec', 'x N=1',
-                                             'x N=1 per CPU-s'],
-        [[name, n, '%.0f' % s['median'], '%.2f' % s['vs_1'],
-          '%.2f' % s['vs_1_per_cpu_second']]
-         for name, by_n in table.items() for n, s in by_n.items()])
-    common.update_results('steps_per_loop', results)
+    common.finish('steps_per_loop', results, 'Examples/sec by --steps-per-loop',
+                  ['trainer', 'N', 'examples/sec', 'x N=1', 'x N=1 per CPU-s'],
+                  [[name, n, '%.0f' % s['median'], '%.2f' % s['vs_1'],
+                    '%.2f' % s['vs_1_per_cpu_second']]
+                   for name, by_n in table.items() for n, s in by_n.items()])
 
 
 if __name__ == '__main__':

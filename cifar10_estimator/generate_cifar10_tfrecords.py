@@ -385,9 +385,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    logs.quiet_tensorflow_native_logs()
-    args = parse_args(argv)
-    logs.configure('INFO')
+    args = logs.start_tool(parse_args, argv)
     generate(args.data_dir, source=args.source, url=args.url)
     return 0
 

@@ -202,7 +202,7 @@ def jobset_tf_config(environ):
     if not jobset or not environ.get(JOBSET_TASKS_ENV, '').strip():
         return None
     source = 'the JobSet pod\'s %s' % JOBSET_TASKS_ENV
-    tasks = _load_json(environ[JOBSET_TASKS_ENV], source)
+    tasks = user_files.json_object(environ[JOBSET_TASKS_ENV], source)
     for role, count in tasks.items():
         if role not in POOL_ORDER or _integer(count) is None or _integer(count) < 1:
             raise UserInputError('%s: expected {role: pods} with roles among %s, got %r: %r'
@@ -233,7 +233,7 @@ def jobset_tf_config(environ):
 
 def parse_tf_config(text, source='TF_CONFIG'):
     """Parses and validates a TF_CONFIG JSON string."""
-    return _from_tf_config(_load_json(text, source), source)
+    return _from_tf_config(user_files.json_object(text, source), source)
 
 
 def _from_tf_config(config, source):
@@ -279,7 +279,7 @@ def _check_trains_alone(task, source):
 def parse_vertex_cluster_spec(text):
     """Maps Vertex AI's `CLUSTER_SPEC` (workerpool0..3) onto TF roles."""
     source = 'CLUSTER_SPEC'
-    spec = _load_json(text, source)
+    spec = user_files.json_object(text, source)
     pools = spec.get('cluster') or {}
     task = spec.get('task') or {}
     cluster = {}
@@ -304,17 +304,6 @@ def export_tf_config(info, environ=None):
         environ.pop('TF_CONFIG', None)
     else:
         environ['TF_CONFIG'] = json.dumps(config)
-
-
-def _load_json(text, source):
-    try:
-        config = user_files.loads(text)
-    except ValueError as e:
-        raise UserInputError('%s is not valid JSON (%s)' % (source, e)) from None
-    if not isinstance(config, dict):
-        raise UserInputError('%s must be a JSON object, got %s'
-                             % (source, type(config).__name__))
-    return config
 
 
 def _validated(cluster, task, environment, source):

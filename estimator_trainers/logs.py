@@ -71,6 +71,16 @@ def import_tensorflow():
     return tf
 
 
+def start_tool(parse_args, argv):
+    """The start of a data tool's `main`: TensorFlow's noise hidden, then
+    `parse_args(argv)` (an instant --help, without TensorFlow), then INFO logs.
+    Returns the parsed flags."""
+    quiet_tensorflow_native_logs()
+    args = parse_args(argv)
+    configure('INFO')
+    return args
+
+
 def configure(verbosity='INFO'):
     """Routes TensorFlow's Python logger to stderr with timestamps at `verbosity`."""
     tf = import_tensorflow()

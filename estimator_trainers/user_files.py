@@ -224,6 +224,20 @@ def parse_json(text, source, limits=SMALL):
     return data
 
 
+def json_object(text, source, expected='a JSON object'):
+    """`text` as one JSON object (a dict): not valid JSON, or JSON of another
+    kind, is refused in one line naming `source` and what was `expected`. For
+    JSON that is a value, not a file (an environment variable, a line)."""
+    try:
+        data = loads(text)
+    except ValueError as e:
+        raise UserInputError('%s: not valid JSON (%s)' % (source, e)) from None
+    if not isinstance(data, dict):
+        raise UserInputError('%s: expected %s, got %s' % (source, expected,
+                                                          type(data).__name__))
+    return data
+
+
 def loads(text):
     """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
 

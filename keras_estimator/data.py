@@ -288,9 +288,7 @@ def _sha256(text):
 
 
 def main(argv=None):
-    logs.quiet_tensorflow_native_logs()
-    args = parse_args(argv)
-    logs.configure('INFO')
+    args = logs.start_tool(parse_args, argv)
     fetch(args.data_dir, source=args.source, url=args.url, sha256=args.sha256)
     return 0
 

@@ -38,9 +38,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    logs.quiet_tensorflow_native_logs()
-    args = parse_args(argv)
-    logs.configure('INFO')
+    args = logs.start_tool(parse_args, argv)
     # Flags are parsed without TensorFlow (an instant --help); the work needs it.
     from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top
     input_lib.write_cache(args.files, args.out_dir, args.shards)

@@ -313,9 +313,7 @@ def _fraction(text):
 
 
 def main(argv=None):
-    logs.quiet_tensorflow_native_logs()
-    args = parse_args(argv)
-    logs.configure('INFO')
+    args = logs.start_tool(parse_args, argv)
     if args.tfx_wheel and not os.path.isfile(args.tfx_wheel):
         raise UserInputError('--tfx-wheel %s: no such file' % args.tfx_wheel)
     prepare(args.out_dir, source=args.source, sample_url_prefix=args.sample_url_prefix,

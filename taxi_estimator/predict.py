@@ -91,13 +91,7 @@ def read_json_instances(path, text):
         if not line.strip():
             continue
         where = '--json-instances %s line %d' % (path, number)
-        try:
-            raw = user_files.loads(line)
-        except ValueError as e:
-            raise UserInputError('%s: not valid JSON (%s)' % (where, e)) from None
-        if not isinstance(raw, dict):
-            raise UserInputError('%s: expected a JSON object of features, got %s'
-                                 % (where, type(raw).__name__))
+        raw = user_files.json_object(line, where, 'a JSON object of features')
         instances.append(check_instance(raw, where))
     return instances
 

@@ -93,6 +93,15 @@ def tree_bytes(root):
     return tree
 
 
+def directory_of_another_user(path):
+    """Creates directory `path` owned by user nobody; skips the test unless root."""
+    if os.geteuid() != 0:
+        pytest.skip('needs root to give a directory to another user')
+    path.mkdir()
+    os.chown(path, 65534, 65534)
+    return path
+
+
 def one_error_line(proc, startswith):
     """Asserts exit 2 and that stderr ends in exactly one `error: ...` line, no traceback."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])

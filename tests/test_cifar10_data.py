@@ -18,7 +18,7 @@ import resources
 from cifar10_estimator import data
 from cifar10_estimator import generate_cifar10_tfrecords as gen
 from cifar10_estimator import layout
-from conftest import one_error_line
+from conftest import directory_of_another_user, one_error_line
 from conftest import run_module
 from conftest import tree_bytes
 from estimator_trainers.errors import UserInputError
@@ -274,11 +274,7 @@ def test_planted_temp_symlinks_are_not_followed(cifar10_tarball, http_server, tm
 
 
 def test_data_dir_of_another_user_is_refused(cifar10_tarball, tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip('needs root to give a directory to another user')
-    data_dir = tmp_path / 'data'
-    data_dir.mkdir()
-    os.chown(data_dir, 65534, 65534)
+    data_dir = directory_of_another_user(tmp_path / 'data')
     proc = run_module(GEN, '--data-dir', data_dir, '--source', cifar10_tarball)
     one_error_line(proc, '--data-dir %s is owned by user nobody' % data_dir)
     assert os.listdir(data_dir) == []

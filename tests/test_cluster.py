@@ -187,8 +187,8 @@ def test_addresses_and_label():
 
 
 @pytest.mark.parametrize('text, message', [
-    ('{"cluster": ', 'TF_CONFIG is not valid JSON'),
-    ('[1, 2]', 'TF_CONFIG must be a JSON object'),
+    ('{"cluster": ', 'TF_CONFIG: not valid JSON'),
+    ('[1, 2]', 'TF_CONFIG: expected a JSON object, got list'),
     (json.dumps(dict(VERTEX, task={'type': 'trainer', 'index': 0})),
      "unknown task.type 'trainer'"),
     (json.dumps({'cluster': {'chief': ['c:1'], 'gpu': ['g:1']},

@@ -159,7 +159,7 @@ def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tm
 
 
 @pytest.mark.parametrize('tf_config, message', [
-    ('{"cluster": {"chief": ["127.0.0.1:1"]', 'error: TF_CONFIG is not valid JSON'),
+    ('{"cluster": {"chief": ["127.0.0.1:1"]', 'error: TF_CONFIG: not valid JSON'),
     (json.dumps({'cluster': {'chief': ['127.0.0.1:1'], 'master': ['127.0.0.1:2']},
                  'task': {'type': 'chief', 'index': 0}}),
      'error: TF_CONFIG: cluster has both "chief" and "master"; use one'),

@@ -13,7 +13,7 @@ import pytest
 
 import processes
 from cluster_helpers import assert_all_exited, Cluster
-from conftest import cli_env, REPO_ROOT
+from conftest import REPO_ROOT, cli_env, directory_of_another_user
 from estimator_trainers import errors
 from estimator_trainers.tools import launcher
 from test_trainer_discovery import write_guide_package
@@ -418,11 +418,7 @@ def test_planted_log_symlink_is_refused_and_its_target_untouched(tmp_path):
 
 @pytest.mark.parametrize('flag', ['--job-dir', '--log-dir'])
 def test_directory_of_another_user_is_refused(tmp_path, flag):
-    if os.geteuid() != 0:
-        pytest.skip('needs root to give a directory to another user')
-    theirs = tmp_path / 'theirs'
-    theirs.mkdir()
-    os.chown(theirs, 65534, 65534)
+    theirs = directory_of_another_user(tmp_path / 'theirs')
     flags = ['--log-dir', str(theirs)] if flag == '--log-dir' else []
     command = [sys.executable, '-m', 'estimator_trainers.tools.launcher', '--job-dir',
                str(theirs if flag == '--job-dir' else tmp_path / 'job'), *flags,

@@ -12,7 +12,7 @@ import pytest
 
 import resources
 import taxi_trips
-from conftest import one_error_line
+from conftest import directory_of_another_user, one_error_line
 from conftest import run_module
 from conftest import tree_bytes
 from taxi_estimator import data
@@ -175,11 +175,7 @@ def test_planted_temp_symlink_is_not_followed(tmp_path):
 
 
 def test_out_dir_owned_by_another_user_is_refused(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip('needs root to give a directory to another user')
-    out = tmp_path / 'out'
-    out.mkdir()
-    os.chown(out, 65534, 65534)
+    out = directory_of_another_user(tmp_path / 'out')
     one_error_line(_run_tfx(tmp_path, out), '--out-dir %s is owned by user' % out)
     assert os.listdir(out) == []
 

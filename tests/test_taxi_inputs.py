@@ -448,7 +448,7 @@ def test_tf_config_nested_too_deeply_is_one_line(tmp_path, good_lines):
                       '--job-dir', tmp_path / 'job', env={
                           'TF_CONFIG': '{"cluster": ' + '[' * 20000 + ']' * 20000 + '}'},
                       check=2)
-    assert _error_line(proc) == ('error: TF_CONFIG is not valid JSON (nested too deeply: '
+    assert _error_line(proc) == ('error: TF_CONFIG: not valid JSON (nested too deeply: '
                                  'more levels of [ and { than Python\'s JSON reader allows)')
     assert not (tmp_path / 'job').exists()
 

@@ -549,7 +549,7 @@ def test_dry_run_of_the_default_prints_the_build_and_the_job():
     pools = printed['request']['body']['jobSpec']['workerPoolSpecs']
     assert {pool['containerSpec']['imageUri'] for pool in pools} == {image}
     (note,) = proc.stderr.splitlines()
-    assert re.fullmatch(r'note: the build context: %d files, [\d.]+ KiB \([\d.]+ KiB '
+    assert re.fullmatch(r'note: the build context: %d files, [\d.]+ [KM]iB \([\d.]+ [KM]iB '
                         r'compressed\)' % plan['files'], note), note
 
 

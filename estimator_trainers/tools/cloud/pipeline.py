@@ -296,8 +296,11 @@ def _print_dry_run(out, plan, body, archives, context, build_body, repository):
 
 
 def request_json(request):
-    """An unsent googleapiclient request as `{method, uri, body}`."""
-    return {'method': request.method, 'uri': request.uri, 'body': json.loads(request.body)}
+    """An unsent googleapiclient request as `{method, uri[, body]}` (no body: a GET)."""
+    printed = {'method': request.method, 'uri': request.uri}
+    if request.body:
+        printed['body'] = json.loads(request.body)
+    return printed
 
 
 # ------------------------------------------------------------------ serving
@@ -482,29 +485,21 @@ def _print_deploy_dry_run(out, plan, checked):
     requests = []
     if not parsed:
         requests.append(dict(step='find model %s: the endpoint displayed as %s' % (
-            plan.model, plan.model), **_request_dict(offline.list_endpoints_request(
+            plan.model, plan.model), **request_json(offline.list_endpoints_request(
                 'display_name="%s"' % plan.model))))
     requests.append(dict(
         step='upload the SavedModel to the Model Registry (an operation, polled)',
-        **_request_dict(offline.upload_request(endpoints.upload_body(plan)))))
+        **request_json(offline.upload_request(endpoints.upload_body(plan)))))
     requests.append(dict(
         step='deploy it on the endpoint (an operation, polled); the first version takes all '
              'the traffic ("0": the model being deployed), a later one none',
-        **_request_dict(offline.deploy_request(endpoint_name, endpoints.deploy_body(
+        **request_json(offline.deploy_request(endpoint_name, endpoints.deploy_body(
             plan, model_name, first=True)))))
     check = {'export': checked.export_dir, 'signature': checked.signature,
              'inputs': checked.inputs}
     check.update({'note': checked.note} if checked.note else
                  {'prediction': checked.prediction})
     out.write(json.dumps({'check': check, 'requests': requests}, indent=2) + '\n')
-
-
-def _request_dict(request):
-    """An unsent googleapiclient request as `{method, uri[, body]}`."""
-    printed = {'method': request.method, 'uri': request.uri}
-    if request.body:
-        printed['body'] = json.loads(request.body)
-    return printed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -551,7 +546,7 @@ def remove(vertex, model, version, action, out, err):
     steps, kept = _removal_steps(vertex, endpoint, version)
     if action.kind == DRY_RUN:
         out.write(json.dumps({
-            'remove': [dict(step=s.description, **_request_dict(s.request)) for s in steps],
+            'remove': [dict(step=s.description, **request_json(s.request)) for s in steps],
             'keep': kept}, indent=2) + '\n')
         return []
     for note in kept:

@@ -173,7 +173,9 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
                                            simple_value=job_rate),
                 tf.compat.v1.Summary.Value(tag=summaries.GLOBAL_STEPS_PER_SEC,
                                            simple_value=steps_per_sec)]), step)
-        if self._worker_writer is not None:
+        if self._worker_writer is not None and self._interval_steps and elapsed > 0:
+            # An interval in which this task trained no step (the others
+            # reached the target first) has no rate of its own.
             self._worker_writer.add_summary(tf.compat.v1.Summary(value=[
                 tf.compat.v1.Summary.Value(tag=summaries.WORKER_EXAMPLES_PER_SEC,
                                            simple_value=rate)]), step)

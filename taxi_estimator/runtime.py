@@ -95,7 +95,8 @@ class TaxiRuntime(declaration.Runtime):
         train = input_lib.make_input_fn(facts.train_data.files, facts.replica_batch,
                                         training=True,
                                         seed=task.cluster.input_seed(args.random_seed),
-                                        in_memory_mb=args.max_in_memory_mb)
+                                        in_memory_mb=args.max_in_memory_mb,
+                                        rows=facts.train_data.rows)
         evaluate = input_lib.make_input_fn(facts.eval_data.files, args.batch_size,
                                            training=False)
         return train, evaluate

@@ -206,7 +206,8 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_
              '--train-steps, so checkpoints, evaluations, summaries and progress '
              'lines land on the same steps as with 1. Default: %d for this '
              'trainer, 1 under --distribution-strategy mirrored or '
-             'multi_worker_mirrored (which refuse more).' % steps_per_loop)
+             'multi_worker_mirrored (which refuse more) and in a '
+             'parameter-server job.' % steps_per_loop)
     group.add_argument(
         '--eval-steps', type=positive_int, default=None,
         help='Batches per evaluation (default: the whole eval set once).')

@@ -264,7 +264,9 @@ def test_run_config_passes_the_worker_delay_cap(requested, train_steps, expected
 @pytest.mark.parametrize('name, cluster, requested, expected', [
     (None, LOCAL, None, 32),                               # the trainer's default
     (None, LOCAL, 1, 1),
-    (None, _cluster('worker', 1), 8, 8),                   # parameter servers loop
+    (None, _cluster('worker', 1), 8, 8),                   # parameter servers loop when asked
+    (None, _cluster('worker', 1), None, 1),                # ... not by default
+    (None, _cluster('chief'), None, 1),
     ('mirrored', LOCAL, None, 1),                          # strategies: one step per run
     (None, _cluster('chief', ps=False), None, 1),          # multi_worker_mirrored
     (None, _cluster('chief', ps=False), 1, 1),

@@ -253,6 +253,13 @@ class _Proxy(socketserver.ThreadingTCPServer):
 class _ProxyHandler(socketserver.StreamRequestHandler):
     """One client connection: a CONNECT tunnel or absolute-URL HTTP requests."""
 
+    def setup(self):
+        # TensorFlow opens a connection per request and its TLS handshake
+        # crosses small writes: with Nagle's algorithm each waited for the
+        # client's delayed ACK (~40 ms), ~14 s of a 200-step taxi run on gs://.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
     def handle(self):
         upstream = http.client.HTTPConnection(*self.server.upstream, timeout=120)
         try:

@@ -218,14 +218,23 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO
             'load': load_since(window[0])}
 
 
-def window_flags(interval, intervals):
+def window_flags(interval, intervals, root=REPO_ROOT):
     """A trainer's flags for a steady-state window of `intervals` progress intervals
     of `interval` steps: enough steps for the window after a warm-up interval,
-    and its only checkpoint (so its only evaluation) at the end, after the
-    window, as Keras' `fit` in the same benchmark saves and evaluates nothing."""
+    and its only checkpoint and only evaluation at the end, after the window,
+    as Keras' `fit` in the same benchmark saves and evaluates nothing.
+
+    Evaluations have had a cadence of their own since issue #29 (about ten
+    per run by default, inside the window); a checkout from before (`root`,
+    e.g. #22's baseline) evaluates at its checkpoints and has no such flag.
+    """
     steps = interval * (intervals + 3)
-    return ['--train-steps', steps, '--checkpoint-num-steps', steps,
-            '--log-step-count-steps', interval]
+    flags = ['--train-steps', steps, '--checkpoint-num-steps', steps,
+             '--log-step-count-steps', interval]
+    with open(os.path.join(root, 'estimator_trainers', 'flags.py'), encoding='utf-8') as f:
+        if "'--eval-every-steps'" in f.read():
+            flags += ['--eval-every-steps', steps]
+    return flags
 
 
 def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,

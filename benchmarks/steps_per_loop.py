@@ -33,12 +33,13 @@ def _trainers(args):
 def throughput(argv, batch, interval, intervals, steps_per_loop, baseline_dir=None):
     """`steps_per_loop` 'baseline': the command as it is in checkout `baseline_dir`."""
     flags = [] if steps_per_loop == 'baseline' else ['--steps-per-loop', steps_per_loop]
+    root = baseline_dir if steps_per_loop == 'baseline' else common.REPO_ROOT
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = common.python_module(
-            *argv, '--job-dir', job_dir, *flags, *common.window_flags(interval, intervals))
-        return common.progress_throughput(
-            cmd, batch_size=batch, intervals=intervals,
-            root=baseline_dir if steps_per_loop == 'baseline' else common.REPO_ROOT)
+            *argv, '--job-dir', job_dir, *flags,
+            *common.window_flags(interval, intervals, root))
+        return common.progress_throughput(cmd, batch_size=batch, intervals=intervals,
+                                          root=root)
 
 
 def main(argv=None):

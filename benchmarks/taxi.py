@@ -45,7 +45,8 @@ def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=
     """Steady-state examples/sec of the trainer (in checkout `root`) with `flags`."""
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = _taxi_cli(train_files, eval_files, job_dir,
-                        *common.window_flags(interval, intervals), *flags, levers=levers)
+                        *common.window_flags(interval, intervals, root), *flags,
+                        levers=levers)
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals,
                                           root=root)
 

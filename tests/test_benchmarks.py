@@ -8,12 +8,18 @@ results and tiny stand-in processes; the benchmarks themselves run with
 import json
 import sys
 
+import pytest
+
 import processes
 from benchmarks import common
 from benchmarks import cost_model
 from benchmarks import report
 from benchmarks import resnet_throughput
 from benchmarks import taxi
+from cifar10_estimator import trainer as cifar10_trainer
+from estimator_trainers import checkpoints
+from estimator_trainers import cluster
+from taxi_estimator import trainer as taxi_trainer
 from conftest import REPO_ROOT
 
 
@@ -244,12 +250,31 @@ def test_progress_throughput_counts_the_window_not_start_up(tmp_path):
     assert common.load_mark() > mark and len(common.load_since(mark)) == 3
 
 
-def test_trainer_window_saves_its_only_checkpoint_after_the_window():
-    flags = common.window_flags(8, 2)
-    values = dict(zip(flags[::2], flags[1::2]))
+@pytest.mark.parametrize('trainer, required', [
+    (cifar10_trainer.TRAINER, ['--data-dir', 'x']),
+    (taxi_trainer.TRAINER, ['--train-files', 'x', '--eval-files', 'x'])],
+                         ids=['cifar10', 'taxi'])
+def test_trainer_window_saves_and_evaluates_only_after_the_window(trainer, required):
+    """The window's only checkpoint and evaluation come after it: the default
+    cadence (about ten evaluations per run) would evaluate inside it."""
+    flags = [str(flag) for flag in common.window_flags(8, 2)]
+    args = trainer.parse_args(required + ['--job-dir', 'x'] + flags)
+    plan = checkpoints.plan('x', cluster.load_cluster({}), None,
+                            every_steps=args.checkpoint_num_steps,
+                            train_steps=args.train_steps,
+                            eval_every_steps=args.eval_every_steps)
     last_progress_line = 8 * (2 + 1)  # the first line, then the window's intervals
-    assert values['--checkpoint-num-steps'] == values['--train-steps'] > last_progress_line
-    assert values['--log-step-count-steps'] == 8
+    assert plan.every_steps == plan.eval_every_steps == args.train_steps > last_progress_line
+    assert args.log_step_count_steps == 8
+
+
+def test_a_checkout_without_its_own_evaluation_cadence_gets_no_such_flag(tmp_path):
+    """#22's baseline evaluates at its checkpoints and would refuse the flag."""
+    (tmp_path / 'estimator_trainers').mkdir()
+    (tmp_path / 'estimator_trainers' / 'flags.py').write_text("'--checkpoint-num-steps'\n")
+    flags = common.window_flags(8, 2, root=str(tmp_path))
+    assert '--eval-every-steps' not in flags
+    assert '--eval-every-steps' in common.window_flags(8, 2)
 
 
 def test_process_tree_cpu_names_the_tasks_by_their_tf_config(tmp_path):

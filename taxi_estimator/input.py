@@ -494,13 +494,18 @@ def make_input_fn(files, batch_size, *, training, seed=None,
             # on the way, which took twice the memory).
             batches = chunks.rebatch(_ALL_ROWS).cache().repeat().flat_map(
                 lambda features, label: _shuffled_batches(features, label, batch_size,
-                                                          seed))
-        else:
-            window = min(SHUFFLE_ROWS, rows) if rows else SHUFFLE_ROWS
-            batches = chunks.repeat().rebatch(window).map(
-                lambda features, label: _permuted(features, label, seed),
-                num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size)
-        return batches.prefetch(tf.data.AUTOTUNE)
+                                                          seed)).prefetch(tf.data.AUTOTUNE)
+            # The batches' gathers get a thread of their own: on the session's
+            # one inter-op thread they queued behind the training step
+            # instead of using the other core (~1.09x examples/sec, 1.08x per
+            # CPU-second: benchmarks/RESULTS.md, taxi).
+            options = tf.data.Options()
+            options.threading.private_threadpool_size = 1
+            return batches.with_options(options)
+        window = min(SHUFFLE_ROWS, rows) if rows else SHUFFLE_ROWS
+        return chunks.repeat().rebatch(window).map(
+            lambda features, label: _permuted(features, label, seed),
+            num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
 
     return input_fn
 

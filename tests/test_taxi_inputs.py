@@ -501,3 +501,15 @@ def test_statistics_of_a_constant_column_get_std_one():
         accumulator.add('fare', value)
     assert accumulator.stats()['fare']['std'] == 1.0
     features.check_stats(accumulator.stats(), 'computed')
+
+
+def test_training_batches_of_data_in_memory_have_a_thread_of_their_own(tmp_path, good_lines):
+    """On the trainer's one inter-op thread the batches' gathers queued behind the
+    training step; a private pool runs them on the other core (RESULTS.md, taxi)."""
+    summary = input_lib.scan([_write(tmp_path / 'train.csv', good_lines)], '--train-files')
+    in_memory = input_lib.make_input_fn(summary.files, 8, training=True, seed=1,
+                                        rows=summary.rows)()
+    assert in_memory.options().threading.private_threadpool_size == 1
+    features, labels = next(iter(in_memory))
+    assert labels.shape == [8] and set(features) == set(next(iter(
+        input_lib.make_input_fn(summary.files, 8, training=False)()))[0])

@@ -219,20 +219,22 @@ def steps_per_loop(requested, default, distribution):
     `mirrored` and `multi_worker_mirrored` call the model_fn once per replica
     and all-reduce inside it; Estimator's strategy path cannot place that in
     an in-graph loop over the input. They train one step per run; single
-    tasks loop. So do the tasks of a parameter-server job when asked: by
-    default they run one step per run, since a loop's body reads and updates
-    the parameter servers' variables from inside a function, which each
-    parameter server instantiates for each task before that task's first
-    step, and under load that stalled workers for seconds (workers of the
-    1-ps/4-worker taxi run trained no step while the chief trained them all).
+    tasks loop. So do the training tasks of a parameter-server job when
+    asked, but when there are several of them they run one step per run by
+    default: a loop's body reads and updates the parameter servers'
+    variables from inside a function, which each parameter server
+    instantiates for each task before that task's first step, and under load
+    that stalled workers for seconds (workers of the 1-ps/4-worker taxi run
+    trained no step while the chief trained them all).
 
     Raises:
       UserInputError: more than one step asked for under such a strategy,
         naming the flag and the strategy.
     """
     if requested is None:
-        shared = distribution.strategy == PARAMETER_SERVER and distribution.num_workers > 1
-        return 1 if distribution.builds_strategy or shared else default
+        shares_parameter_servers = (distribution.strategy == PARAMETER_SERVER
+                                    and distribution.num_workers > 1)
+        return 1 if distribution.builds_strategy or shares_parameter_servers else default
     if requested > 1 and distribution.builds_strategy:
         raise UserInputError(
             '--steps-per-loop=%d cannot run under --distribution-strategy=%s (its '

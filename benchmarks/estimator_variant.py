@@ -9,7 +9,6 @@ not worth a flag) are patched in here, so the trainer code stays free of them:
         --lever free_input -- --train-files T ...
 """
 import argparse
-import functools
 import sys
 
 import tensorflow as tf
@@ -17,6 +16,7 @@ import tensorflow as tf
 from estimator_trainers import cli
 from estimator_trainers import registry
 
+from cifar10_estimator import model
 from cifar10_estimator import resnet
 from taxi_estimator import input as taxi_input
 
@@ -30,11 +30,13 @@ def _unfused_batch_norm():
     resnet.ResNetCifar10._batch_norm = batch_norm  # pylint: disable=protected-access
 
 
-def _ungated_gradients():
-    """compute_gradients(gate_gradients=GATE_NONE), as Keras' GradientTape does."""
-    original = tf.compat.v1.train.MomentumOptimizer.compute_gradients
-    tf.compat.v1.train.MomentumOptimizer.compute_gradients = functools.partialmethod(
-        original, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
+def _gated_gradients():
+    """compute_gradients with TF1's per-op gating (GATE_OP), the trainer's
+    default before #33: each op's input gradient waits for its weight gradient."""
+    def gradients(optimizer, loss, variables=None):
+        return optimizer.compute_gradients(
+            loss, variables, gate_gradients=tf.compat.v1.train.Optimizer.GATE_OP)
+    model._gradients = gradients  # pylint: disable=protected-access
 
 
 def _free_input():
@@ -53,7 +55,7 @@ def _free_input():
 
 LEVERS = {
     'unfused_batch_norm': _unfused_batch_norm,
-    'ungated_gradients': _ungated_gradients,
+    'gated_gradients': _gated_gradients,
     'free_input': _free_input,
 }
 

@@ -34,8 +34,8 @@ VARIANTS = {
                         {'flags': FP32 + ['--num-inter-threads', '2']}),
     'summaries_every_step': ('--save-summary-steps 1 (default 100)', 'float32',
                              {'flags': FP32 + ['--save-summary-steps', '1']}),
-    'ungated_gradients': ('compute_gradients without per-op gating', 'float32',
-                          {'flags': FP32, 'levers': ['ungated_gradients']}),
+    'gated_gradients': ('compute_gradients with per-op gating (TF1 default)',
+                        'float32', {'flags': FP32, 'levers': ['gated_gradients']}),
 }
 # Clear-cut and slow: measured --repeats-slow times only.
 SLOW = ('channels_first', 'onednn_off', 'xla_auto_jit')

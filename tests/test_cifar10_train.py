@@ -241,3 +241,27 @@ def test_help_lists_flag_groups():
                  '--num-intra-threads', '--eval-steps', '--sync', '--verbosity'):
         assert flag in proc.stdout
     assert '--num-workers' not in proc.stdout
+
+
+@pytest.mark.parametrize('devices', [('/cpu:0',), ('/cpu:0', '/cpu:1')])
+@pytest.mark.parametrize('precision', ['none', 'bfloat16'])
+def test_backward_pass_is_not_gated_per_op(devices, precision):
+    """No op's input gradient waits for its weight gradient (TF1's GATE_OP): the
+    filter gradients run beside the next layer's (#33). That is safe because
+    every trainable variable is a resource variable, whose reads are snapshots."""
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [8, 32, 32, 3])
+        labels = tf.compat.v1.placeholder(tf.int32, [8])
+        hparams = model.HParams(num_layers=8, train_batch_size=8, devices=devices,
+                                mixed_precision=precision)
+        config = tf.estimator.RunConfig(model_dir=None)
+        spec = model.model_fn({'images': images}, labels, tf.estimator.ModeKeys.TRAIN,
+                              {'hparams': hparams}, config)
+        variables = tf.compat.v1.trainable_variables()
+    assert spec.train_op is not None and variables
+    gradient_ops = [op.name for op in graph.get_operations()
+                    if op.name.startswith(('gradients', 'tower_'))]
+    assert gradient_ops
+    assert not [name for name in gradient_ops if '/tuple/' in name]
+    assert all(v.op.type == 'VarHandleOp' for v in variables)

@@ -10,10 +10,12 @@ cluster's tasks together,
 `B`: the bytes the step moves between the worker and the parameter server
 (the variables read, the gradients and batch-norm statistics sent); `f`: a
 fixed cost per step (the RunGraph calls and their set-up on both sides, a
-tensor transfer per variable: the two ResNets' tensor counts grow with their
-bytes, so one term covers both). `f` and `beta` are fitted to the two
-ResNets; the taxi model, with 1% of their bytes, at two batch sizes, checks
-them. For a cloud shape the same CPU costs are split by task (the measured
+tensor transfer per variable). `f` and `beta` are fitted to every measured
+trainer together, on relative error: the taxi model's steps, with 1% of the
+ResNets' bytes, pin `f`; the ResNets' pin `beta` (their tensor counts grow
+with their bytes, so they alone cannot separate the two). Each trainer is
+also predicted from a fit to the others (leave one out): the check.
+For a cloud shape the same CPU costs are split by task (the measured
 share of the parameter server) and spread over that machine's cores; the
 network adds its bandwidth and round trips. Cluster examples/sec is the
 least of what the workers compute, what the parameter server's cores and
@@ -89,11 +91,21 @@ def points(cluster_result):
 
 
 def fit(found, names):
-    """Least-squares (f, beta), neither negative, from the trainers `names`."""
+    """(f, beta), neither negative, from the trainers `names`: least squares of
+    the relative error, so a 5 ms taxi step weighs as much as a 120 ms ResNet one."""
     rows = np.array([[1.0, found[n]['bytes']] for n in names])
-    overheads = np.array([found[n]['overhead'] for n in names])
-    coefficients, *_ = np.linalg.lstsq(rows, overheads, rcond=None)
+    weights = np.array([1.0 / found[n]['overhead'] for n in names])
+    coefficients, *_ = np.linalg.lstsq(rows * weights[:, None], np.ones(len(names)),
+                                       rcond=None)
     return tuple(max(0.0, float(x)) for x in coefficients)
+
+
+def left_out(found, names):
+    """{name: the (f, beta) fitted to the other trainers}: predicting each trainer
+    from the others checks the model (needs at least three trainers)."""
+    if len(names) < 3:
+        return {}
+    return {name: fit(found, [n for n in names if n != name]) for name in names}
 
 
 def overhead(params, moved):
@@ -148,15 +160,16 @@ def summary(results, workers=(1, 4, 16)):
     """The fit, its check on this machine and the cloud predictions, as table rows."""
     found = points(results['cluster'])
     names = sorted(found)
-    resnets = [n for n in names if not n.startswith('taxi')]
-    if len(resnets) < 2 or len(names) == len(resnets):
+    if not any(n.startswith('taxi') for n in names) or len(names) < 3:
         return None
-    params = fit(found, resnets)
+    params = fit(found, names)
+    others = left_out(found, names)
     local = [[name, found[name]['tensors'], '%.0f' % (found[name]['bytes'] / 1e3),
               '%.1f' % (1e3 * found[name]['overhead']),
               '%.1f' % (1e3 * overhead(params, found[name]['bytes'])),
+              '%.1f' % (1e3 * overhead(others[name], found[name]['bytes'])),
               '%.2f' % found[name]['efficiency'], '%.2f' % efficiency(found[name], params),
-              'fit' if name in resnets else 'check']
+              '%.2f' % efficiency(found[name], others[name])]
              for name in names]
     scale = float32_cost(results)
     cloud = []
@@ -168,12 +181,13 @@ def summary(results, workers=(1, 4, 16)):
                     compute_scale=1.0 if name.startswith('taxi') else scale)
                 cloud.append([name, machine, count, '%.0f' % speed,
                               '%.2f' % (speed / (count * alone)), bound])
-    return {'fitted_to': resnets, 'f_secs': params[0], 'beta_secs_per_byte': params[1],
+    return {'fitted_to': names, 'f_secs': params[0], 'beta_secs_per_byte': params[1],
             'float32_scale': scale, 'local': local, 'cloud': cloud}
 
 
 LOCAL_HEADER = ['trainer', 'tensors/step', 'KB/step', 'overhead CPU-ms measured',
-                'modelled', 'efficiency measured', 'modelled', 'role']
+                'modelled', 'from the others', 'efficiency measured', 'modelled',
+                'from the others']
 CLOUD_HEADER = ['trainer', 'machine', 'workers', 'examples/sec', 'per-worker efficiency',
                 'bound by']
 
@@ -186,13 +200,14 @@ def main(argv=None):
     with open(args.results) as f:
         model = summary(json.load(f), [int(w) for w in args.workers.split(',')])
     if model is None:
-        print('benchmark 4 has not measured two ResNets and the taxi model yet')
+        print('benchmark 4 has not measured three trainers, the taxi model among them, yet')
         return
-    print('Fitted to %s: f = %.1f CPU-ms a step, beta = %.1f CPU-ms a MB moved'
-          % (' and '.join(model['fitted_to']), 1e3 * model['f_secs'],
+    print('Fitted to %s (relative error): f = %.1f CPU-ms a step, beta = %.1f CPU-ms a MB moved'
+          % (', '.join(model['fitted_to']), 1e3 * model['f_secs'],
              1e9 * model['beta_secs_per_byte']))
     common.print_table('Local 1-ps/2-worker cluster: overhead per global step and '
-                       'efficiency per CPU-second, measured and modelled', LOCAL_HEADER,
+                       'efficiency per CPU-second, measured, modelled, and predicted '
+                       'from a fit to the other trainers', LOCAL_HEADER,
                        model['local'])
     common.print_table('Predicted examples/sec of N workers and one ps, all of the machine '
                        'type (N1: float32, %.2fx the CPU per ResNet example of the default '

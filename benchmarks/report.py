@@ -382,12 +382,13 @@ def _cost_model(result, resnet_result):
         return ''
     return ('\n\nPer-step cost model (`python -m benchmarks.cost_model`, '
             'docs/performance-model.md): a global step costs b × (one process\'s CPU per '
-            'example) + f + beta × bytes moved, all tasks together; fitted to %s: f = %.1f '
-            'CPU-ms, beta = %.1f CPU-ms per MB; the taxi rows check it.\n\n%s\n\n'
+            'example) + f + beta × bytes moved, all tasks together; fitted on relative '
+            'error to %s: f = %.1f CPU-ms, beta = %.1f CPU-ms per MB. "From the others": '
+            'each trainer predicted by a fit to the other rows (the check).\n\n%s\n\n'
             'Predicted for Vertex AI N1 shapes, N workers and one parameter server of the '
             'same type (float32 there, %.2f× the CPU per ResNet example of the default '
             'here; this machine\'s per-core speed; 200 µs round trips):\n\n%s' % (
-                ' and '.join(model['fitted_to']), 1e3 * model['f_secs'],
+                ', '.join(model['fitted_to']), 1e3 * model['f_secs'],
                 1e9 * model['beta_secs_per_byte'],
                 _table(cost_model.LOCAL_HEADER, model['local']), model['float32_scale'],
                 _table(cost_model.CLOUD_HEADER, model['cloud'])))

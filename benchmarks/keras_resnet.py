@@ -20,6 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import common
 from cifar10_estimator import data
 from cifar10_estimator import resnet
 
@@ -107,11 +108,13 @@ class _StepTimer(tf.keras.callbacks.Callback):
 
 
 def measure(data_dir, num_layers, batch_size, source, warmup_steps, steps,
-            dtype_policy=None):
+            dtype_policy=None, interval=None):
     """Trains warmup_steps + steps batches; returns steady-state throughput.
 
     Like the Estimator's progress log, timing starts after `warmup_steps`
-    batches and covers the next `steps`, in wall time and process CPU time.
+    batches and covers the next `steps`, in wall time and process CPU time;
+    also the fastest of its intervals of `interval` steps (default: `steps`),
+    as the trainer's progress lines give them (`common.fastest_interval`).
     """
     counts = data.read_metadata(data_dir)
     if source == 'memory':
@@ -123,8 +126,12 @@ def measure(data_dir, num_layers, batch_size, source, warmup_steps, steps,
     model.fit(dataset, epochs=1, steps_per_epoch=warmup_steps + steps, verbose=0,
               callbacks=[timer])
     (start, start_cpu), (end, end_cpu) = timer.times[warmup_steps - 1], timer.times[-1]
+    interval = interval or steps
+    marks = [(step, *timer.times[step - 1])
+             for step in range(warmup_steps, warmup_steps + steps + 1, interval)]
     return {'examples_per_sec': steps * batch_size / (end - start),
             'examples_per_cpu_sec': steps * batch_size / (end_cpu - start_cpu),
+            **common.fastest_interval(marks, batch_size),
             'params': int(sum(np.prod(v.shape) for v in model.trainable_variables))}
 
 
@@ -136,11 +143,14 @@ def main(argv=None):
     parser.add_argument('--source', choices=('memory', 'tfrecord'), default='tfrecord')
     parser.add_argument('--warmup-steps', type=int, default=10)
     parser.add_argument('--steps', type=int, default=20)
+    parser.add_argument('--interval', type=int, default=None,
+                        help='Steps per interval for the fastest-interval figures '
+                             '(default: --steps, one interval).')
     parser.add_argument('--dtype-policy', default=None,
                         help='Keras mixed-precision policy, e.g. mixed_bfloat16.')
     args = parser.parse_args(argv)
     result = measure(args.data_dir, args.num_layers, args.batch_size, args.source,
-                     args.warmup_steps, args.steps, args.dtype_policy)
+                     args.warmup_steps, args.steps, args.dtype_policy, args.interval)
     print(json.dumps(result))
 
 

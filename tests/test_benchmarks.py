@@ -13,6 +13,7 @@ import pytest
 import processes
 from benchmarks import common
 from benchmarks import cost_model
+from benchmarks import keras_resnet
 from benchmarks import report
 from benchmarks import resnet_throughput
 from benchmarks import taxi
@@ -248,6 +249,32 @@ def test_progress_throughput_counts_the_window_not_start_up(tmp_path):
     low, mean, high = measured['load']
     assert low <= mean <= high
     assert common.load_mark() > mark and len(common.load_since(mark)) == 3
+    # Each interval is ~0.2 s of 40 examples: the fastest is at least the mean.
+    assert measured['best_examples_per_sec'] >= measured['examples_per_sec'] > 0
+
+
+def test_fastest_interval_is_what_a_slow_stretch_cannot_lower():
+    # (step, wall s, CPU s): the second interval ran in a slow stretch, slower in
+    # wall and CPU time alike.
+    marks = [(8, 10.0, 20.0), (16, 12.0, 24.0), (24, 15.0, 30.0), (32, 17.0, 34.0)]
+    best = common.fastest_interval(marks, batch_size=128)
+    assert best == {'best_examples_per_sec': 8 * 128 / 2.0,
+                    'best_examples_per_cpu_sec': 8 * 128 / 4.0}
+    # The window's mean is lower: 24 steps in 7 s.
+    value = resnet_throughput.fastest(dict(best, examples_per_sec=24 * 128 / 7.0,
+                                           examples_per_cpu_sec=24 * 128 / 14.0))
+    assert value['examples_per_sec'] == 512.0 and value['examples_per_cpu_sec'] == 256.0
+    assert value['window_examples_per_sec'] == 24 * 128 / 7.0
+    # CPU clock ticks too coarse to have moved in an interval count as unknown.
+    assert common.fastest_interval([(0, 0.0, 1.0), (8, 0.5, 1.0)], 1) == {
+        'best_examples_per_sec': 16.0, 'best_examples_per_cpu_sec': None}
+
+
+def test_keras_reference_reports_its_fastest_interval(cifar10_data_dir):
+    measured = keras_resnet.measure(cifar10_data_dir, 8, 8, 'tfrecord', warmup_steps=2,
+                                    steps=6, interval=2)
+    assert measured['best_examples_per_sec'] >= measured['examples_per_sec'] > 0
+    assert measured['best_examples_per_cpu_sec'] >= measured['examples_per_cpu_sec'] > 0
 
 
 @pytest.mark.parametrize('trainer, required', [

@@ -208,28 +208,24 @@ def resnet(result):
     features = result['machine'].get('cpu_features', [])
     bf16_unit = ('AMX' if 'amx_bf16' in features else
                  'AVX512_BF16' if 'avx512_bf16' in features else 'no native bfloat16')
-    best = ('each run\'s fastest interval of %d steps in a steady-state window of %d '
-            'steps after %d warm-up steps (noise only slows a run, and stretches of '
-            'seconds here run ~15%% slower in wall and CPU time alike: '
-            '`common.fastest_interval`)'
-            % (result['interval'], result['interval'] * result['intervals'],
-               result['interval']) if result.get('fastest_interval') else
-            'steady state over %d steps after %d warm-up steps'
-            % (result['interval'] * result['intervals'], result['interval']))
-    parts = ['Batch %d, %s (the trainer '
+    parts = ['Batch %d, each run\'s fastest interval of %d steps in a steady-state window '
+             'of %d steps after %d warm-up steps (noise only slows a run, and stretches of '
+             'seconds here run ~15%% slower in wall and CPU time alike: '
+             '`common.fastest_interval`; the trainer '
              'saves and evaluates no checkpoint in them); the trainer\'s default compute '
              'type here is **%s**. Peak: best 4096×4096 matmul, %.0f GFLOP/s float32 and '
              '%.0f GFLOP/s bfloat16 (%s)%s. "%% of peak" = median examples/sec × '
              'training FLOPs per example (TF profiler: convolutions and dense layer, '
              'forward + backward) / the peak of the variant\'s compute type; "per CPU-s" '
              'the same from examples and peak FLOPs per CPU-second. Per CPU-second: '
-             'examples per second of CPU time the process used over the same %s '
+             'examples per second of CPU time the process used over the same interval '
              '(robust to other load).'
-             % (result['batch_size'], best, result['estimator_default_type'],
+             % (result['batch_size'], result['interval'],
+                result['interval'] * result['intervals'], result['interval'],
+                result['estimator_default_type'],
                 peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9, bf16_unit,
                 '; per CPU-second %.0f and %.0f GFLOP' % (
-                    per_cpu['float32'] / 1e9, per_cpu['bfloat16'] / 1e9) if per_cpu else '',
-                'interval' if result.get('fastest_interval') else 'window')]
+                    per_cpu['float32'] / 1e9, per_cpu['bfloat16'] / 1e9) if per_cpu else '')]
     for depth, values in sorted(result['depths'].items(), key=lambda kv: int(kv[0])):
         parts.append('### ResNet-%s (%.0f MFLOP forward, %.0f MFLOP training per '
                      'example; load %s)' % (

@@ -177,8 +177,7 @@ def main(argv=None):
               peaks_per_cpu['float32'] / 1e9, peaks_per_cpu['bfloat16'] / 1e9))
     results = {'machine': info, 'peak_flops': peaks, 'peak_flops_per_cpu_second': peaks_per_cpu,
                'batch_size': 128, 'estimator_default_type': default_type,
-               'interval': args.interval, 'intervals': args.intervals, 'fastest_interval': True,
-               'depths': {}}
+               'interval': args.interval, 'intervals': args.intervals, 'depths': {}}
     same_as = aliases(default_type)
     started = time.time()
     for num_layers in [int(d) for d in args.depths.split(',')]:

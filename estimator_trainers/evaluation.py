@@ -405,6 +405,9 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
                 'the newest one instead', path)
             continue
         evaluated = path
+        # The step the weights were saved at: in asynchronous training a worker
+        # can step between the chief naming the checkpoint and saving it.
+        step = int(metrics.get('global_step', step))
         if step >= train_steps:
             tf.compat.v1.logging.info('Exiting evaluation, global_step=%d >= train '
                                       'max_steps=%d', step, train_steps)

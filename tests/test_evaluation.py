@@ -65,3 +65,22 @@ def test_evaluation_input_runs_without_autotuning_or_rewrites():
         assert options.experimental_optimization.apply_default_optimizations is False
         features = {'x': tf.constant([1.0])}
         assert evaluation.without_tuning(lambda: features)() is features
+
+
+def test_the_evaluator_reports_the_step_the_weights_were_saved_at(tmp_path, caplog):
+    """Asynchronous workers can step between the chief naming a checkpoint and
+    saving it: `model.ckpt-301` may hold step 302. The evaluator's exit line
+    names the step it evaluated, as its evaluation line does."""
+    (tmp_path / 'model.ckpt-301.index').write_bytes(b'')
+    (tmp_path / 'checkpoint').write_text('model_checkpoint_path: "model.ckpt-301"\n')
+    paths = []
+
+    def evaluate(path):
+        paths.append(path)
+        return {'accuracy': 0.8, 'global_step': 302}
+
+    with caplog.at_level('INFO', logger='tensorflow'):
+        metrics = evaluation.follow(str(tmp_path), evaluate, train_steps=300, poll_secs=0)
+    assert paths == [str(tmp_path / 'model.ckpt-301')]
+    assert metrics['global_step'] == 302
+    assert 'Exiting evaluation, global_step=302 >= train max_steps=300' in caplog.text

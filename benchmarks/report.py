@@ -97,6 +97,20 @@ def _ratio_text(wall, cpu, suffix=''):
         wall, suffix, '%.2f×' % cpu if cpu is not None else '–')
 
 
+def _interval_text(ratio, target, per_cpu_only):
+    """What the repeats can tell of a ratio: the interval for its median (of
+    the per-CPU-second ratios when only those are judged) and whether it
+    still holds the target, i.e. the repeats cannot put a sign on the gap."""
+    if 'interval' not in ratio:
+        return ''
+    low, high = (ratio['per_cpu_second_per_repeat']['interval'] if per_cpu_only
+                 else ratio['interval'])
+    return '; %d repeats, %.0f%% interval %s%.2f–%.2f%s' % (
+        len(ratio['runs']), 100 * ratio['interval_coverage'],
+        'per CPU-second ' if per_cpu_only else '', low, high,
+        ', which holds %.1f×: not resolved' % target if low < target <= high else '')
+
+
 def targets(results):
     machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
     cores = machine.get('cores')
@@ -114,7 +128,8 @@ def targets(results):
             if ratio:
                 rows.append(_row(
                     'ResNet-44 %s ≥ %.1f× (same run)' % (what, target),
-                    _ratio_text(ratio['median'], ratio['per_cpu_second']),
+                    _ratio_text(ratio['median'], ratio['per_cpu_second'])
+                    + _interval_text(ratio, target, bool(cores and load > cores)),
                     judge(target, wall=ratio['median'], cpu=ratio['per_cpu_second'],
                           load=load, cores=cores)))
         bf16 = resnet44['variants'].get(resnet_lib.bf16_variant(resnet_result))
@@ -242,8 +257,13 @@ def resnet(result):
              for name, s in values['variants'].items()]))
         parts.append(_table(
             ['ratio', 'meaning', 'examples/sec, same repeat: median (min–max)',
-             'per CPU-second (medians)'],
-            [[name, r['meaning'], _spread(r, '%.2f'), '%.2f' % r['per_cpu_second']]
+             'interval for the median', 'per CPU-second (medians)',
+             'per CPU-second, same repeat'],
+            [[name, r['meaning'], _spread(r, '%.2f'),
+              '%.2f–%.2f (%.0f%%)' % (*r['interval'], 100 * r['interval_coverage'])
+              if 'interval' in r else '–', '%.2f' % r['per_cpu_second'],
+              _spread(r['per_cpu_second_per_repeat'], '%.2f')
+              if 'per_cpu_second_per_repeat' in r else '–']
              for name, r in values['ratios'].items()]))
     return '\n\n'.join(parts)
 

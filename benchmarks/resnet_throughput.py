@@ -18,6 +18,10 @@ sides (`common.fastest_interval`: on these machines stretches of seconds run
 whichever it landed on); the window's mean is kept beside it.
 Examples per CPU-second count the process's own CPU time over the same
 interval: the figure the targets are judged on when the machine was loaded.
+The variants the targets compare run 5 times at ResNet-44, the others 3: with
+5 repeats the range of the per-repeat ratios is a 94% interval for the median
+ratio (`common.median_interval`), which says whether a gap of a few percent has
+a sign on this machine at all.
 
 Also measured: the model's FLOPs per training example (TF profiler,
 forward + backward convolutions and dense layer) and the CPU's peak FLOP/s
@@ -116,6 +120,11 @@ def peak_flops(size=4096, repeats=5, chain=3):
     return peaks, per_cpu
 
 
+def target_variants(same_as):
+    """The variants the targets compare, by the names they run under."""
+    return {same_as.get(name, name) for key, _, _ in TARGETS for name in key.split('/')}
+
+
 def run_variant(name, data_dir, num_layers, interval, intervals):
     """One fresh run of variant `name`: its fastest interval's examples/sec and
     examples per CPU-second, and the window's means as `window_*`."""
@@ -152,9 +161,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', required=True)
     parser.add_argument('--depths', default='20,44,56')
-    parser.add_argument('--repeats', type=int, default=3,
-                        help='Repeats for ResNet-44 (the target); other depths get '
-                             'one fewer, at least 1.')
+    parser.add_argument('--repeats', type=int, default=5,
+                        help='Repeats of the variants the ResNet-44 targets compare: '
+                             'with 5, the range of their per-repeat ratios is a 94%% '
+                             'interval for the median ratio.')
+    parser.add_argument('--context-repeats', type=int, default=3,
+                        help='Repeats of the other ResNet-44 variants (Keras from '
+                             'memory); the first repeats run every variant.')
+    parser.add_argument('--other-depth-repeats', type=int, default=1,
+                        help='Repeats at the depths besides 44 (context, no target).')
     parser.add_argument('--variants', default=','.join(VARIANTS),
                         help='Variants for ResNet-44; other depths skip *_bf16. The '
                              'estimator variant with the default compute type runs '
@@ -182,15 +197,19 @@ def main(argv=None):
     started = time.time()
     for num_layers in [int(d) for d in args.depths.split(',')]:
         variants = [v for v in args.variants.split(',') if v not in same_as]
-        repeats = args.repeats
+        compared = target_variants(same_as)
+        repeats = max(args.repeats, args.context_repeats)
         if num_layers != 44:
             variants = [v for v in variants if not v.endswith('_bf16')]
-            repeats = max(1, repeats - 1)
+            repeats = args.other_depth_repeats
         forward, train = training_flops(num_layers)
         runs = {name: [] for name in variants}
         loads = common.load_mark()
         for repeat in range(repeats):
-            for name in (variants if repeat % 2 == 0 else variants[::-1]):
+            this_repeat = [v for v in variants
+                           if repeat < (args.repeats if v in compared or num_layers != 44
+                                        else args.context_repeats)]
+            for name in (this_repeat if repeat % 2 == 0 else this_repeat[::-1]):
                 value = run_variant(name, args.data_dir, num_layers, args.interval,
                                     args.intervals)
                 runs[name].append(value)
@@ -215,10 +234,17 @@ def main(argv=None):
             top, bottom = same_as.get(numerator, numerator), same_as.get(denominator,
                                                                           denominator)
             if top in runs and bottom in runs:
-                ratios = [a['examples_per_sec'] / b['examples_per_sec']
-                          for a, b in zip(runs[top], runs[bottom])]
+                pairs = list(zip(runs[top], runs[bottom]))
+                ratios = [a['examples_per_sec'] / b['examples_per_sec'] for a, b in pairs]
+                per_cpu = [a['examples_per_cpu_sec'] / b['examples_per_cpu_sec']
+                           for a, b in pairs]
+                low, high, coverage = common.median_interval(ratios)
                 depth['ratios']['%s/%s' % (numerator, denominator)] = {
                     'meaning': meaning, **common.summarize(ratios),
+                    'interval': [low, high], 'interval_coverage': coverage,
+                    'per_cpu_second_per_repeat': dict(
+                        common.summarize(per_cpu),
+                        interval=list(common.median_interval(per_cpu)[:2])),
                     'of_medians': (depth['variants'][top]['median']
                                    / depth['variants'][bottom]['median']),
                     'per_cpu_second': (

@@ -240,6 +240,17 @@ def fastest_interval(marks, batch_size):
             'best_examples_per_cpu_sec': max(cpus) if cpus else None}
 
 
+def fastest(value):
+    """A measured run's figures as the ResNet benchmarks count them: the fastest
+    interval's, the window's means kept as `window_examples_per_sec` and
+    `window_examples_per_cpu_sec`."""
+    return dict(value, window_examples_per_sec=value['examples_per_sec'],
+                window_examples_per_cpu_sec=value['examples_per_cpu_sec'],
+                examples_per_sec=value['best_examples_per_sec'],
+                examples_per_cpu_sec=(value['best_examples_per_cpu_sec']
+                                      or value['examples_per_cpu_sec']))
+
+
 def window_flags(interval, intervals, root=REPO_ROOT):
     """A trainer's flags for a steady-state window of `intervals` progress intervals
     of `interval` steps: enough steps for the window after a warm-up interval,

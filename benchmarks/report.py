@@ -126,12 +126,13 @@ def targets(results):
         for key, target, what in resnet_lib.TARGETS:
             ratio = resnet44['ratios'].get(key)
             if ratio:
+                # Both figures: the median of the same repeats' ratios.
+                cpu = ratio['per_cpu_second_per_repeat']['median']
                 rows.append(_row(
                     'ResNet-44 %s ≥ %.1f× (same run)' % (what, target),
-                    _ratio_text(ratio['median'], ratio['per_cpu_second'])
+                    _ratio_text(ratio['median'], cpu)
                     + _interval_text(ratio, target, bool(cores and load > cores)),
-                    judge(target, wall=ratio['median'], cpu=ratio['per_cpu_second'],
-                          load=load, cores=cores)))
+                    judge(target, wall=ratio['median'], cpu=cpu, load=load, cores=cores)))
         bf16 = resnet44['variants'].get(resnet_lib.bf16_variant(resnet_result))
         if bf16 and 'fraction_of_peak' in bf16:
             cpu = bf16.get('fraction_of_peak_per_cpu_second')
@@ -261,7 +262,8 @@ def resnet(result):
              'per CPU-second, same repeat'],
             [[name, r['meaning'], _spread(r, '%.2f'),
               '%.2f–%.2f (%.0f%%)' % (*r['interval'], 100 * r['interval_coverage'])
-              if 'interval' in r else '–', '%.2f' % r['per_cpu_second'],
+              if len(r['runs']) >= 3 and 'interval' in r else '–',
+              '%.2f' % r['per_cpu_second'],
               _spread(r['per_cpu_second_per_repeat'], '%.2f')
               if 'per_cpu_second_per_repeat' in r else '–']
              for name, r in values['ratios'].items()]))
@@ -456,7 +458,8 @@ def levers(result):
                      else '',
                      {True: 'yes', False: '**no**'}.get(s.get('default_is_fastest'), '')])
     return ('ResNet-%d, batch %d; each variant changes one setting against its '
-            'baseline (the trainer\'s default for that setting).\n\n'
+            'baseline (the trainer\'s default for that setting); each run counts its '
+            'fastest interval.\n\n'
             % (result['num_layers'], result['batch_size'])
             + _table(['variant', 'change', 'examples/sec median (min–max)', 'baseline',
                       '× baseline', '× baseline per CPU-s', 'default is fastest'],

@@ -137,18 +137,7 @@ def run_variant(name, data_dir, num_layers, interval, intervals):
         value = common.keras_throughput(
             data_dir, num_layers=num_layers, interval=interval, intervals=intervals,
             source=options['source'], dtype_policy=options.get('dtype_policy'))
-    return fastest(value)
-
-
-def fastest(value):
-    """A measured run's figures as the benchmark counts them: the fastest
-    interval's, the window's means kept as `window_examples_per_sec` and
-    `window_examples_per_cpu_sec`."""
-    return dict(value, window_examples_per_sec=value['examples_per_sec'],
-                window_examples_per_cpu_sec=value['examples_per_cpu_sec'],
-                examples_per_sec=value['best_examples_per_sec'],
-                examples_per_cpu_sec=(value['best_examples_per_cpu_sec']
-                                      or value['examples_per_cpu_sec']))
+    return common.fastest(value)
 
 
 def compute_type(name, estimator_default):

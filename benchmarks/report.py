@@ -101,7 +101,7 @@ def _interval_text(ratio, target, per_cpu_only):
     """What the repeats can tell of a ratio: the interval for its median (of
     the per-CPU-second ratios when only those are judged) and whether it
     still holds the target, i.e. the repeats cannot put a sign on the gap."""
-    if 'interval' not in ratio:
+    if len(ratio['runs']) < 3:  # no interval worth the name
         return ''
     low, high = (ratio['per_cpu_second_per_repeat']['interval'] if per_cpu_only
                  else ratio['interval'])
@@ -262,10 +262,8 @@ def resnet(result):
              'per CPU-second, same repeat'],
             [[name, r['meaning'], _spread(r, '%.2f'),
               '%.2f–%.2f (%.0f%%)' % (*r['interval'], 100 * r['interval_coverage'])
-              if len(r['runs']) >= 3 and 'interval' in r else '–',
-              '%.2f' % r['per_cpu_second'],
-              _spread(r['per_cpu_second_per_repeat'], '%.2f')
-              if 'per_cpu_second_per_repeat' in r else '–']
+              if len(r['runs']) >= 3 else '–',
+              '%.2f' % r['per_cpu_second'], _spread(r['per_cpu_second_per_repeat'], '%.2f')]
              for name, r in values['ratios'].items()]))
     return '\n\n'.join(parts)
 

@@ -186,18 +186,18 @@ def main(argv=None):
     started = time.time()
     for num_layers in [int(d) for d in args.depths.split(',')]:
         variants = [v for v in args.variants.split(',') if v not in same_as]
-        compared = target_variants(same_as)
-        repeats = max(args.repeats, args.context_repeats)
-        if num_layers != 44:
+        if num_layers == 44:
+            compared = target_variants(same_as)
+            counts = {v: args.repeats if v in compared else args.context_repeats
+                      for v in variants}
+        else:
             variants = [v for v in variants if not v.endswith('_bf16')]
-            repeats = args.other_depth_repeats
+            counts = dict.fromkeys(variants, args.other_depth_repeats)
         forward, train = training_flops(num_layers)
         runs = {name: [] for name in variants}
         loads = common.load_mark()
-        for repeat in range(repeats):
-            this_repeat = [v for v in variants
-                           if repeat < (args.repeats if v in compared or num_layers != 44
-                                        else args.context_repeats)]
+        for repeat in range(max(counts.values())):
+            this_repeat = [v for v in variants if repeat < counts[v]]
             for name in (this_repeat if repeat % 2 == 0 else this_repeat[::-1]):
                 value = run_variant(name, args.data_dir, num_layers, args.interval,
                                     args.intervals)

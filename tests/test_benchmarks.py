@@ -36,6 +36,7 @@ def _results():
     stamp = {'machine': machine, 'command': 'python -m benchmarks.x', 'finished': 'now'}
     per_cpu = {'per_cpu_second': _summary(100.0)}
     ratio = dict(_summary(1.5), meaning='m', of_medians=1.5, per_cpu_second=1.45,
+                 interval=[1.35, 1.65], interval_coverage=0.0,
                  per_cpu_second_per_repeat=dict(_summary(1.4), interval=[1.3, 1.5]))
     bf16 = dict(_summary(0.95), meaning='m', of_medians=0.95, per_cpu_second=1.02,
                 runs=[0.9, 0.93, 0.95, 1.0, 1.06], interval=[0.9, 1.06],

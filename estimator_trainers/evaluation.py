@@ -376,7 +376,7 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
     it evaluates the newest one instead.
 
     Args:
-      evaluate: function(checkpoint_path) -> metrics.
+      evaluate: function(checkpoint_path) -> metrics, with `global_step`.
       every_secs: start evaluations at least this many seconds apart (None: 0).
 
     Returns:
@@ -407,7 +407,7 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
         evaluated = path
         # The step the weights were saved at: in asynchronous training a worker
         # can step between the chief naming the checkpoint and saving it.
-        step = int(metrics.get('global_step', step))
+        step = int(metrics['global_step'])
         if step >= train_steps:
             tf.compat.v1.logging.info('Exiting evaluation, global_step=%d >= train '
                                       'max_steps=%d', step, train_steps)

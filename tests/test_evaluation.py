@@ -79,8 +79,16 @@ def test_the_evaluator_reports_the_step_the_weights_were_saved_at(tmp_path, capl
         paths.append(path)
         return {'accuracy': 0.8, 'global_step': 302}
 
-    with caplog.at_level('INFO', logger='tensorflow'):
-        metrics = evaluation.follow(str(tmp_path), evaluate, train_steps=300, poll_secs=0)
+    # TensorFlow's logger may not propagate to the root logger caplog listens
+    # on (absl sets that up once some other test has used it): listen on it.
+    logger = tf.get_logger()
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level('INFO', logger='tensorflow'):
+            metrics = evaluation.follow(str(tmp_path), evaluate, train_steps=300,
+                                        poll_secs=0)
+    finally:
+        logger.removeHandler(caplog.handler)
     assert paths == [str(tmp_path / 'model.ckpt-301')]
     assert metrics['global_step'] == 302
     assert 'Exiting evaluation, global_step=302 >= train max_steps=300' in caplog.text

@@ -322,6 +322,13 @@ def summarize(values):
             'max': max(values), 'runs': [round(v, 2) for v in values]}
 
 
+def summarize_repeats(values):
+    """`summarize`, with the interval for the median (`median_interval`) as
+    `interval` and its `interval_coverage`."""
+    low, high, coverage = median_interval(values)
+    return dict(summarize(values), interval=[low, high], interval_coverage=coverage)
+
+
 def median_interval(values, confidence=0.9):
     """A distribution-free interval for the median of what `values` sample:
     (low, high, coverage), the k-th smallest and largest values for the

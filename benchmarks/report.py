@@ -97,11 +97,16 @@ def _ratio_text(wall, cpu, suffix=''):
         wall, suffix, '%.2f×' % cpu if cpu is not None else '–')
 
 
+def _has_interval(ratio):
+    """Whether a ratio was repeated often enough for an interval worth the name."""
+    return len(ratio['runs']) >= 3
+
+
 def _interval_text(ratio, target, per_cpu_only):
     """What the repeats can tell of a ratio: the interval for its median (of
     the per-CPU-second ratios when only those are judged) and whether it
     still holds the target, i.e. the repeats cannot put a sign on the gap."""
-    if len(ratio['runs']) < 3:  # no interval worth the name
+    if not _has_interval(ratio):
         return ''
     low, high = (ratio['per_cpu_second_per_repeat']['interval'] if per_cpu_only
                  else ratio['interval'])
@@ -262,7 +267,7 @@ def resnet(result):
              'per CPU-second, same repeat'],
             [[name, r['meaning'], _spread(r, '%.2f'),
               '%.2f–%.2f (%.0f%%)' % (*r['interval'], 100 * r['interval_coverage'])
-              if len(r['runs']) >= 3 else '–',
+              if _has_interval(r) else '–',
               '%.2f' % r['per_cpu_second'], _spread(r['per_cpu_second_per_repeat'], '%.2f')]
              for name, r in values['ratios'].items()]))
     return '\n\n'.join(parts)

@@ -227,13 +227,9 @@ def main(argv=None):
                 ratios = [a['examples_per_sec'] / b['examples_per_sec'] for a, b in pairs]
                 per_cpu = [a['examples_per_cpu_sec'] / b['examples_per_cpu_sec']
                            for a, b in pairs]
-                low, high, coverage = common.median_interval(ratios)
                 depth['ratios']['%s/%s' % (numerator, denominator)] = {
-                    'meaning': meaning, **common.summarize(ratios),
-                    'interval': [low, high], 'interval_coverage': coverage,
-                    'per_cpu_second_per_repeat': dict(
-                        common.summarize(per_cpu),
-                        interval=list(common.median_interval(per_cpu)[:2])),
+                    'meaning': meaning, **common.summarize_repeats(ratios),
+                    'per_cpu_second_per_repeat': common.summarize_repeats(per_cpu),
                     'of_medians': (depth['variants'][top]['median']
                                    / depth['variants'][bottom]['median']),
                     'per_cpu_second': (

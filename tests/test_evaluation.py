@@ -79,8 +79,8 @@ def test_the_evaluator_reports_the_step_the_weights_were_saved_at(tmp_path, capl
         paths.append(path)
         return {'accuracy': 0.8, 'global_step': 302}
 
-    # TensorFlow's logger may not propagate to the root logger caplog listens
-    # on (absl sets that up once some other test has used it): listen on it.
+    # TensorFlow's logger stops propagating to the root logger caplog listens
+    # on once a test in this process has run logs.configure(): listen on it.
     logger = tf.get_logger()
     logger.addHandler(caplog.handler)
     try:

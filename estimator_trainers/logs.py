@@ -6,6 +6,8 @@ import sys
 import tempfile
 import warnings
 
+from estimator_trainers import deferred_imports
+
 # What importing the CUDA-capable TensorFlow wheel prints on every machine,
 # GPU or not: duplicate plugin registrations and a missing TensorRT.
 _IMPORT_NOISE = re.compile(
@@ -57,7 +59,8 @@ def import_tensorflow():
         failed = True
         try:
             # Here, inside the redirection: the crossing point itself.
-            import tensorflow as tf  # pylint: disable=g-import-not-at-top
+            with deferred_imports.deferring():
+                import tensorflow as tf  # pylint: disable=g-import-not-at-top
             failed = False
         finally:
             sys.stderr.flush()

@@ -1,0 +1,46 @@
+"""Modules TensorFlow imports when it loads but these processes never use, deferred.
+
+TensorFlow's GCE cluster resolver (for TPUs on Compute Engine) imports
+`googleapiclient.discovery` as TensorFlow loads. Where google-api-python-client
+is installed, as it is beside this package (its cloud tools use it), that one
+import cost ~0.5 CPU-seconds of the ~3.7 that loading TensorFlow takes: every
+trainer task, evaluator and data step paid it at start-up for a resolver it
+never builds. `deferring` loads such modules with the standard library's
+`importlib.util.LazyLoader`: the module exists at once and runs on its first
+attribute use, so code that does use it behaves as before.
+"""
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from typing import Iterable, Iterator
+
+# Imported by `tensorflow` itself, used only by resolvers these trainers never build.
+UNUSED_BY_TENSORFLOW = ('googleapiclient.discovery',)
+
+
+class _LazyFinder(importlib.abc.MetaPathFinder):
+    """Finds `names` where the path finders would, loading them lazily."""
+
+    def __init__(self, names: frozenset):
+        self._names = names
+
+    def find_spec(self, fullname, path, target=None):  # pylint: disable=unused-argument
+        if fullname not in self._names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and hasattr(spec.loader, 'exec_module'):
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
+@contextlib.contextmanager
+def deferring(names: Iterable[str] = UNUSED_BY_TENSORFLOW) -> Iterator[None]:
+    """Within the block, a first import of one of `names` runs on its first use."""
+    finder = _LazyFinder(frozenset(names))
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)

@@ -209,6 +209,19 @@ def test_bad_csv_instances_and_model_dir(tmp_path, good_lines):
         'or <job-dir>/export)' % (tmp_path / 'nothing'))
 
 
+def test_bad_instances_are_refused_before_tensorflow_loads(tmp_path, good_lines):
+    """Reading the instances needs no TensorFlow, so a bad file is refused at once."""
+    path = _write(tmp_path / 'instances.csv', good_lines[:1] + ['1,2'])
+    probe = ('import sys\nfrom estimator_trainers import errors\n'
+             'from taxi_estimator import predict\ntry:\n'
+             '    predict.main(["--model-dir", "unused", "--csv-instances", %r])\n'
+             'except errors.UserInputError as e:\n'
+             '    print("tensorflow" in sys.modules, e)\n' % str(path))
+    proc = processes.run([sys.executable, '-c', probe], 300, cwd=REPO_ROOT, env=cli_env())
+    assert proc.stdout.startswith('False --csv-instances %s line 2: ' % path), (
+        proc.stdout, proc.stderr[-3000:])
+
+
 def _stats(**overrides):
     stats = {c: {'mean': 1.0, 'std': 2.0} for c in schema.FLOAT_FEATURES}
     stats.update(overrides)

@@ -7,7 +7,9 @@ import cost ~0.5 CPU-seconds of the ~3.7 that loading TensorFlow takes: every
 trainer task, evaluator and data step paid it at start-up for a resolver it
 never builds. `deferring` loads such modules with the standard library's
 `importlib.util.LazyLoader`: the module exists at once and runs on its first
-attribute use, so code that does use it behaves as before.
+attribute use, so code that does use it behaves as before. (Python 3.11's
+lazy modules are not safe to use first from two threads at once; the one user
+here, `tools/cloud/api.build`, builds its services on the main thread.)
 """
 import contextlib
 import importlib.abc

@@ -8,8 +8,11 @@ recorded). The trainer (defaults, real command line) then trains on:
   than the limit are: parsed in chunks every epoch, permuted in windows);
 - `cache`: the cache directory, streamed without parsing;
 - `memory`: the CSV shards held in memory (only sizes under the trainer's
-  trainer's default in-memory limit, `--max-in-memory-mb`), the path
-  streaming is compared with.
+  default in-memory limit, `--max-in-memory-mb`), the path streaming is
+  compared with;
+- `csv_shared_pool` (smallest size only, side by side with `csv`): the CSV
+  streamed with its parsing on tf.data's shared thread pool, as before it
+  got threads of its own (`estimator_variant`'s `shared_input_pool`).
 Each run reports steady-state rows/sec (and per CPU-second), the process's
 peak resident memory at the end of the window, and the seconds to its first
 progress line (start-up: the check of every row, or the cache's record).
@@ -52,11 +55,14 @@ def _dataset(work_dir, source, rows, shards):
     return files, cache_dir, seconds
 
 
-def train(train_files, eval_files, interval, intervals, streaming):
-    """`common.progress_throughput` of the trainer's defaults on `train_files`."""
+def train(train_files, eval_files, interval, intervals, streaming, lever=None):
+    """`common.progress_throughput` of the trainer's defaults on `train_files`
+    (with a `benchmarks.estimator_variant` lever switched, if given)."""
     with tempfile.TemporaryDirectory() as job_dir:
+        command = (['benchmarks.estimator_variant', '--trainer', 'taxi', '--lever', lever, '--']
+                   if lever else ['taxi_estimator.task'])
         cmd = common.python_module(
-            'taxi_estimator.task', *(['--max-in-memory-mb', 0] if streaming else []),
+            *command, *(['--max-in-memory-mb', 0] if streaming else []),
             '--train-files', *train_files, '--eval-files', *eval_files,
             '--job-dir', job_dir, *common.window_flags(interval, intervals))
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
@@ -89,13 +95,15 @@ def main(argv=None):
     loads = common.load_mark()
     for repeat in range(args.repeats):
         for rows in (sizes if repeat % 2 == 0 else sizes[::-1]):
-            variants = {'csv': (data[rows]['files'], True),
-                        'cache': ([data[rows]['cache']], False)}
+            variants = {'csv': (data[rows]['files'], True, None),
+                        'cache': ([data[rows]['cache']], False, None)}
             if data[rows]['csv_mb'] <= taxi_trainer.DEFAULT_MAX_IN_MEMORY_MB:
-                variants['memory'] = (data[rows]['files'], False)
-            for variant, (files, streaming) in variants.items():
+                variants['memory'] = (data[rows]['files'], False, None)
+            if rows == min(sizes):
+                variants['csv_shared_pool'] = (data[rows]['files'], True, 'shared_input_pool')
+            for variant, (files, streaming, lever) in variants.items():
                 result = train(files, args.eval_files, args.interval, args.intervals,
-                               streaming)
+                               streaming, lever)
                 runs.setdefault((rows, variant), []).append(result)
                 print('%9d rows %-6s %8.0f rows/sec %7.0f MB peak RSS %5.1f s start-up' % (
                     rows, variant, result['examples_per_sec'], result['peak_rss_mb'],
@@ -121,6 +129,9 @@ def main(argv=None):
             ratios['%s / memory per CPU-s at %s rows' % (variant, small)] = (
                 table[small][variant]['rows_per_cpu_sec']['median']
                 / table[small]['memory']['rows_per_cpu_sec']['median'])
+    for figure, key in (('rows/sec', 'rows_per_sec'), ('per CPU-s', 'rows_per_cpu_sec')):
+        ratios['csv / csv_shared_pool %s at %s rows' % (figure, small)] = (
+            table[small]['csv'][key]['median'] / table[small]['csv_shared_pool'][key]['median'])
     results = {'machine': common.machine_info(), 'shards': args.shards,
                'load_average_range': common.load_since(loads), 'sizes': table,
                'data': {str(k): {'csv_mb': v['csv_mb'],

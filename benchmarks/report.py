@@ -335,7 +335,10 @@ def data_size(result):
         for size, d in sorted(result['data'].items(), key=lambda kv: int(kv[0])))
     return ('Jittered rows drawn from the real trips (`benchmarks.taxi_bigdata`): %s. '
             '`csv`: the shards streamed; `cache`: their `taxi_estimator.cache` directory; '
-            '`memory`: the shards held in memory (sizes under the in-memory limit). '
+            '`memory`: the shards held in memory (sizes under the in-memory limit); '
+            '`csv_shared_pool`: the shards streamed with parsing on tf.data\'s shared '
+            'thread pool, as before streamed CSV got threads of its own (side by side '
+            'with `csv`). '
             'Start-up: seconds to the first progress line (checking every row, or reading '
             'the cache\'s record).\n\n' % data
             + _table(['rows', 'input', 'rows/sec median (min–max)', 'per CPU-second',

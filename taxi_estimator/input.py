@@ -499,15 +499,28 @@ def make_input_fn(files, batch_size, *, training, seed=None,
             # one inter-op thread they queued behind the training step
             # instead of using the other core (~1.09x examples/sec, 1.08x per
             # CPU-second: benchmarks/RESULTS.md, taxi).
-            options = tf.data.Options()
-            options.threading.private_threadpool_size = 1
-            return batches.with_options(options)
+            return batches.with_options(_private_threads(1))
         window = min(SHUFFLE_ROWS, rows) if rows else SHUFFLE_ROWS
-        return chunks.repeat().rebatch(window).map(
+        batches = chunks.repeat().rebatch(window).map(
             lambda features, label: _permuted(features, label, seed),
             num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
+        if cache:
+            return batches
+        # Streamed CSV is parsed on threads of its own, one per core but the
+        # one the training step runs on (taxi's one intra-op and one inter-op
+        # thread): on tf.data's shared pool, one thread per core, parsing
+        # competed with the step (on 2 cores 1.4x rows/sec, 1.2x per
+        # CPU-second: benchmarks/RESULTS.md §9). The cache, unparsed, lost.
+        return batches.with_options(_private_threads(max(1, (os.cpu_count() or 1) - 1)))
 
     return input_fn
+
+
+def _private_threads(count):
+    """Options giving a dataset `count` threads of its own, off tf.data's shared pool."""
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = count
+    return options
 
 
 def parsed_chunks(files, training=False, seed=None, for_model=True, sizes=None):

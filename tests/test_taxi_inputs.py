@@ -526,3 +526,14 @@ def test_training_batches_of_data_in_memory_have_a_thread_of_their_own(tmp_path,
     features, labels = next(iter(in_memory))
     assert labels.shape == [8] and set(features) == set(next(iter(
         input_lib.make_input_fn(summary.files, 8, training=False)()))[0])
+
+
+def test_streamed_csv_is_parsed_on_threads_of_its_own(tmp_path, good_lines):
+    """One per core but the training step's (RESULTS.md §9: on tf.data's shared
+    pool parsing competed with the step)."""
+    summary = input_lib.scan([_write(tmp_path / 'train.csv', good_lines)], '--train-files')
+    streamed = input_lib.make_input_fn(summary.files, 8, training=True, seed=1,
+                                       in_memory_mb=0, rows=summary.rows)()
+    assert streamed.options().threading.private_threadpool_size == max(
+        1, os.cpu_count() - 1)
+    assert next(iter(streamed))[1].shape == [8]

@@ -122,16 +122,15 @@ def main(argv=None):
         ratios['%s peak RSS %s / %s rows' % (variant, large, small)] = (
             table[large][variant]['peak_rss_mb']['median']
             / table[small][variant]['peak_rss_mb']['median'])
-        if 'memory' in table[small]:
-            ratios['%s / memory rows/sec at %s rows' % (variant, small)] = (
-                table[small][variant]['rows_per_sec']['median']
-                / table[small]['memory']['rows_per_sec']['median'])
-            ratios['%s / memory per CPU-s at %s rows' % (variant, small)] = (
-                table[small][variant]['rows_per_cpu_sec']['median']
-                / table[small]['memory']['rows_per_cpu_sec']['median'])
-    for figure, key in (('rows/sec', 'rows_per_sec'), ('per CPU-s', 'rows_per_cpu_sec')):
-        ratios['csv / csv_shared_pool %s at %s rows' % (figure, small)] = (
-            table[small]['csv'][key]['median'] / table[small]['csv_shared_pool'][key]['median'])
+    # At the smallest size, on both figures: streaming against memory, and
+    # streamed CSV against its shared-pool self.
+    pairs = [('csv', 'csv_shared_pool')]
+    if 'memory' in table[small]:
+        pairs += [('csv', 'memory'), ('cache', 'memory')]
+    for top, bottom in pairs:
+        for figure, key in (('rows/sec', 'rows_per_sec'), ('per CPU-s', 'rows_per_cpu_sec')):
+            ratios['%s / %s %s at %s rows' % (top, bottom, figure, small)] = (
+                table[small][top][key]['median'] / table[small][bottom][key]['median'])
     results = {'machine': common.machine_info(), 'shards': args.shards,
                'load_average_range': common.load_since(loads), 'sizes': table,
                'data': {str(k): {'csv_mb': v['csv_mb'],

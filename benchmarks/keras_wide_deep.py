@@ -26,6 +26,7 @@ import time
 
 import tensorflow as tf
 
+from benchmarks import common
 from taxi_estimator import features as features_lib
 from taxi_estimator import input as input_lib
 from taxi_estimator import model as model_lib
@@ -117,6 +118,25 @@ class _EvaluateEvery(tf.keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+def throughput(times, batch_size, warmup_steps, interval):
+    """Steady-state figures from `_Timer` records of (steps, wall, CPU): the
+    window from the first record at `warmup_steps` on to the last, and its
+    fastest interval of `interval` steps (`common.fastest_interval`, as the
+    trainer's progress lines give them). With steps_per_execution N a record
+    comes every N steps: an interval ends at the first record at or past its
+    end, so intervals that are multiples of N are exact."""
+    steady = [t for t in times if t[0] >= warmup_steps]
+    marks = [steady[0]]
+    for record in steady[1:]:
+        if record[0] >= marks[-1][0] + interval:
+            marks.append(record)
+    start, end = steady[0], steady[-1]
+    examples = (end[0] - start[0]) * batch_size
+    return {'examples_per_sec': examples / (end[1] - start[1]),
+            'examples_per_cpu_sec': examples / (end[2] - start[2]),
+            **common.fastest_interval(marks, batch_size)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--train-files', nargs='+', required=True)
@@ -125,6 +145,9 @@ def main(argv=None):
     parser.add_argument('--mode', choices=('throughput', 'auc'), required=True)
     parser.add_argument('--warmup-steps', type=int, default=200, help='throughput')
     parser.add_argument('--steps', type=int, default=600, help='throughput')
+    parser.add_argument('--interval', type=int, default=None,
+                        help='throughput: steps per interval for the fastest-interval '
+                             'figures (default: --steps, one interval)')
     parser.add_argument('--target', type=float, default=0.94, help='auc')
     parser.add_argument('--eval-every', type=int, default=50, help='auc')
     parser.add_argument('--max-steps', type=int, default=3000, help='auc')
@@ -144,11 +167,8 @@ def main(argv=None):
         timer = _Timer()
         model.fit(train_data, epochs=1, steps_per_epoch=args.warmup_steps + args.steps,
                   verbose=0, callbacks=[timer])
-        start = next(t for t in timer.times if t[0] >= args.warmup_steps)
-        end = timer.times[-1]
-        examples = (end[0] - start[0]) * args.batch_size
-        print(json.dumps({'examples_per_sec': examples / (end[1] - start[1]),
-                          'examples_per_cpu_sec': examples / (end[2] - start[2])}))
+        print(json.dumps(throughput(timer.times, args.batch_size, args.warmup_steps,
+                                    args.interval or args.steps)))
     else:
         evaluation = input_lib.scan(args.eval_files, '--eval-files')
         eval_data = input_lib.make_input_fn(evaluation.files, args.batch_size,

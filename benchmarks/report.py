@@ -309,10 +309,15 @@ def taxi(result):
     baseline = (' `baseline` is the trainer at commit %s (before issue #22), run from its '
                 'own checkout.' % result['baseline_commit']
                 if result.get('baseline_commit') else '')
+    counted = ('Each run counts its fastest interval of %d steps of %d after a warm-up '
+               'interval, on every side (`common.fastest_interval`, as benchmark 1 '
+               'counts ResNet). '
+               % (result['interval_steps'], result['intervals'])
+               if 'interval_steps' in result else '')
     return (_table(['variant', 'examples/sec median (min–max)', 'per CPU-second',
                     's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
                     'reached'], rows)
-            + '\n\n`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
+            + '\n\n' + counted + '`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
               '`keras_speN`: Keras `fit` with `steps_per_execution` N (`_1thread`: both '
               'of its thread pools at one thread, as the trainer\'s defaults have them); '
               'the fastest of them (%s; per CPU-second under load) is the peer.%s '

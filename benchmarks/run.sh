@@ -103,7 +103,7 @@ for benchmark in "${benchmarks[@]}"; do
     taxi:0) run taxi --train-files "${taxi_train}" --eval-files "${taxi_eval}" \
               ${baseline_args[@]+"${baseline_args[@]}"} ;;
     taxi:1) run taxi --train-files "${taxi_train}" --eval-files "${taxi_eval}" \
-              ${baseline_args[@]+"${baseline_args[@]}"} --repeats 1 --interval 100 --intervals 2 \
+              ${baseline_args[@]+"${baseline_args[@]}"} --repeats 1 --interval 128 --intervals 2 \
               --target-auc 0.93 --keras-steps-per-execution 1,32 \
               --keras-one-thread-steps-per-execution 32 ;;
     input:0) run input_pipeline --cifar-data-dir "${cifar}" \

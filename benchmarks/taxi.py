@@ -10,7 +10,10 @@ On the same CSVs (the data step's real trips), alternating order, repeated:
   and of `--keras-one-thread-steps-per-execution` with both of Keras' thread
   pools at one thread as the trainer's defaults have them (the fastest of
   all is the fair peer: per CPU-second when the machine was loaded); all
-  after the same warm-up. The trainer with
+  after the same warm-up, each run counted by its fastest interval of
+  `--interval` steps on both sides, as benchmark 1 counts ResNet
+  (`common.fastest_interval`: on these shared machines stretches of seconds
+  run slower, and a run's mean takes whatever it lands on). The trainer with
   its input replaced by batches replayed from memory (`estimator_free_input`)
   shows what the input pipeline costs;
 - time to a fixed eval AUC: wall seconds from process start until an
@@ -42,24 +45,26 @@ def _taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
 
 def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=(),
                          levers=(), root=common.REPO_ROOT):
-    """Steady-state examples/sec of the trainer (in checkout `root`) with `flags`."""
+    """Steady-state examples/sec of the trainer (in checkout `root`) with
+    `flags`: its fastest interval (`common.fastest`)."""
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = _taxi_cli(train_files, eval_files, job_dir,
                         *common.window_flags(interval, intervals, root), *flags,
                         levers=levers)
-        return common.progress_throughput(cmd, batch_size=128, intervals=intervals,
-                                          root=root)
+        return common.fastest(common.progress_throughput(
+            cmd, batch_size=128, intervals=intervals, root=root))
 
 
 def keras_throughput(train_files, eval_files, interval, intervals, steps_per_execution,
                      threads=0):
-    """Steady-state Keras `fit`; `threads` > 0 sizes both its thread pools."""
-    return common.json_result(common.python_module(
+    """Steady-state Keras `fit`, counted as the trainer is (its fastest
+    interval); `threads` > 0 sizes both its thread pools."""
+    return common.fastest(common.json_result(common.python_module(
         'benchmarks.keras_wide_deep', '--mode', 'throughput',
         '--train-files', *train_files, '--eval-files', *eval_files,
         '--warmup-steps', interval, '--steps', interval * intervals,
-        '--steps-per-execution', steps_per_execution,
-        '--intra-op-threads', threads, '--inter-op-threads', threads))
+        '--interval', interval, '--steps-per-execution', steps_per_execution,
+        '--intra-op-threads', threads, '--inter-op-threads', threads)))
 
 
 def _time_to_auc(cmd, parse, target, root=common.REPO_ROOT):
@@ -144,8 +149,12 @@ def main(argv=None):
                         help='Keras variants also measured with both thread pools at '
                              'one thread, as the trainer runs by default (none: "").')
     parser.add_argument('--repeats', type=int, default=3)
-    parser.add_argument('--interval', type=int, default=500)
-    parser.add_argument('--intervals', type=int, default=3)
+    parser.add_argument('--interval', type=int, default=512,
+                        help='Steps per progress interval: a multiple of every '
+                             'steps_per_execution and of the trainer\'s --steps-per-loop '
+                             '(128), so both sides time the same steps.')
+    parser.add_argument('--intervals', type=int, default=8,
+                        help='Steady-state intervals; each run counts its fastest.')
     parser.add_argument('--target-auc', type=float, default=0.94)
     parser.add_argument('--eval-every', type=int, default=50)
     parser.add_argument('--max-steps', type=int, default=2000)
@@ -211,6 +220,7 @@ def main(argv=None):
         return pick(variants[a]) / pick(variants[b])
 
     results = {'machine': common.machine_info(), 'batch_size': 128,
+               'interval_steps': args.interval, 'intervals': args.intervals,
                'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
                'load_average_range': common.load_since(loads), 'variants': variants,
                'keras_best': keras, 'baseline_commit': args.baseline_commit,

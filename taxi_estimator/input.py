@@ -41,6 +41,7 @@ SHUFFLE_ROWS = 1 << 16  # rows a streaming window permutes (memory stays flat)
 _READ_PARALLEL = 8  # files read at once
 _MAX_SHARDS = 1 << 16
 _ALL_ROWS = 1 << 62
+_GATHER_BATCHES = 64  # in-memory batches gathered by one tf.data element
 CSV_INPUT = 'csv_row'
 EXAMPLE_INPUT = 'examples'
 
@@ -619,13 +620,21 @@ def _rows(features, label, indices):
 
 @tf.autograph.experimental.do_not_convert
 def _shuffled_batches(features, label, batch_size, seed):
-    """One epoch: all rows in a fresh random order, in batches of `batch_size`."""
+    """One epoch: all rows in a fresh random order, in batches of `batch_size`.
+
+    The rows of `_GATHER_BATCHES` batches are gathered at once and then cut
+    into batches: a tf.data element per batch cost more than the gather
+    (the pipeline delivered ~2x the examples per CPU-second grouped:
+    benchmarks/RESULTS.md, #33). The batches are the same either way.
+    """
     rows = tf.size(label, out_type=tf.int64)
     order = tf.random.shuffle(tf.range(rows), seed=seed)
-    count = (rows + batch_size - 1) // batch_size
+    group = batch_size * _GATHER_BATCHES
+    count = (rows + group - 1) // group
     return tf.data.Dataset.range(count).map(
         tf.autograph.experimental.do_not_convert(
-            lambda i: _rows(features, label, order[i * batch_size:(i + 1) * batch_size])))
+            lambda i: _rows(features, label, order[i * group:(i + 1) * group]))
+    ).rebatch(batch_size)
 
 
 @tf.autograph.experimental.do_not_convert

@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 
+import numpy as np
 import pytest
 
 import taxi_trips
@@ -526,6 +527,35 @@ def test_training_batches_of_data_in_memory_have_a_thread_of_their_own(tmp_path,
     features, labels = next(iter(in_memory))
     assert labels.shape == [8] and set(features) == set(next(iter(
         input_lib.make_input_fn(summary.files, 8, training=False)()))[0])
+
+
+def _row_tuples(features, labels):
+    """Each row of a batch as one comparable tuple of all its values (NaN too)."""
+    columns = [np.reshape(features[k].numpy(), [len(labels), -1]) for k in sorted(features)]
+    values = np.concatenate(columns + [np.reshape(labels.numpy(), [-1, 1])], axis=1)
+    return [tuple(map(repr, row)) for row in values.tolist()]
+
+
+def test_every_epoch_in_memory_is_all_rows_once_in_gathered_groups(tmp_path, good_lines,
+                                                                   monkeypatch):
+    """Batches are gathered several at once (RESULTS.md, #33) and then cut: each
+    epoch still holds every row once, in batches of the batch size but its last,
+    in a fresh order."""
+    monkeypatch.setattr(input_lib, '_GATHER_BATCHES', 2)  # 6 rows a group, 4 an epoch
+    summary = input_lib.scan([_write(tmp_path / 'train.csv', good_lines)], '--train-files')
+    assert summary.rows == 20
+    every_row = sorted(row for features, labels in input_lib.make_input_fn(
+        summary.files, 20, training=False)() for row in _row_tuples(features, labels))
+    batches = list(input_lib.make_input_fn(summary.files, 3, training=True, seed=1,
+                                           rows=summary.rows)().take(14))
+    epochs = [batches[:7], batches[7:]]
+    orders = []
+    for epoch in epochs:
+        assert [len(labels) for _, labels in epoch] == [3] * 6 + [2]
+        order = [row for features, labels in epoch for row in _row_tuples(features, labels)]
+        assert sorted(order) == every_row
+        orders.append(order)
+    assert orders[0] != orders[1]
 
 
 def test_streamed_csv_is_parsed_on_threads_of_its_own(tmp_path, good_lines):

@@ -171,9 +171,10 @@ def expected_uv_calls(box):
     return [(managed_python_dir(box), 'python install --quiet --no-bin 3.11'),
             (managed_python_dir(box), 'venv --quiet --seed --managed-python --python 3.11 %s'
              % box.venv),
-            ('', 'pip install --quiet --python %s -r %s/requirements.txt -c %s/constraints.txt'
-             % (python, box.repo, box.repo)),
-            ('', 'pip install --quiet --python %s --no-deps --no-build-isolation '
+            ('', 'pip install --quiet --compile-bytecode --python %s -r %s/requirements.txt '
+                 '-c %s/constraints.txt' % (python, box.repo, box.repo)),
+            ('', 'pip install --quiet --compile-bytecode --python %s --no-deps '
+                 '--no-build-isolation '
                  '--config-settings editable_mode=compat -e %s' % (python, box.repo))]
 
 
@@ -328,9 +329,9 @@ def test_python310_alone_is_taken_and_uv_on_path_installs(box):
     assert box.venv_version() == '3.10'
     python = box.venv / 'bin' / 'python'
     assert [argv for _, argv in box.uv_calls()] == [
-        'pip install --quiet --python %s -r %s/requirements-dev.txt -c %s/constraints.txt'
-        % (python, box.repo, box.repo),
-        'pip install --quiet --python %s --no-deps --no-build-isolation '
+        'pip install --quiet --compile-bytecode --python %s -r %s/requirements-dev.txt '
+        '-c %s/constraints.txt' % (python, box.repo, box.repo),
+        'pip install --quiet --compile-bytecode --python %s --no-deps --no-build-isolation '
         '--config-settings editable_mode=compat -e %s' % (python, box.repo)]
 
 

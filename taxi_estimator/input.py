@@ -492,10 +492,11 @@ def make_input_fn(files, batch_size, *, training, seed=None,
             return chunks.rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
         if in_memory:
             # All rows as one element of columns (rebatch: no tensor per row
-            # on the way, which took twice the memory).
+            # on the way, which took twice the memory); each epoch's batches
+            # are prefetched a group at a time (`_shuffled_batches`).
             batches = chunks.rebatch(_ALL_ROWS).cache().repeat().flat_map(
                 lambda features, label: _shuffled_batches(features, label, batch_size,
-                                                          seed)).prefetch(tf.data.AUTOTUNE)
+                                                          seed))
             # The batches' gathers get a thread of their own: on the session's
             # one inter-op thread they queued behind the training step
             # instead of using the other core (~1.09x examples/sec, 1.08x per
@@ -622,9 +623,11 @@ def _rows(features, label, indices):
 def _shuffled_batches(features, label, batch_size, seed):
     """One epoch: all rows in a fresh random order, in batches of `batch_size`.
 
-    The rows of `_GATHER_BATCHES` batches are gathered at once and then cut
-    into batches: a tf.data element per batch cost more than the gather
-    (the pipeline delivered ~2x the examples per CPU-second grouped:
+    The rows of `_GATHER_BATCHES` batches are gathered at once, one group
+    ahead on the pipeline's thread, and cut into batches as they are taken:
+    a tf.data element per batch, each handed from thread to thread, cost
+    more than its gather (the pipeline alone delivered ~2x the examples per
+    CPU-second grouped, and another 1.3x with the hand-over per group:
     benchmarks/RESULTS.md, #33). The batches are the same either way.
     """
     rows = tf.size(label, out_type=tf.int64)
@@ -634,7 +637,7 @@ def _shuffled_batches(features, label, batch_size, seed):
     return tf.data.Dataset.range(count).map(
         tf.autograph.experimental.do_not_convert(
             lambda i: _rows(features, label, order[i * group:(i + 1) * group]))
-    ).rebatch(batch_size)
+    ).prefetch(1).rebatch(batch_size)
 
 
 @tf.autograph.experimental.do_not_convert

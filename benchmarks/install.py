@@ -40,7 +40,8 @@ REQUIREMENTS = ['-r', os.path.join(common.REPO_ROOT, 'requirements.txt'),
 def install_command(installer, uv, venv, cache_dir, wheelhouse=None):
     python = os.path.join(venv, 'bin', 'python')
     if installer == 'uv':
-        return [uv, 'pip', 'install', '--quiet', '--python', python,
+        # Compiling bytecode, as pip does and scripts/setup-venv.sh asks uv to.
+        return [uv, 'pip', 'install', '--quiet', '--compile-bytecode', '--python', python,
                 '--cache-dir', cache_dir] + REQUIREMENTS
     local = ['--no-index', '--find-links', wheelhouse] if wheelhouse else []
     return ([python, '-m', 'pip', 'install', '--quiet', '--cache-dir', cache_dir] + local

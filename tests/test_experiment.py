@@ -264,9 +264,9 @@ def test_hparams_dashboard_compares_the_points_on_eval_metrics(toy):
 
 def _long_sweep(tmp_path, until):
     """(sweep path, out, the tool's process, the point's job-dir): a sweep of one
-    30,000-step point started in the background, once `until(job_dir)` holds."""
+    10,000-step point started in the background, once `until(job_dir)` holds."""
     path = _toy_sweep(tmp_path, name='long', axes=None, repeats=1,
-                      flags={'train-steps': 30000, 'checkpoint-num-steps': 2000,
+                      flags={'train-steps': 10000, 'checkpoint-num-steps': 2000,
                              'eval-frequency-secs': 100000})
     out = tmp_path / 'out'
     log = open(tmp_path / 'first.log', 'w+b')  # pylint: disable=consider-using-with
@@ -296,7 +296,7 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path, stop):
         output = (tmp_path / 'first.log').read_text()
         assert 'stopped on SIGTERM; rerun the same command to resume' in output
         (stopped,) = run_record.read(str(job_dir))
-        assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 30000
+        assert stopped['status'] == 'terminated' and 2000 <= stopped['steps']['to'] < 10000
     else:
         trainer = json.loads((job_dir / 'LEASE.json').read_text())['pid']
         os.kill(trainer, signal.SIGKILL)
@@ -314,10 +314,10 @@ def test_a_sweep_stopped_mid_point_resumes_and_finishes(tmp_path, stop):
     assert first == stopped
     assert resumed['status'] == 'succeeded'
     assert resumed['steps']['from'] == stopped['steps']['to'] and \
-        resumed['steps']['to'] == 30000
+        resumed['steps']['to'] == 10000
     (row,) = _csv_rows(out)
     assert row['status'] == 'succeeded' and row['record_sessions'] == '2'
-    assert int(row['steps_from']) == 0 and int(row['steps_to']) == 30000
+    assert int(row['steps_from']) == 0 and int(row['steps_to']) == 10000
     assert row['unrecorded_steps'] == '0'
     for column, figure in (('wall_secs', lambda s: s['wall_secs']),
                            ('cpu_secs', lambda s: s['cpu_secs']),

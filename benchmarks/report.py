@@ -317,7 +317,8 @@ def taxi(result):
     return (_table(['variant', 'examples/sec median (min–max)', 'per CPU-second',
                     's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
                     'reached'], rows)
-            + '\n\n' + counted + '`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
+            + '\n\n' + counted
+            + '`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
               '`keras_speN`: Keras `fit` with `steps_per_execution` N (`_1thread`: both '
               'of its thread pools at one thread, as the trainer\'s defaults have them); '
               'the fastest of them (%s; per CPU-second under load) is the peer.%s '

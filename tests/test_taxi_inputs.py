@@ -540,7 +540,7 @@ def test_every_epoch_in_memory_is_all_rows_once_in_gathered_groups(tmp_path, goo
                                                                    monkeypatch):
     """Batches are gathered several at once (RESULTS.md, #33) and then cut: each
     epoch still holds every row once, in batches of the batch size but its last,
-    in a fresh order."""
+    in a fresh order, and the batches are those gathered one at a time."""
     monkeypatch.setattr(input_lib, '_GATHER_BATCHES', 2)  # 6 rows a group, 4 an epoch
     summary = input_lib.scan([_write(tmp_path / 'train.csv', good_lines)], '--train-files')
     assert summary.rows == 20
@@ -556,6 +556,11 @@ def test_every_epoch_in_memory_is_all_rows_once_in_gathered_groups(tmp_path, goo
         assert sorted(order) == every_row
         orders.append(order)
     assert orders[0] != orders[1]
+    # The same batches as gathered one at a time, for the same seed.
+    monkeypatch.setattr(input_lib, '_GATHER_BATCHES', 1)
+    one_by_one = list(input_lib.make_input_fn(summary.files, 3, training=True, seed=1,
+                                              rows=summary.rows)().take(14))
+    assert [_row_tuples(*b) for b in one_by_one] == [_row_tuples(*b) for b in batches]
 
 
 def test_streamed_csv_is_parsed_on_threads_of_its_own(tmp_path, good_lines):

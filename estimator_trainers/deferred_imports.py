@@ -5,7 +5,8 @@ TensorFlow's GCE cluster resolver (for TPUs on Compute Engine) imports
 is installed, as it is beside this package (its cloud tools use it), that one
 import cost 0.3 CPU-seconds of the 3.1 that loading TensorFlow took (median
 of 10 interleaved pairs, benchmarks/RESULTS.md): every trainer task,
-evaluator and data step paid it at start-up for a resolver it never builds. `deferring` loads such modules with the standard library's
+evaluator and data step paid it at start-up for a resolver it never builds.
+`deferring` loads such modules with the standard library's
 `importlib.util.LazyLoader`: the module exists at once and runs on its first
 attribute use, so code that does use it behaves as before. (Python 3.11's
 lazy modules are not safe to use first from two threads at once; the one user

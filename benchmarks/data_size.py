@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from benchmarks import common
+from benchmarks import taxi
 from benchmarks import taxi_bigdata
 from taxi_estimator import input as input_lib
 from taxi_estimator import trainer as taxi_trainer
@@ -59,12 +60,10 @@ def train(train_files, eval_files, interval, intervals, streaming, lever=None):
     """`common.progress_throughput` of the trainer's defaults on `train_files`
     (with a `benchmarks.estimator_variant` lever switched, if given)."""
     with tempfile.TemporaryDirectory() as job_dir:
-        command = (['benchmarks.estimator_variant', '--trainer', 'taxi', '--lever', lever, '--']
-                   if lever else ['taxi_estimator.task'])
-        cmd = common.python_module(
-            *command, *(['--max-in-memory-mb', 0] if streaming else []),
-            '--train-files', *train_files, '--eval-files', *eval_files,
-            '--job-dir', job_dir, *common.window_flags(interval, intervals))
+        cmd = taxi.taxi_cli(train_files, eval_files, job_dir,
+                            *(['--max-in-memory-mb', 0] if streaming else []),
+                            *common.window_flags(interval, intervals),
+                            levers=[lever] if lever else ())
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
 
 

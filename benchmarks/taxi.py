@@ -33,7 +33,9 @@ from benchmarks import common
 _EVAL = re.compile(r'Evaluation of step (\d+) .*\bauc = ([\d.]+)')
 
 
-def _taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
+def taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
+    """The trainer's command line, through `benchmarks.estimator_variant` when
+    code-level `levers` are switched."""
     entry = ['taxi_estimator.task']
     if levers:
         entry = ['benchmarks.estimator_variant', '--trainer', 'taxi'] + [
@@ -48,7 +50,7 @@ def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=
     """Steady-state examples/sec of the trainer (in checkout `root`) with
     `flags`: its fastest interval (`common.fastest`)."""
     with tempfile.TemporaryDirectory() as job_dir:
-        cmd = _taxi_cli(train_files, eval_files, job_dir,
+        cmd = taxi_cli(train_files, eval_files, job_dir,
                         *common.window_flags(interval, intervals, root), *flags,
                         levers=levers)
         return common.fastest(common.progress_throughput(
@@ -87,7 +89,7 @@ def estimator_time_to_auc(train_files, eval_files, target, every, max_steps,
         match = _EVAL.search(line)
         return (int(match.group(1)), float(match.group(2))) if match else None
     with tempfile.TemporaryDirectory() as job_dir:
-        cmd = _taxi_cli(train_files, eval_files, job_dir, '--train-steps', max_steps,
+        cmd = taxi_cli(train_files, eval_files, job_dir, '--train-steps', max_steps,
                         '--checkpoint-num-steps', every, '--eval-frequency-secs', 0)
         return _time_to_auc(cmd, parse, target, root=root)
 

@@ -318,7 +318,8 @@ def taxi(result):
                     's to eval AUC %.3f' % result['target_auc'], 'steps to AUC',
                     'reached'], rows)
             + '\n\n' + counted
-            + '`estimator`: the trainer\'s defaults (`--steps-per-loop` included); '
+            + '`estimator`: the trainer\'s defaults (`--steps-per-loop` included; '
+              '`_loop1`: one step per `Session.run`; `_inter2`: two inter-op threads); '
               '`keras_speN`: Keras `fit` with `steps_per_execution` N (`_1thread`: both '
               'of its thread pools at one thread, as the trainer\'s defaults have them); '
               'the fastest of them (%s; per CPU-second under load) is the peer.%s '

@@ -174,6 +174,8 @@ def main(argv=None):
             *files, args.interval, args.intervals, flags=['--steps-per-loop', '1']),
         'estimator_free_input': lambda: estimator_throughput(
             *files, args.interval, args.intervals, levers=['free_input']),
+        'estimator_inter2': lambda: estimator_throughput(
+            *files, args.interval, args.intervals, flags=['--num-inter-threads', '2']),
     }
     if args.baseline_dir:
         throughputs['baseline'] = lambda: estimator_throughput(
@@ -230,7 +232,10 @@ def main(argv=None):
                'keras_best': keras, 'baseline_commit': args.baseline_commit,
                'ratios': {'estimator/' + keras: ratio('estimator', keras),
                           'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),
-                          'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1')}}
+                          'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1'),
+                          'estimator_inter2/estimator': ratio('estimator_inter2', 'estimator'),
+                          'estimator_inter2/estimator per CPU-s':
+                              ratio('estimator_inter2', 'estimator', 1)}}
     if args.baseline_dir:
         results['ratios'].update({
             'estimator/baseline': ratio('estimator', 'baseline'),

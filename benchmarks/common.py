@@ -329,6 +329,19 @@ def summarize_repeats(values):
     return dict(summarize(values), interval=[low, high], interval_coverage=coverage)
 
 
+def same_repeat_ratio(top_runs, bottom_runs):
+    """The ratios of two variants' runs taken in the same repeat (each a
+    throughput result), summarized with the interval for their median
+    (`summarize_repeats`), in examples/sec and in `per_cpu_second_per_repeat`.
+    Runs of one repeat share the machine's state, so their ratios spread less
+    than the ratio of two medians would suggest."""
+    pairs = list(zip(top_runs, bottom_runs))
+    return {**summarize_repeats([a['examples_per_sec'] / b['examples_per_sec']
+                                 for a, b in pairs]),
+            'per_cpu_second_per_repeat': summarize_repeats(
+                [a['examples_per_cpu_sec'] / b['examples_per_cpu_sec'] for a, b in pairs])}
+
+
 def median_interval(values, confidence=0.9):
     """A distribution-free interval for the median of what `values` sample:
     (low, high, coverage), the k-th smallest and largest values for the

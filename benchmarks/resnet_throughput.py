@@ -223,13 +223,8 @@ def main(argv=None):
             top, bottom = same_as.get(numerator, numerator), same_as.get(denominator,
                                                                           denominator)
             if top in runs and bottom in runs:
-                pairs = list(zip(runs[top], runs[bottom]))
-                ratios = [a['examples_per_sec'] / b['examples_per_sec'] for a, b in pairs]
-                per_cpu = [a['examples_per_cpu_sec'] / b['examples_per_cpu_sec']
-                           for a, b in pairs]
                 depth['ratios']['%s/%s' % (numerator, denominator)] = {
-                    'meaning': meaning, **common.summarize_repeats(ratios),
-                    'per_cpu_second_per_repeat': common.summarize_repeats(per_cpu),
+                    'meaning': meaning, **common.same_repeat_ratio(runs[top], runs[bottom]),
                     'of_medians': (depth['variants'][top]['median']
                                    / depth['variants'][bottom]['median']),
                     'per_cpu_second': (

@@ -230,6 +230,8 @@ def main(argv=None):
                'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
                'load_average_range': common.load_since(loads), 'variants': variants,
                'keras_best': keras, 'baseline_commit': args.baseline_commit,
+               'same_repeat': {'estimator/' + keras: common.same_repeat_ratio(
+                   runs['estimator'], runs[keras])},
                'ratios': {'estimator/' + keras: ratio('estimator', keras),
                           'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),
                           'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1'),

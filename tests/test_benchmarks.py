@@ -438,3 +438,22 @@ def test_cost_model_fits_every_trainer_and_predicts_each_from_the_others():
     bounds = {(row[0], row[1], row[2]): row[5] for row in model['cloud']}
     assert bounds['cifar10 ResNet-44', 'n1-standard-8', 1] == 'workers'
     assert bounds['taxi', 'n1-standard-8', 64] == 'ps CPU'
+
+
+def test_taxi_peer_ratio_is_judged_on_the_same_repeats_ratios():
+    """Three repeats whose medians read 0.87x but whose same-repeat ratios
+    straddle 1.0: the target row gives their median and says the repeats
+    cannot tell the gap's sign, as benchmark 1's rows do."""
+    def runs(*pairs):
+        return [{'examples_per_sec': w, 'examples_per_cpu_sec': c} for w, c in pairs]
+    trainer = runs((226.0, 228.0), (243.0, 247.0), (274.0, 276.0))
+    keras = runs((190.0, 123.0), (279.0, 165.0), (278.0, 163.0))
+    same = common.same_repeat_ratio(trainer, keras)
+    assert same['runs'] == [1.19, 0.87, 0.99]
+    assert same['per_cpu_second_per_repeat']['median'] == pytest.approx(276 / 163)
+    results = _results()
+    results['taxi']['same_repeat'] = {'estimator/keras_spe32': same}
+    assert ('| Taxi examples/sec ≥ 1.0× Keras with its best steps_per_execution | 0.99× '
+            'keras_spe32 (per CPU-second 1.69×); 3 repeats, 75% interval 0.87–1.19, which '
+            'holds 1.0×: not resolved | wall-clock and per CPU-second | **no** |'
+            ) in report.targets(results).splitlines()

@@ -69,12 +69,12 @@ class TaxiTrainer(declaration.Trainer):
     # (benchmarks/RESULTS.md, steps_per_loop; on one thread 128 trained ~1.17x
     # the examples per CPU-second of 32); runs end at every boundary anyway.
     steps_per_loop = 128
-    # Ops of microseconds gain nothing from a second thread, and waking one
-    # cost more than the work (ResourceApplyAdam on 8k floats: 5 us on one
-    # thread, 45-90 us split over two). Data held in memory is batched on a
-    # tf.data thread of its own (`input.make_input_fn`), beside the step. Two
-    # inter-op threads trained ~1.2x faster in most runs, not all, always at
-    # ~1.35x the CPU per example (benchmarks/RESULTS.md, #33).
+    # Ops of microseconds gain nothing from being split over two threads, and
+    # waking one cost more than the work (ResourceApplyAdam on 8k floats: 5 us
+    # on one thread, 45-90 us split over two). Data held in memory is batched
+    # on a tf.data thread of its own (`input.make_input_fn`), beside the step.
+    # Two inter-op threads trained ~1.2x faster in most runs, not all, always
+    # at ~1.35x the CPU per example (benchmarks/RESULTS.md, #33).
     num_intra_threads = 1
     num_inter_threads = 1
 

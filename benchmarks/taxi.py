@@ -150,7 +150,10 @@ def main(argv=None):
     parser.add_argument('--keras-one-thread-steps-per-execution', default='32,128',
                         help='Keras variants also measured with both thread pools at '
                              'one thread, as the trainer runs by default (none: "").')
-    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--repeats', type=int, default=5,
+                        help='Repeats of every variant: with 5, the range of the '
+                             'trainer\'s per-repeat ratios to its Keras peer is a 94%% '
+                             'interval for their median (3: 75%%).')
     parser.add_argument('--interval', type=int, default=2048,
                         help='Steps per progress interval: a multiple of every '
                              'steps_per_execution and of the trainer\'s --steps-per-loop '

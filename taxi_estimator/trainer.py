@@ -74,7 +74,7 @@ class TaxiTrainer(declaration.Trainer):
     # on one thread, 45-90 us split over two). Data held in memory is batched
     # on a tf.data thread of its own (`input.make_input_fn`), beside the step.
     # Two inter-op threads trained ~1.2x faster in most runs, not all, always
-    # at ~1.35x the CPU per example (benchmarks/RESULTS.md, #33).
+    # at ~1.4x the CPU per example (benchmarks/RESULTS.md, #33).
     num_intra_threads = 1
     num_inter_threads = 1
 

@@ -151,9 +151,8 @@ def main(argv=None):
                         help='Keras variants also measured with both thread pools at '
                              'one thread, as the trainer runs by default (none: "").')
     parser.add_argument('--repeats', type=int, default=5,
-                        help='Repeats of every variant: with 5, the range of the '
-                             'trainer\'s per-repeat ratios to its Keras peer is a 94%% '
-                             'interval for their median (3: 75%%).')
+                        help='Repeats of every variant (5: a 94%% interval for the '
+                             'median of the trainer\'s same-repeat ratios to Keras).')
     parser.add_argument('--interval', type=int, default=2048,
                         help='Steps per progress interval: a multiple of every '
                              'steps_per_execution and of the trainer\'s --steps-per-loop '

@@ -51,8 +51,8 @@ def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=
     `flags`: its fastest interval (`common.fastest`)."""
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = taxi_cli(train_files, eval_files, job_dir,
-                        *common.window_flags(interval, intervals, root), *flags,
-                        levers=levers)
+                       *common.window_flags(interval, intervals, root), *flags,
+                       levers=levers)
         return common.fastest(common.progress_throughput(
             cmd, batch_size=128, intervals=intervals, root=root))
 
@@ -90,7 +90,7 @@ def estimator_time_to_auc(train_files, eval_files, target, every, max_steps,
         return (int(match.group(1)), float(match.group(2))) if match else None
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = taxi_cli(train_files, eval_files, job_dir, '--train-steps', max_steps,
-                        '--checkpoint-num-steps', every, '--eval-frequency-secs', 0)
+                       '--checkpoint-num-steps', every, '--eval-frequency-secs', 0)
         return _time_to_auc(cmd, parse, target, root=root)
 
 

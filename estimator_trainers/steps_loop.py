@@ -21,7 +21,8 @@ The construction, and why:
   TensorFlow lifts out of the loop (`init_scope`); variable names are those
   of a plain build, so checkpoints restore across N.
 - The body reads its own batch from the input iterator (`wrap_input_fn`
-  keeps it per graph), so a run consumes exactly one batch per step.
+  keeps it per graph), so a run consumes exactly one batch per step. It
+  reads it on the step's own thread (`_next_batch`).
 - `parallel_iterations=1` and the loop variables depending on the train op
   make the steps strictly sequential: step i+1 reads the weights step i wrote.
 - The loop ends at every multiple of the run's boundaries (checkpoint,
@@ -46,9 +47,13 @@ cannot run it inside a loop: they train one step per run, and
 """
 import contextlib
 import logging
+import os
+import warnings
 import weakref
 
 import tensorflow as tf
+from tensorflow.python.data.util import structure  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_trainers import run_steps
 from estimator_trainers import summaries
@@ -65,12 +70,24 @@ def settings(steps_per_loop, *, train_steps, every_steps=()):
 
 
 def wrap_input_fn(input_fn):
-    """`input_fn` (returning a `tf.data.Dataset`) with its iterator kept for the loop."""
+    """`input_fn` (returning a `tf.data.Dataset`) with its iterator kept for the loop.
+
+    A dataset without threads of its own gets a private pool of one thread
+    per core (the size of tf.data's shared pool), so that the loop can read
+    batches synchronously (`_next_batch`).
+    """
     def looped_input_fn():
         dataset = input_fn()
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError('--steps-per-loop needs a training input_fn that returns a '
                              'tf.data.Dataset, got %r' % (dataset,))
+        with warnings.catch_warnings():  # in graph mode, the options set in this graph
+            warnings.simplefilter('ignore', UserWarning)
+            private_pool = dataset.options().threading.private_threadpool_size
+        if not private_pool:
+            options = tf.data.Options()
+            options.threading.private_threadpool_size = os.cpu_count() or 1
+            dataset = dataset.with_options(options)
         iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
         _ITERATORS[tf.compat.v1.get_default_graph()] = iterator
         # Estimator hands these to the model_fn, which reads its own batches.
@@ -160,7 +177,7 @@ def _build(model_fn, config, loop_settings, alone):
         # read after the loop, so only it computes them. (Returned: the global
         # step read again after this step's update.)
         last = tf.logical_not(cond(i + 1, step + 1)) if alone else None
-        batch = iterator.get_next()
+        batch = _next_batch(iterator)
         features, labels = batch if isinstance(batch, (tuple, list)) else (batch, None)
         with summaries.batch_metrics_when(last):
             spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, config)
@@ -197,6 +214,28 @@ def _build(model_fn, config, loop_settings, alone):
         training_chief_hooks=[_outside_fetches(h, loop)
                               for h in spec.training_chief_hooks],
         scaffold=spec.scaffold)
+
+
+def _next_batch(iterator):
+    """The iterator's next element, read on the step's own thread.
+
+    `Iterator.get_next` (IteratorGetNext) is an asynchronous kernel: each
+    call hands the read to a background thread, and the rest of the step back
+    to the session's, two thread wake-ups a step. On a core left idle, each
+    wake-up costs more than the taxi model's ops (the taxi trainer read
+    ~1.3x the examples/sec synchronously, ~1.2x per CPU-second:
+    benchmarks/RESULTS.md, #33). The synchronous kernel blocks its thread
+    until the element is ready, which TensorFlow allows where the dataset's
+    work does not need the session's threads: `wrap_input_fn` gives it a
+    private pool. (The iterator's resource and flat types are not public;
+    TensorFlow is pinned.)
+    """
+    # pylint: disable=protected-access
+    with tf.compat.v1.colocate_with(iterator._iterator_resource):
+        flat = gen_dataset_ops.iterator_get_next_sync(
+            iterator._iterator_resource, output_types=iterator._flat_tensor_types,
+            output_shapes=iterator._flat_tensor_shapes)
+    return structure.from_tensor_list(iterator.element_spec, flat)
 
 
 def _ref(tensor):

@@ -502,10 +502,12 @@ def make_input_fn(files, batch_size, *, training, seed=None,
             # instead of using the other core (~1.09x examples/sec, 1.08x per
             # CPU-second: benchmarks/RESULTS.md, taxi).
             return batches.with_options(_private_threads(1))
+        # Each window's rows in a fresh order, handed over a group at a time
+        # as in memory (`_shuffled_groups`).
         window = min(SHUFFLE_ROWS, rows) if rows else SHUFFLE_ROWS
-        batches = chunks.repeat().rebatch(window).map(
-            lambda features, label: _permuted(features, label, seed),
-            num_parallel_calls=tf.data.AUTOTUNE).rebatch(batch_size).prefetch(tf.data.AUTOTUNE)
+        batches = chunks.repeat().rebatch(window).flat_map(
+            lambda features, label: _shuffled_groups(features, label, batch_size, seed)
+        ).prefetch(1).rebatch(batch_size)
         if cache:
             return batches
         # Streamed CSV is parsed on threads of its own, one per core but the
@@ -621,13 +623,21 @@ def _rows(features, label, indices):
 
 @tf.autograph.experimental.do_not_convert
 def _shuffled_batches(features, label, batch_size, seed):
-    """One epoch: all rows in a fresh random order, in batches of `batch_size`.
+    """One epoch: all rows in a fresh random order, in batches of `batch_size`
+    (the last one partial), a group prefetched ahead (`_shuffled_groups`)."""
+    return _shuffled_groups(features, label, batch_size, seed).prefetch(1).rebatch(
+        batch_size)
 
-    The rows of `_GATHER_BATCHES` batches are gathered at once, one group
-    ahead on the pipeline's thread, and cut into batches as they are taken:
-    a tf.data element per batch, each handed from thread to thread, cost
-    more than its gather (the pipeline alone delivered ~2x the examples per
-    CPU-second grouped, and another 1.3x with the hand-over per group:
+
+@tf.autograph.experimental.do_not_convert
+def _shuffled_groups(features, label, batch_size, seed):
+    """The rows in a fresh random order, `_GATHER_BATCHES` batches per element.
+
+    The rows of a group are gathered at once, on the pipeline's thread, and
+    cut into batches as they are taken (`rebatch` after a `prefetch(1)`): a
+    tf.data element per batch, each handed from thread to thread, cost more
+    than its gather (the in-memory pipeline alone delivered ~2x the examples
+    per CPU-second grouped, and another 1.3x with the hand-over per group:
     benchmarks/RESULTS.md, #33). The batches are the same either way.
     """
     rows = tf.size(label, out_type=tf.int64)
@@ -636,15 +646,7 @@ def _shuffled_batches(features, label, batch_size, seed):
     count = (rows + group - 1) // group
     return tf.data.Dataset.range(count).map(
         tf.autograph.experimental.do_not_convert(
-            lambda i: _rows(features, label, order[i * group:(i + 1) * group]))
-    ).prefetch(1).rebatch(batch_size)
-
-
-@tf.autograph.experimental.do_not_convert
-def _permuted(features, label, seed):
-    """The rows of one streaming window, in a random order."""
-    return _rows(features, label, tf.random.shuffle(
-        tf.range(tf.size(label, out_type=tf.int64)), seed=seed))
+            lambda i: _rows(features, label, order[i * group:(i + 1) * group])))
 
 
 def _csv_default(column):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
+from tensorflow.core.framework import dataset_options_pb2  # pylint: disable=g-direct-tensorflow-import
 
 import taxi_trips
 from conftest import one_error_line, run_module
@@ -109,6 +110,34 @@ def test_the_loop_trains_exactly_as_one_step_per_run(tmp_path):
     assert one_runs == [(step, 1) for step in range(1, 38)]
     # Runs end at every multiple of the interval and at the target.
     assert loop_runs == [(8, 8), (10, 2), (18, 8), (20, 2), (28, 8), (30, 2), (37, 7)]
+
+
+class _GraphOps(tf.compat.v1.train.SessionRunHook):
+    """Records the op types of the training graph and of its functions (the loop
+    body), and the private thread pool sizes its datasets' options set."""
+
+    def begin(self):
+        graph_def = tf.compat.v1.get_default_graph().as_graph_def()
+        self.ops = {n.op for n in graph_def.node}
+        self.function_ops = {n.op for f in graph_def.library.function for n in f.node_def}
+        self.private_pools = [
+            dataset_options_pb2.Options.FromString(
+                n.attr['serialized_options'].s).threading_options.private_threadpool_size
+            for n in graph_def.node if n.op == 'OptionsDataset']
+
+
+def test_the_loop_reads_its_batches_synchronously_off_a_private_pool(tmp_path):
+    """The body reads with IteratorGetNextSync (the asynchronous kernel woke two threads
+    a step). That is safe because the dataset, which had no threads of its own, gets
+    a private pool: nothing it runs waits for the session's threads."""
+    settings = steps_loop.settings(8, train_steps=16)
+    estimator = steps_loop.wrap(_toy_estimator(str(tmp_path / 'job')), settings)
+    ops = _GraphOps()
+    estimator.train(steps_loop.wrap_input_fn(_input_fn), max_steps=16, hooks=[ops])
+    assert 'IteratorGetNextSync' in ops.function_ops
+    assert 'IteratorGetNext' not in ops.function_ops
+    assert ops.private_pools == [os.cpu_count()]
+    assert tf.train.load_variable(str(tmp_path / 'job'), 'count') == 16 * BATCH
 
 
 def test_run_end_predicts_where_the_loop_stops():

@@ -73,8 +73,9 @@ class TaxiTrainer(declaration.Trainer):
     # waking one cost more than the work (ResourceApplyAdam on 8k floats: 5 us
     # on one thread, 45-90 us split over two). Data held in memory is batched
     # on a tf.data thread of its own (`input.make_input_fn`), beside the step.
-    # Two inter-op threads trained ~1.2x faster in most runs, not all, always
-    # at ~1.4x the CPU per example (benchmarks/RESULTS.md, #33).
+    # Two inter-op threads trained ~0.95x as fast at ~0.63x the examples per
+    # CPU-second since the loop reads its batches synchronously
+    # (benchmarks/RESULTS.md, #33).
     num_intra_threads = 1
     num_inter_threads = 1
 

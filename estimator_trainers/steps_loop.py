@@ -81,7 +81,9 @@ def wrap_input_fn(input_fn):
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError('--steps-per-loop needs a training input_fn that returns a '
                              'tf.data.Dataset, got %r' % (dataset,))
-        with warnings.catch_warnings():  # in graph mode, the options set in this graph
+        # In graph mode options() warns that it shows only what this graph set:
+        # all that a dataset the input_fn just built can have.
+        with warnings.catch_warnings():
             warnings.simplefilter('ignore', UserWarning)
             private_pool = dataset.options().threading.private_threadpool_size
         if not private_pool:
@@ -223,7 +225,7 @@ def _next_batch(iterator):
     call hands the read to a background thread, and the rest of the step back
     to the session's, two thread wake-ups a step. On a core left idle, each
     wake-up costs more than the taxi model's ops (the taxi trainer read
-    ~1.3x the examples/sec synchronously, ~1.2x per CPU-second:
+    ~1.25x the examples/sec synchronously, ~1.16x per CPU-second:
     benchmarks/RESULTS.md, #33). The synchronous kernel blocks its thread
     until the element is ready, which TensorFlow allows where the dataset's
     work does not need the session's threads: `wrap_input_fn` gives it a

@@ -113,12 +113,11 @@ def test_the_loop_trains_exactly_as_one_step_per_run(tmp_path):
 
 
 class _GraphOps(tf.compat.v1.train.SessionRunHook):
-    """Records the op types of the training graph and of its functions (the loop
-    body), and the private thread pool sizes its datasets' options set."""
+    """Records the op types of the training graph's functions (the loop body), and
+    the private thread pool sizes its datasets' options set."""
 
     def begin(self):
         graph_def = tf.compat.v1.get_default_graph().as_graph_def()
-        self.ops = {n.op for n in graph_def.node}
         self.function_ops = {n.op for f in graph_def.library.function for n in f.node_def}
         self.private_pools = [
             dataset_options_pb2.Options.FromString(

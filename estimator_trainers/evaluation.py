@@ -97,6 +97,10 @@ class Evaluator:
         except Exception as e:  # pylint: disable=broad-except
             self._prepare_error = e  # raised by the evaluation that needs the graph
 
+    def preparing(self):
+        """True while `prepare_in_background`'s thread is still building or warming up."""
+        return self._preparing is not None and self._preparing.is_alive()
+
     def _wait_for_preparation(self):
         if self._preparing is not None:
             self._preparing.join()
@@ -359,7 +363,8 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
             estimate_secs=self._evaluator.last_run_secs,
             elapsed_secs=now - self._start,
             since_last_secs=None if self._last_end is None else now - self._last_end,
-            progress=(step - self._start_step) / max(1, self._train_steps - self._start_step))
+            progress=(step - self._start_step) / max(1, self._train_steps - self._start_step),
+            preparing=self._evaluator.preparing())
 
     def evaluated(self):
         """An evaluation `due` asked for has ended."""

@@ -42,10 +42,15 @@ def test_evaluator_tasks_get_checkpoints_at_the_evaluation_interval():
 
 
 class _FakeEvaluator:
-    """Stands in for `evaluation.Evaluator`: each call takes `secs` of warm time."""
+    """Stands in for `evaluation.Evaluator`: each call takes `secs` of warm time;
+    its graph is being prepared in the background until `ready_at` (a time)."""
 
-    def __init__(self, secs):
+    def __init__(self, secs, ready_at=0.0, clock=None):
         self.secs, self.run_secs, self.last_run_secs, self.steps = secs, 0.0, 0.0, []
+        self.ready_at, self.clock = ready_at, clock
+
+    def preparing(self):
+        return self.clock is not None and self.clock[0] < self.ready_at
 
     def __call__(self, checkpoint_path):
         self.last_run_secs = self.secs
@@ -127,3 +132,21 @@ def test_costly_evaluations_still_give_five_points_spread_over_the_run(clock):
                            [(step * 0.35 + 20.0 * len(evaluator.steps), step)])
     # Four in training, spread over the run, plus the driver's final evaluation.
     assert evaluated == [100, 400, 600, 800]
+
+
+def test_a_graph_still_being_prepared_is_waited_for_only_by_the_five_point_curve(clock):
+    """A short cheap run (taxi) reaches its first multiples before the evaluation
+    graph built in the background is ready: the budget does not stop training for
+    the build; the curve's point due by a fifth of the run still does."""
+    evaluator = _FakeEvaluator(secs=0.1, ready_at=1.2, clock=clock)
+    plan = checkpoints.CheckpointPlan('/job', every_steps=1000, eval_every_steps=10,
+                                      eval_share=0.15)
+    hook = _hook(evaluator, 100, plan)
+    evaluated = _runs(hook, evaluator, clock, [(s / 20, s) for s in range(1, 101)])
+    # Not ready at 10 (0.5 s) nor at 20 (1.0 s), whose point the curve asks for by
+    # a fifth of the run; ready from 30 on, where the budget alone decides.
+    assert evaluated[:2] == [20, 30]
+    clock[0] = 0.0
+    ready = _FakeEvaluator(secs=0.1)
+    assert _runs(_hook(ready, 100, plan), ready, clock,
+                 [(s / 20, s) for s in range(1, 101)])[:2] == [10, 30]

@@ -35,14 +35,16 @@ def trained(tmp_path_factory):
 def test_prepared_in_background_evaluates_as_built_on_demand(trained):
     on_demand = evaluation.Evaluator(trained, _input_fn())
     prepared = evaluation.Evaluator(trained, _input_fn(), clock=evaluation.Clock())
+    assert not prepared.preparing()
     prepared.prepare_in_background()
+    assert prepared.preparing()  # building the graph takes longer than this line
     for step in (5, 10):
         path = '%s/model.ckpt-%d' % (trained.model_dir, step)
         expected, got = on_demand(path), prepared(path)
         assert got == pytest.approx(expected) and got['global_step'] == step
     # Both of its evaluations ran warm and count towards the budget; on demand
     # the first one built the graph and optimised it, so only the second does.
-    assert prepared.run_secs > prepared.last_run_secs > 0
+    assert prepared.run_secs > prepared.last_run_secs > 0 and not prepared.preparing()
     assert on_demand.run_secs == on_demand.last_run_secs > 0
 
 

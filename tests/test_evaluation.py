@@ -1,4 +1,6 @@
 """The Evaluator prepared in a background thread: same metrics, a warm first evaluation."""
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -34,10 +36,16 @@ def trained(tmp_path_factory):
 
 def test_prepared_in_background_evaluates_as_built_on_demand(trained):
     on_demand = evaluation.Evaluator(trained, _input_fn())
-    prepared = evaluation.Evaluator(trained, _input_fn(), clock=evaluation.Clock())
+    release = threading.Event()
+
+    def held_input_fn():  # the preparing thread builds the graph: hold it there
+        assert release.wait(timeout=60)
+        return _input_fn()()
+    prepared = evaluation.Evaluator(trained, held_input_fn, clock=evaluation.Clock())
     assert not prepared.preparing()
     prepared.prepare_in_background()
-    assert prepared.preparing()  # building the graph takes longer than this line
+    assert prepared.preparing()
+    release.set()
     for step in (5, 10):
         path = '%s/model.ckpt-%d' % (trained.model_dir, step)
         expected, got = on_demand(path), prepared(path)

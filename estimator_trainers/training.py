@@ -183,6 +183,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                 # loss: the last checkpoint seen to train stays the latest.
                 resume.drop_checkpoints(checkpoint_plan.directory, e.unverified_steps)
             raise
+        finally:
+            evaluate.settle()  # the process must not exit under its preparing thread
 
     if not is_chief:
         if recorder:

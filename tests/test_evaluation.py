@@ -56,6 +56,25 @@ def test_prepared_in_background_evaluates_as_built_on_demand(trained):
     assert on_demand.run_secs == on_demand.last_run_secs > 0
 
 
+def test_settle_waits_for_a_preparation_under_way_and_no_longer_than_asked(trained):
+    """A run leaving training early must not exit while the preparing thread is
+    inside TensorFlow (the interpreter's exit then aborts the process)."""
+    release = threading.Event()
+
+    def held_input_fn():
+        assert release.wait(timeout=60)
+        return _input_fn()()
+    evaluator = evaluation.Evaluator(trained, held_input_fn)
+    evaluator.settle()  # nothing under way: returns at once
+    evaluator.prepare_in_background()
+    evaluator.settle(timeout_secs=0.2)  # a preparation that hangs is not waited out
+    assert evaluator.preparing()
+    threading.Timer(0.5, release.set).start()
+    evaluator.settle()
+    assert not evaluator.preparing()
+    assert evaluator('%s/model.ckpt-10' % trained.model_dir)['global_step'] == 10
+
+
 def test_a_failed_preparation_is_raised_by_the_evaluation(trained):
     def broken():
         raise ValueError('no eval data here')

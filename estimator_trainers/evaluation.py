@@ -35,6 +35,7 @@ from estimator_trainers import run_steps
 # own grace (`faults.SAVE_GRACE_SECS`) ends the process sooner if it must.
 SETTLE_SECS = 20.0
 
+
 class Evaluator:
     """Evaluates weights of `estimator` on `input_fn`, with one graph and session.
 

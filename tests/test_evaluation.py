@@ -24,6 +24,15 @@ def _input_fn(rows=64):
     return lambda: tf.data.Dataset.from_tensor_slices(({'x': x}, 3 * x)).batch(8)
 
 
+def _held_input_fn(release):
+    """`_input_fn()` that waits for `release` first: the preparing thread builds the
+    graph, so it is held there, inside its preparation, until the test lets go."""
+    def input_fn():
+        assert release.wait(timeout=60)
+        return _input_fn()()
+    return input_fn
+
+
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):
     """An estimator with checkpoints at steps 5 and 10."""
@@ -37,11 +46,8 @@ def trained(tmp_path_factory):
 def test_prepared_in_background_evaluates_as_built_on_demand(trained):
     on_demand = evaluation.Evaluator(trained, _input_fn())
     release = threading.Event()
-
-    def held_input_fn():  # the preparing thread builds the graph: hold it there
-        assert release.wait(timeout=60)
-        return _input_fn()()
-    prepared = evaluation.Evaluator(trained, held_input_fn, clock=evaluation.Clock())
+    prepared = evaluation.Evaluator(trained, _held_input_fn(release),
+                                    clock=evaluation.Clock())
     assert not prepared.preparing()
     prepared.prepare_in_background()
     assert prepared.preparing()
@@ -60,11 +66,7 @@ def test_settle_waits_for_a_preparation_under_way_and_no_longer_than_asked(train
     """A run leaving training early must not exit while the preparing thread is
     inside TensorFlow (the interpreter's exit then aborts the process)."""
     release = threading.Event()
-
-    def held_input_fn():
-        assert release.wait(timeout=60)
-        return _input_fn()()
-    evaluator = evaluation.Evaluator(trained, held_input_fn)
+    evaluator = evaluation.Evaluator(trained, _held_input_fn(release))
     evaluator.settle()  # nothing under way: returns at once
     evaluator.prepare_in_background()
     evaluator.settle(timeout_secs=0.2)  # a preparation that hangs is not waited out

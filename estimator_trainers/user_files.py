@@ -31,6 +31,7 @@ import json
 import os
 import reprlib
 import stat
+from typing import Optional
 
 import yaml
 
@@ -152,7 +153,8 @@ def _read_remote(path, what, limits, flag, optional):
     return data
 
 
-def read_text(path, what, limits=SMALL, flag=None, *, optional=False, regular=True):
+def read_text(path: str, what: str, limits: Limits = SMALL, flag: Optional[str] = None, *,
+              optional: bool = False, regular: bool = True) -> Optional[str]:
     """`read_bytes` decoded as UTF-8 (`decode`; errors name `what`); None when
     `optional` and there is no such file."""
     raw = read_bytes(path, what, limits, flag, optional=optional, regular=regular)
@@ -284,7 +286,7 @@ def decode(raw, path):
                e.start - line_start + 1), path=path) from None
 
 
-def where(source, line):
+def where(source: str, line: Optional[int]) -> str:
     return '%s line %d' % (source, line) if line else source
 
 

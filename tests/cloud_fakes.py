@@ -105,11 +105,14 @@ trainingInput:
 
 
 CONTEXT_NOTE = 'note: the build context: '
+# Where the project and region came from (tests/test_cloud_settings.py checks it).
+SETTINGS_NOTE = 'note: using '
 
 
 def said(stderr):
     """The `error:`, `warning:` and `note:` lines of a cloud command's stderr, without
-    the build context's size (every build prints it; tests/test_cloud_build.py checks it)."""
+    the build context's size (every build prints it; tests/test_cloud_build.py checks it)
+    and where the project and region came from."""
     return [line for line in stderr.splitlines()
             if line.startswith(('error: ', 'warning: ', 'note: '))
-            and not line.startswith(CONTEXT_NOTE)]
+            and not line.startswith((CONTEXT_NOTE, SETTINGS_NOTE))]

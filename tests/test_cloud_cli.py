@@ -344,9 +344,10 @@ def test_input_errors_before_credentials(argv, message):
 
 
 def test_project_comes_from_flag_env_or_credentials(monkeypatch):
-    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+    no_project = '^no project: pass --project, set PROJECT_ID'
+    with pytest.raises(UserInputError, match=no_project):
         _main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--dry-run'], FakeBackend())
-    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+    with pytest.raises(UserInputError, match=no_project):
         _main(['list'], FakeBackend(adc_project=None))
     backend = FakeBackend([(200, {}), (200, {})])
     _main(['list'], backend)

@@ -153,16 +153,15 @@ def build_parser():
 
 def _add_global_flags(parser):
     """gcloud-wide flags that scripts carry."""
-    parser.add_argument('--project', help='Google Cloud project (else PROJECT_ID, '
-                        'CLOUDSDK_CORE_PROJECT, the credentials\' project).')
+    parser.add_argument('--project', help=location.PROJECT_HELP)
     parser.add_argument('--quiet', '-q', action='store_true',
                         help='Accepted: nothing here prompts.')
     parser.add_argument('--verbosity', help='Accepted, not used.')
 
 
 def _add_region_flag(parser):
-    parser.add_argument('--region', help='Region of the jobs (default: '
-                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1).')
+    parser.add_argument('--region', help='Region of the jobs (%s).'
+                        % location.region_help(location.TRAINING))
 
 
 def _add_submit_flags(parser):
@@ -219,7 +218,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     if args.command == 'submit':
         return submit_training(args, user_args, backend, out, err, environ)
     vertex, credentials, name = location.connect(
-        backend, getattr(args, 'job', None), args.project, args.region, environ)
+        backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'describe':
         return describe(vertex.get(name), args.format, out)
     if args.command == 'cancel':
@@ -257,9 +256,9 @@ def submit_training(args, user_args, backend, out, err, environ):
     action = pipeline.Action(
         kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
               else pipeline.SUBMIT),
-        project=args.project, repository=args.repository, stream_logs=args.stream_logs,
-        poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-        on_created=print_submitted)
+        project=args.project, region_flag=args.region, repository=args.repository,
+        stream_logs=args.stream_logs, poll_interval=args.poll_interval,
+        max_replicas=args.max_replicas, on_created=print_submitted)
     return pipeline.run(plan, action, backend, out, err, environ)
 
 
@@ -534,8 +533,8 @@ def _add_predict_format(parser):
 
 def _add_serving_flags(parser, dry_run=None):
     _add_global_flags(parser)
-    parser.add_argument('--region', help='Region of the endpoints (default: '
-                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1; global: the same).')
+    parser.add_argument('--region', help='Region of the endpoints (%s; global: the same).'
+                        % location.region_help(location.SERVING))
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=10.0,
                         help='Seconds between polls of an operation.')
     if dry_run:
@@ -554,11 +553,6 @@ def serving_command(args, backend, out, err, environ):
     """The serving commands: `local predict`, `models ...`, `versions ...`, `predict`."""
     if args.group == 'local':
         return local_predict(args, out)
-    for flag in ('region', 'regions'):
-        if getattr(args, flag, None) == 'global':
-            err.write('note: --%s global: Vertex AI has no global endpoint; the region is '
-                      '%s\n' % (flag, location.region_id(None, environ)))
-            setattr(args, flag, None)
     if (args.group, args.command) == ('versions', 'create'):
         return create_version(args, backend, out, err, environ)
     if args.group == 'predict':
@@ -566,7 +560,8 @@ def serving_command(args, backend, out, err, environ):
     if (args.group, args.command) == ('models', 'create'):
         return create_model(args, backend, out, err, environ)
     model = getattr(args, 'model', None)
-    vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ)
+    vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ,
+                                         err)
     action = pipeline.Action(kind=pipeline.DRY_RUN if getattr(args, 'dry_run', False)
                              else pipeline.REMOVE, poll_interval=args.poll_interval)
     if args.group == 'models':
@@ -634,13 +629,13 @@ def create_model(args, backend, out, err, environ):
     body = endpoints.endpoint_body(args.model, args.description, args.labels,
                                    args.enable_logging)
     if args.dry_run:
-        project = location.project_id(args.project, environ)
-        offline = endpoints.VertexServing(project, location.region_id(region, environ),
-                                          credentials=AnonymousCredentials())
+        offline = endpoints.VertexServing(*location.resolve(
+            None, args.project, region, environ, location.SERVING, err),
+            credentials=AnonymousCredentials())
         out.write(json.dumps({'request': pipeline.request_json(
             offline.create_endpoint_request(body))}, indent=2) + '\n')
         return 0
-    vertex, _ = location.connect_serving(backend, None, args.project, region, environ)
+    vertex, _ = location.connect_serving(backend, None, args.project, region, environ, err)
     created = endpoints.create_model(vertex, args.model, err, args.description, args.labels,
                                      args.enable_logging, args.poll_interval)
     err.write('Created ai platform model [projects/%s/models/%s] as Vertex AI endpoint [%s]; '
@@ -656,7 +651,8 @@ def create_version(args, backend, out, err, environ):
             raise UserInputError('%s: not carried over: %s' % (flag, REFUSED_VERSION_FLAGS[flag]),
                                  flag=flag)
     parsed = endpoints.parse_endpoint_name(args.model)
-    region = parsed['region'] if parsed else location.region_id(args.region, environ)
+    region = parsed['region'] if parsed else location.region_id(
+        args.region, environ, scope=location.SERVING)
     check = (instances.read(instances.JSON_INSTANCES, args.check_instances,
                             instances.ONLINE_MAX_INSTANCES).values
              if args.check_instances else ())
@@ -668,8 +664,8 @@ def create_version(args, backend, out, err, environ):
         labels=args.labels, service_account=args.service_account, image_uri=args.image_uri,
         signature_name=args.signature_name, check_instances=check, wait=not args.async_)
     action = pipeline.Action(kind=pipeline.DRY_RUN if args.dry_run else pipeline.DEPLOY,
-                             project=args.project, poll_interval=args.poll_interval,
-                             on_created=print_deployed)
+                             project=args.project, region_flag=args.region,
+                             poll_interval=args.poll_interval, on_created=print_deployed)
     return pipeline.deploy(plan, action, backend, out, err, environ)
 
 
@@ -698,16 +694,16 @@ def online_predict(args, backend, out, err, environ):
                   % args.signature_name)
     if args.dry_run:
         parsed = endpoints.parse_endpoint_name(args.model)
-        project = parsed['project'] if parsed else location.project_id(args.project, environ)
-        region = parsed['region'] if parsed else location.region_id(args.region, environ)
-        offline = endpoints.VertexServing(project, region, credentials=AnonymousCredentials())
+        offline = endpoints.VertexServing(*location.resolve(
+            parsed, args.project, args.region, environ, location.SERVING, err),
+            credentials=AnonymousCredentials())
         name = args.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (offline.parent,
                                                                         args.model)
         out.write(json.dumps({'request': pipeline.request_json(
             offline.predict_request(name, body))}, indent=2) + '\n')
         return 0
     vertex, _ = location.connect_serving(backend, args.model, args.project, args.region,
-                                         environ)
+                                         environ, err)
     endpoint = endpoints.find_model(vertex, args.model)
     response = endpoints.predict(vertex, endpoint, args.version, body)
     out.write(instances.render({'predictions': response.get('predictions', [])}, args.format))

@@ -10,7 +10,8 @@ these steps:
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
 3. the project and credentials (`location`): none for a dry run, or for a
-   rehearsal against a storage emulator;
+   rehearsal against a storage emulator; one note says where the project and
+   region came from when no flag gave them;
 4. what the pools install is built: a user's package and its `--packages`,
    this repository's sdist for a prebuilt image, the build context of this
    project's image; a user's package is installed into a fresh virtualenv
@@ -67,7 +68,10 @@ class Action:
 
     Attributes:
       kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (JOBSET, TFJOB).
-      project: `--project`, or None (the environment's, the credentials').
+      project: `--project`, or None (`location`'s rule: the environment's,
+        gcloud's configuration's, the credentials').
+      region_flag: `--region`, or None: the plan's region then came from
+        `location`'s rule, and the note says where from.
       repository: the Artifact Registry repository of this project's image.
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
       poll_interval: seconds between polls of the job, its logs, image builds.
@@ -76,6 +80,7 @@ class Action:
     """
     kind: str = SUBMIT
     project: Optional[str] = None
+    region_flag: Optional[str] = None
     repository: str = build_lib.DEFAULT_REPOSITORY
     stream_logs: bool = False
     poll_interval: float = 30.0
@@ -112,8 +117,12 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
     if action.kind == SUBMIT or (action.kind == REHEARSE and
                                  not environ.get(rehearsal.EMULATOR_VAR)):
         credentials, adc_project = backend.credentials()
-    plan = dataclasses.replace(plan, project=location.project_id(action.project, environ,
-                                                                 adc_project))
+    settings = location.Settings(environ, location.TRAINING)
+    project = settings.project(action.project, adc_project)
+    said = location.note(project, settings.region(action.region_flag, plan.config.region))
+    if said:
+        err.write('note: %s\n' % said)
+    plan = dataclasses.replace(plan, project=project.value)
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-submit-') as tmp:
         archives = _archives(plan, tmp)
@@ -342,13 +351,15 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
         err.write('note: %s\n' % note)
     checked = _check_export(plan, err)
     plan = dataclasses.replace(plan, origin=checked.export_dir)
-    parsed = endpoints.parse_endpoint_name(plan.model)
     if action.kind == DRY_RUN:
-        project = parsed['project'] if parsed else location.project_id(action.project, environ)
-        _print_deploy_dry_run(out, dataclasses.replace(plan, project=project), checked)
+        project, region = location.resolve(endpoints.parse_endpoint_name(plan.model),
+                                           action.project, action.region_flag, environ,
+                                           location.SERVING, err)
+        _print_deploy_dry_run(out, dataclasses.replace(plan, project=project, region=region),
+                              checked)
         return 0
-    vertex, _ = location.connect_serving(backend, plan.model, action.project, plan.region,
-                                         environ)
+    vertex, _ = location.connect_serving(backend, plan.model, action.project,
+                                         action.region_flag, environ, err)
     plan = dataclasses.replace(plan, project=vertex.project, region=vertex.region)
     endpoint = endpoints.find_model(vertex, plan.model)
     for deployed in endpoint.get('deployedModels') or []:

@@ -6,9 +6,9 @@
 
 A front: it turns its words into a `plan.JobPlan` (`make_plan`) and hands
 it to `pipeline.run`, which owns the order of everything that follows.
-Settings come from flags, then the environment (PROJECT_ID, BUCKET_NAME,
-REGION), then the config (`trainingInput.region`, `jobDir`), then
-Application Default Credentials (project only).
+The project and region follow `location`'s rule (flags, then gcloud's and
+this project's variables, then gcloud's active configuration, then the
+config's `trainingInput.region`); the bucket is `--bucket`, else BUCKET_NAME.
 """
 import argparse
 import os
@@ -121,12 +121,9 @@ def build_parser():
 
 
 def _add_location_flags(parser):
-    parser.add_argument('--project', default=os.environ.get('PROJECT_ID'),
-                        help='Google Cloud project (env PROJECT_ID, else the '
-                             'Application Default Credentials project).')
-    parser.add_argument('--region', default=os.environ.get('REGION'),
-                        help='Vertex AI region (env REGION, else '
-                             'trainingInput.region, else %s).' % location.DEFAULT_REGION)
+    parser.add_argument('--project', help=location.PROJECT_HELP)
+    parser.add_argument('--region', help='Vertex AI region (%s).'
+                        % location.region_help(location.TRAINING, with_config=True))
 
 
 def _add_poll_flag(parser):
@@ -157,12 +154,13 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
         action = pipeline.Action(
             kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
                   if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
-            project=args.project, repository=args.repository, stream_logs=args.stream_logs,
+            project=args.project, region_flag=args.region, repository=args.repository,
+            stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
             on_created=print_submitted)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)
-    return manage(args, backend, out, environ)
+    return manage(args, backend, out, environ, err)
 
 
 def data_defaults(trainer, bucket_uri, given):
@@ -242,10 +240,10 @@ def print_submitted(plan, job, out, err):
            job['name']))
 
 
-def manage(args, backend, out, environ):
-    """status, cancel, logs, list."""
+def manage(args, backend, out, environ, err=None):
+    """status, cancel, logs, list (`err` hears where the project and region came from)."""
     vertex, credentials, name = location.connect(
-        backend, getattr(args, 'job', None), args.project, args.region, environ)
+        backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'list':
         for job in vertex.list(limit=args.limit, filter_expr=args.filter):
             info = jobs.parse_job_name(job.get('name', '')) or {}

@@ -32,6 +32,7 @@ loads the export with `estimator_trainers.serving` (TensorFlow is imported
 only then).
 """
 import argparse
+import functools
 import json
 import os
 import sys
@@ -186,6 +187,11 @@ def _add_submit_flags(parser):
     parser.add_argument('--dry-run', action='store_true',
                         help='Run the checks, print the staging plan and the exact request; '
                              'send nothing. Never runs the package\'s code.')
+    parser.add_argument('--format', help='With --dry-run: json (the default: the staging '
+                        'plan and the request) or yaml (the spec `gcloud ai custom-jobs create '
+                        '--config`, or `gcloud ai hp-tuning-jobs create --config` for a tuning '
+                        'config, takes; the command on stderr). Else how the submitted job is '
+                        'printed: yaml (the default), json or value(FIELD,...).')
     parser.add_argument('--unpin', type=_arg_type(gcloud_flags.package_list), default=[],
                         metavar='NAME[,NAME...]',
                         help='Let the package\'s requirements choose the version of these '
@@ -234,10 +240,30 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
 
 def submit_training(args, user_args, backend, out, err, environ):
     """`jobs submit training JOB`: the plan of its flags, through the pipeline."""
-    plan_lib.check_job_name(args.job)
     if args.rehearse and (args.dry_run or args.stream_logs):
         raise UserInputError('--rehearse runs the job on this machine; it does not go with '
                              '%s' % ('--dry-run' if args.dry_run else '--stream-logs'))
+    if args.dry_run and args.format not in (None,) + pipeline.DRY_RUN_FORMATS:
+        raise UserInputError('--format %s: a dry run prints json (the request) or yaml (the '
+                             'spec gcloud ai takes)' % args.format, flag='--format')
+    plan = training_plan(args, user_args, environ)
+    action = pipeline.Action(
+        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
+              else pipeline.SUBMIT),
+        project=args.project, region_flag=args.region, repository=args.repository,
+        stream_logs=args.stream_logs, poll_interval=args.poll_interval,
+        max_replicas=args.max_replicas, dry_run_format=args.format or 'json',
+        on_created=functools.partial(print_submitted, fmt=args.format or 'yaml'))
+    return pipeline.run(plan, action, backend, out, err, environ)
+
+
+def training_plan(args, user_args, environ):
+    """The `plan.JobPlan` of `jobs submit training`'s parsed flags and USER_ARGS.
+
+    Raises:
+      UserInputError: one line naming the flag or the config field.
+    """
+    plan_lib.check_job_name(args.job)
     values = {row.name: getattr(args, row.name[2:].replace('-', '_'), None)
               for row in gcloud_flags.FLAGS if row.name.startswith('--')}
     values['--async'] = values['--stream-logs'] = None
@@ -253,13 +279,7 @@ def submit_training(args, user_args, backend, out, err, environ):
                              "job's region %s" % (plan.kms_key,
                                                   gcloud_flags.kms_location(plan.kms_key),
                                                   plan.region), flag='--kms-key')
-    action = pipeline.Action(
-        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
-              else pipeline.SUBMIT),
-        project=args.project, region_flag=args.region, repository=args.repository,
-        stream_logs=args.stream_logs, poll_interval=args.poll_interval,
-        max_replicas=args.max_replicas, on_created=print_submitted)
-    return pipeline.run(plan, action, backend, out, err, environ)
+    return plan
 
 
 def _launcher_options(args):
@@ -341,15 +361,16 @@ def list_jobs(vertex, limit, fmt, out):
     return 0
 
 
-def print_submitted(plan, job, out, err):
-    """gcloud's closing lines, with this script's commands, and the job as gcloud showed it."""
+def print_submitted(plan, job, out, err, fmt='yaml'):
+    """gcloud's closing lines, with this script's commands, and the job as gcloud showed
+    it (in `fmt`: yaml, json or value(FIELD,...))."""
     err.write('Job [%s] submitted successfully (%s).\n'
               'Your job is still active. You may view the status of your job with the '
               'command\n\n  $ %s jobs describe %s\n\nor continue streaming the logs with '
               'the command\n\n  $ %s jobs stream-logs %s\n'
               % (plan.name, job['name'], PROG, plan.name, PROG, plan.name))
-    out.write(yaml.safe_dump(legacy_job(dict(job, state=job.get(
-        'state', 'JOB_STATE_QUEUED'))), sort_keys=False))
+    out.write(_formatted(legacy_job(dict(job, state=job.get('state', 'JOB_STATE_QUEUED'))),
+                         fmt))
     out.flush()
 
 

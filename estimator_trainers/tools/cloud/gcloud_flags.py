@@ -230,8 +230,8 @@ FLAGS = tuple([
     Flag('--region', 'trainingInput.region',
          'the request\'s location (projects/P/locations/REGION) and endpoint', FIELD,
          'ml v1 regions have Vertex AI namesakes',
-         'Region (default: CLOUDSDK_AI_PLATFORM_REGION, else REGION, else '
-         'trainingInput.region, else %s).' % location.DEFAULT_REGION, field=('region',),
+         'Region (%s).' % location.region_help(location.TRAINING, with_config=True),
+         field=('region',),
          parse=location.region_name),
     Flag('--scale-tier', 'trainingInput.scaleTier',
          'jobSpec.workerPoolSpecs[*] (the tier\'s machines and replica counts)', FIELD,

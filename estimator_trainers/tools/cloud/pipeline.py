@@ -18,7 +18,8 @@ these steps:
    (its requirements against this project's pins) and its module read
    (`source_checks`), never run;
 5. the request body, checked against the discovery schema; a dry run prints
-   the staging plan and the request and stops;
+   the staging plan and the request (or the spec `gcloud ai ... create
+   --config` takes: `vertex_spec`) and stops;
 6. the bucket checks (`preflight.check_storage`), a second job of the same
    name refused where the front asks (AI Platform's rule), the archives
    staged;
@@ -30,6 +31,7 @@ these steps:
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import tempfile
 from typing import Callable, Optional
@@ -55,8 +57,12 @@ from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import source_checks
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import tfjob
+from estimator_trainers.tools.cloud import vertex_spec
 
 SUBMIT, DRY_RUN, REHEARSE = 'submit', 'dry-run', 'rehearse'
+# What a dry run prints: the staging plan and the request (JSON), or the spec
+# Google's `gcloud ai ... create --config` takes (`vertex_spec`, YAML).
+DRY_RUN_FORMATS = ('json', 'yaml')
 JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
 # Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
 MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
@@ -76,6 +82,8 @@ class Action:
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
       poll_interval: seconds between polls of the job, its logs, image builds.
       max_replicas: replicas a rehearsal starts per pool at most.
+      dry_run_format: `DRY_RUN_FORMATS`: json, the staging plan and the request;
+        yaml, the `vertex_spec` of the request.
       on_created: `(plan, job resource, out, err)`, called once the job exists.
     """
     kind: str = SUBMIT
@@ -85,6 +93,7 @@ class Action:
     stream_logs: bool = False
     poll_interval: float = 30.0
     max_replicas: int = rehearsal.DEFAULT_MAX_REPLICAS
+    dry_run_format: str = 'json'
     on_created: Optional[Callable] = None
 
 
@@ -142,6 +151,9 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         plan = plan.resolved(package_uris=[_staged_uri(plan, a) for a in archives]
                              + [p for p in _given_packages(plan) if p.startswith('gs://')])
         body = jobs.job_body(plan)
+        if action.kind == DRY_RUN and action.dry_run_format == 'yaml':
+            _print_spec(out, err, plan, body, archives, context)
+            return 0
         if action.kind == DRY_RUN:
             _print_dry_run(out, plan, body, archives, context, build_body, action.repository)
             return 0
@@ -302,6 +314,21 @@ def _print_dry_run(out, plan, body, archives, context, build_body, repository):
             build=request_json(builder.build_request(build_body)))
     printed['request'] = request_json(offline.create_request(plan.collection, body))
     out.write(json.dumps(printed, indent=2) + '\n')
+
+
+def _print_spec(out, err, plan, body, archives, context):
+    """The request as `gcloud ai ... create --config` takes it (`vertex_spec`); what
+    it names that a dry run does not upload or build, and the command, on `err`."""
+    written = vertex_spec.spec(body, plan.collection, plan.project, plan.region)
+    missing = [_staged_uri(plan, a) for a in archives] + (
+        [plan.project_image] if context else [])
+    if missing:
+        err.write('note: the spec names what a dry run does not upload or build: %s; a submit '
+                  'stages and builds them (--rehearse stages the archives)\n'
+                  % ', '.join(missing))
+    err.write('note: the spec is the --config of: %s\n' % ' '.join(
+        shlex.quote(word) for word in written.command))
+    out.write(written.text)
 
 
 def request_json(request):

@@ -96,6 +96,11 @@ def build_parser():
                         'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
+    submit.add_argument('--format', choices=pipeline.DRY_RUN_FORMATS, default='json',
+                        help='What --dry-run prints: json (the staging plan and the request) '
+                             'or yaml (the spec `gcloud ai custom-jobs create --config`, or '
+                             '`gcloud ai hp-tuning-jobs create --config` for a tuning config, '
+                             'takes; the command on stderr).')
     submit.add_argument('--stream-logs', action='store_true',
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
@@ -157,7 +162,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
             project=args.project, region_flag=args.region, repository=args.repository,
             stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-            on_created=print_submitted)
+            dry_run_format=args.format, on_created=print_submitted)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)
     return manage(args, backend, out, environ, err)

@@ -392,7 +392,8 @@ def test_submit_creates_the_job_once_per_name(monkeypatch, tmp_path):
                                    'vertexJob': created['name'], 'consoleUrl': (
                                        'https://console.cloud.google.com/vertex-ai/locations/'
                                        'us-central1/training/77?project=my-project')}
-    assert err.startswith('Job [mnist_1] submitted successfully (%s).' % created['name'])
+    assert err.startswith('note: using region us-central1, the default\nJob [mnist_1] '
+                          'submitted successfully (%s).' % created['name'])
     assert '$ bash scripts/ai-platform.sh jobs describe mnist_1' in err
     create = backend.http.requests[-1]
     assert create.method == 'POST' and create.uri.endswith('/customJobs?alt=json')

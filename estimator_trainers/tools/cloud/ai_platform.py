@@ -37,7 +37,6 @@ import json
 import os
 import sys
 
-from google.auth.credentials import AnonymousCredentials
 import yaml
 
 from estimator_trainers import errors
@@ -61,6 +60,10 @@ from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import roles
 
 PROG = 'bash scripts/ai-platform.sh'
+# --dry-run of the verbs that look something up before they change it.
+DRY_RUN_LOOKUP_HELP = ('Print the requests; change nothing. Needs no credentials: with them, '
+                       'what the requests name is looked up (read); without, or offline, '
+                       'placeholders name it.')
 # ml v1 job states, which scripts compare against (`--format='value(state)'`).
 LEGACY_STATES = {
     'JOB_STATE_QUEUED': 'QUEUED', 'JOB_STATE_PENDING': 'PREPARING',
@@ -107,6 +110,8 @@ def build_parser():
         if name == 'describe':
             command.add_argument('--format', default='yaml',
                                  help='yaml, json or value(FIELD,...).')
+        if name == 'cancel':
+            command.add_argument('--dry-run', action='store_true', help=DRY_RUN_LOOKUP_HELP)
         if name == 'stream-logs':
             command.add_argument('--polling-interval', type=flags.non_negative_float,
                                  default=60.0, help='Seconds between polls.')
@@ -223,14 +228,17 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                                     _launcher_options(args))
     if args.command == 'submit':
         return submit_training(args, user_args, backend, out, err, environ)
+    if args.command == 'cancel':
+        pipeline.cancel(backend, args.job, pipeline.Action(
+            kind=pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT, project=args.project,
+            region_flag=args.region), out, err, environ)
+        if not args.dry_run:
+            err.write('Cancelled job [%s].\n' % args.job)
+        return 0
     vertex, credentials, name = location.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'describe':
         return describe(vertex.get(name), args.format, out)
-    if args.command == 'cancel':
-        vertex.cancel(name)
-        err.write('Cancelled job [%s].\n' % args.job)
-        return 0
     if args.command == 'stream-logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.polling_interval,
                                 out, task_name=args.task_name)
@@ -436,7 +444,8 @@ def _add_serving_parsers(groups, local_commands):
         description='Every endpoint of the region, with its default version, versions and '
                     'the machines deployed for them (billed while deployed).')
     listing.add_argument('--format', default='table', help='table, yaml or json.')
-    _add_serving_flags(listing)
+    _add_serving_flags(listing, dry_run='Print the request; send nothing (no credentials '
+                                        'needed).')
     describe_model = commands.add_parser('describe', help='describe a model')
     describe_model.add_argument('model', metavar='MODEL',
                                 help='The model\'s name (or its endpoint\'s resource name).')
@@ -451,8 +460,7 @@ def _add_serving_parsers(groups, local_commands):
                     'name.')
     delete.add_argument('model', metavar='MODEL',
                         help='The model\'s name (or its endpoint\'s resource name).')
-    _add_serving_flags(delete, dry_run='Look up what would be removed and print the '
-                                       'requests; remove nothing.')
+    _add_serving_flags(delete, dry_run=DRY_RUN_LOOKUP_HELP)
 
     commands = _command_group(groups, 'versions', 'versions: models deployed on an endpoint',
                               'AI Platform versions, as Vertex AI models deployed on the '
@@ -513,8 +521,7 @@ def _add_serving_parsers(groups, local_commands):
         if name in ('list', 'describe'):
             command.add_argument('--format', default='table' if name == 'list' else 'yaml',
                                  help='table (list), yaml, json or value(FIELD,...).')
-        _add_serving_flags(command, dry_run='Print the requests; remove nothing.'
-                           if name == 'delete' else None)
+        _add_serving_flags(command, dry_run=DRY_RUN_LOOKUP_HELP if name == 'delete' else None)
 
     predict = groups.add_parser(
         'predict', help='online predictions of a deployed model',
@@ -581,10 +588,13 @@ def serving_command(args, backend, out, err, environ):
     if (args.group, args.command) == ('models', 'create'):
         return create_model(args, backend, out, err, environ)
     model = getattr(args, 'model', None)
+    action = pipeline.Action(kind=pipeline.DRY_RUN if getattr(args, 'dry_run', False)
+                             else pipeline.REMOVE, project=args.project,
+                             region_flag=args.region, poll_interval=args.poll_interval)
+    if action.kind == pipeline.DRY_RUN:
+        return serving_dry_run(args, model, action, backend, out, err, environ)
     vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ,
                                          err)
-    action = pipeline.Action(kind=pipeline.DRY_RUN if getattr(args, 'dry_run', False)
-                             else pipeline.REMOVE, poll_interval=args.poll_interval)
     if args.group == 'models':
         if args.command == 'list':
             return list_models(vertex, args.format, out, err)
@@ -619,6 +629,18 @@ def serving_command(args, backend, out, err, environ):
     return 0
 
 
+def serving_dry_run(args, model, action, backend, out, err, environ):
+    """`models list|delete --dry-run`, `versions delete --dry-run`: the requests, no change."""
+    if args.command == 'list':
+        offline = pipeline.offline_serving(None, args.project, args.region, environ, err)
+        out.write(json.dumps({'request': pipeline.request_json(
+            offline.list_endpoints_request())}, indent=2) + '\n')
+        return 0
+    pipeline.remove_dry_run(backend, model, getattr(args, 'version', None), action, out, err,
+                            environ)
+    return 0
+
+
 def local_predict(args, out):
     """`local predict`: the export's signature on the instances, printed as gcloud did."""
     if args.framework.lower() != 'tensorflow':
@@ -650,9 +672,7 @@ def create_model(args, backend, out, err, environ):
     body = endpoints.endpoint_body(args.model, args.description, args.labels,
                                    args.enable_logging)
     if args.dry_run:
-        offline = endpoints.VertexServing(*location.resolve(
-            None, args.project, region, environ, location.SERVING, err),
-            credentials=AnonymousCredentials())
+        offline = pipeline.offline_serving(None, args.project, region, environ, err)
         out.write(json.dumps({'request': pipeline.request_json(
             offline.create_endpoint_request(body))}, indent=2) + '\n')
         return 0
@@ -714,14 +734,9 @@ def online_predict(args, backend, out, err, environ):
                   'serving_default (`local predict --signature-name` calls others)\n'
                   % args.signature_name)
     if args.dry_run:
-        parsed = endpoints.parse_endpoint_name(args.model)
-        offline = endpoints.VertexServing(*location.resolve(
-            parsed, args.project, args.region, environ, location.SERVING, err),
-            credentials=AnonymousCredentials())
-        name = args.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (offline.parent,
-                                                                        args.model)
-        out.write(json.dumps({'request': pipeline.request_json(
-            offline.predict_request(name, body))}, indent=2) + '\n')
+        offline = pipeline.offline_serving(args.model, args.project, args.region, environ, err)
+        out.write(json.dumps({'request': pipeline.request_json(offline.predict_request(
+            pipeline.endpoint_placeholder(offline, args.model), body))}, indent=2) + '\n')
         return 0
     vertex, _ = location.connect_serving(backend, args.model, args.project, args.region,
                                          environ, err)

@@ -76,6 +76,20 @@ def parse_endpoint_name(name):
     return match.groupdict() if match else None
 
 
+def model_filter(model):
+    """The `endpoints.list` filter that finds model `model` by its display name.
+
+    Raises:
+      UserInputError: a `/` in what is no endpoint resource name (a half-typed
+        one), or a name no filter holds safely (`api.equals_filter`).
+    """
+    if '/' in model:
+        raise UserInputError('model %r: expected a model name, or an endpoint\'s full '
+                             'resource name (projects/P/locations/R/endpoints/ID)' % model,
+                             flag='--model')
+    return api.equals_filter('display_name', model, 'model', '--model')
+
+
 def created_here(resource):
     """Whether this tool created `resource` (an endpoint or a model): it has `MARK`."""
     labels = resource.get('labels') or {}
@@ -430,12 +444,17 @@ def _duration(seconds):
 def find_model(vertex, model):
     """The endpoint of model `model` (a display name or a full resource name).
 
+    Only endpoints displayed exactly as `model` count, whatever the filter
+    matched.
+
     Raises:
-      UserInputError: no such model, or several endpoints of that name.
+      UserInputError: no such model, or several endpoints of that name, or a
+        name no lookup takes (`model_filter`).
     """
     if parse_endpoint_name(model):
         return vertex.get_endpoint(model)
-    found = vertex.list_endpoints('display_name="%s"' % model)
+    found = [e for e in vertex.list_endpoints(model_filter(model))
+             if e.get('displayName') == model]
     if not found:
         raise UserInputError(
             'model %s: no such model in %s (`models list` shows the models there; '
@@ -599,7 +618,8 @@ def create_model(vertex, model, err, description=None, labels=None, access_loggi
     Raises:
       UserInputError: an endpoint of that name exists.
     """
-    existing = vertex.list_endpoints('display_name="%s"' % model)
+    existing = [e for e in vertex.list_endpoints(model_filter(model))
+                if e.get('displayName') == model]
     if existing:
         raise UserInputError('model %s already exists in %s (%s); AI Platform refused a second '
                              'model of one name' % (model, vertex.parent, existing[0]['name']))

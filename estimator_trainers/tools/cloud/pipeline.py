@@ -40,6 +40,7 @@ from google.auth.credentials import AnonymousCredentials
 
 from estimator_trainers import google_api
 from estimator_trainers import logs as logs_lib
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
@@ -259,7 +260,8 @@ def _stage(storage_client, archive, destination, err):
 
 
 def _refuse_existing(vertex, plan):
-    existing = vertex.list(limit=1, filter_expr='display_name="%s"' % plan.name)
+    existing = [job for job in vertex.list(limit=100, filter_expr=api.equals_filter(
+        'display_name', plan.name, 'JOB')) if job.get('displayName') == plan.name]
     if existing:
         raise UserInputError('job %s already exists in %s (%s): AI Platform refused a second '
                              'job of one name, and describe/stream-logs/cancel need one; '
@@ -343,6 +345,10 @@ def request_json(request):
 
 
 DEPLOY, REMOVE = 'deploy', 'remove'
+# Why a dry run's lookups were not made (the command itself says what to do).
+NO_CREDENTIALS = 'no usable Application Default Credentials'
+# TensorFlow's retries of a gs:// request (its default: 10, minutes of back-off).
+GCS_RETRIES_VAR = 'GCS_RETRY_CONFIG_MAX_RETRIES'
 
 
 def deploy(plan, action, backend=None, out=None, err=None, environ=None):
@@ -376,7 +382,7 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
     environ = os.environ if environ is None else environ
     for note in plan.notes:
         err.write('note: %s\n' % note)
-    checked = _check_export(plan, err)
+    checked = _check_export(plan, err, dry_run=action.kind == DRY_RUN)
     plan = dataclasses.replace(plan, origin=checked.export_dir)
     if action.kind == DRY_RUN:
         project, region = location.resolve(endpoints.parse_endpoint_name(plan.model),
@@ -400,12 +406,28 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
     return 0
 
 
-def _check_export(plan, err):
-    """The check before anything is uploaded (TensorFlow loads here, not before)."""
+def _check_export(plan, err, dry_run=False):
+    """The check before anything is uploaded (TensorFlow loads here, not before).
+
+    An export Cloud Storage does not give (no network, no access) is one line:
+    an error, or for a dry run a note (the check is then not made), after one
+    retry instead of TensorFlow's ten (minutes of back-off offline).
+    """
+    if dry_run and 'tensorflow' not in sys.modules:
+        # Read when TensorFlow's gs:// file system is made, at its import.
+        os.environ.setdefault(GCS_RETRIES_VAR, '1')
     logs_lib.quiet_tensorflow_native_logs()
-    logs_lib.import_tensorflow()
+    tf = logs_lib.import_tensorflow()
     from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
-    checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)
+    try:
+        checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)
+    except tf.errors.OpError as e:
+        problem = '--origin %s: cannot read it (%s)' % (plan.origin, first_line(e))
+        if not dry_run:
+            raise UserInputError(problem, flag='--origin') from None
+        err.write('note: %s; the export is not checked, the requests serve it as given\n'
+                  % problem)
+        return serving.Checked(plan.origin, None, None, note='not checked: %s' % problem)
     if checked.export_dir != plan.origin:
         err.write('note: --origin %s holds exports; serving the newest, %s\n'
                   % (plan.origin, checked.export_dir))
@@ -512,19 +534,38 @@ def _model_id(name):
     return (name or '').rsplit('/models/', 1)[-1].split('@')[0]
 
 
+def offline_serving(model, project_flag, region_flag, environ, err):
+    """The serving client of a dry run that looks nothing up: no credentials, its
+    requests built and printed, never sent. `model`'s endpoint resource name
+    names its project and region, else `location`'s rule (its note on `err`)."""
+    project, region = location.resolve(endpoints.parse_endpoint_name(model or ''),
+                                       project_flag, region_flag, environ, location.SERVING,
+                                       err)
+    return endpoints.VertexServing(project, region, credentials=AnonymousCredentials())
+
+
+def endpoint_placeholder(vertex, model):
+    """`model`'s endpoint as a dry run names it before any lookup: its resource
+    name, or `<parent>/endpoints/ENDPOINT_OF_<model>` (a name a lookup takes:
+    `endpoints.model_filter`)."""
+    if endpoints.parse_endpoint_name(model):
+        return model
+    endpoints.model_filter(model)
+    return '%s/endpoints/ENDPOINT_OF_%s' % (vertex.parent, model)
+
+
 def _print_deploy_dry_run(out, plan, checked):
     """The check's result and the requests of a deploy, as JSON."""
     offline = endpoints.VertexServing(plan.project, plan.region,
                                       credentials=AnonymousCredentials())
     parsed = endpoints.parse_endpoint_name(plan.model)
-    endpoint_name = plan.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (
-        offline.parent, plan.model)
+    endpoint_name = endpoint_placeholder(offline, plan.model)
     model_name = '%s/models/UPLOADED_MODEL_ID' % offline.parent
     requests = []
     if not parsed:
         requests.append(dict(step='find model %s: the endpoint displayed as %s' % (
             plan.model, plan.model), **request_json(offline.list_endpoints_request(
-                'display_name="%s"' % plan.model))))
+                endpoints.model_filter(plan.model)))))
     requests.append(dict(
         step='upload the SavedModel to the Model Registry (an operation, polled)',
         **request_json(offline.upload_request(endpoints.upload_body(plan)))))
@@ -599,6 +640,45 @@ def remove(vertex, model, version, action, out, err):
                     s.description for s in steps[i:])), e.status) from None
         removed.append(step.done)
     return removed
+
+
+def remove_dry_run(backend, model, version, action, out, err, environ):
+    """`remove`'s dry run, removing nothing: with credentials its lookups (reads) are
+    made and the exact requests printed; without credentials, or when Vertex AI
+    cannot be reached, the requests are printed with placeholders for what the
+    lookups find, and one line says why."""
+    parsed = endpoints.parse_endpoint_name(model)
+    try:
+        credentials, adc_project = backend.credentials()
+    except UserInputError:
+        why = NO_CREDENTIALS
+        vertex = offline_serving(model, action.project, action.region_flag, environ, err)
+    else:
+        vertex = backend.serving(*location.resolve(
+            parsed, action.project, action.region_flag, environ, location.SERVING, err,
+            adc_project), credentials)
+        try:
+            remove(vertex, model, version, action, out, err)
+            return
+        except api.Unreachable as e:
+            why = str(e)
+    endpoint = endpoint_placeholder(vertex, model)
+    deployed = 'DEPLOYED_MODEL_OF_%s' % version if version else 'DEPLOYED_MODEL_ID'
+    steps = [] if parsed else [
+        dict(step='find model %s: the endpoint displayed as %s' % (model, model),
+             **request_json(vertex.list_endpoints_request(endpoints.model_filter(model))))]
+    steps.append(dict(step='undeploy %s: each of its deployed models the lookup finds' % (
+        'version %s' % version if version else 'every version'), **request_json(
+            vertex.undeploy_request(endpoint, endpoints.undeploy_body(deployed)))))
+    steps.append(dict(step='delete the Vertex AI model this tool uploaded for each, unless '
+                           'deployed elsewhere', **request_json(vertex.delete_model_request(
+                               '%s/models/MODEL_ID' % vertex.parent))))
+    if version is None:
+        steps.append(dict(step='delete endpoint %s (model %s)' % (endpoint, model),
+                          **request_json(vertex.delete_endpoint_request(endpoint))))
+    err.write('note: not looked up (%s): the requests name what the lookups find by '
+              'placeholders\n' % why)
+    out.write(json.dumps({'remove': steps, 'keep': []}, indent=2) + '\n')
 
 
 def _removal_steps(vertex, endpoint, version):
@@ -680,3 +760,55 @@ def _undeploy_step(vertex, endpoint, deployed):
 def _run_step(vertex, step, poll_interval, err):
     operation = vertex.start(step.request, step.description)
     vertex.wait(operation, step.what, err, poll_interval)
+
+
+# ------------------------------------------------------------------- cancel
+
+
+def cancel(backend, job, action, out, err, environ):
+    """`jobs cancel JOB`: the job found (by resource name, numeric id or name)
+    and cancelled; returns its resource name.
+
+    A dry run cancels nothing and prints the requests: a job named by its
+    resource name needs no credentials; a name or an id is looked up with
+    the credentials (a read), and without credentials, or when Vertex AI
+    cannot be reached, the lookups and the cancel are printed with a
+    placeholder, and one line says why.
+    """
+    if action.kind != DRY_RUN:
+        vertex, _, name = location.connect(backend, job, action.project, action.region_flag,
+                                           environ, err)
+        vertex.cancel(name)
+        return name
+    parsed = jobs.parse_job_name(job)
+    credentials = adc_project = why = None
+    if not parsed:
+        try:
+            credentials, adc_project = backend.credentials()
+        except UserInputError:
+            why = NO_CREDENTIALS
+    project, region = location.resolve(parsed, action.project, action.region_flag, environ,
+                                       location.TRAINING, err, adc_project)
+    if parsed or why:
+        vertex = jobs.VertexJobs(project, region, credentials=AnonymousCredentials())
+    else:
+        vertex = backend.vertex(project, region, credentials)
+    steps = []
+    name = job if parsed else None
+    if name is None and why is None:
+        try:
+            name = vertex.resolve(job)
+        except api.Unreachable as e:
+            why = str(e)
+    if name is None:
+        err.write('note: not looked up (%s): the cancel names the job by a placeholder\n' % why)
+        steps = [dict(step='find job %s' % job, **request_json(request))
+                 for request in vertex.find_requests(job)]
+        name = '%s/%s/%s' % (vertex.parent, jobs.COLLECTIONS[0],
+                             job if job.isdigit() else 'JOB_ID_OF_%s' % job)
+    steps.append(dict(step='cancel job %s%s' % (name, ' (or its hyperparameter tuning job, '
+                                                      'whichever the lookup finds)'
+                                                if why and job.isdigit() else ''),
+                      **request_json(vertex.cancel_request(name))))
+    out.write(json.dumps({'requests': steps}, indent=2) + '\n')
+    return name

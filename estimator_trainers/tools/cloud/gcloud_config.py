@@ -103,8 +103,7 @@ def active_configuration(environ: Mapping[str, str]) -> Configuration:
     if directory is None or name == NO_CONFIGURATION:
         return Configuration(name, None, {})
     path = os.path.join(directory, 'configurations', 'config_' + name)
-    text = user_files.read_text(path, 'gcloud configuration %s' % path, _LIMITS,
-                                optional=True)
+    text = user_files.read_text(path, _what(path), _LIMITS, optional=True)
     return Configuration(name, path, {} if text is None else parse(text, path))
 
 
@@ -121,11 +120,15 @@ def parse(text: str, path: str) -> dict[str, dict[str, str]]:
     except configparser.Error as e:
         line = getattr(e, 'lineno', None) or next(
             (number for number, _ in getattr(e, 'errors', ())), None)
-        raise UserInputError('%s: not a gcloud configuration file (%s); `gcloud config '
+        raise UserInputError('%s: not a configuration of properties (%s); `gcloud config '
                              'list` shows what gcloud makes of it' % (
-                                 user_files.where(path, line), _problem(e)),
+                                 user_files.where(_what(path), line), _problem(e)),
                              path=path) from None
     return {section: dict(parser.items(section)) for section in parser.sections()}
+
+
+def _what(path: str) -> str:
+    return 'gcloud configuration %s' % path
 
 
 def _problem(error: configparser.Error) -> str:

@@ -187,6 +187,18 @@ def test_a_machine_type_without_count_runs_nothing_with_one_warning():
     assert _parse(CUSTOM).warnings == ()
 
 
+def test_int64_fields_as_the_api_writes_them():
+    """A Job as `gcloud ai-platform jobs describe` prints it (and gcloud sends it) has
+    its int64 fields as text: read as the numbers; other text is still refused."""
+    config = _parse(CUSTOM + "  workerType: n1-standard-4\n  workerCount: '2'\n"
+                    "  masterConfig: {acceleratorConfig: {count: '2', type: NVIDIA_TESLA_T4}}\n")
+    assert _shape(config) == {'chief': (1, 'n1-standard-8', 'NVIDIA_TESLA_T4', 2),
+                              'worker': (2, 'n1-standard-4', None, 0)}
+    with pytest.raises(UserInputError, match="workerCount: expected an integer >= 0, got "
+                                             "text '02'"):
+        _parse(CUSTOM + "  workerType: n1-standard-4\n  workerCount: '02'\n")
+
+
 def test_every_machine_type_in_use_is_in_the_vertex_table():
     used = {machine for machine, _, _ in machines.LEGACY_MACHINE_TYPES.values()}
     for name in SHIPPED:

@@ -72,6 +72,8 @@ CONFIG_LIMITS = user_files.Limits(
 # aiplatform v1 discovery document): whole seconds at most 315,576,000,000
 # (10,000 years), up to nine fractional digits.
 MAX_DURATION_SECS = 315576000000
+# An int64 as the API's JSON writes it: a decimal string.
+_INT64_TEXT = re.compile(r'0|[1-9][0-9]{0,18}')
 _DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
 # Vertex AI labels (CustomJob.labels in the discovery document): keys and
 # values at most 64 characters of lowercase letters, digits, underscores and
@@ -279,13 +281,20 @@ def parse_config(data, source, written=None):
         warnings=tuple(warnings))
 
 
+def _int64(value):
+    """An int64 field as the API's JSON writes it (`workerCount: '2'`, as `gcloud
+    ai-platform jobs describe` and gcloud's own request have it) read as the number;
+    any other value as it is, for the checks to name."""
+    return int(value) if isinstance(value, str) and _INT64_TEXT.fullmatch(value) else value
+
+
 def _pool(check, role, shape, notes, warnings):
     type_field, count_field, config_field = role.type_field, role.count_field, role.config_field
     prefix = 'trainingInput.'
     if count_field is None:
         count = 1
     else:
-        count = shape.get(count_field, 0)
+        count = _int64(shape.get(count_field, 0))
         check.count(count, prefix + count_field, maximum=MAX_REPLICAS)
     machine = shape.get(type_field)
     replica_config = shape.get(config_field)
@@ -330,7 +339,7 @@ def _accelerator(check, config, path):
     for field in ('count', 'type'):
         if field not in config:
             check.fail('%s.%s' % (path, field), 'required')
-    count, gpu = config['count'], config['type']
+    count, gpu = _int64(config['count']), config['type']
     check.count(count, path + '.count', minimum=1, maximum=MAX_INT32)
     check.string(gpu, path + '.type')
     if gpu in UNSUPPORTED_GPUS:

@@ -296,15 +296,12 @@ SPEC_LINES = {
 trainingInput:
   scaleTier: CUSTOM
   masterType: n1-standard-8
-  hyperparameters:
-    goal: MAXIMIZE
-    hyperparameterMetricTag: accuracy
-    maxTrials: 4
-    maxParallelTrials: 2
-    params:
-    - {parameterName: learning-rate, type: DOUBLE, minValue: 0.001, maxValue: 0.1,
-       scaleType: UNIT_LOG_SCALE}
-    - {parameterName: layers, type: INTEGER, minValue: 1, maxValue: 4}
+  hyperparameters: {goal: MINIMIZE, hyperparameterMetricTag: loss, maxTrials: 6,
+                    maxParallelTrials: 3, algorithm: RANDOM_SEARCH, params: [
+      {parameterName: learning-rate, type: DOUBLE, minValue: 0.001, maxValue: 0.1,
+       scaleType: UNIT_LOG_SCALE},
+      {parameterName: layers, type: INTEGER, minValue: 1, maxValue: 4},
+      {parameterName: optimizer, type: CATEGORICAL, categoricalValues: [adam, sgd]}]}
 """),
 }
 

@@ -1,8 +1,9 @@
 """`bash scripts/ai-platform.sh ...`: what followed `gcloud ai-platform` (or `gcloud ml-engine`).
 
     ai-platform.sh jobs submit training JOB [--config FILE] [--package-path DIR --module-name M]
-                   [--job-dir gs://...] [--region R] [--scale-tier T] [...] [-- USER_ARGS]
-    ai-platform.sh jobs describe|stream-logs|cancel JOB
+                   [--job-dir gs://...] [--region R] [--scale-tier T] [...]
+                   [--dry-run [--format json|yaml]] [-- USER_ARGS]
+    ai-platform.sh jobs describe|stream-logs JOB; jobs cancel JOB [--dry-run]
     ai-platform.sh jobs list [--limit N]
     ai-platform.sh local train --package-path DIR --module-name M [--job-dir DIR]
                    [--distributed [--parameter-server-count N] [--worker-count N]
@@ -18,16 +19,20 @@ with the translation table (`gcloud_flags`) and hands it to `pipeline.run`,
 which owns the order (checks before anything is uploaded: here the package
 builds, installs in a fresh virtualenv with its requirements named against
 this project's pins, and its module is read, never run; this project's
-image; staging; `--dry-run`, `--rehearse`, `--stream-logs`). The other
+image; staging; `--dry-run`, `--dry-run --format yaml` (the spec `gcloud ai
+custom-jobs create --config` takes: `vertex_spec`), `--rehearse`,
+`--stream-logs`). `jobs cancel` goes through `pipeline.cancel`; the other
 commands call the job functions (`describe`, `list_jobs`, `logs`,
-`launcher.run_package`) with plain arguments.
+`launcher.run_package`) with plain arguments. Every command finds its
+project and region by `location`'s rule, gcloud's own settings included.
 
 The serving commands (AI Platform Prediction's, on Vertex AI's Model Registry
 and endpoints: `endpoints`) work the same way: `versions create` turns its
 words into a `plan.ServingPlan` (`endpoints.version_plan`) for
 `pipeline.deploy`, which owns the order (the check of the export, upload,
 deploy, rollback); `models delete` and `versions delete` go through
-`pipeline.remove`; the others call `endpoints` directly. `local predict`
+`pipeline.remove` (their dry runs, with or without credentials, through
+`pipeline.remove_dry_run`); the others call `endpoints` directly. `local predict`
 loads the export with `estimator_trainers.serving` (TensorFlow is imported
 only then).
 """

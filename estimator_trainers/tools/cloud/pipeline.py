@@ -27,6 +27,9 @@ these steps:
 8. this project's image built (or found by its sources' hash);
 9. the job created, the front told (`Action.on_created`), and followed
    until it ends when asked.
+
+The serving actions (`deploy`, `remove`) and `cancel` have their orders
+below; their dry runs need no credentials and no network.
 """
 import dataclasses
 import json

@@ -158,17 +158,19 @@ class Gcloud:
 
     Args:
       config_dir: the private configuration dir (CLOUDSDK_CONFIG).
-      recorder: a started `Recorder`.
+      recorder: a started `Recorder`, or None for commands that call no API
+        (`ai-platform local train|predict`).
       apis: the APIs sent to the recorder (`ml`, `storage`, `aiplatform`, ...).
-      properties: more properties of the active configuration (`core/project`).
+      properties: more properties of the active configuration (`core/project`,
+        `ml_engine/local_python` for the local commands).
     """
 
-    def __init__(self, config_dir, recorder, apis=('ml', 'storage', 'aiplatform'),
+    def __init__(self, config_dir, recorder=None, apis=('ml', 'storage', 'aiplatform'),
                  properties=None):
         self.config_dir = str(config_dir)
         self.recorder = recorder
         settings = dict(QUIET, **{'api_endpoint_overrides/%s' % api: recorder.url
-                                  for api in apis})
+                                  for api in (apis if recorder else ())})
         settings.update(properties or {})
         write_configuration(self.config_dir, settings)
 
@@ -180,8 +182,11 @@ class Gcloud:
         return env
 
     def run(self, args, cwd=None, env=None, timeout=300):
-        """Runs `gcloud ARGS`; returns `(CompletedProcess, the requests it sent)`."""
-        before = len(self.recorder.requests)
+        """Runs `gcloud ARGS`; returns `(CompletedProcess, the requests it sent)`
+        (a recorder shared by commands running at once would mix theirs: give each
+        its own)."""
+        requests = self.recorder.requests if self.recorder else []
+        before = len(requests)
         proc = processes.run([GCLOUD] + [str(a) for a in args], timeout, cwd=cwd,
                              env=self.env(env), stdin=subprocess.DEVNULL)
-        return proc, self.recorder.requests[before:]
+        return proc, requests[before:]

@@ -18,6 +18,7 @@ import os
 
 import httplib2
 import pytest
+import yaml
 
 import cloud_fakes
 import vertex_fake
@@ -256,3 +257,24 @@ def test_only_exact_display_names_are_taken():
     with pytest.raises(UserInputError, match="^no job named 'no_such_job' in "):
         _run(['jobs', 'cancel', 'no_such_job'], backend)
     assert [r.method for r in backend.http.requests] == ['GET', 'GET']
+
+
+# ---------------------------------------------------------------------- the spec
+
+
+def test_the_spec_is_the_dry_runs_job_spec_and_the_command_creates_it():
+    """train-cloud.sh's --format yaml (ai-platform.sh's is run through the real gcloud in
+    tests/test_gcloud_reference.py): stdout is the request's jobSpec, stderr the command."""
+    argv = ['submit', 'taxi', '--image-uri', 'us-docker.pkg.dev/p/r/taxi:1', '--bucket',
+            'gs://my-bucket', '--job-name', 'taxi_1', '--region', 'europe-west4', '--dry-run']
+    printed = {}
+    for fmt in ('json', 'yaml'):
+        out, err = io.StringIO(), io.StringIO()
+        assert train_cloud.main(argv + ['--format', fmt], backend=NoCredentials(), out=out,
+                                err=err, environ=ENVIRON) == 0
+        printed[fmt] = out.getvalue(), err.getvalue()
+    body = json.loads(printed['json'][0])['request']['body']
+    assert yaml.safe_load(printed['yaml'][0]) == body['jobSpec']
+    assert printed['yaml'][1].splitlines()[-1] == (
+        'note: the spec is the --config of: gcloud ai custom-jobs create --project=my-project '
+        '--region=europe-west4 --display-name=taxi_1 --config=spec.yaml')

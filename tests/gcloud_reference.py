@@ -45,6 +45,11 @@ QUIET = {
 }
 
 
+# The caller's gcloud variables that say how gcloud runs, not what it sends.
+KEPT = ('CLOUDSDK_PYTHON', 'CLOUDSDK_PYTHON_ARGS', 'CLOUDSDK_PYTHON_SITEPACKAGES',
+        'CLOUDSDK_ROOT_DIR', 'CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE')
+
+
 @dataclasses.dataclass(frozen=True)
 class Request:
     """One request as the recorder received it (`body`: parsed JSON, or None)."""
@@ -177,7 +182,7 @@ class Gcloud:
     def env(self, extra=None):
         """gcloud's environment: this dir, none of the caller's gcloud settings."""
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith('CLOUDSDK_') or k == 'CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE'}
+               if not k.startswith('CLOUDSDK_') or k in KEPT}
         env.update(CLOUDSDK_CONFIG=self.config_dir, **(extra or {}))
         return env
 

@@ -9,6 +9,9 @@ these steps:
 2. a manifest target (`jobset`, `tfjob`) prints its notes and its manifest
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
+   the estimate (`estimate.for_plan`): prices per pool, the predicted time and
+   cost; a job above its budget stops here, one below it gets the
+   `scheduling.timeout` that bounds it, every job a run id label;
 3. the project and credentials (`location`): none for a dry run, or for a
    rehearsal against a storage emulator;
 4. what the pools install is built: a user's package and its `--packages`,
@@ -42,6 +45,7 @@ from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import endpoints
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import jobset
@@ -73,6 +77,8 @@ class Action:
       poll_interval: seconds between polls of the job, its logs, image builds.
       max_replicas: replicas a rehearsal starts per pool at most.
       on_created: `(plan, job resource, out, err)`, called once the job exists.
+      max_cost: `--max-cost` USD (`estimate.for_plan`), or None.
+      throughput_from: a run record to estimate the time from, or None.
     """
     kind: str = SUBMIT
     project: Optional[str] = None
@@ -81,6 +87,8 @@ class Action:
     poll_interval: float = 30.0
     max_replicas: int = rehearsal.DEFAULT_MAX_REPLICAS
     on_created: Optional[Callable] = None
+    max_cost: Optional[float] = None
+    throughput_from: Optional[str] = None
 
 
 def run(plan, action, backend=None, out=None, err=None, environ=None):
@@ -107,6 +115,8 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
             err.write('note: %s\n' % note)
         out.write(manifest.text)
         return 0
+    plan = estimate.for_plan(plan, checked.parsed, action.max_cost, action.throughput_from,
+                             environ, err)
 
     credentials = adc_project = None
     if action.kind == SUBMIT or (action.kind == REHEARSE and
@@ -148,8 +158,11 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         for archive in archives:
             _stage(storage_client, archive, _staged_uri(plan, archive), err)
         if action.kind == REHEARSE:
-            return rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
+            code = rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
                                       out=out, err=err, build_dir=tmp)
+            if code == 0:
+                estimate.keep_rehearsal(plan, err, environ)
+            return code
         if context:
             _build_image(backend, credentials, plan, action, storage_client, context,
                          build_body, err)

@@ -33,7 +33,6 @@ import json
 import math
 import os
 import re
-import secrets
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_trainers import perf_model
@@ -494,10 +493,10 @@ def budget_timeout(estimate: Estimate, max_cost: float) -> Optional[str]:
     return '%ds' % max(1, math.floor(max_cost / per_hour * 3600))
 
 
-def new_run_id(now: Optional[datetime.datetime] = None) -> str:
-    """A label value unique per submission: `<yyyymmdd-hhmmss>-<6 hex>` (UTC)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return '%s-%s' % (now.strftime('%Y%m%d-%H%M%S'), secrets.token_hex(3))
+def run_id(job_name: str) -> str:
+    """The job's run id, a label value billing exports group by: its name, lowercased,
+    with what labels refuse made dashes, at most 63 characters."""
+    return re.sub(r'[^a-z0-9_-]', '-', job_name.lower())[:63]
 
 
 def labels(estimate: Estimate, run_id: str) -> Dict[str, str]:
@@ -623,11 +622,11 @@ def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from:
             scheduling['timeout'] = timeout
             err.write('note: %s %.2f: scheduling.timeout %s, the time the job takes to spend it '
                       'at %s/h\n' % (flag, budget, timeout, _usd(found.usd_per_hour)))
-    added = labels(found, new_run_id())
+    added = labels(found, run_id(plan.name))
     if len(config.labels) + len(added) > 64:
         added = {LABEL_RUN_ID: added[LABEL_RUN_ID]} if len(config.labels) < 64 else {}
-    err.write('note: run id %s (label %s, for billing exports)\n' % (
-        added.get(LABEL_RUN_ID, 'not set: the job has 64 labels'), LABEL_RUN_ID))
+    err.write('estimate: run id %s (label %s: billing exports group the job\'s costs by it)\n'
+              % (added.get(LABEL_RUN_ID, 'not set: the job has 64 labels'), LABEL_RUN_ID))
     return dataclasses.replace(plan, config=dataclasses.replace(
         config, scheduling=scheduling, labels=dict(config.labels, **added)))
 

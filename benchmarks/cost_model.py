@@ -25,6 +25,7 @@ what its network carries.
 """
 import argparse
 import json
+from typing import Any, Dict, Sequence, Tuple
 
 from benchmarks import common
 from estimator_trainers import perf_model
@@ -55,7 +56,7 @@ def step_traffic(name):
     return perf_model.resnet_traffic(int(name.split('-')[-1]))
 
 
-def points(cluster_result):
+def points(cluster_result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Per trainer: (worker batch, CPU-s per example alone, measured overhead CPU-s
     per global step, tensors, bytes, the ps's share of the cluster's CPU)."""
     found = {}
@@ -74,7 +75,7 @@ def points(cluster_result):
     return found
 
 
-def fit(found, names):
+def fit(found: Dict[str, Dict[str, Any]], names: Sequence[str]) -> Tuple[float, float]:
     """(f, beta), neither negative, from the trainers `names` (`perf_model.fit`)."""
     params = perf_model.fit([found[n]['overhead'] for n in names],
                             [found[n]['bytes'] for n in names])

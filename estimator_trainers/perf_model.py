@@ -139,13 +139,34 @@ def predict_ps(worker_batch: int, cpu_per_example: float, moved: float, ps_share
     return Prediction(limits[bound], bound, worker_batch / (worker_cpu / worker_cores))
 
 
-def predict_allreduce(batch: int, cpu_per_example: float, moved: Optional[float],
+def predict_allreduce(worker_batch: int, cpu_per_example: float, moved: Optional[float],
                       params: Params, replicas: int, cores: float, gbits: float) -> float:
-    """Examples/sec of synchronous all-reduce training over `replicas` machines:
-    the batch's compute split over them, plus a ring all-reduce of the gradients
-    (`moved / 2` bytes, sent 2 (n-1)/n times) at the VM's bandwidth and the fixed
-    per-step cost `f` (not fitted on all-reduce here: an assumption)."""
-    compute = batch * cpu_per_example / replicas / cores
-    gradients = (moved or 0.0) / 2
-    network = 2 * (replicas - 1) / replicas * gradients / (gbits * 1e9 / 8)
-    return batch / (compute + network + params.f_secs)
+    """Examples/sec of synchronous all-reduce training over `replicas` machines, each
+    computing its own `worker_batch` a step (docs/distributed.md: batch sizes stay per
+    worker), plus a ring all-reduce of the gradients (`moved / 2` bytes, sent
+    2 (n-1)/n times) at the VM's bandwidth and the fixed per-step cost `f` (not
+    fitted on all-reduce: an assumption)."""
+    compute = worker_batch * cpu_per_example / cores
+    network = 2 * (replicas - 1) / replicas * (moved or 0.0) / 2 / (gbits * 1e9 / 8)
+    return replicas * worker_batch / (compute + network + params.f_secs)
+
+
+def local_cluster_rate(worker_batch: int, cpu_per_example: float, moved: float,
+                       params: Params, trainers: int, parameter_servers: int, cpus: float,
+                       threads_per_task: Optional[float]) -> float:
+    """Examples/sec of a cluster whose tasks all share this machine's `cpus` (the
+    backtest, `benchmarks/backtest.py`): every global step costs CPU-seconds of all
+    tasks together, spent on at most `cpus` CPUs (fewer when each task keeps only
+    `threads_per_task` busy).
+
+    With parameter servers a global step is one worker's batch: `b c + f + beta B`.
+    Without (synchronous all-reduce) it is every worker's batch, each worker paying
+    `f` and `beta` for the gradients it sends and receives (2 (n-1)/n of `B / 2`).
+    """
+    tasks = trainers + parameter_servers
+    busy = min(cpus, tasks * threads_per_task) if threads_per_task else cpus
+    if parameter_servers:
+        return busy * worker_batch / (worker_batch * cpu_per_example + overhead(params, moved))
+    exchanged = 2 * (trainers - 1) / trainers * moved / 2
+    step_cpu = trainers * (worker_batch * cpu_per_example + overhead(params, exchanged))
+    return busy * trainers * worker_batch / step_cpu

@@ -173,7 +173,7 @@ def default_config():
                         '(default BASIC config)')
 
 
-def load_config(path):
+def load_config(path: str) -> 'TrainingConfig':
     """Reads and validates the YAML config at `path`.
 
     The file is read within `CONFIG_LIMITS` (`user_files`: regular, UTF-8,

@@ -322,7 +322,8 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
                                                       trainers, cores,
                                                       perf_model.network_gbits(vcpus)))
     kind = ('parameter servers: %s' % perf_model.FITTED_SOURCE if 'ps' in pools else
-            'all-reduce: the gradients over the VM network plus f (not fitted on all-reduce)')
+            'all-reduce: each worker\'s batch, the gradients over the VM network plus f (not '
+            'fitted on all-reduce)')
     return (min(rates), max(rates)), kind
 
 
@@ -362,6 +363,8 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
         source = 'unknown: GPU throughput is not modelled'
     elif cpu and steps and batch and 'chief' in by_role:
         rates, kind = _cluster_rates(by_role, work, cpu, threads, batch)
+        if 'ps' not in by_role:  # all-reduce: a global step is every worker's batch
+            batch *= sum(by_role[r].replicas for r in CLUSTER_ROLES if r in by_role)
         if rates is None:
             source = 'unknown: %s' % kind
         else:
@@ -393,7 +396,8 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
 def _cheaper_shape(pools: Mapping[str, PoolSpec], prices: Sequence[PoolPrice],
                    rates: Tuple[float, float], cpu: float, threads: Optional[float],
                    table: pricing.PriceTable, region: str, spot: bool) -> List[str]:
-    """One line when one machine of the chief's pool beats the cluster per example."""
+    """One line when one machine of the chief's pool beats the cluster: the cluster is
+    predicted slower, or dearer per example by more than the model's spread."""
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
     if trainers == 1 and 'ps' not in pools:
         return []
@@ -406,8 +410,8 @@ def _cheaper_shape(pools: Mapping[str, PoolSpec], prices: Sequence[PoolPrice],
     mid, single_mid = sum(rates) / 2, sum(single) / 2
     cluster_cost = sum(t or 0 for t in total) / mid
     single_cost = alone.usd_per_hour / single_mid
-    if mid >= single_mid and cluster_cost <= single_cost:
-        return []
+    if mid >= single_mid and cluster_cost <= single_cost * (1 + perf_model.SPREAD):
+        return []  # within the model's spread of one machine's cost per example
     return ['this cluster is predicted to train %s (%.0f examples/s for $%.2f/h) and to cost '
             '%.1fx per example what one %s alone does (%.0f examples/s for $%.2f/h): train on '
             'one machine (scaleTier BASIC, or masterType %s without workers and parameter '

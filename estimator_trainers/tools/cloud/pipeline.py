@@ -9,11 +9,11 @@ these steps:
 2. a manifest target (`jobset`, `tfjob`) prints its notes and its manifest
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
-   the estimate (`estimate.for_plan`): prices per pool, the predicted time and
-   cost; a job above its budget stops here, one below it gets the
-   `scheduling.timeout` that bounds it, every job a run id label;
 3. the project and credentials (`location`): none for a dry run, or for a
-   rehearsal against a storage emulator;
+   rehearsal against a storage emulator; then the estimate
+   (`estimate.for_plan`): prices per pool, the predicted time and cost; a job
+   above its budget stops here, one below it gets the `scheduling.timeout`
+   that bounds it, every job a run id label;
 4. what the pools install is built: a user's package and its `--packages`,
    this repository's sdist for a prebuilt image, the build context of this
    project's image; a user's package is installed into a fresh virtualenv
@@ -115,8 +115,6 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
             err.write('note: %s\n' % note)
         out.write(manifest.text)
         return 0
-    plan = estimate.for_plan(plan, checked.parsed, action.max_cost, action.throughput_from,
-                             environ, err)
 
     credentials = adc_project = None
     if action.kind == SUBMIT or (action.kind == REHEARSE and
@@ -124,6 +122,8 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         credentials, adc_project = backend.credentials()
     plan = dataclasses.replace(plan, project=location.project_id(action.project, environ,
                                                                  adc_project))
+    plan = estimate.for_plan(plan, checked.parsed, action.max_cost, action.throughput_from,
+                             environ, err)
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-submit-') as tmp:
         archives = _archives(plan, tmp)

@@ -362,3 +362,20 @@ def test_status_shows_the_metered_cost_beside_the_estimate():
         'cost: the billed figure: your billing export, label et-run-id=job_1 (docs/cloud.md)']
     running = dict(job, state='JOB_STATE_RUNNING', endTime=None)
     assert estimate.after_job(running, pricing.read_table(pricing.SHIPPED)) == []
+
+
+def test_estimate_only_prints_the_figures_a_sweep_sums(environ):
+    out, err = io.StringIO(), io.StringIO()
+    assert train_cloud.main(['submit', 'taxi', '--config', os.path.join(
+        REPO_ROOT, 'configs', 'config_ps.yaml'), '--bucket', 'gs://my-bucket', '--project',
+        'my-project', '--image-uri', IMAGE, '--estimate-only', '--', '--train-steps=2000'],
+        backend=FakeBackend(), out=out, err=err, environ=environ) == 0
+    figures = json.loads(out.getvalue())
+    assert figures['usd_per_hour'] == pytest.approx(6 * 0.21849885, rel=1e-4)
+    assert 0 < figures['low_usd'] < figures['high_usd']
+    assert 'estimate: total $1.31/h x ' in err.getvalue()
+    assert estimate.sweep_lines([figures, figures, dict(figures, low_usd=None,
+                                                        high_usd=None)]) == [
+        "estimate: the sweep's 3 jobs: $%.2f-$%.2f for the 2 with a predicted time" % (
+            2 * figures['low_usd'], 2 * figures['high_usd']),
+        'estimate: 1 more have no predicted time: $1.31/h together']

@@ -593,9 +593,9 @@ def _secs(duration: str) -> float:
 
 def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from: Optional[str],
              environ: Mapping[str, str], err: Any, today: Optional[datetime.date] = None
-             ) -> Any:
-    """Prints the estimate of `plan` (a `plan.JobPlan`) and returns the plan to run:
-    labelled with a run id and the estimate, and with a budget (`max_cost`, else
+             ) -> Tuple[Any, Estimate]:
+    """Prints the estimate of `plan` (a `plan.JobPlan`) and returns it with the plan to
+    run: labelled with a run id and the estimate, and with a budget (`max_cost`, else
     `budget.maxCostUsd`) refused above it or bounded by `scheduling.timeout`.
 
     Raises:
@@ -632,7 +632,7 @@ def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from:
     err.write('estimate: run id %s (label %s: billing exports group the job\'s costs by it)\n'
               % (added.get(LABEL_RUN_ID, 'not set: the job has 64 labels'), LABEL_RUN_ID))
     return dataclasses.replace(plan, config=dataclasses.replace(
-        config, scheduling=scheduling, labels=dict(config.labels, **added)))
+        config, scheduling=scheduling, labels=dict(config.labels, **added))), found
 
 
 def trials(found: Estimate, max_trials: int, parallel: int) -> Estimate:
@@ -749,3 +749,27 @@ def print_cost(job: Mapping[str, Any], stream: Any, environ: Mapping[str, str]) 
     table = pricing.load(environ, warn=lambda text: stream.write('warning: %s\n' % text))
     for line in after_job(job, table):
         stream.write(line + '\n')
+
+
+def as_json(found: Estimate) -> str:
+    """The figures of an estimate, one JSON line (`--estimate-only`, for sweeps)."""
+    low, high = found.cost_range
+    return json.dumps({'usd_per_hour': found.usd_per_hour, 'low_usd': low, 'high_usd': high,
+                       'low_secs': found.low_secs, 'high_secs': found.high_secs,
+                       'time': found.time_source}, sort_keys=True)
+
+
+def sweep_lines(figures: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The sum of a sweep's jobs (`as_json` figures): the cost range of those with a
+    predicted time, the hourly price of the others."""
+    timed = [f for f in figures if f.get('low_usd') is not None]
+    hourly = [f for f in figures if f.get('low_usd') is None]
+    lines_ = ['estimate: the sweep\'s %d job%s: %s-%s for the %d with a predicted time' % (
+        len(figures), '' if len(figures) == 1 else 's', _usd(sum(f['low_usd'] for f in timed)),
+        _usd(sum(f['high_usd'] for f in timed)), len(timed))]
+    if hourly:
+        priced = [f['usd_per_hour'] for f in hourly if f.get('usd_per_hour') is not None]
+        lines_.append('estimate: %d more have no predicted time: %s/h together%s' % (
+            len(hourly), _usd(sum(priced)), '' if len(priced) == len(hourly) else
+            ' (%d of them not priced)' % (len(hourly) - len(priced))))
+    return lines_

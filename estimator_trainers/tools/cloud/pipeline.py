@@ -60,6 +60,8 @@ from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import tfjob
 
 SUBMIT, DRY_RUN, REHEARSE = 'submit', 'dry-run', 'rehearse'
+# Prints the estimate (and its figures as JSON on stdout) and stops: a sweep's sum.
+ESTIMATE = 'estimate'
 JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
 # Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
 MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
@@ -70,7 +72,7 @@ class Action:
     """What to do with a plan, and how the front wants to hear of it.
 
     Attributes:
-      kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (JOBSET, TFJOB).
+      kind: SUBMIT, DRY_RUN, REHEARSE, ESTIMATE or a manifest target (JOBSET, TFJOB).
       project: `--project`, or None (the environment's, the credentials').
       repository: the Artifact Registry repository of this project's image.
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
@@ -122,8 +124,11 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         credentials, adc_project = backend.credentials()
     plan = dataclasses.replace(plan, project=location.project_id(action.project, environ,
                                                                  adc_project))
-    plan = estimate.for_plan(plan, checked.parsed, action.max_cost, action.throughput_from,
-                             environ, err)
+    plan, found = estimate.for_plan(plan, checked.parsed, action.max_cost,
+                                    action.throughput_from, environ, err)
+    if action.kind == ESTIMATE:
+        out.write(estimate.as_json(found) + '\n')
+        return 0
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-submit-') as tmp:
         archives = _archives(plan, tmp)

@@ -98,6 +98,9 @@ def build_parser():
                         'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
+    submit.add_argument('--estimate-only', action='store_true',
+                        help='Print the estimate (and its figures as one JSON line on '
+                             'stdout) and stop: nothing is built or sent.')
     submit.add_argument('--stream-logs', action='store_true',
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
@@ -160,7 +163,8 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
         rehearsal.check_options(args)
         action = pipeline.Action(
             kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
-                  if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
+                  if args.rehearse else pipeline.ESTIMATE if args.estimate_only
+                  else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
             project=args.project, repository=args.repository, stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
             on_created=print_submitted, max_cost=args.max_cost,

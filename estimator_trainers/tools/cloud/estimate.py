@@ -505,7 +505,7 @@ def run_id(job_name: str) -> str:
 
 def labels(estimate: Estimate, run_id: str) -> Dict[str, str]:
     """The job's labels: its run id and the estimate (label values: digits and dashes)."""
-    found = {LABEL_RUN_ID: run_id, LABEL_TABLE: estimate.table and _table_date(estimate)}
+    found = {LABEL_RUN_ID: run_id, LABEL_TABLE: _table_date(estimate)}
     low, high = estimate.cost_range
     if low is not None and high is not None:
         found[LABEL_COST] = '%d-%d' % (round(low * 100), round(high * 100))
@@ -620,12 +620,17 @@ def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from:
     if budget is not None:
         flag = '--max-cost' if max_cost is not None else 'budget.maxCostUsd'
         check_budget(found, budget, flag)
-        timeout = budget_timeout(found, budget)
+        # A tuning job's timeout bounds each trial: all of them within the budget.
+        share = (budget * int(hp['maxParallelTrials']) / int(hp['maxTrials'])
+                 if config.is_tuning else budget)
+        timeout = budget_timeout(found, share)
         if timeout and ('timeout' not in scheduling or
                         _secs(timeout) < _secs(scheduling['timeout'])):
             scheduling['timeout'] = timeout
-            err.write('note: %s %.2f: scheduling.timeout %s, the time the job takes to spend it '
-                      'at %s/h\n' % (flag, budget, timeout, _usd(found.usd_per_hour)))
+            err.write('note: %s %.2f: scheduling.timeout %s, the time %s at %s/h\n' % (
+                flag, budget, timeout, 'each of the %d trials may take to spend its share'
+                % int(hp['maxTrials']) if config.is_tuning else 'the job takes to spend it',
+                _usd(found.usd_per_hour)))
     added = labels(found, run_id(plan.name))
     if len(config.labels) + len(added) > 64:
         added = {LABEL_RUN_ID: added[LABEL_RUN_ID]} if len(config.labels) < 64 else {}

@@ -299,7 +299,7 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
     vcpus = machines.shape(chief.machine_type)[0]
     single = _rate_range(cpu_per_example, vcpus, threads)
-    if trainers == 1:
+    if trainers == 1 and 'ps' not in pools:
         return single, 'one machine'
     moved = work.traffic_bytes
     if moved is None:
@@ -356,8 +356,8 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
         source = ('the performance model alone (docs/performance-model.md: %s)'
                   % work.model_key if cpu else 'unknown')
     steps = work.train_steps or (evidence.steps if evidence else None)
-    batch = (evidence.examples_per_step if evidence and evidence.examples_per_step
-             else work.batch_size)
+    # The job's own per-worker batch; a record's examples per step only without one.
+    batch = work.batch_size or (evidence.examples_per_step if evidence else None)
     uses_gpus = any(p.accelerator_count for p in pools if p.role in CLUSTER_ROLES)
     if uses_gpus:
         source = 'unknown: GPU throughput is not modelled'

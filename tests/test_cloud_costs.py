@@ -15,6 +15,7 @@ import pytest
 
 import cloud_fakes
 from conftest import REPO_ROOT
+from estimator_trainers import perf_model
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import api
@@ -379,3 +380,25 @@ def test_estimate_only_prints_the_figures_a_sweep_sums(environ):
         "estimate: the sweep's 3 jobs: $%.2f-$%.2f for the 2 with a predicted time" % (
             2 * figures['low_usd'], 2 * figures['high_usd']),
         'estimate: 1 more have no predicted time: $1.31/h together']
+
+
+# ------------------------------------------------------------ the model behind
+
+
+def test_the_model_in_the_package_is_the_fitted_one():
+    from benchmarks import cost_model  # pylint: disable=import-outside-toplevel
+    # benchmarks fit and print the package's model (taxi's traffic needs TensorFlow
+    # to count its layers: `cost_model.step_traffic('taxi')` gave TAXI_TRAFFIC).
+    assert cost_model.step_traffic('cifar10 ResNet-44') == perf_model.resnet_traffic(44)
+    assert cost_model.overhead((1.0, 2.0), 3) == perf_model.overhead(perf_model.Params(1, 2), 3)
+    params = perf_model.FITTED
+    # One shared machine: a PS cluster's step costs b c + f + beta B on `cpus` CPUs.
+    rate = perf_model.local_cluster_rate(128, 1e-5, 40872, params, trainers=5,
+                                         parameter_servers=1, cpus=2, threads_per_task=1)
+    assert rate == pytest.approx(2 * 128 / (128 * 1e-5 + perf_model.overhead(params, 40872)))
+    # All-reduce: every worker's batch a step, each paying f and its share of the bytes.
+    one = perf_model.local_cluster_rate(128, 1e-3, 0, params, 1, 0, 2, None)
+    three = perf_model.local_cluster_rate(128, 1e-3, 2_000_000, params, 3, 0, 2, None)
+    assert three < one  # same CPUs, more overhead
+    assert perf_model.predict_allreduce(128, 1e-3, 2_000_000, params, 4, 8, 16) > \
+        perf_model.predict_allreduce(128, 1e-3, 2_000_000, params, 2, 8, 16)

@@ -56,8 +56,8 @@ class Error(Exception):
     """
     exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, *, flag: Optional[str] = None, path: Optional[str] = None,
-                 exit_code: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, flag: Optional[str] = None,
+                 path: Optional[str] = None, exit_code: Optional[int] = None) -> None:
         super().__init__(message)
         self.flag = flag
         self.path = path
@@ -107,7 +107,7 @@ class TransientFailure(TaskFailure):
         super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
 
 
-def retryable(exit_code):
+def retryable(exit_code: int) -> bool:
     """Whether a task that exited `exit_code` is worth restarting (the table above)."""
     return exit_code >= FIRST_RETRYABLE
 

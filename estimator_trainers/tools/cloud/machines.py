@@ -89,7 +89,7 @@ GKE_ACCELERATORS = {
 }
 
 
-def shape(machine_type: str) -> Tuple[int, float]:
+def shape(machine_type: str) -> Tuple[float, float]:
     """`(vCPUs, GiB of memory)` of a Vertex AI training machine (`MACHINE_TYPES`)."""
     if machine_type in FIXED_SHAPES:
         return FIXED_SHAPES[machine_type]

@@ -31,7 +31,7 @@ import json
 import os
 import reprlib
 import stat
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -199,7 +199,8 @@ def parse_yaml(text, source, limits=SMALL):
             loader.dispose()
 
 
-def read_json(path, what=None, limits=SMALL, flag=None, *, optional=False):
+def read_json(path: str, what: Optional[str] = None, limits: Limits = SMALL,
+              flag: Optional[str] = None, *, optional: bool = False) -> Any:
     """The parsed JSON document at `path` (`parse_json`; errors name the path).
 
     `what` names the file when it cannot be read (default: the path); with

@@ -109,6 +109,14 @@ CONTEXT_NOTE = 'note: the build context: '
 SETTINGS_NOTE = 'note: using '
 
 
+def without_estimate(stderr):
+    """The lines of a cloud command's stderr but the job's estimate (`estimate: ...`,
+    printed by every submission; tests/test_cloud_costs.py checks it) and where its
+    project and region came from (`SETTINGS_NOTE`; tests/test_cloud_settings.py)."""
+    return [line for line in stderr.splitlines()
+            if not line.startswith(('estimate: ', SETTINGS_NOTE))]
+
+
 def said(stderr):
     """The `error:`, `warning:` and `note:` lines of a cloud command's stderr, without
     the build context's size (every build prints it; tests/test_cloud_build.py checks it)

@@ -22,6 +22,9 @@ for _name in ('CLOUDSDK_ACTIVE_CONFIG_NAME', 'CLOUDSDK_CORE_PROJECT', 'CLOUDSDK_
     os.environ.pop(_name, None)
 os.environ['CLOUDSDK_CONFIG'] = os.path.join(tempfile.gettempdir(),
                                              'estimator-trainers-tests-no-gcloud-config')
+# The cloud tools keep refreshed prices and rehearsals' measurements in the user's
+# cache (`tools/cloud/pricing.py`): the suite reads and writes its own.
+os.environ['XDG_CACHE_HOME'] = tempfile.mkdtemp(prefix='estimator-trainers-test-cache-')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position

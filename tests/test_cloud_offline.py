@@ -277,4 +277,5 @@ def test_the_spec_is_the_dry_runs_job_spec_and_the_command_creates_it():
     assert yaml.safe_load(printed['yaml'][0]) == body['jobSpec']
     assert printed['yaml'][1].splitlines()[-1] == (
         'note: the spec is the --config of: gcloud ai custom-jobs create --project=my-project '
-        '--region=europe-west4 --display-name=taxi_1 --config=spec.yaml')
+        '--region=europe-west4 --display-name=taxi_1 --config=spec.yaml --labels=%s' % ','.join(
+            '%s=%s' % item for item in sorted(body['labels'].items())))

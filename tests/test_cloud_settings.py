@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+import cloud_fakes
 import processes
 from conftest import REPO_ROOT, cli_env
 from estimator_trainers.errors import UserInputError
@@ -159,9 +160,10 @@ def test_a_dry_run_says_where_the_project_and_region_came_from(tmp_path):
         'https://europe-west1-aiplatform.googleapis.com/v1/projects/cfg-project/locations/'
         'europe-west1/customJobs?alt=json')
     path = os.path.join(environ['CLOUDSDK_CONFIG'], 'configurations', 'config_default')
-    assert err == ('note: using project cfg-project from core/project in gcloud configuration '
-                   '"default" (%s) and region europe-west1 from compute/region in gcloud '
-                   'configuration "default" (%s)\n' % (path, path))
+    assert _settings_notes(err) == [
+        'note: using project cfg-project from core/project in gcloud configuration '
+        '"default" (%s) and region europe-west1 from compute/region in gcloud '
+        'configuration "default" (%s)' % (path, path)]
     # Flags say nothing; a variable is named; the config's region it beats is said.
     config = tmp_path / 'config.yaml'
     config.write_text('trainingInput:\n  region: asia-east1\n')
@@ -169,12 +171,17 @@ def test_a_dry_run_says_where_the_project_and_region_came_from(tmp_path):
     out, err = _ai_platform(CONTAINER_LINE + ['--project', 'flag-project', '--config',
                                               str(config)], environ)
     assert '/locations/europe-west4/' in json.loads(out)['request']['uri']
-    assert err == ('note: using region europe-west4 from CLOUDSDK_COMPUTE_REGION '
-                   '(trainingInput.region asia-east1 comes after it, as in gcloud)\n')
+    assert _settings_notes(err) == [
+        'note: using region europe-west4 from CLOUDSDK_COMPUTE_REGION '
+        '(trainingInput.region asia-east1 comes after it, as in gcloud)']
     out, err = _ai_platform(CONTAINER_LINE + ['--project', 'p-1234', '--region', 'us-west1'],
                             environ)
-    assert err == '' and '/projects/p-1234/locations/us-west1/' in json.loads(out)['request'][
-        'uri']
+    assert _settings_notes(err) == []
+    assert '/projects/p-1234/locations/us-west1/' in json.loads(out)['request']['uri']
+
+
+def _settings_notes(err):
+    return [line for line in err.splitlines() if line.startswith(cloud_fakes.SETTINGS_NOTE)]
 
 
 def test_train_cloud_follows_the_same_rule(tmp_path):

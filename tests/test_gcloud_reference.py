@@ -244,7 +244,9 @@ def test_without_compute_region_gcloud_refuses_and_this_tool_says_its_default(re
                             err=err, environ=environ) == 0
     assert '/projects/cfg-project/locations/us-central1/' in json.loads(out.getvalue())[
         'request']['uri']
-    assert err.getvalue().endswith('and region us-central1, the default\n')
+    (said,) = [line for line in err.getvalue().splitlines()
+               if line.startswith(cloud_fakes.SETTINGS_NOTE)]
+    assert said.endswith('and region us-central1, the default')
 
 
 def _before_dashes(argv, *flags):

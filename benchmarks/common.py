@@ -385,7 +385,7 @@ def machine_info():
         'python': platform.python_version(),
         'tensorflow': tf.__version__,
         'onednn': os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default (on)'),
-        'threads': 'intra-op = %d (cores), inter-op = TensorFlow default'
+        'threads': 'intra-op = %s (cores), inter-op = TensorFlow default'
                    % os.cpu_count(),
     }
 

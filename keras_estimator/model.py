@@ -42,7 +42,7 @@ def model_fn(features: Dict[str, tf.Tensor], labels: Optional[tf.Tensor], mode: 
              params: Dict[str, HParams]) -> tf.estimator.EstimatorSpec:
     """Estimator model_fn; `params` is `{'hparams': HParams}`."""
     hparams = params['hparams']
-    network = networks.build(hparams)
+    network = networks.build(hparams.model, hparams.weight_decay, hparams.batch_norm_momentum)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     logits = network(features['images'], training=is_training)
     predictions = {'classes': tf.argmax(logits, axis=1),

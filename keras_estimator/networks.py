@@ -7,14 +7,11 @@ builds (training, evaluation, export) names the variables alike.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional
+from typing import List, Optional
 
 import tensorflow as tf
 
-from keras_estimator.trainer import CIFAR10_MLP, MNIST_CNN
-
-if TYPE_CHECKING:  # `model` imports this module
-    from keras_estimator import model
+from keras_estimator.trainer import CIFAR10_MLP, MNIST_CNN, ModelName
 
 NUM_CLASSES = 10
 # cifar10_mlp: (units, dropout rate) of each hidden layer.
@@ -67,8 +64,10 @@ def cifar10_mlp(weight_decay: float, batch_norm_momentum: float = 0.99) -> tf.ke
     return tf.keras.Sequential(layers, name=CIFAR10_MLP)
 
 
-def build(hparams: model.HParams) -> tf.keras.Sequential:
-    """The model `hparams.model` names (`trainer.MODELS`), with fresh variables."""
-    if hparams.model == MNIST_CNN:
+def build(name: ModelName, weight_decay: float,
+          batch_norm_momentum: float) -> tf.keras.Sequential:
+    """The model `name` (`trainer.MODELS`), with fresh variables; `cifar10_mlp`
+    with `weight_decay` and `batch_norm_momentum`."""
+    if name == MNIST_CNN:
         return mnist_cnn()
-    return cifar10_mlp(hparams.weight_decay, hparams.batch_norm_momentum)
+    return cifar10_mlp(weight_decay, batch_norm_momentum)

@@ -25,7 +25,7 @@ what its network carries.
 """
 import argparse
 import json
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks import common
 from estimator_trainers import perf_model
@@ -37,7 +37,7 @@ ROUND_TRIP_SECS = perf_model.ROUND_TRIP_SECS
 resnet_facts = perf_model.resnet_facts
 
 
-def taxi_facts():
+def taxi_facts() -> Tuple[int, int, int, int]:
     """The same for the taxi model with its default layers: the linear weights and
     bias, the company embedding, the DNN's kernels and biases; no batch norm."""
     from taxi_estimator import features  # pylint: disable=g-import-not-at-top
@@ -48,7 +48,7 @@ def taxi_facts():
     return 3 + 2 * (len(widths) - 1), params, 0, 0
 
 
-def step_traffic(name):
+def step_traffic(name: str) -> Tuple[int, int]:
     """(tensors, bytes) a global step moves between a worker and the ps for a
     benchmark 4 trainer."""
     if name.startswith('taxi'):
@@ -59,7 +59,7 @@ def step_traffic(name):
 def points(cluster_result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Per trainer: (worker batch, CPU-s per example alone, measured overhead CPU-s
     per global step, tensors, bytes, the ps's share of the cluster's CPU)."""
-    found = {}
+    found: Dict[str, Dict[str, Any]] = {}
     for name, t in cluster_result['trainers'].items():
         if 'efficiency_per_cpu_second' not in t:
             continue
@@ -82,7 +82,8 @@ def fit(found: Dict[str, Dict[str, Any]], names: Sequence[str]) -> Tuple[float, 
     return params.f_secs, params.beta_secs_per_byte
 
 
-def left_out(found, names):
+def left_out(found: Dict[str, Dict[str, Any]],
+             names: Sequence[str]) -> Dict[str, Tuple[float, float]]:
     """{name: the (f, beta) fitted to the other trainers}: predicting each trainer
     from the others checks the model (needs at least three trainers)."""
     if len(names) < 3:
@@ -90,11 +91,11 @@ def left_out(found, names):
     return {name: fit(found, [n for n in names if n != name]) for name in names}
 
 
-def overhead(params, moved):
+def overhead(params: Tuple[float, float], moved: float) -> float:
     return perf_model.overhead(perf_model.Params(*params), moved)
 
 
-def efficiency(point, params):
+def efficiency(point: Dict[str, Any], params: Tuple[float, float]) -> float:
     """Predicted cluster examples per CPU-second / one process's."""
     return perf_model.efficiency(point['worker_batch'], point['cpu_per_example'],
                                  point['bytes'], perf_model.Params(*params))
@@ -106,7 +107,9 @@ MACHINES = tuple((machine, vcpus, perf_model.network_gbits(vcpus))
                                         ('n1-standard-16', 16)))
 
 
-def predict(point, params, workers, worker_vcpus, ps_vcpus, gbits, compute_scale=1.0):
+def predict(point: Dict[str, Any], params: Tuple[float, float], workers: int,
+            worker_vcpus: int, ps_vcpus: int, gbits: float,
+            compute_scale: float = 1.0) -> Tuple[float, str, float]:
     """(examples/sec, what bounds it, one worker's examples/sec without overhead) of
     `workers` workers and one ps (N1: two vCPUs per core). `compute_scale`:
     CPU per example there / here (N1 has no native bfloat16: float32's cost)."""
@@ -117,7 +120,7 @@ def predict(point, params, workers, worker_vcpus, ps_vcpus, gbits, compute_scale
     return found.examples_per_sec, found.bound, found.worker_alone
 
 
-def float32_cost(results):
+def float32_cost(results: Dict[str, Any]) -> float:
     """CPU per example in float32 / in the trainer's default type, for ResNet-44
     (benchmark 1), or 1 where the default is float32 or it was not measured."""
     depth = results.get('resnet_throughput', {}).get('depths', {}).get('44', {})
@@ -125,11 +128,13 @@ def float32_cost(results):
     if results.get('resnet_throughput', {}).get('estimator_default_type') != 'bfloat16' \
             or 'estimator_fp32' not in variants:
         return 1.0
-    return (variants['estimator']['per_cpu_second']['median']
-            / variants['estimator_fp32']['per_cpu_second']['median'])
+    ratio: float = (variants['estimator']['per_cpu_second']['median']
+                    / variants['estimator_fp32']['per_cpu_second']['median'])
+    return ratio
 
 
-def summary(results, workers=(1, 4, 16)):
+def summary(results: Dict[str, Any],
+            workers: Sequence[int] = (1, 4, 16)) -> Optional[Dict[str, Any]]:
     """The fit, its check on this machine and the cloud predictions, as table rows."""
     found = points(results['cluster'])
     names = sorted(found)
@@ -165,7 +170,7 @@ CLOUD_HEADER = ['trainer', 'machine', 'workers', 'examples/sec', 'per-worker eff
                 'bound by']
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default=common.RESULTS_JSON)
     parser.add_argument('--workers', default='1,4,16')

@@ -31,7 +31,7 @@ import json
 import os
 import reprlib
 import stat
-from typing import Any, Optional
+from typing import Any, Literal, Optional, overload
 
 import yaml
 
@@ -151,6 +151,16 @@ def _read_remote(path, what, limits, flag, optional):
     if len(data) > limits.bytes:  # it grew since
         raise _too_large(what, limits, flag, path)
     return data
+
+
+@overload
+def read_text(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+              optional: Literal[False] = ..., regular: bool = ...) -> str: ...
+
+
+@overload
+def read_text(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+              optional: bool, regular: bool = ...) -> Optional[str]: ...
 
 
 def read_text(path: str, what: str, limits: Limits = SMALL, flag: Optional[str] = None, *,

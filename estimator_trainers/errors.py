@@ -36,7 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import IO, Any, Callable, Optional
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -138,7 +138,7 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def report(error, stream=None):
+def report(error: BaseException, stream: Optional[IO[str]] = None) -> None:
     """Writes `line(error)` to `stream` (stderr) and the error record, if one is asked for."""
     stream = stream or sys.stderr
     stream.write(line(error) + '\n')

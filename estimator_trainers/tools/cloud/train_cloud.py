@@ -159,6 +159,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                   if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
             project=args.project, repository=args.repository, stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
+            local_storage=args.local_storage, local_inputs=tuple(args.local_input),
             on_created=print_submitted)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)

@@ -307,6 +307,17 @@ class NoCredentials(RealStorage):
         raise UserInputError('no usable Application Default Credentials (...)')
 
 
+@pytest.fixture(scope='module')
+def sdist(tmp_path_factory):
+    """This repository's sdist, built once for the rehearsals that stop before staging."""
+    return staging.build_sdist(str(tmp_path_factory.mktemp('sdist')))
+
+
+@pytest.fixture
+def built(sdist, monkeypatch):
+    monkeypatch.setattr(staging, 'build_sdist', lambda out_dir: sdist)
+
+
 def _rehearse(argv, backend, environ):
     """`argv` with --rehearse in process: (the error it ends with, its stderr)."""
     err = io.StringIO()
@@ -316,7 +327,7 @@ def _rehearse(argv, backend, environ):
     return str(raised.value), err.getvalue()
 
 
-def test_a_rehearsal_with_credentials_uses_the_real_buckets(gcs, tmp_path):
+def test_a_rehearsal_with_credentials_uses_the_real_buckets(gcs, built, tmp_path):
     """Credentials found: the backend's storage client, no local storage, no hint."""
     argv = _submit_args('train_cifar10_real')
     argv[argv.index('gs://' + BUCKET)] = 'gs://missing-bucket'
@@ -329,7 +340,7 @@ def test_a_rehearsal_with_credentials_uses_the_real_buckets(gcs, tmp_path):
     assert 'local storage' not in err and not os.listdir(tmp_path)
 
 
-def test_without_credentials_the_rehearsal_runs_on_local_storage(tmp_path):
+def test_without_credentials_the_rehearsal_runs_on_local_storage(built, tmp_path):
     """No credentials set up: local storage, said in one line; the missing data
     is one line naming --local-input; nothing is left running."""
     backend = NoCredentials([])
@@ -355,7 +366,7 @@ def test_without_credentials_the_rehearsal_runs_on_local_storage(tmp_path):
     assert error == 'no usable Application Default Credentials (...)'
 
 
-def test_local_storage_on_request_and_the_inputs_it_is_given(tmp_path):
+def test_local_storage_on_request_and_the_inputs_it_is_given(built, tmp_path):
     """--local-storage: no credentials asked for; --local-input copies a directory."""
     data = tmp_path / 'data'
     (data / 'sub').mkdir(parents=True)

@@ -8,7 +8,8 @@
   credentials, no project, no network; the data given from this machine
   with `--local-input`), trains, evaluates and exports on local storage.
 - Seed 003's one-machine GPU config with `--distribution-strategy=mirrored`:
-  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs.
+  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs
+  (rehearsed without an account too).
 - A job one replica would refuse (mirrored with workers) is refused by the
   dry run, naming the pool.
 - The structured sample's `REQUIRED_PACKAGES` pinning `tensorflow==1.15.2`,
@@ -141,14 +142,14 @@ trainingInput:
 """
 
 
-def _seed_003(tmp_path, mode, env, data_dir='gs://my-bucket/cifar10', steps=10):
+def _seed_003(tmp_path, mode, env, steps=10):
     config = tmp_path / 'config_gpu.yaml'
     config.write_text(SEED_003_CONFIG)
     return processes.run(
         ['bash', SCRIPT, 'jobs', 'submit', 'training', 'cifar_gpu', '--job-dir',
          'gs://my-bucket/cifar_gpu', '--config', str(config), '--package-path',
-         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', mode, '--',
-         '--distribution-strategy=mirrored', '--data-dir=%s' % data_dir,
+         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', *mode.split(),
+         '--', '--distribution-strategy=mirrored', '--data-dir=gs://my-bucket/cifar10',
          '--train-steps=%d' % steps, *SMALL_CIFAR.split()], 1200, cwd=REPO_ROOT,
         env=cli_env(env), stdin=subprocess.DEVNULL)
 
@@ -163,10 +164,9 @@ def test_mirrored_on_a_one_machine_job_is_accepted(tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_on_a_one_machine_job_rehearses(gcs, gcs_cifar10_data, tmp_path):
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    gcs.create_bucket('my-bucket')
-    proc = _seed_003(tmp_path, '--rehearse', env, data_dir=gcs_cifar10_data[0])
+def test_mirrored_on_a_one_machine_job_rehearses(cifar10_data_dir, tmp_path):
+    proc = _seed_003(tmp_path, '--rehearse --local-input gs://my-bucket/cifar10=%s'
+                     % cifar10_data_dir, cloud_fakes.no_account_env(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1\n' in summary and '  final global step: 10\n' in summary

@@ -107,7 +107,7 @@ class TransientFailure(TaskFailure):
         super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
 
 
-def retryable(exit_code):
+def retryable(exit_code: int) -> bool:
     """Whether a task that exited `exit_code` is worth restarting (the table above)."""
     return exit_code >= FIRST_RETRYABLE
 

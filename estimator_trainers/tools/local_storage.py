@@ -343,6 +343,11 @@ class LocalStorage:
         return written
 
 
+def mirrored(mirror: str, uri: str) -> Optional[str]:
+    """Where `mirror` keeps gs:// `uri` (None for a name that is no relative path)."""
+    return _mirror_path(mirror, *gcs.split(uri.rstrip('/')))
+
+
 def _mirror_path(mirror: str, bucket: str, name: str) -> Optional[str]:
     """Where object (or prefix) `name` of `bucket` lives in `mirror`, or None for a
     name that is not a relative path (empty, `.` or `..` segments)."""

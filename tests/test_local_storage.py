@@ -4,7 +4,8 @@
 
 The mirror keeps a prefix as files and directories (an empty directory too)
 and gives it back; no process of the storage outlives whoever started it,
-even killed; a `--local-input` that cannot be copied is one line naming it.
+even killed; a port taken before the emulator binds it means another port; a
+`--local-input` that cannot be copied is one line naming it.
 The end-to-end rehearsals without an account are HW3's script
 (tests/test_course_lines.py) and the Keras MNIST line
 (tests/test_gcloud_packages.py); the pipeline's choice of storage is in
@@ -15,6 +16,7 @@ import io
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +27,7 @@ import cloud_fakes
 import processes
 from conftest import cli_env
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import storage_server
 from estimator_trainers.tools.cloud import local_inputs
 
 
@@ -117,3 +120,22 @@ def test_a_local_input_is_copied_again_only_when_it_changed(gcs, tmp_path):
         line + ' copied in S s', line + ', unchanged since they were copied',
         line + ' copied in S s']
     assert gcs.read_object('gs://inputs-again/data/train.csv') == b'1,2\n'
+
+
+def test_a_port_taken_before_the_emulator_binds_it_is_tried_again(tmp_path, monkeypatch):
+    """fake-gcs-server cannot take a port the kernel picks: a clash means another port."""
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        ports = [taken.getsockname()[1]]
+        free = storage_server._free_port  # pylint: disable=protected-access
+        monkeypatch.setattr(storage_server, '_free_port',
+                            lambda: ports.pop() if ports else free())
+        emulator = storage_server.Emulator(str(tmp_path / 'emulator.log'))
+        try:
+            emulator.start()
+            assert emulator.port != taken.getsockname()[1] and not ports
+            assert storage_server.request(emulator.port, 'GET', '/storage/v1/b')[0] == 200
+        finally:
+            emulator.stop()
+    assert 'address already in use' in (tmp_path / 'emulator.log').read_text()

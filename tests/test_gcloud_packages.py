@@ -393,8 +393,8 @@ def test_submit_creates_the_job_once_per_name(monkeypatch, tmp_path):
     checks = []
 
     class Checks:
-        def __init__(self, service, project):
-            del service, project
+        def __init__(self, service, project, missing_hint=None):
+            del service, project, missing_hint
 
         def check_writable(self, uri, what):
             checks.append((uri, what))

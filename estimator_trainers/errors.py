@@ -36,7 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
-from typing import Optional
+from typing import IO, Any, Callable, Optional
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -132,13 +132,13 @@ def line(error):
     return 'error: %s' % message
 
 
-def first_line(error):
+def first_line(error: BaseException) -> str:
     """The first line of an exception's message (TF errors: without the op trace)."""
     text = (getattr(error, 'message', None) or str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def report(error, stream=None):
+def report(error: BaseException, stream: Optional[IO[str]] = None) -> None:
     """Writes `line(error)` to `stream` (stderr) and the error record, if one is asked for."""
     stream = stream or sys.stderr
     stream.write(line(error) + '\n')
@@ -158,7 +158,7 @@ def write_record(error, environ=None):
         pass  # the line on stderr still says it
 
 
-def read_record(path):
+def read_record(path: str) -> Optional[Error]:
     """The `Error` recorded at `path`, or None when the command recorded none."""
     try:
         with open(path, encoding='utf-8') as f:
@@ -167,7 +167,7 @@ def read_record(path):
         return None
 
 
-def run_cli(main, argv=None):
+def run_cli(main: Callable[[Any], Optional[int]], argv: Optional[list[str]] = None) -> None:
     """Runs `main(argv)` as a command: an `Error` becomes its line and exit code."""
     try:
         result = main(argv)

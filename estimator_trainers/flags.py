@@ -60,7 +60,7 @@ def split_at_dashes(argv):
     return argv[:split], argv[split + 1:]
 
 
-def make_parser(prog, description):
+def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """An `ArgumentParser` that shows defaults in `--help`."""
     return ArgumentParser(
         prog=prog, description=description, formatter_class=HelpFormatter,

@@ -34,7 +34,7 @@ def is_gcs_path(path):
     return str(path).startswith(SCHEME)
 
 
-def split(uri):
+def split(uri: str) -> tuple[str, str]:
     """`gs://bucket/some/object` -> `('bucket', 'some/object')` (no checks)."""
     bucket, _, name = uri[len(SCHEME):].partition('/')
     return bucket, name

@@ -51,6 +51,10 @@ Options:
                          virtualenv, every pool's replicas with Vertex's
                          environment); see docs/cloud.md
   --max-replicas N       with --rehearse: replicas started per pool (default 2)
+  --local-storage        with --rehearse: run on local storage standing in for
+                         the buckets (the default without credentials)
+  --local-input gs://BUCKET/PREFIX=DIR
+                         with --rehearse: the job's input, from this machine
   --stream-logs          print the replicas' log lines until the job ends;
                          exit 0 only on success
   -h, --help             show this help

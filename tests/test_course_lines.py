@@ -4,9 +4,12 @@
 - HW3's `train-cloud.sh` (a master and a worker, no ps; `MY_BUCKET` with a
   trailing slash; `--runtime-version 1.15`, so TF_CONFIG names the master):
   the dry run says what runs (synchronous all-reduce with the master as the
-  chief) and the rehearsal trains, evaluates and exports.
+  chief) and the rehearsal, by a student without an account (no
+  credentials, no project, no network; the data given from this machine
+  with `--local-input`), trains, evaluates and exports on local storage.
 - Seed 003's one-machine GPU config with `--distribution-strategy=mirrored`:
-  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs.
+  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs
+  (rehearsed without an account too).
 - A job one replica would refuse (mirrored with workers) is refused by the
   dry run, naming the pool.
 - The structured sample's `REQUIRED_PACKAGES` pinning `tensorflow==1.15.2`,
@@ -100,20 +103,30 @@ def test_hw3_dry_run_says_what_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_hw3_rehearsal_trains_evaluates_and_exports(gcs, gcs_cifar10_data, tmp_path):
-    gcs.create_bucket('4121-data')
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    proc = _hw3(_clone(tmp_path), '--rehearse', env, timeout=1200, steps=20,
-                data_dir=gcs_cifar10_data[0])
+def test_hw3_rehearses_without_an_account(cifar10_data_dir, tmp_path):
+    data = '--local-input gs://4121-data/cifar-10-data=%s' % cifar10_data_dir
+    proc = _hw3(_clone(tmp_path), '--rehearse ' + data, cloud_fakes.no_account_env(tmp_path),
+                timeout=1200, steps=20)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    assert MASTER_NOTE in proc.stderr
+    assert ('note: --local-input: rehearsing on local storage (fake-gcs-server) standing in '
+            'for gs://4121-data, in project local-rehearsal; nothing reaches Google Cloud, and '
+            'what the job writes is kept in %s' % cloud_fakes.mirror(tmp_path, 'gs://')
+            ) in cloud_fakes.said(proc.stderr)
+    assert re.search(r'^--local-input gs://4121-data/cifar-10-data: 4 files \(.*\) from %s '
+                     r'copied in ' % re.escape(cifar10_data_dir), proc.stderr, re.M)
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1, worker 1\n' in summary
     assert '  final global step: 20\n' in summary
     export = summary.split('  export: ')[1].split()[0]
     assert export.startswith('gs://4121-data/model_dirs/cifar_hw3/export/')
-    assert gcs.list_objects('4121-data', export[len('gs://4121-data/'):] + '/saved_model.pb')
-    assert gcs.list_objects('4121-data', 'model_dirs/cifar_hw3/eval/')  # it evaluated
+    # The job-dir outlives the storage, in its mirror: the export, the evaluation.
+    job_dir = cloud_fakes.mirror(tmp_path, 'gs://4121-data/model_dirs/cifar_hw3')
+    assert 'local storage: gs://4121-data/model_dirs/cifar_hw3 is kept in %s\n' % job_dir \
+        in proc.stderr
+    # The estimates of this job take the rehearsal's measurements from there.
+    assert "note: the rehearsal's measurements are kept for this job's estimates" in proc.stderr
+    assert (cloud_fakes.mirror(tmp_path, export) / 'saved_model.pb').is_file()
+    assert list((job_dir / 'eval').glob('events.out.tfevents.*'))  # it evaluated
     # The master trained as the chief beside the worker, in step (all-reduce).
     assert '[chief-0]' in proc.stdout and '[worker-0]' in proc.stdout
     assert 'Traceback' not in proc.stderr
@@ -130,14 +143,14 @@ trainingInput:
 """
 
 
-def _seed_003(tmp_path, mode, env, data_dir='gs://my-bucket/cifar10', steps=10):
+def _seed_003(tmp_path, mode, env, steps=10):
     config = tmp_path / 'config_gpu.yaml'
     config.write_text(SEED_003_CONFIG)
     return processes.run(
         ['bash', SCRIPT, 'jobs', 'submit', 'training', 'cifar_gpu', '--job-dir',
          'gs://my-bucket/cifar_gpu', '--config', str(config), '--package-path',
-         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', mode, '--',
-         '--distribution-strategy=mirrored', '--data-dir=%s' % data_dir,
+         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', *mode.split(),
+         '--', '--distribution-strategy=mirrored', '--data-dir=gs://my-bucket/cifar10',
          '--train-steps=%d' % steps, *SMALL_CIFAR.split()], 1200, cwd=REPO_ROOT,
         env=cli_env(env), stdin=subprocess.DEVNULL)
 
@@ -152,10 +165,9 @@ def test_mirrored_on_a_one_machine_job_is_accepted(tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_on_a_one_machine_job_rehearses(gcs, gcs_cifar10_data, tmp_path):
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    gcs.create_bucket('my-bucket')
-    proc = _seed_003(tmp_path, '--rehearse', env, data_dir=gcs_cifar10_data[0])
+def test_mirrored_on_a_one_machine_job_rehearses(cifar10_data_dir, tmp_path):
+    proc = _seed_003(tmp_path, '--rehearse --local-input gs://my-bucket/cifar10=%s'
+                     % cifar10_data_dir, cloud_fakes.no_account_env(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1\n' in summary and '  final global step: 10\n' in summary

@@ -272,6 +272,7 @@ def submit_training(args, user_args, backend, out, err, environ):
         project=args.project, region_flag=args.region, repository=args.repository,
         stream_logs=args.stream_logs, poll_interval=args.poll_interval,
         max_replicas=args.max_replicas, dry_run_format=args.format or 'json',
+        local_storage=args.local_storage, local_inputs=tuple(args.local_input),
         on_created=functools.partial(print_submitted, fmt=args.format or 'yaml'),
         max_cost=args.max_cost, throughput_from=args.throughput_from)
     return pipeline.run(plan, action, backend, out, err, environ)

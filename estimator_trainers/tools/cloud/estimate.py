@@ -656,10 +656,12 @@ def trials(found: Estimate, max_trials: int, parallel: int) -> Estimate:
                                          'time)' % (max_trials, parallel, waves),))
 
 
-def keep_rehearsal(plan: Any, err: Any, environ: Mapping[str, str]) -> None:
+def keep_rehearsal(plan: Any, err: Any, environ: Mapping[str, str],
+                   job_dir: Optional[str] = None) -> None:
     """After a rehearsal passed: keeps its run record's measurements for the
-    estimates of the same job (`remembered`), when its job-dir is on this machine."""
-    job_dir = plan.trainer_job_dir
+    estimates of the same job (`remembered`), when its job-dir is on this machine
+    (`job_dir`: where it is kept there, a rehearsal on local storage's mirror)."""
+    job_dir = job_dir or plan.trainer_job_dir
     if not plan.declared or not job_dir:
         return
     if job_dir.startswith('gs://'):

@@ -9,6 +9,8 @@ bucket name Cloud Storage refuses, an object name it cannot hold), not just
 (`estimator_trainers.gcs.path_problem`, Cloud Storage's naming rules), which
 the trainers apply to their own gs:// flags: the same line everywhere.
 """
+from typing import Optional
+
 from estimator_trainers import gcs
 from estimator_trainers.errors import UserInputError
 
@@ -18,7 +20,7 @@ split = gcs.split
 bucket_problem = gcs.bucket_problem
 
 
-def problem(uri):
+def problem(uri: object) -> Optional[str]:
     """What is wrong with `uri` as a gs:// file, directory or glob, or None."""
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
         return NOT_GCS

@@ -10,7 +10,9 @@ these steps:
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
 3. the project and credentials (`location`): none for a dry run, or for a
-   rehearsal against a storage emulator; one note says where the project and
+   rehearsal against a storage emulator; a rehearsal that finds none (or
+   is asked to, `--local-storage`, `--local-input`) uses local storage
+   instead, and says so in one line; one note says where the project and
    region came from when no flag gave them; then the estimate
    (`estimate.for_plan`): prices per pool, the predicted time and cost; a job
    above its budget stops here, one below it gets the `scheduling.timeout`
@@ -23,10 +25,15 @@ these steps:
 5. the request body, checked against the discovery schema; a dry run prints
    the staging plan and the request (or the spec `gcloud ai ... create
    --config` takes: `vertex_spec`) and stops;
-6. the bucket checks (`preflight.check_storage`), a second job of the same
-   name refused where the front asks (AI Platform's rule), the archives
-   staged;
-7. a rehearsal runs the job on this machine from that very body and stops;
+6. on local storage: it starts (`local_storage`: the buckets of the
+   job-dir and staging made, the job-dir's earlier contents loaded from its
+   mirror) and the `--local-input` directories are copied in; then the
+   bucket checks (`preflight.check_storage`; on local storage a missing
+   input names `--local-input`), a second job of the same name refused where
+   the front asks (AI Platform's rule), the archives staged;
+7. a rehearsal runs the job on this machine from that very body and stops
+   (on local storage the job-dir is then written back to its mirror and the
+   storage stopped);
 8. this project's image built (or found by its sources' hash);
 9. the job created, the front told (`Action.on_created`), and followed
    until it ends when asked.
@@ -34,6 +41,7 @@ these steps:
 The serving actions (`deploy`, `remove`) and `cancel` have their orders
 below; their dry runs need no credentials and no network.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -48,6 +56,7 @@ from estimator_trainers import google_api
 from estimator_trainers import logs as logs_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import local_storage
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
@@ -56,6 +65,7 @@ from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import jobset
+from estimator_trainers.tools.cloud import local_inputs
 from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import packages
@@ -76,6 +86,8 @@ ESTIMATE = 'estimate'
 JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
 # Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
 MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
+# The project a rehearsal on local storage names when none is given (no account).
+LOCAL_PROJECT = 'local-rehearsal'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +106,8 @@ class Action:
       max_replicas: replicas a rehearsal starts per pool at most.
       dry_run_format: `DRY_RUN_FORMATS`: json, the staging plan and the request;
         yaml, the `vertex_spec` of the request.
+      local_storage: rehearse on local storage even with credentials.
+      local_inputs: `local_inputs.Mapping`s copied into local storage (which they imply).
       on_created: `(plan, job resource, out, err)`, called once the job exists.
       max_cost: `--max-cost` USD (`estimate.for_plan`), or None.
       throughput_from: a run record to estimate the time from, or None.
@@ -106,6 +120,8 @@ class Action:
     poll_interval: float = 30.0
     max_replicas: int = rehearsal.DEFAULT_MAX_REPLICAS
     dry_run_format: str = 'json'
+    local_storage: bool = False
+    local_inputs: tuple = ()
     on_created: Optional[Callable] = None
     max_cost: Optional[float] = None
     throughput_from: Optional[str] = None
@@ -121,6 +137,9 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
     backend = backend or location.Backend()
     out, err = out or sys.stdout, err or sys.stderr
     environ = os.environ if environ is None else environ
+    if action.kind != REHEARSE and (action.local_storage or action.local_inputs):
+        raise UserInputError('--local-storage and --local-input go with --rehearse',
+                             flag='--local-input' if action.local_inputs else '--local-storage')
     for note in plan.notes:
         err.write('note: %s\n' % note)
     for warning in plan.warnings:
@@ -136,12 +155,15 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         out.write(manifest.text)
         return 0
 
-    credentials = adc_project = None
-    if action.kind == SUBMIT or (action.kind == REHEARSE and
-                                 not environ.get(rehearsal.EMULATOR_VAR)):
+    credentials = adc_project = local = None
+    if action.kind == SUBMIT:
         credentials, adc_project = backend.credentials()
+    elif action.kind == REHEARSE and not environ.get(rehearsal.EMULATOR_VAR):
+        credentials, adc_project, local = _rehearsal_credentials(action, backend, environ)
+    emulated = action.kind == REHEARSE and bool(local or environ.get(rehearsal.EMULATOR_VAR))
     settings = location.Settings(environ, location.TRAINING)
-    project = settings.project(action.project, adc_project)
+    project = settings.project(action.project,
+                               adc_project or (LOCAL_PROJECT if emulated else None))
     said = location.note(project, settings.region(action.region_flag, plan.config.region))
     if said:
         err.write('note: %s\n' % said)
@@ -177,21 +199,33 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
             _print_dry_run(out, plan, body, archives, context, build_body, action.repository)
             return 0
 
-        storage_client = backend.storage(plan.project, credentials)
-        preflight.check_storage(preflight.BucketChecks(storage_client, plan.project), plan,
-                                checked.parsed)
-        vertex = None
-        if action.kind == SUBMIT:
-            vertex = backend.vertex(plan.project, plan.region, credentials)
-            if plan.unique_name:
-                _refuse_existing(vertex, plan)
-        for archive in archives:
-            _stage(storage_client, archive, _staged_uri(plan, archive), err)
+        with _local_storage(plan, local, action.local_inputs, err, environ) if local else \
+                contextlib.nullcontext() as work_dir:
+            storage_client = backend.storage(plan.project, credentials)
+            hint = None
+            if emulated:
+                local_inputs.copy(storage_client, action.local_inputs, err)
+                hint = _missing_hint(plan)
+            checks = preflight.BucketChecks(storage_client, plan.project, missing_hint=hint)
+            preflight.check_storage(checks, plan, checked.parsed)
+            if emulated and checked.parsed is None:
+                _note_missing_inputs(checks, plan, err)
+            vertex = None
+            if action.kind == SUBMIT:
+                vertex = backend.vertex(plan.project, plan.region, credentials)
+                if plan.unique_name:
+                    _refuse_existing(vertex, plan)
+            for archive in archives:
+                _stage(storage_client, archive, _staged_uri(plan, archive), err)
+            if action.kind == REHEARSE:
+                code = rehearsal.rehearse(body, storage_client,
+                                          max_replicas=action.max_replicas, out=out, err=err,
+                                          work_dir=work_dir, build_dir=tmp)
         if action.kind == REHEARSE:
-            code = rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
-                                      out=out, err=err, build_dir=tmp)
-            if code == 0:
-                estimate.keep_rehearsal(plan, err, environ)
+            if code == 0:  # on local storage, from the job-dir's mirror it was kept in
+                estimate.keep_rehearsal(plan, err, environ, job_dir=local_storage.mirrored(
+                    local_storage.default_mirror(environ), plan.trainer_job_dir)
+                                        if local and plan.trainer_job_dir else None)
             return code
         if context:
             _build_image(backend, credentials, plan, action, storage_client, context,
@@ -204,6 +238,73 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         return 0
     final = logs.follow_job(backend, credentials, vertex, job['name'], action.poll_interval, out)
     return 0 if final.get('state') == jobs.SUCCEEDED else 1
+
+
+def _rehearsal_credentials(action, backend, environ):
+    """`(credentials, their project, why the rehearsal uses local storage or None)`."""
+    if action.local_storage or action.local_inputs:
+        return None, None, '--local-storage' if action.local_storage else '--local-input'
+    try:
+        credentials, project = backend.credentials()
+    except UserInputError:
+        if local_storage.credentials_configured(environ):
+            raise  # set up, but broken: its line says what to fix
+        return None, None, 'no Application Default Credentials found'
+    return credentials, project, None
+
+
+@contextlib.contextmanager
+def _local_storage(plan, why, inputs, err, environ):
+    """Local storage for a rehearsal, its environment in this process meanwhile.
+
+    Started with the buckets of the job-dir and staging, the job-dir loaded
+    from its mirror (what earlier rehearsals left there); on leaving, the
+    job-dir is written back to the mirror and the storage stopped. Yields the
+    rehearsal's work dir, where the storage's log is too.
+    """
+    work_dir = tempfile.mkdtemp(prefix='rehearsal-')
+    mirror = local_storage.default_mirror(environ)
+    kept = [plan.job_dir] if plan.job_dir else []
+    buckets = {gcs_paths.split(uri)[0] for uri in kept + [plan.staging] if uri}
+    local_storage.say(err, why, ['gs://' + b for b in buckets | {gcs_paths.split(m.uri)[0]
+                                                              for m in inputs}],
+                      mirror, plan.project if plan.project == LOCAL_PROJECT else None)
+    with local_storage.serving(os.path.join(work_dir, 'storage'), mirror, kept, buckets,
+                               err):
+        yield work_dir
+
+
+def _missing_hint(plan):
+    """`(flag, path) -> text` for a data path missing on local storage: the
+    `--local-input` that gives it, with this checkout's data directory of the
+    trainer when that is where the flag points and it holds the data."""
+    trainer = plan.declared
+    data = trainer.data_trainer(plan.task_args()) if trainer is not None else None
+    local_dir = os.path.join(staging.REPO_ROOT, 'data', data.name) if data else None
+
+    def hint(flag, path):
+        suggested = None
+        if data is not None and data.data_args(local_dir) == [flag, local_dir] and \
+                data.data_ready(local_dir):
+            suggested = os.path.relpath(local_dir)
+        return local_inputs.missing_hint(path, suggested)
+    return hint
+
+
+def _note_missing_inputs(checks, plan, err):
+    """For a package whose flags are not known here: a note for each gs:// path in
+    its args (not its job-dir or staging) that local storage does not hold."""
+    outputs = [uri for uri in (plan.job_dir, plan.staging) if uri]
+    for arg in plan.task_args():
+        value = arg if arg.startswith(gcs_paths.SCHEME) else arg.partition('=')[2]
+        if not value.startswith(gcs_paths.SCHEME) or any(
+                value == uri or value.startswith(uri + '/') for uri in outputs):
+            continue
+        try:
+            checks.check_data(arg, value)
+        except UserInputError:
+            err.write('note: %s (in the job\'s args) is not on local storage; if the job '
+                      'reads it, give it with %s %s=DIR\n' % (value, local_inputs.FLAG, value))
 
 
 def _variant(plan):

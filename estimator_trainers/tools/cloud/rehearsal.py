@@ -28,9 +28,12 @@ instead of `customJobs.create`, plays Vertex AI's part from that very body:
    (`run_record`: succeeded, its final step, its export), else a SavedModel
    written under the job's output directory; it ends with a summary.
 
-The bucket is the real one, or a local emulator when `STORAGE_EMULATOR_HOST`
-is set (TensorFlow's gs:// client then also needs the proxy settings in
-docs/cloud.md). Machine types and accelerators are not rehearsed.
+The bucket is the real one; or, without credentials or with
+`--local-storage`, local storage the pipeline starts (`local_storage`), into
+which `--local-input` copies the job's inputs from this machine; or an
+emulator `STORAGE_EMULATOR_HOST` names (TensorFlow's gs:// client then also
+needs the proxy settings in docs/cloud.md). Machine types and accelerators
+are not rehearsed.
 """
 import dataclasses
 import json
@@ -49,6 +52,7 @@ from estimator_trainers import run_record
 from estimator_trainers.cluster import CHIEF, START_ORDER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher as launcher_lib
+from estimator_trainers.tools.cloud import local_inputs
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import replicas as replicas_lib
 from estimator_trainers.tools.cloud import roles
@@ -87,6 +91,12 @@ def add_flags(parser):
                              'instead of creating it: install the package from the '
                              'bucket into a fresh virtualenv and start every pool\'s '
                              'replicas with the environment Vertex AI gives them.')
+    parser.add_argument('--local-storage', action='store_true',
+                        help='With --rehearse: stage to and run against local storage '
+                             '(fake-gcs-server) standing in for the job\'s buckets, even '
+                             'with credentials; the default when there are none. The '
+                             'job-dir is kept in ~/.cache/estimator-trainers/local-storage.')
+    local_inputs.add_flag(parser)
     parser.add_argument('--max-replicas', type=flags.positive_int,
                         default=DEFAULT_MAX_REPLICAS,
                         help='With --rehearse: most replicas started per worker pool '

@@ -170,6 +170,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
             project=args.project, region_flag=args.region, repository=args.repository,
             stream_logs=args.stream_logs, poll_interval=args.poll_interval,
             max_replicas=args.max_replicas, dry_run_format=args.format,
+            local_storage=args.local_storage, local_inputs=tuple(args.local_input),
             on_created=print_submitted, max_cost=args.max_cost,
             throughput_from=args.throughput_from)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,

@@ -235,10 +235,26 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
 
 def submit_training(args, user_args, backend, out, err, environ):
     """`jobs submit training JOB`: the plan of its flags, through the pipeline."""
-    plan_lib.check_job_name(args.job)
     if args.rehearse and (args.dry_run or args.stream_logs):
         raise UserInputError('--rehearse runs the job on this machine; it does not go with '
                              '%s' % ('--dry-run' if args.dry_run else '--stream-logs'))
+    plan = training_plan(args, user_args, environ)
+    action = pipeline.Action(
+        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
+              else pipeline.SUBMIT),
+        project=args.project, repository=args.repository, stream_logs=args.stream_logs,
+        poll_interval=args.poll_interval, max_replicas=args.max_replicas,
+        on_created=print_submitted)
+    return pipeline.run(plan, action, backend, out, err, environ)
+
+
+def training_plan(args, user_args, environ):
+    """The `plan.JobPlan` of `jobs submit training JOB` with parsed `args`.
+
+    Raises:
+      UserInputError: a flag, the config or their combination that cannot work.
+    """
+    plan_lib.check_job_name(args.job)
     values = {row.name: getattr(args, row.name[2:].replace('-', '_'), None)
               for row in gcloud_flags.FLAGS if row.name.startswith('--')}
     values['--async'] = values['--stream-logs'] = None
@@ -254,13 +270,7 @@ def submit_training(args, user_args, backend, out, err, environ):
                              "job's region %s" % (plan.kms_key,
                                                   gcloud_flags.kms_location(plan.kms_key),
                                                   plan.region), flag='--kms-key')
-    action = pipeline.Action(
-        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
-              else pipeline.SUBMIT),
-        project=args.project, repository=args.repository, stream_logs=args.stream_logs,
-        poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-        on_created=print_submitted)
-    return pipeline.run(plan, action, backend, out, err, environ)
+    return plan
 
 
 def _launcher_options(args):

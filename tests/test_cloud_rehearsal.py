@@ -110,6 +110,29 @@ def test_tuning_plan_runs_one_trial_with_mid_range_values():
                                                          'trial': '1'}
 
 
+def test_a_model_saved_outside_the_job_dir_is_named(tmp_path):
+    """Seed 000's script-style package saves to a path it hard-codes: the rehearsal
+    judges the job (no export under its output directory) and says where it went."""
+    chief = rehearsal.Replica(0, 'chief', 0, 'trainer.task',
+                              ('--job-dir=%s' % (tmp_path / 'out'),), {'TF_CONFIG': '{}'})
+    plan = rehearsal.Plan(replicas=(chief,), counts=(('chief', 1, 1),),
+                          base_dir=str(tmp_path / 'out'), package_uris=())
+    work = tmp_path / 'work'
+    for stray in ('mnist_model/1', 'venv/lib/x'):  # the package's, the rehearsal's own
+        (work / stray).mkdir(parents=True)
+        (work / stray / 'saved_model.pb').write_bytes(b'')
+    with pytest.raises(rehearsal._Failed) as raised:  # pylint: disable=protected-access
+        rehearsal._outcome(plan, None, None, 0, elsewhere=(str(work),))  # pylint: disable=protected-access
+    assert str(raised.value) == (
+        "the chief finished but wrote its SavedModel to %s, outside the job's output "
+        "directory %s: on Vertex AI that is the replica's own disk, gone when the job ends; "
+        'save it under --job-dir (or $AIP_MODEL_DIR)' % (work / 'mnist_model' / '1',
+                                                         tmp_path / 'out'))
+    shutil.rmtree(work / 'mnist_model')
+    with pytest.raises(rehearsal._Failed, match='no SavedModel export exists under'):
+        rehearsal._outcome(plan, None, None, 0, elsewhere=(str(work),))  # pylint: disable=protected-access
+
+
 @pytest.mark.parametrize('options, clash', [
     (['--dry-run'], '--dry-run'),
     (['--target', 'tfjob'], '--target tfjob'),

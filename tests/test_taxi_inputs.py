@@ -150,10 +150,10 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
      'error: argument --train-steps: expected an integer of at most 9223372036854775807 '
      "(int64), got '9223372036854775808' (see --help)"),
     (['--hidden-units', '64,9223372036854775808'],
-     'error: argument --hidden-units: expected comma-separated positive integers like '
+     'error: argument --hidden-units: expected comma-separated integers >= 0 like '
      "128,64, got '64,9223372036854775808' (see --help)"),
     (['--hidden-units', '32,,16'],
-     'error: argument --hidden-units: expected comma-separated positive integers like '
+     'error: argument --hidden-units: expected comma-separated integers >= 0 like '
      "128,64, got '32,,16' (an empty item) (see --help)"),
     (['--job-dir', ''],
      "error: argument --job-dir: expected a path, got '' (an unset variable?) (see --help)"),

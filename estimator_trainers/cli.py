@@ -3,9 +3,9 @@
 Flags are parsed before TensorFlow is imported, so `--help` and flag errors
 are instant and a refused command line is one `error:` line
 (`errors.run_cli`). A gs:// path with empty segments (`gs://b//x`) is read
-as the cloud tools read it (`gcs.normalized`), with the same note. Only then is the runner, the layer that runs
-TensorFlow, imported: the one place where a command crosses from the
-declarations into the runtime.
+as the cloud tools read it (`gcs.normalized`), with the same note. Only then
+is the runner, the layer that runs TensorFlow, imported: the one place where
+a command crosses from the declarations into the runtime.
 """
 import sys
 

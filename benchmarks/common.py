@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, List, Optional, Sequence
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # run.sh --quick points this elsewhere, so a smoke run never replaces the figures.
@@ -22,7 +23,7 @@ RESULTS_JSON = os.environ.get('BENCHMARK_RESULTS') or os.path.join(
 _PROGRESS = re.compile(r'INFO step (\d+)/\d+, .*examples/sec')
 
 
-def env(extra=None, root=REPO_ROOT):
+def env(extra: Optional[Dict[str, str]] = None, root: str = REPO_ROOT) -> Dict[str, str]:
     """Environment for a measured subprocess: `root` importable, no cluster."""
     result = dict(os.environ)
     for name in ('TF_CONFIG', 'CLUSTER_SPEC', 'AIP_MODEL_DIR'):
@@ -41,7 +42,7 @@ def quiet_tensorflow():
     tf.get_logger().setLevel('ERROR')
 
 
-def python_module(module, *args):
+def python_module(module: str, *args: Any) -> List[str]:
     return [sys.executable, '-m', module] + [str(a) for a in args]
 
 
@@ -74,12 +75,12 @@ def sample_load(force=False):
         _LOAD_SAMPLES.append(os.getloadavg()[0])
 
 
-def load_mark():
+def load_mark() -> int:
     """A mark for `load_since`: the samples taken so far."""
     return len(_LOAD_SAMPLES)
 
 
-def load_since(mark=0):
+def load_since(mark: int = 0) -> List[float]:
     """[min, mean, max] of the load averages sampled while measured processes ran
     since `mark` (`load_mark()`), or the load now when none were."""
     samples = _LOAD_SAMPLES[mark:] or [os.getloadavg()[0]]
@@ -362,7 +363,7 @@ def median_interval(values, confidence=0.9):
     return ordered[k - 1], ordered[n - k], coverage(k)
 
 
-def machine_info():
+def machine_info() -> Dict[str, Any]:
     """Facts that make figures comparable: CPU, cores, load, TF, thread settings."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     cpu = platform.processor()
@@ -410,13 +411,14 @@ def update_results(section, value):
         f.write('\n')
 
 
-def finish(section, results, title, header, rows):
+def finish(section: str, results: Dict[str, Any], title: str, header: Sequence[str],
+           rows: Sequence[Sequence[Any]]) -> None:
     """Prints a benchmark's table and stores its `results` under `section`."""
     print_table(title, header, rows)
     update_results(section, results)
 
 
-def print_table(title, header, rows):
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Prints an aligned text table."""
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]

@@ -25,28 +25,16 @@ what its network carries.
 """
 import argparse
 import json
-
-import numpy as np
+from typing import Any, Dict, Sequence, Tuple
 
 from benchmarks import common
-from benchmarks import roofline
+from estimator_trainers import perf_model
 
-FLOAT_BYTES = 4
-# Round trips a worker step waits for in sequence: variables in, gradients out.
-ROUND_TRIPS = 2
-# Same-zone round trip between Compute Engine VMs, seconds (typical, not measured).
-ROUND_TRIP_SECS = 200e-6
-
-
-def resnet_facts(num_layers):
-    """(variables, parameters, batch-norm statistic elements updated per step) of
-    the CIFAR ResNet: a kernel per convolution (6n + 1), a scale and an offset
-    per batch norm, the dense kernel and bias."""
-    convolutions = num_layers - 1
-    variables = 3 * convolutions + 2
-    blocks = (num_layers - 2) // 6
-    channels = 16 + sum(2 * blocks * c for _, _, c in roofline.STAGES)
-    return variables, roofline.parameters(num_layers), convolutions, 2 * channels
+# The model itself lives in the package (`estimator_trainers.perf_model`): the
+# cloud tools' estimates use it, and this directory is not shipped.
+ROUND_TRIPS = perf_model.ROUND_TRIPS
+ROUND_TRIP_SECS = perf_model.ROUND_TRIP_SECS
+resnet_facts = perf_model.resnet_facts
 
 
 def taxi_facts():
@@ -64,14 +52,11 @@ def step_traffic(name):
     """(tensors, bytes) a global step moves between a worker and the ps for a
     benchmark 4 trainer."""
     if name.startswith('taxi'):
-        variables, params, statistics, elements = taxi_facts()
-    else:
-        variables, params, statistics, elements = resnet_facts(int(name.split('-')[-1]))
-    tensors = 2 * variables + 2 * statistics + 2  # + the global step, read and incremented
-    return tensors, FLOAT_BYTES * (2 * params + elements)
+        return perf_model.step_traffic(*taxi_facts())
+    return perf_model.resnet_traffic(int(name.split('-')[-1]))
 
 
-def points(cluster_result):
+def points(cluster_result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Per trainer: (worker batch, CPU-s per example alone, measured overhead CPU-s
     per global step, tensors, bytes, the ps's share of the cluster's CPU)."""
     found = {}
@@ -90,14 +75,11 @@ def points(cluster_result):
     return found
 
 
-def fit(found, names):
-    """(f, beta), neither negative, from the trainers `names`: least squares of
-    the relative error, so a 5 ms taxi step weighs as much as a 120 ms ResNet one."""
-    rows = np.array([[1.0, found[n]['bytes']] for n in names])
-    weights = np.array([1.0 / found[n]['overhead'] for n in names])
-    coefficients, *_ = np.linalg.lstsq(rows * weights[:, None], np.ones(len(names)),
-                                       rcond=None)
-    return tuple(max(0.0, float(x)) for x in coefficients)
+def fit(found: Dict[str, Dict[str, Any]], names: Sequence[str]) -> Tuple[float, float]:
+    """(f, beta), neither negative, from the trainers `names` (`perf_model.fit`)."""
+    params = perf_model.fit([found[n]['overhead'] for n in names],
+                            [found[n]['bytes'] for n in names])
+    return params.f_secs, params.beta_secs_per_byte
 
 
 def left_out(found, names):
@@ -109,39 +91,30 @@ def left_out(found, names):
 
 
 def overhead(params, moved):
-    f, beta = params
-    return f + beta * moved
+    return perf_model.overhead(perf_model.Params(*params), moved)
 
 
 def efficiency(point, params):
     """Predicted cluster examples per CPU-second / one process's."""
-    compute = point['worker_batch'] * point['cpu_per_example']
-    return compute / (compute + overhead(params, point['bytes']))
+    return perf_model.efficiency(point['worker_batch'], point['cpu_per_example'],
+                                 point['bytes'], perf_model.Params(*params))
 
 
 # Vertex AI shapes: (machine, vCPUs, network Gbit/s: 2 per vCPU, at most 16 on N1).
-MACHINES = (('n1-standard-4', 4, 8.0), ('n1-standard-8', 8, 16.0),
-            ('n1-standard-16', 16, 16.0))
+MACHINES = tuple((machine, vcpus, perf_model.network_gbits(vcpus))
+                 for machine, vcpus in (('n1-standard-4', 4), ('n1-standard-8', 8),
+                                        ('n1-standard-16', 16)))
 
 
 def predict(point, params, workers, worker_vcpus, ps_vcpus, gbits, compute_scale=1.0):
     """(examples/sec, what bounds it, one worker's examples/sec without overhead) of
     `workers` workers and one ps (N1: two vCPUs per core). `compute_scale`:
     CPU per example there / here (N1 has no native bfloat16: float32's cost)."""
-    cores, ps_cores = worker_vcpus / 2, ps_vcpus / 2
-    point = dict(point, cpu_per_example=point['cpu_per_example'] * compute_scale)
-    step_overhead = overhead(params, point['bytes'])
-    ps_cpu = point['ps_share'] * (point['worker_batch'] * point['cpu_per_example']
-                                  + step_overhead)
-    worker_cpu = point['worker_batch'] * point['cpu_per_example'] + step_overhead - ps_cpu
-    bandwidth = gbits * 1e9 / 8
-    step_secs = (worker_cpu / cores + ROUND_TRIPS * ROUND_TRIP_SECS
-                 + point['bytes'] / bandwidth)
-    limits = {'workers': workers * point['worker_batch'] / step_secs,
-              'ps CPU': ps_cores * point['worker_batch'] / max(ps_cpu, 1e-12),
-              'ps network': bandwidth * point['worker_batch'] / point['bytes']}
-    bound = min(limits, key=limits.get)
-    return limits[bound], bound, point['worker_batch'] / (worker_cpu / cores)
+    found = perf_model.predict_ps(
+        point['worker_batch'], point['cpu_per_example'] * compute_scale, point['bytes'],
+        point['ps_share'], perf_model.Params(*params), workers, worker_vcpus / 2,
+        ps_vcpus / 2, gbits)
+    return found.examples_per_sec, found.bound, found.worker_alone
 
 
 def float32_cost(results):

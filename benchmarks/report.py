@@ -10,6 +10,7 @@ import json
 import os
 
 from benchmarks import cold_start as cold_start_lib
+from benchmarks import backtest as backtest_lib
 from benchmarks import common
 from benchmarks import cost_model
 from benchmarks import levers as levers_lib
@@ -438,6 +439,26 @@ def _cost_model(result, resnet_result):
                 _table(cost_model.CLOUD_HEADER, model['cloud'])))
 
 
+def backtest(result):
+    """Prediction against measurement (`benchmarks.backtest`)."""
+    rows = []
+    for name, run in result['runs'].items():
+        rows.append([name, run['steps'], '%.1f' % run['predicted_training_secs'],
+                     '%.1f' % run['measured_training_secs'],
+                     '%+.0f%%' % (100 * (run['predicted_training_secs']
+                                         / run['measured_training_secs'] - 1)),
+                     '%.1f' % run['predicted_wall_secs'], '%.1f' % run['measured_wall_secs']])
+    return ('One process trains each job first; its run record (CPU per example, CPUs '
+            'kept busy, start-up, evaluation and checkpoints per step) predicts the local '
+            'cluster of the shipped config\'s shape, every task sharing this machine\'s '
+            'cores (`perf_model.local_cluster_rate`, f = %.1f CPU-ms and beta = %.1f CPU-ms '
+            'per MB from %s); then the cluster runs through the launcher. Training time: '
+            'first to last step of the chief\'s run record; wall: the chief\'s whole run. '
+            'Target: within 30%% for the ResNet rows.\n\n%s' % (
+                1e3 * result['f_secs'], 1e9 * result['beta_secs_per_byte'],
+                result['fitted_to'], _table(backtest_lib.HEADER, rows)))
+
+
 def cold_start(result):
     milestones = [name for name, _, _ in cold_start_lib.MILESTONES]
     rows = [[name] + [_spread(summary[m], '%.1f') for m in milestones]
@@ -553,6 +574,8 @@ def render(results, notes):
         ('9. Taxi training as the data grows', 'data_size', data_size),
         ('10. Where --steps-per-loop pays', 'steps_per_loop', steps_per_loop),
         ('11. Roofline of a ResNet training step', 'roofline', roofline),
+        ('12. Cost estimates checked: a local cluster predicted from one process',
+         'backtest', backtest),
         ('Lever study', 'levers', levers),
     ]
     parts = [

@@ -23,10 +23,11 @@ import os
 import time
 
 from benchmarks import common
+from estimator_trainers import perf_model
 
 BATCH = 128
 # (stage, spatial size, channels) of the CIFAR ResNet.
-STAGES = ((1, 32, 16), (2, 16, 32), (3, 8, 64))
+STAGES = perf_model.STAGES
 
 
 def step_ops(num_layers, batch=BATCH):
@@ -64,17 +65,8 @@ def step_ops(num_layers, batch=BATCH):
     return sorted((kind, key, count) for (kind, key), count in ops.items())
 
 
-def parameters(num_layers):
-    """Trainable parameters of the network (kernels, batch-norm scales and offsets, dense)."""
-    blocks = (num_layers - 2) // 6
-    total = 27 * 16 + 2 * 16
-    previous = 16
-    for _, _, channels in STAGES:
-        for block in range(blocks):
-            cin = previous if block == 0 else channels
-            total += 9 * cin * channels + 9 * channels * channels + 4 * channels
-        previous = channels
-    return total + 64 * 10 + 10
+# Trainable parameters of the network (kernels, batch-norm scales and offsets, dense).
+parameters = perf_model.resnet_parameters
 
 
 def flops_and_bytes(kind, key, itemsize):

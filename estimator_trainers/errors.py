@@ -36,6 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
+from typing import Optional
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -55,7 +56,8 @@ class Error(Exception):
     """
     exit_code = EXIT_FAILED
 
-    def __init__(self, message, *, flag=None, path=None, exit_code=None):
+    def __init__(self, message: str, *, flag: Optional[str] = None,
+                 path: Optional[str] = None, exit_code: Optional[int] = None) -> None:
         super().__init__(message)
         self.flag = flag
         self.path = path
@@ -105,7 +107,7 @@ class TransientFailure(TaskFailure):
         super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
 
 
-def retryable(exit_code):
+def retryable(exit_code: int) -> bool:
     """Whether a task that exited `exit_code` is worth restarting (the table above)."""
     return exit_code >= FIRST_RETRYABLE
 

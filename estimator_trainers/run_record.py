@@ -60,7 +60,7 @@ record through `tf.io.gfile`, loaded then by `logs.import_tensorflow`.
 import datetime
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import logs
@@ -82,7 +82,7 @@ TERMINATED = 'terminated'
 ABORTED = 'aborted'
 
 
-def path(job_dir):
+def path(job_dir: str) -> str:
     """The chief's run record of `job_dir`."""
     return job_dir_lib.run_record_path(job_dir)
 
@@ -92,7 +92,7 @@ def worker_path(job_dir, task_label):
     return job_dir_lib.worker_run_record_path(job_dir, task_label)
 
 
-def read(job_dir):
+def read(job_dir: str) -> List[Dict[str, Any]]:
     """The sessions of `job_dir`'s run record, with the workers' entries merged.
 
     Returns:

@@ -198,7 +198,7 @@ def size_text(count):
     return None
 
 
-def write_atomic(path, text):
+def write_atomic(path: str, text: str) -> None:
     """Writes `text` (str, as UTF-8, or bytes) to `path` (local or gs://) so readers
     see old or new, whole; a failure (a full disk) leaves no temporary file."""
     mode = 'wb' if isinstance(text, bytes) else 'w'

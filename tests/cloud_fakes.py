@@ -107,6 +107,12 @@ trainingInput:
 CONTEXT_NOTE = 'note: the build context: '
 
 
+def without_estimate(stderr):
+    """The lines of a cloud command's stderr but the job's estimate (`estimate: ...`,
+    printed by every submission; tests/test_cloud_costs.py checks it)."""
+    return [line for line in stderr.splitlines() if not line.startswith('estimate: ')]
+
+
 def said(stderr):
     """The `error:`, `warning:` and `note:` lines of a cloud command's stderr, without
     the build context's size (every build prints it; tests/test_cloud_build.py checks it)."""

@@ -3,6 +3,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 import random
 
@@ -13,6 +14,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # rewrite, as the experiment CLI does with the stat cache off (set there before
 # TF loads). Here TF loads in whichever test comes first: set it before any.
 os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
+# The cloud tools keep refreshed prices and rehearsals' measurements in the user's
+# cache (`tools/cloud/pricing.py`): the suite reads and writes its own.
+os.environ['XDG_CACHE_HOME'] = tempfile.mkdtemp(prefix='estimator-trainers-test-cache-')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position

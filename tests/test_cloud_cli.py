@@ -45,7 +45,7 @@ def _dry_run(*args, check=0):
     proc = run_module(MODULE, 'submit', *args, env=OFFLINE_ENV, timeout=120, check=check)
     assert 'Traceback' not in proc.stderr
     for line in proc.stderr.splitlines():
-        assert line.startswith(('note: ', 'warning: ', 'error: ')), line
+        assert line.startswith(('note: ', 'warning: ', 'error: ', 'estimate: ')), line
     return proc
 
 

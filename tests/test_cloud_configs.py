@@ -209,7 +209,7 @@ HP = CUSTOM + """  hyperparameters:
 @pytest.mark.parametrize('text,message', [
     ('- 1\n', '(top level): expected a mapping, got a list [1]'),
     ('labels: {a: b}\n', 'trainingInput: required'),
-    ('jobId: x\ntrainingInput: {}\n', 'jobId: unknown field (expected one of trainingInput, labels)'),
+    ('jobId: x\ntrainingInput: {}\n', 'jobId: unknown field (expected one of trainingInput, labels, budget)'),
     ('trainingInput: {scaleTier: STANDARD_2}\n',
      "trainingInput.scaleTier: unknown tier 'STANDARD_2' (expected one of BASIC, "
      'BASIC_GPU, STANDARD_1, PREMIUM_1, CUSTOM)'),

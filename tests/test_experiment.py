@@ -657,9 +657,14 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
 # Stands in for `python -m estimator_trainers.tools.cloud` (tests never reach Google):
 # `submit ... --stream-logs` prints the job's name, "runs" it for a while and writes
 # its run record into the gs:// job-dir (google-cloud-storage to the emulator);
-# `logs NAME` follows a job submitted before. Every call is noted in FAKE_CLOUD_LOG.
+# `logs NAME` follows a job submitted before; `submit ... --estimate-only` prints an
+# estimate's figures. Every call but the estimates is noted in FAKE_CLOUD_LOG.
 FAKE_CLOUD_CLI = r'''
 import json, os, sys, time
+if '--estimate-only' in sys.argv:
+    print(json.dumps({'usd_per_hour': 1.0, 'low_usd': 0.05, 'high_usd': 0.1,
+                      'low_secs': 180, 'high_secs': 360, 'time': 'model'}))
+    sys.exit(0)
 from google.cloud import storage
 
 def note(*words):
@@ -722,6 +727,8 @@ def test_vertex_submits_at_most_max_parallel_and_a_rerun_follows_its_jobs(
 
     output, failed = run()
     assert not failed and output.count(': done (accuracy 0.5') == 6, output
+    assert ("estimate: the sweep's 6 jobs: $0.30-$0.60 for the 6 with a predicted time"
+            in output.splitlines())  # summed before the first starts
     calls = [line.split() for line in log.read_text().splitlines()]
     events = sorted((float(t), +1 if kind == 'start' else -1)
                     for kind, _, t in calls if kind in ('start', 'end'))

@@ -48,6 +48,7 @@ from estimator_trainers.tools import launcher
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import endpoints
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcloud_flags
 from estimator_trainers.tools.cloud import instances
 from estimator_trainers.tools.cloud import jobs
@@ -198,6 +199,7 @@ def _add_submit_flags(parser):
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
                         help='Seconds between polls with --stream-logs.')
     rehearsal.add_flags(parser)
+    estimate.add_flags(parser)
 
 
 def main(argv=None, backend=None, out=None, err=None, environ=None):
@@ -221,7 +223,10 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     vertex, credentials, name = location.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ)
     if args.command == 'describe':
-        return describe(vertex.get(name), args.format, out)
+        job = vertex.get(name)
+        describe(job, args.format, out)
+        estimate.print_cost(job, err, environ)
+        return 0
     if args.command == 'cancel':
         vertex.cancel(name)
         err.write('Cancelled job [%s].\n' % args.job)
@@ -229,6 +234,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     if args.command == 'stream-logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.polling_interval,
                                 out, task_name=args.task_name)
+        estimate.print_cost(final, err, environ)
         return 0 if final.get('state') == jobs.SUCCEEDED else 1
     return list_jobs(vertex, args.limit, args.format, out)
 
@@ -244,7 +250,8 @@ def submit_training(args, user_args, backend, out, err, environ):
               else pipeline.SUBMIT),
         project=args.project, repository=args.repository, stream_logs=args.stream_logs,
         poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-        on_created=print_submitted)
+        on_created=print_submitted, max_cost=args.max_cost,
+        throughput_from=args.throughput_from)
     return pipeline.run(plan, action, backend, out, err, environ)
 
 
@@ -271,6 +278,7 @@ def training_plan(args, user_args, environ):
                                                   gcloud_flags.kms_location(plan.kms_key),
                                                   plan.region), flag='--kms-key')
     return plan
+
 
 
 def _launcher_options(args):

@@ -9,6 +9,8 @@ runtime and the tools. Either way a request waits at most
 `google_api.NUM_RETRIES` times (only when safe), and an HTTP error becomes one
 line naming the call, the resource and what to check (`google_api.status_error`).
 """
+from typing import Any, Optional
+
 from google.auth import exceptions as auth_exceptions
 import google_auth_httplib2
 from googleapiclient import errors
@@ -19,13 +21,13 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.google_api import ApiError
 
 
-def authorized_http(credentials):
+def authorized_http(credentials: Any) -> Any:
     """An httplib2 transport with `credentials` and a `google_api.TIMEOUT_SECS` socket timeout."""
     return google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=google_api.TIMEOUT_SECS))
 
 
-def build(api, version, http, endpoint=None):
+def build(api: str, version: str, http: Any, endpoint: Optional[str] = None) -> Any:
     """The `api` `version` service from the bundled discovery document.
 
     Args:
@@ -41,7 +43,8 @@ def build(api, version, http, endpoint=None):
                            static_discovery=True, cache_discovery=False)
 
 
-def execute(request, action, api, project, retry=True):
+def execute(request: Any, action: str, api: str, project: Optional[str],
+            retry: bool = True) -> Any:
     """Runs `request`; any failure becomes an `ApiError` naming `action`.
 
     Args:

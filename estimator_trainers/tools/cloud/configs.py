@@ -123,6 +123,8 @@ class TrainingConfig:
       notes: translation remarks to show the user (e.g. a K80 substitution).
       warnings: accepted settings that do something surprising (a machine
         type whose count is 0 runs nothing).
+      max_cost_usd: `budget.maxCostUsd` (this project's field beside
+        `trainingInput`; `--max-cost` overrides it), or None.
     """
     source: str
     training_input: dict
@@ -133,6 +135,7 @@ class TrainingConfig:
     scheduling: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()
     warnings: tuple = ()
+    max_cost_usd: float = None
 
     @property
     def is_tuning(self):
@@ -170,7 +173,7 @@ def default_config():
                         '(default BASIC config)')
 
 
-def load_config(path):
+def load_config(path: str) -> 'TrainingConfig':
     """Reads and validates the YAML config at `path`.
 
     The file is read within `CONFIG_LIMITS` (`user_files`: regular, UTF-8,
@@ -206,7 +209,7 @@ def parse_config(data, source, written=None):
       written: where and how the file wrote each field (`user_files.Written`), for messages.
     """
     check = Checker(source, written, FIELD_HINTS)
-    check.mapping(data, '', ('trainingInput', 'labels'))
+    check.mapping(data, '', ('trainingInput', 'labels', 'budget'))
     if 'trainingInput' not in data:
         check.fail('trainingInput', 'required (the AI Platform config format '
                    'puts every setting under trainingInput)')
@@ -214,6 +217,7 @@ def parse_config(data, source, written=None):
     check.mapping(ti, 'trainingInput', _TRAINING_INPUT_FIELDS)
     labels = data.get('labels') or {}
     _labels(check, labels)
+    max_cost = _budget(check, data.get('budget'))
     notes = []
     if isinstance(ti.get('jobDir'), str):
         ti = dict(ti)
@@ -280,7 +284,7 @@ def parse_config(data, source, written=None):
         source=source, training_input=ti, pools=tuple(pools),
         hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
         scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), max_cost_usd=max_cost)
 
 
 def _pool(check, role, shape, notes, warnings):
@@ -412,6 +416,20 @@ def _scheduling(check, scheduling):
                    'at most %s, or drop maxWaitTime (a job then waits as long as Vertex AI '
                    'queues it)' % translated['maxWaitDuration'])
     return translated
+
+
+def _budget(check, budget):
+    """`budget: {maxCostUsd: N}`: the most a job may cost (`estimate.check_budget`)."""
+    if budget is None:
+        return None
+    check.mapping(budget, 'budget', ('maxCostUsd',))
+    if 'maxCostUsd' not in budget:
+        check.fail('budget.maxCostUsd', 'required in budget (the most the job may cost, USD)')
+    value = budget['maxCostUsd']
+    check.number(value, 'budget.maxCostUsd')
+    if value <= 0:
+        check.fail('budget.maxCostUsd', 'expected more than 0 USD, got %s' % show(value))
+    return float(value)
 
 
 def _labels(check, labels):

@@ -10,7 +10,10 @@ these steps:
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
 3. the project and credentials (`location`): none for a dry run, or for a
-   rehearsal against a storage emulator;
+   rehearsal against a storage emulator; then the estimate
+   (`estimate.for_plan`): prices per pool, the predicted time and cost; a job
+   above its budget stops here, one below it gets the `scheduling.timeout`
+   that bounds it, every job a run id label;
 4. what the pools install is built: a user's package and its `--packages`,
    this repository's sdist for a prebuilt image, the build context of this
    project's image; a user's package is installed into a fresh virtualenv
@@ -42,6 +45,7 @@ from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import endpoints
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import jobset
@@ -56,6 +60,8 @@ from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import tfjob
 
 SUBMIT, DRY_RUN, REHEARSE = 'submit', 'dry-run', 'rehearse'
+# Prints the estimate (and its figures as JSON on stdout) and stops: a sweep's sum.
+ESTIMATE = 'estimate'
 JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
 # Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
 MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
@@ -66,13 +72,15 @@ class Action:
     """What to do with a plan, and how the front wants to hear of it.
 
     Attributes:
-      kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (JOBSET, TFJOB).
+      kind: SUBMIT, DRY_RUN, REHEARSE, ESTIMATE or a manifest target (JOBSET, TFJOB).
       project: `--project`, or None (the environment's, the credentials').
       repository: the Artifact Registry repository of this project's image.
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
       poll_interval: seconds between polls of the job, its logs, image builds.
       max_replicas: replicas a rehearsal starts per pool at most.
       on_created: `(plan, job resource, out, err)`, called once the job exists.
+      max_cost: `--max-cost` USD (`estimate.for_plan`), or None.
+      throughput_from: a run record to estimate the time from, or None.
     """
     kind: str = SUBMIT
     project: Optional[str] = None
@@ -81,6 +89,8 @@ class Action:
     poll_interval: float = 30.0
     max_replicas: int = rehearsal.DEFAULT_MAX_REPLICAS
     on_created: Optional[Callable] = None
+    max_cost: Optional[float] = None
+    throughput_from: Optional[str] = None
 
 
 def run(plan, action, backend=None, out=None, err=None, environ=None):
@@ -114,6 +124,11 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         credentials, adc_project = backend.credentials()
     plan = dataclasses.replace(plan, project=location.project_id(action.project, environ,
                                                                  adc_project))
+    plan, found = estimate.for_plan(plan, checked.parsed, action.max_cost,
+                                    action.throughput_from, environ, err)
+    if action.kind == ESTIMATE:
+        out.write(estimate.as_json(found) + '\n')
+        return 0
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-submit-') as tmp:
         archives = _archives(plan, tmp)
@@ -148,8 +163,11 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         for archive in archives:
             _stage(storage_client, archive, _staged_uri(plan, archive), err)
         if action.kind == REHEARSE:
-            return rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
+            code = rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
                                       out=out, err=err, build_dir=tmp)
+            if code == 0:
+                estimate.keep_rehearsal(plan, err, environ)
+            return code
         if context:
             _build_image(backend, credentials, plan, action, storage_client, context,
                          build_body, err)

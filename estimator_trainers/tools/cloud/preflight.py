@@ -42,8 +42,9 @@ VERTEX = 'vertex'
 # Target -> the environment of each replica of a plan, given {role: replicas}.
 ENVIRONMENTS = {
     VERTEX: lambda plan, counts: replicas_lib.vertex(counts),
-    'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan.name)),
-    'jobset': lambda plan, counts: replicas_lib.jobset(counts, k8s.resource_name(plan.name)),
+    'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan, 'tfjob')),
+    'jobset': lambda plan, counts: replicas_lib.jobset(counts,
+                                                       k8s.resource_name(plan, 'jobset')),
 }
 # A job-dir's model_params.json is a few hundred bytes; a larger one is not read.
 MAX_MODEL_PARAMS_BYTES = 1024 * 1024

@@ -3,6 +3,7 @@
     python -m estimator_trainers.tools.cloud submit MODEL [--config FILE] [options] [-- TRAINER_FLAGS]
     python -m estimator_trainers.tools.cloud status|cancel|logs JOB
     python -m estimator_trainers.tools.cloud list
+    python -m estimator_trainers.tools.cloud prices show|refresh
 
 A front: it turns its words into a `plan.JobPlan` (`make_plan`) and hands
 it to `pipeline.run`, which owns the order of everything that follows.
@@ -19,6 +20,7 @@ from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import location
@@ -96,11 +98,15 @@ def build_parser():
                         'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
+    submit.add_argument('--estimate-only', action='store_true',
+                        help='Print the estimate (and its figures as one JSON line on '
+                             'stdout) and stop: nothing is built or sent.')
     submit.add_argument('--stream-logs', action='store_true',
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
     _add_poll_flag(submit)
     rehearsal.add_flags(submit)
+    estimate.add_flags(submit)
 
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
@@ -117,6 +123,7 @@ def build_parser():
                          help='Most jobs to show.')
     listing.add_argument('--filter', help='Vertex AI list filter, e.g. '
                          'state="JOB_STATE_RUNNING".')
+    estimate.add_prices_command(commands)
     return parser
 
 
@@ -156,13 +163,17 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
         rehearsal.check_options(args)
         action = pipeline.Action(
             kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
-                  if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
+                  if args.rehearse else pipeline.ESTIMATE if args.estimate_only
+                  else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
             project=args.project, repository=args.repository, stream_logs=args.stream_logs,
             poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-            on_created=print_submitted)
+            on_created=print_submitted, max_cost=args.max_cost,
+            throughput_from=args.throughput_from)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)
-    return manage(args, backend, out, environ)
+    if args.command == 'prices':
+        return estimate.prices_command(args, backend, out, err, environ)
+    return manage(args, backend, out, environ, err)
 
 
 def data_defaults(trainer, bucket_uri, given):
@@ -244,8 +255,10 @@ def print_submitted(plan, job, out, err):
            job['name']))
 
 
-def manage(args, backend, out, environ):
-    """status, cancel, logs, list."""
+def manage(args, backend, out, environ, err=None):
+    """status, cancel, logs, list; a finished job's status and logs end with its
+    metered cost beside its estimate (`estimate.after_job`)."""
+    err = err or sys.stderr
     vertex, credentials, name = location.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ)
     if args.command == 'list':
@@ -258,11 +271,15 @@ def manage(args, backend, out, environ):
         return 0
     if args.command == 'logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.poll_interval, out)
+        estimate.print_cost(final, err, environ)
         return 0 if final.get('state') == jobs.SUCCEEDED else 1
     if args.command == 'cancel':
         vertex.cancel(name)
         out.write('cancel requested for %s; `status` shows when it has stopped\n' % name)
         return 0
-    for line in jobs.describe(vertex.get(name)):
+    job = vertex.get(name)
+    for line in jobs.describe(job):
         out.write(line + '\n')
+    estimate.print_cost(job, out, environ)
     return 0
+

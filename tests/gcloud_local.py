@@ -73,11 +73,17 @@ class Gcloud:
                                    version=importlib.metadata.version('tensorflow'),
                                    python=sys.executable))
         os.chmod(self.python, 0o755)
-        for setting in (('ml_engine/local_python', self.python),
-                        ('core/disable_usage_reporting', 'true'),
-                        ('component_manager/disable_update_check', 'true'),
-                        ('survey/disable_prompts', 'true')):
-            self.run(['config', 'set', *setting], timeout=120).check_returncode()
+        # What `gcloud config set SECTION/NAME VALUE` writes, once per setting.
+        os.makedirs(os.path.join(self.config_dir, 'configurations'), exist_ok=True)
+        with open(os.path.join(self.config_dir, 'active_config'), 'w') as f:
+            f.write('default')
+        with open(os.path.join(self.config_dir, 'configurations', 'config_default'),
+                  'w') as f:
+            f.write('[ml_engine]\nlocal_python = %s\n\n[core]\ndisable_usage_reporting = '
+                    'true\n\n[component_manager]\ndisable_update_check = true\n\n'
+                    '[survey]\ndisable_prompts = true\n' % self.python)
+        proc = self.run(['config', 'get', 'ml_engine/local_python'], timeout=120)
+        assert proc.stdout.strip() == self.python, proc.stderr[-2000:]
 
     def env(self):
         return cli_env({'CLOUDSDK_CONFIG': self.config_dir,

@@ -45,19 +45,32 @@ def layer_sizes(hidden_units: Sequence[int], scale_factor: float = 0.0,
     """DNN layer sizes from --hidden-units, --layer-sizes-scale-factor, --num-layers.
 
     With a scale factor > 0, layer i has `hidden_units[0] * scale_factor**i`
-    units (at least 2) for `num_layers` layers (default 4); otherwise
-    `hidden_units` is used as given (in the reference sample a default scale
-    factor silently replaced it).
+    units (at least 2) for `num_layers` layers (default 4), and the sizes after
+    the first are not read: the AI Platform sample's `--hidden-units=128,0,0
+    --layer-sizes-scale-factor=0.5 --num-layers=3` is 128,64,32, as the sample
+    read it. Otherwise `hidden_units` is used as given (in the reference
+    sample a default scale factor silently replaced it).
 
     Raises:
-      UserInputError: --num-layers without a scale factor.
+      UserInputError: --num-layers without a scale factor, or a size of 0
+        that no scale factor computes.
     """
+    text = ','.join(map(str, hidden_units))
     if not scale_factor:
         if num_layers is not None:
             raise UserInputError('--num-layers=%d needs --layer-sizes-scale-factor > 0; '
                                  'without it --hidden-units gives every layer size'
                                  % num_layers, flag='--num-layers')
+        if 0 in hidden_units:
+            raise UserInputError('--hidden-units %s: a layer of 0 units; give every size, or '
+                                 '--layer-sizes-scale-factor > 0 to compute the sizes after '
+                                 'the first (as the AI Platform sample did)' % text,
+                                 flag='--hidden-units')
         return tuple(hidden_units)
+    if not hidden_units[0]:
+        raise UserInputError('--hidden-units %s: the first layer needs a size above 0 (the '
+                             'scale factor computes the others from it)' % text,
+                             flag='--hidden-units')
     return tuple(max(2, int(hidden_units[0] * scale_factor ** i))
                  for i in range(num_layers or DEFAULT_NUM_LAYERS))
 
@@ -125,8 +138,10 @@ class TaxiTrainer(declaration.Trainer):
         group.add_argument('--learning-rate-decay-factor', type=decay_factor, default=1.0,
                            help='Multiplier both learning rates reach at the step '
                                 'target (exponential decay; 1 keeps them constant).')
-        group.add_argument('--hidden-units', type=flags.int_list, default=[32, 16],
-                           help='DNN layer sizes, comma-separated.')
+        group.add_argument('--hidden-units', type=flags.size_list, default=[32, 16],
+                           help='DNN layer sizes, comma-separated (with '
+                                '--layer-sizes-scale-factor only the first is read: '
+                                'the sample\'s 128,0,0 is fine).')
         group.add_argument('--layer-sizes-scale-factor', type=flags.non_negative_float,
                            default=0.0,
                            help='If > 0, layer i gets first(--hidden-units) * factor**i '

@@ -279,10 +279,10 @@ def submit_training(args, user_args, backend, out, err, environ):
 
 
 def training_plan(args, user_args, environ):
-    """The `plan.JobPlan` of `jobs submit training`'s parsed flags and USER_ARGS.
+    """The `plan.JobPlan` of `jobs submit training JOB` with parsed `args`.
 
     Raises:
-      UserInputError: one line naming the flag or the config field.
+      UserInputError: a flag, the config or their combination that cannot work.
     """
     plan_lib.check_job_name(args.job)
     values = {row.name: getattr(args, row.name[2:].replace('-', '_'), None)

@@ -220,6 +220,11 @@ def parse_config(data, source, written=None):
     labels = data.get('labels') or {}
     _labels(check, labels)
     max_cost = _budget(check, data.get('budget'))
+    notes = []
+    if isinstance(ti.get('jobDir'), str):
+        ti = dict(ti)
+        ti['jobDir'], note = gcs_paths.normalized(ti['jobDir'])
+        notes += [note] if note else []
 
     tier = ti.get('scaleTier', 'BASIC')
     check.string(tier, 'trainingInput.scaleTier')
@@ -239,7 +244,6 @@ def parse_config(data, source, written=None):
                            'only allowed with scaleTier: CUSTOM (scaleTier is %s)' % tier)
         shape = SCALE_TIERS[tier]
 
-    notes = []
     warnings = []
     pools = []
     for role in roles.ROLES:
@@ -259,7 +263,7 @@ def parse_config(data, source, written=None):
                        'to a program' % show(arg))
     if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
         check.fail('trainingInput.jobDir', '%s: %s'
-                   % (show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
+                   % (show(data['trainingInput']['jobDir']), gcs_paths.problem(ti['jobDir'])))
     if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
         check.fail('trainingInput.serviceAccount', 'expected a service account email like '
                    'trainer@my-project.iam.gserviceaccount.com, got %s'

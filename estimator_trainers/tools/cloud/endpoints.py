@@ -30,6 +30,7 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import instances as instances_lib
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import plan as plan_lib
@@ -151,7 +152,8 @@ def version_plan(version, model, origin, region, *, runtime_version=None,
     if framework and framework.lower() not in FRAMEWORKS:
         raise UserInputError('--framework %s: this tool deploys TensorFlow SavedModels '
                              '(--framework tensorflow)' % framework, flag='--framework')
-    notes = []
+    origin, note = gcs_paths.normalized(origin)
+    notes = [note] if note else []
     if runtime_version:
         notes.append('--runtime-version %s: Vertex AI has no AI Platform runtimes; the '
                      'version is served by %s (TensorFlow %s); the check before the upload '

@@ -18,6 +18,8 @@ NOT_GCS = "expected a gs:// path (the job's machines cannot read files on this o
 SCHEME = gcs.SCHEME
 split = gcs.split
 bucket_problem = gcs.bucket_problem
+normalized = gcs.normalized
+normalized_args = gcs.normalized_args
 
 
 def problem(uri: object) -> Optional[str]:
@@ -25,20 +27,6 @@ def problem(uri: object) -> Optional[str]:
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
         return NOT_GCS
     return gcs.path_problem(uri)
-
-
-def normalized(uri):
-    """`(uri, note)`: a gs:// directory with its empty path segments dropped, as a
-    shell's `$BUCKET/dir` with `BUCKET=gs://b/` means (`gs://b//dir` ->
-    `gs://b/dir`), and trailing slashes; the note says so, or is None."""
-    if not isinstance(uri, str) or not uri.startswith(SCHEME) or not split(uri)[0]:
-        return uri, None
-    bucket, name = split(uri)
-    cleaned = '%s%s' % (SCHEME, bucket) + ''.join('/' + part for part in name.split('/')
-                                                   if part)
-    if name.startswith('/') or '//' in name.rstrip('/'):
-        return cleaned, '%s is read as %s (empty path segments dropped)' % (uri, cleaned)
-    return cleaned, None
 
 
 def directory(text, what):

@@ -203,11 +203,13 @@ def make_plan(args, trainer_flags, environ):
         args.job_name or plan_lib.default_job_name(trainer.name))
     notes = []
     if args.job_dir is not None:
-        job_dir, note = gcs_paths.normalized(gcs_paths.directory(args.job_dir, '--job-dir'))
+        job_dir, note = gcs_paths.normalized(args.job_dir)
+        job_dir = gcs_paths.directory(job_dir, '--job-dir')
         notes += [note] if note else []
     else:  # trainingInput.jobDir passed the same rule in `configs`
         job_dir = (config.job_dir or '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
-    given = list(config.args) + list(trainer_flags)
+    given, given_notes = gcs_paths.normalized_args(list(config.args) + list(trainer_flags))
+    notes += [note for note in given_notes if note not in notes]
     if has_flag(given, '--job-dir'):
         raise UserInputError('--job-dir is a submit option (before --) or '
                              'trainingInput.jobDir, not a trainer flag, so that Vertex '

@@ -90,6 +90,9 @@ NOT_RUN = {
         'loads the export from Cloud Storage before anything else (tests/'
         'test_serving_cloud.py runs the sample\'s line against the gs:// emulator and a '
         'fake Vertex AI)',
+    r'^gcloud ai (custom-jobs|hp-tuning-jobs) create ':
+        "Google's own gcloud creating a Vertex AI job (tests/test_gcloud_reference.py runs "
+        'it on the written spec against a recording server)',
     r'^bash scripts/ai-platform\.sh models (list|delete)':
         "reads the project's Vertex AI endpoints with its credentials (tests/"
         "test_serving_cloud.py runs seed 002's clean-up lines against a fake Vertex AI)",
@@ -185,7 +188,7 @@ def test_a_docs_command_runs_as_written(command, user_dir, monkeypatch, capsys):
     elif text.startswith('bash scripts/ai-platform.sh '):
         _serving_dry_run(words[2:])
     else:
-        raise AssertionError('%s: no way to run it here and no reason in NOT_RUN' % command)
+        raise AssertionError('%s: no way to run it here and no reason in NOT_RUN' % (command,))
 
 
 def _is_migrated(command):

@@ -47,6 +47,10 @@ estimator_trainers/errors.py    read_record   the error record a child command o
 estimator_trainers/sentinel.py  main          control messages of our own task over its pipe
 estimator_trainers/tools/experiment/execute.py  failure  the log of a command the sweep started
 estimator_trainers/tools/experiment/execute.py  Runner._note_job  the job name our cloud CLI printed
+estimator_trainers/tools/local_storage.py  LocalStorage._ready_line  the ready line our storage server printed
+estimator_trainers/tools/local_storage.py  LocalStorage.list_objects  the listing our storage server answered
+estimator_trainers/tools/storage_server.py  make_certificate  the certificate openssl wrote and certifi's bundle
+estimator_trainers/tools/storage_server.py  Emulator._port_taken  the log of the emulator we started
 # Python source, scanned as text for a marker, never parsed as data.
 estimator_trainers/registry.py  candidate_packages  64 KiB of packages' declaration modules
 # Data sets: gigabytes by design, read in pieces with checks of their own
@@ -58,6 +62,7 @@ keras_estimator/data.py    read    mnist.npz: zip entries and .npy headers check
 keras_estimator/data.py    fetch   the same, for the data step's --source
 taxi_estimator/input.py    _header_ok  the first line of a training CSV
 taxi_estimator/input.py    _scan_file  a training CSV, checked line by line in 1 MiB pieces
+estimator_trainers/tools/local_storage.py  LocalStorage.upload  a --local-input file, streamed to storage unparsed
 """)
 
 # The cloud tools' own reads (tools/cloud, the one pipeline): most are no user

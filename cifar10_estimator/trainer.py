@@ -14,6 +14,7 @@ from cifar10_estimator import layout
 from estimator_trainers import cli
 from estimator_trainers import declaration
 from estimator_trainers import flags
+from estimator_trainers.errors import UserInputError
 
 DATA_MODULE = 'cifar10_estimator.generate_cifar10_tfrecords'
 
@@ -80,6 +81,18 @@ class Cifar10Trainer(declaration.Trainer):
         group.add_argument('--sync', action=argparse.BooleanOptionalAction, default=False,
                            help='Synchronous training across workers (SyncReplicasOptimizer'
                                 ' with parameter servers).')
+
+    def check_flags(self, args, distribution):
+        if args.sync and distribution.synchronous:
+            raise UserInputError(
+                '--sync wraps the optimizer for parameter servers; '
+                '--distribution-strategy=%s is synchronous already' % distribution.strategy,
+                flag='--sync')
+        if args.sync and (args.steps_per_loop or 1) > 1:
+            raise UserInputError(
+                '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
+                'hands each worker one token per Session.run, not per step); use '
+                '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
 
     def data_args(self, data_dir):
         return ['--data-dir', data_dir]

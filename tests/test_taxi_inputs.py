@@ -20,6 +20,7 @@ from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
 from taxi_estimator import schema
+from taxi_estimator.trainer import TRAINER as TAXI
 
 HEADER = schema.HEADER_LINE
 
@@ -125,6 +126,30 @@ def test_bad_csv_is_one_error_line_and_leaves_the_job_dir(tmp_path, good_lines, 
                       '--train-steps', '10', check=2)
     assert _error_line(proc) == 'error: --%s-files %s%s' % (flag, bad, expected)
     assert os.listdir(job_dir) == ['notes.txt']
+
+
+def test_misspelled_tuning_metric_is_refused_before_training(tmp_path, good_lines):
+    """The metric is met after training and the export: it is checked against the
+    trainer's declared metrics first (it trained, exported, then ended in a traceback)."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', job_dir, '--train-steps', '10',
+                      '--hypertune-metric', 'acuracy', check=2)
+    assert _error_line(proc) == (
+        "error: argument --hypertune-metric: 'acuracy' is not a metric the taxi trainer "
+        'evaluates (expected one of: accuracy, accuracy_baseline, auc, '
+        'auc_precision_recall, average_loss, label/mean, loss, precision, prediction/mean, '
+        'recall) (see --help)')
+    assert os.listdir(job_dir) == []
+    for tag in ('auc', 'eval/auc', 'label/mean'):  # TensorBoard's spelling too
+        assert TAXI.parse_args(['--train-files=t', '--eval-files=e', '--job-dir=j',
+                                '--hypertune-metric', tag]).hypertune_metric == tag
+    for tag in ('eval/', 'global_step', 'eval/eval/auc'):
+        with pytest.raises(errors.FlagError, match='is not a metric the taxi trainer'):
+            TAXI.parse_args(['--train-files=t', '--eval-files=e', '--job-dir=j',
+                             '--hypertune-metric', tag])
 
 
 def test_eval_files_matching_nothing(tmp_path, good_lines):

@@ -85,7 +85,7 @@ def run(trainer, args):
                                 lease_timeout_secs=args.lease_timeout_secs):
             recorder = recorder_lib.Recorder(args, task, started,
                                              job_id=lease.cluster_id(cluster))
-            with recorder.recording_failures():
+            with recorder.recording_failures(), termination.stop_wins():
                 return _train(trainer, runtime, args, task, plan, termination, recorder,
                               steps_per_loop)
 

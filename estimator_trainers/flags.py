@@ -358,7 +358,9 @@ def add_distribution_flags(parser):
         '--peer-timeout-secs', type=positive_float, default=600,
         help='Fail, naming the address, when a cluster task this one needs (the '
              'ps tasks and chief, or the other workers) does not accept '
-             'connections for this many seconds, at start-up or later in training.')
+             'connections for this many seconds, at start-up or later in training. '
+             'Under multi_worker_mirrored also the heartbeat timeout of TensorFlow\'s '
+             'coordination service (at least 60 s).')
     group.add_argument(
         '--max-worker-delay-secs', type=non_negative_int, default=None,
         help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '

@@ -34,7 +34,7 @@ def report_metric(metric_tag, metrics, global_step):
     if not metric_tag:
         return None
     key = metric_key(metric_tag)
-    if key not in metrics:  # `Trainer.check_flags` and `evaluation.Evaluator` check first
+    if key not in metrics:  # the flag's parser and `evaluation.Evaluator` check first
         raise TaskFailure('--hypertune-metric %r is not an evaluation metric (have %s)'
                           % (metric_tag, ', '.join(sorted(metrics))),
                           flag='--hypertune-metric')

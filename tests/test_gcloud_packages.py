@@ -8,6 +8,7 @@ are the shapes users wrote: the course's line with --runtime-version,
 sample's custom-container line; the structured-data sample with its own
 setup.py, REQUIRED_PACKAGES and a STANDARD_1 config.yaml.
 """
+import importlib.metadata
 import io
 import json
 import os
@@ -150,28 +151,22 @@ def test_a_flag_the_module_refuses_stops_before_upload(package, user_args, messa
     assert out.getvalue() == ''
 
 
-@pytest.mark.parametrize('name, message', [
-    ('json', "its package json has the name of a Python standard-library module: on Vertex "
-             "AI, python -m json.task finds the standard library's json first (No module "
-             "named json.task); rename the package"),
-    ('yaml', 'its package yaml has the name of a module the image installs (PyYAML): pip '
-             'would install one over the other and python -m yaml.task would import '
-             'either; rename the package'),
-], ids=['stdlib', 'dependency'])
-def test_a_package_named_like_a_module_of_the_image_stops_before_upload(tmp_path, name,
-                                                                       message):
+def test_a_package_named_like_a_standard_module_stops_before_upload(tmp_path):
     """`python -m json.task` failed on Vertex AI with `No module named json.task`."""
-    package = tmp_path / name
+    package = tmp_path / 'json'
     package.mkdir()
     (package / '__init__.py').write_text('')
     (package / 'task.py').write_text('print("training")\n')
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(UserInputError) as raised:
         ai_platform.main(['jobs', 'submit', 'training', 'shadowing', '--project', 'my-project',
-                          '--job-dir', 'gs://my-bucket/out', '--module-name', name + '.task',
+                          '--job-dir', 'gs://my-bucket/out', '--module-name', 'json.task',
                           '--package-path', str(package), '--dry-run'],
                          backend=FakeBackend(), out=out, err=err)
-    assert str(raised.value) == '--package-path %s: %s' % (package, message)
+    assert str(raised.value) == (
+        "--package-path %s: its package json has the name of a Python standard-library "
+        "module: on Vertex AI, python -m json.task finds the standard library's json first "
+        "(No module named json.task); rename the package" % package)
     assert out.getvalue() == ''
 
 
@@ -184,10 +179,21 @@ def _wheel(path, files, name='helper'):
 
 
 def test_top_level_names_taken_twice_or_shared_as_namespaces():
-    """A namespace package (no __init__.py) merges with the image's; two regular
-    packages of one name do not; a distribution's own names are its own."""
+    """A package named like an installed distribution's module (this environment's:
+    PyYAML's yaml) is refused; a namespace package (no __init__.py) merges with the
+    image's; two regular packages of one name do not; a distribution's own names are
+    its own."""
     installed = {'google': ['protobuf', 'google-auth'], 'helper': ['helper']}
     with tempfile.TemporaryDirectory() as tmp:
+        yaml_like = _wheel(os.path.join(tmp, 'y.whl'), ['yaml/__init__.py', 'yaml/task.py'],
+                           name='trainer')
+        with pytest.raises(UserInputError) as raised:
+            source_checks.check_top_level_names([('--packages Y', yaml_like)], 'yaml.task',
+                                                importlib.metadata.packages_distributions())
+        assert str(raised.value) == (
+            '--packages Y: its package yaml has the name of a module the image installs '
+            '(PyYAML): pip would install one over the other and python -m yaml.task would '
+            'import either; rename the package')
         namespace = _wheel(os.path.join(tmp, 'a.whl'), ['google/mine/task.py'])
         own = _wheel(os.path.join(tmp, 'b.whl'), ['helper/__init__.py'])
         assert source_checks.top_level(namespace).names == {'google': False}

@@ -8,8 +8,10 @@ for reading, outside the reader modules and a short allowlist of reads that
 are no user input, each with its reason.
 """
 import ast
+import json
 import os
 import stat
+from unittest import mock
 
 import pytest
 
@@ -214,3 +216,35 @@ def test_json_beyond_the_limits_is_one_line():
     with pytest.raises(UserInputError, match='S: more than 10 values'):
         user_files.parse_json('[%s]' % ','.join(['1'] * 11), 'S',
                               user_files.Limits(values=10))
+
+
+@pytest.mark.parametrize('text, values', [
+    ('[1, 2, 3]', 4), ('{"a": 1, "b": [2, 3]}', 5), ('["a,b", "c"]', 3),
+    ('["\\"", ","]', 3), ('["\\\\", ","]', 3), ('{"k,": "v,", "k2": ",,"}', 3),
+    ('"just, a, string"', 1), ('[[], {}, [[]]]', 5), ('[",\\",\\"," , "x"]', 3),
+])
+def test_values_are_counted_in_the_text_never_above_what_it_holds(text, values):
+    """The count before parsing is a lower bound (commas inside strings are no values,
+    escaped quotes end no string), so nothing within the limit is refused unparsed."""
+    assert user_files._measure(json.loads(text), user_files.Limits())[1] == values
+    for data in (text, text.encode()):
+        user_files.check_values(data, 'S', user_files.Limits(values=values))
+    limits = user_files.Limits(values=values - 1)
+    with pytest.raises(UserInputError, match='^S: more than %d values' % (values - 1)):
+        user_files.parse_json(text, 'S', limits)
+
+
+def test_values_beyond_the_limit_are_refused_from_the_text_whatever_its_strings():
+    """Short strings, commas inside strings, escapes across the count's windows."""
+    limits = user_files.Limits(values=1000)
+    for text in ('[%s]' % ','.join(['0'] * 2000), '[%s]' % ','.join(['""'] * 2000),
+                 '[%s]' % ','.join(['"a,b"'] * 1500),
+                 '[%s]' % ','.join(['"\\\\\\","'] * 1500)):
+        assert json.loads(text)
+        for data in (text, text.encode()):
+            with pytest.raises(UserInputError, match='^S: more than 1000 values'):
+                user_files.check_values(data, 'S', limits)
+        with mock.patch.object(user_files, '_COUNT_WINDOW', 7):
+            with pytest.raises(UserInputError, match='^S: more than 1000 values'):
+                user_files.check_values(text.encode(), 'S', limits)
+    user_files.check_values('["%s"]' % (',' * 5000), 'S', limits)  # one string

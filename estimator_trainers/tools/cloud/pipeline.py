@@ -43,6 +43,7 @@ below; their dry runs need no credentials and no network.
 """
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
 import os
 import shlex
@@ -353,6 +354,11 @@ def _check_archives(plan, archives, tmp, environ, err):
         err.write('note: the packages are all gs:// URIs: the checks before upload do not '
                   'install them; --rehearse does\n')
         return
+    source_checks.check_top_level_names(
+        _user_archives(plan, archives), program.module,
+        importlib.metadata.packages_distributions(),
+        own=[source_checks.top_level(archives[0].path).distribution or '']
+        if plan.stages_repository else ())
     python = packages.install([a.path for a in archives], os.path.join(tmp, 'check-venv'),
                               environ, what=', '.join(a.filename for a in archives),
                               unpinned=program.unpinned)
@@ -362,6 +368,17 @@ def _check_archives(plan, archives, tmp, environ, err):
     for note in source_checks.check(sources, program.module, plan.task_args(), python,
                                     environ):
         err.write('note: %s\n' % note)
+
+
+def _user_archives(plan, archives):
+    """`(flag and value, path)` of the user's archives among `archives` (`_archives`
+    order: this repository's sdist, the `--package-path` build, `--packages`)."""
+    program = plan.program
+    user = archives[1:] if plan.stages_repository else archives
+    labels = (['--package-path %s' % program.package_path]
+              if program.package_path is not None else []) + [
+                  '--packages %s' % path for path in program.local_packages]
+    return [(label, archive.path) for label, archive in zip(labels, user)]
 
 
 def _staged_uri(plan, archive):

@@ -283,6 +283,7 @@ class Clock:
     def __init__(self):
         self.seconds = 0.0
         self.count = 0
+        self.last_secs = 0.0  # the latest evaluation's
 
     @contextlib.contextmanager
     def timing(self):
@@ -290,7 +291,8 @@ class Clock:
         try:
             yield
         finally:
-            self.seconds += time.time() - start
+            self.last_secs = time.time() - start
+            self.seconds += self.last_secs
             self.count += 1
 
 

@@ -167,15 +167,19 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                           if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners,
                                                       loop.steps_per_loop)
-                       + evaluating)
+                       + evaluating + ([recorder.closing_hook()] if recorder else []))
         trained, train_input_fn = _looped(estimator, train_input_fn, loop, checkpoint_plan)
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,
                                                       recorder.hparams_facts())
         try:
-            metrics = _checked(job_dir, lambda: _train(
-                trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
-                checkpoint_plan.eval_every_secs))
+            try:
+                metrics = _checked(job_dir, lambda: _train(
+                    trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+                    checkpoint_plan.eval_every_secs))
+            finally:
+                if recorder:
+                    recorder.training_returned()
         except hooks.Diverged as e:
             divergence.annotated(e)
             if checkpoint_plan.directory and e.unverified_steps:
@@ -184,7 +188,10 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                 resume.drop_checkpoints(checkpoint_plan.directory, e.unverified_steps)
             raise
         finally:
-            evaluate.settle()  # the process must not exit under its preparing thread
+            # The process must not exit under its preparing thread.
+            with (recorder.timing('waiting_for_evaluation_thread_secs') if recorder
+                  else contextlib.nullcontext()):
+                evaluate.settle()
 
     if not is_chief:
         if recorder:
@@ -207,7 +214,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
     if progress is not None and recorder:
-        run_report.end_session(hparams_writer)
+        with recorder.timing('writing_summaries_secs'):
+            run_report.end_session(hparams_writer)
     if recorder:
         recorder.finished(metrics, export_dir)
     tf.compat.v1.logging.info('%s', run_report.summary_block(

@@ -119,9 +119,18 @@ def test_the_record_says_what_the_run_did(twice):
     assert session['steps'] == {'from': 0, 'to': target, 'target': target}
     phases = session['phases']
     assert set(phases) == {'startup_secs', 'training_secs', 'evaluating_secs',
-                           'checkpointing_secs', 'export_secs', 'other_secs'}
-    assert all(phases[p] > 0 for p in phases if p != 'other_secs'), phases
+                           'checkpointing_secs', 'export_secs', 'closing_hooks_secs',
+                           'closing_session_secs', 'waiting_for_evaluation_thread_secs',
+                           'writing_summaries_secs', 'waiting_for_workers_secs',
+                           'other_secs'}
+    assert all(phases[p] > 0 for p in ('startup_secs', 'training_secs', 'evaluating_secs',
+                                       'checkpointing_secs', 'export_secs',
+                                       'closing_session_secs', 'writing_summaries_secs')), phases
+    assert phases['waiting_for_workers_secs'] < 0.1  # one process: no other task
     assert sum(phases.values()) == pytest.approx(session['wall_secs'])
+    # Every second named: what is left is the driver's own few lines.
+    assert 0 <= phases['other_secs'] < 1, phases
+    assert 0 < session['evaluations']['final_secs'] <= phases['evaluating_secs']
     assert 0 < session['cpu_secs']
     # Rates and counts as the run itself printed them.
     block = _summary_block(stderr)

@@ -51,7 +51,9 @@ QUANTITIES = (
     ('evaluating_secs', 'evaluating (s)'),
 )
 PHASES = ('startup_secs', 'training_secs', 'evaluating_secs', 'checkpointing_secs',
-          'export_secs', 'other_secs')
+          'export_secs', 'closing_hooks_secs', 'closing_session_secs',
+          'waiting_for_evaluation_thread_secs', 'writing_summaries_secs',
+          'waiting_for_workers_secs', 'other_secs')
 
 
 def eval_column(metric):

@@ -36,7 +36,7 @@ def env(extra=None, root=REPO_ROOT):
 def quiet_tensorflow():
     """Keeps TensorFlow's start-up and deprecation noise out of the tables."""
     from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
-    logs.quiet_tensorflow_native_logs()
+    logs.quiet_console()
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.get_logger().setLevel('ERROR')
 

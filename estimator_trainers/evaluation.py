@@ -284,13 +284,15 @@ class Clock:
         self.seconds = 0.0
         self.count = 0
         self.last_secs = 0.0  # the latest evaluation's
+        self.running_since = None  # `time.time()` when the one under way started
 
     @contextlib.contextmanager
     def timing(self):
-        start = time.time()
+        start = self.running_since = time.time()
         try:
             yield
         finally:
+            self.running_since = None
             self.last_secs = time.time() - start
             self.seconds += self.last_secs
             self.count += 1

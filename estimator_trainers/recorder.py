@@ -138,8 +138,10 @@ class Recorder:
         self._written = False
         self._warned = False
         self._session_id = uuid.uuid4().hex
-        # Each training task's figures, as the chief last recorded them.
+        # Each training task's figures and the job's examples/sec, as the chief
+        # last recorded them.
         self.workers = {}
+        self.examples_per_sec = None
 
     @property
     def is_chief(self):
@@ -199,6 +201,9 @@ class Recorder:
         `CLOSING_NOTICE_SECS` one line says so.
         """
         self._hooks_ended = self._mark(time.time())
+        if not self.is_chief:
+            # Its figures are final: recorded now, the chief need not wait for the close.
+            self._write(run_record.SUCCEEDED, 0, None, None, None)
         self._closing_notice = threading.Timer(CLOSING_NOTICE_SECS, _closing_notice)
         self._closing_notice.daemon = True
         self._closing_notice.start()
@@ -334,11 +339,15 @@ class Recorder:
             self._warned = True
             sys.stderr.write('warning: run record not written: %s\n' % first_line(error))
 
-    def _own_throughput(self):
+    def _own_throughput(self) -> dict:
+        """This task's own figures (`run_record.job_throughput` sums them)."""
         if not self._trained:
-            return {'examples_per_sec': None, 'steps': 0}
+            return {'examples_per_sec': None, 'steps': 0, 'examples': 0}
+        interval = self._progress.measured_interval()
         return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),
-                'steps': self._progress.local_steps}
+                'steps': self._progress.local_steps,
+                'examples': self._progress.measured_examples(),
+                'trained_from_unix': interval[0], 'trained_to_unix': interval[1]}
 
     def session(self, status, exit_code, error, metrics, export_dir):
         """The session dict (see the module docstring)."""
@@ -373,7 +382,12 @@ class Recorder:
             for label, throughput in run_record.worker_entries(self.args.job_dir,
                                                                self._job_id):
                 workers.setdefault(label, throughput)
+        examples_per_sec = progress.average_examples_per_sec() if trained else None
+        interval = None
+        if trained and self._task.cluster.is_distributed:
+            examples_per_sec, workers, interval = run_record.job_throughput(workers)
         self.workers = workers
+        self.examples_per_sec = examples_per_sec
         flags = vars(self.args)
         return {
             'status': status, 'exit_code': exit_code, 'error': error,
@@ -386,7 +400,8 @@ class Recorder:
                       'to': metrics.get('global_step',
                                         progress.last_step if trained else None),
                       'target': self._train_steps},
-            'examples_per_sec': progress.average_examples_per_sec() if trained else None,
+            'examples_per_sec': examples_per_sec,
+            'examples_per_sec_interval_secs': interval,
             'examples_per_global_step': progress.examples_per_global_step if progress else None,
             'workers': workers,
             'checkpoints': {'count': self._checkpoints, 'secs': self._checkpoint_secs,

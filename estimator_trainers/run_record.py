@@ -190,6 +190,35 @@ def json_value(value):
     return str(value)
 
 
+def job_throughput(tasks: dict) -> tuple:
+    """(the job's examples/sec, `tasks` with each task's share, the interval's
+    seconds) of a cluster's training tasks, from their own figures
+    (`recorder.Recorder`): the examples every task trained after its first
+    run, over one interval, from the earliest task's first run's end to the
+    latest task's last step. Each task's `examples_per_sec` becomes its
+    examples over that interval, so the job's figure is their sum; its own
+    rate while it trained stays as `own_examples_per_sec`. A task that
+    trained no step counts 0; one without those figures (a record written
+    before them) keeps its own and is not counted. (None, `tasks`, None) when
+    no task has them.
+    """
+    timed = {label: figures for label, figures in tasks.items()
+             if figures.get('trained_from_unix') is not None}
+    counted = {label for label, figures in tasks.items()
+               if label in timed or not figures.get('steps')}
+    if not timed:
+        return None, tasks, None
+    secs = (max(figures['trained_to_unix'] for figures in timed.values())
+            - min(figures['trained_from_unix'] for figures in timed.values()))
+    if secs <= 0:
+        return None, tasks, None
+    shared = {label: (dict(figures, own_examples_per_sec=figures.get('examples_per_sec'),
+                           examples_per_sec=(figures.get('examples') or 0) / secs)
+                      if label in counted else figures)
+              for label, figures in tasks.items()}
+    return sum(shared[label]['examples_per_sec'] for label in counted), shared, secs
+
+
 def worker_entries(job_dir, job_id):
     """(task, throughput) of the other training tasks of job `job_id` that recorded theirs."""
     entries = []

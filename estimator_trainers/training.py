@@ -146,7 +146,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             summary_dir=job_dir if is_chief else None,
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
-            save_summary_steps=loop.save_summary_steps, eval_clock=clock)
+            save_summary_steps=loop.save_summary_steps, eval_clock=clock,
+            alone=cluster.num_workers <= 1)
         # A global step of several tasks' batches: synchronous replicas.
         synchronous = (loop.examples_per_global_step or 0) > loop.examples_per_step
         waiting = ([hooks.WaitForChiefHook(estimator.config, loop.train_steps,
@@ -178,6 +179,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                     trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
                     checkpoint_plan.eval_every_secs))
             finally:
+                progress.stop_heartbeat()
                 if recorder:
                     recorder.training_returned()
         except hooks.Diverged as e:
@@ -216,8 +218,12 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     if progress is not None and recorder:
         with recorder.timing('writing_summaries_secs'):
             run_report.end_session(hparams_writer)
+    examples_per_sec = progress.average_examples_per_sec() if progress else None
     if recorder:
         recorder.finished(metrics, export_dir)
+        examples_per_sec = recorder.examples_per_sec
+    if examples_per_sec and progress is not None:
+        run_report.write_average(job_dir, global_step, examples_per_sec)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
         # Where this session started: in an asynchronous job the chief's own
@@ -225,7 +231,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         first_step=(step or 0) if progress else None,
         last_step=progress.last_step if progress else None,
         train_steps=loop.train_steps,
-        examples_per_sec=progress.average_examples_per_sec() if progress else None,
+        examples_per_sec=examples_per_sec,
         eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir,
         tasks=recorder.workers if recorder and cluster.is_distributed else None))
     _end_together(estimator, cluster)

@@ -34,6 +34,8 @@ import yaml
 import processes
 from conftest import cli_env, one_error_line, REPO_ROOT, run_module
 from estimator_trainers import checkpoints
+from estimator_trainers import flags
+from estimator_trainers import registry
 from estimator_trainers import run_record
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.experiment import execute
@@ -548,6 +550,23 @@ def test_dry_run_prints_each_local_command(tmp_path):
         assert '-m toy_estimator.trainer --data-dir %s' % (tmp_path / 'data') in command
     assert '--random-seed=2' in commands[2] and '--batch-size=8' in commands[2]
     assert not out.exists() and not (tmp_path / 'data').exists()
+
+
+def test_dry_run_prints_each_flag_once_as_the_trainer_takes_it(tmp_path):
+    """CIFAR-10's local default --train-steps=1000 and a sweep's 200 were both on the
+    line; the point's own value is the one left, once, where it was given."""
+    path = tmp_path / 'cifar.yaml'
+    path.write_text(yaml.safe_dump({'trainer': 'cifar10', 'flags': {
+        'num-layers': 8, 'train-steps': 200, 'sync': True}, 'points': [{'sync': False}]}))
+    proc = _experiment(path, '--out', tmp_path / 'out', '--dry-run')
+    (command,) = [line for line in proc.stdout.splitlines() if 'cifar10_main' in line]
+    words = command.split()
+    assert [w for w in words if 'train-steps' in w] == ['--train-steps=200']
+    assert [w for w in words if w.endswith('sync')] == ['--no-sync']
+    parser = registry.get('cifar10').make_parser()
+    assert flags.last_wins(['--train-steps=1000', '--num-layers', '8', '--train-steps', '20',
+                            '--sync', '--hidden', '--no-sync'], parser) == [
+        '--num-layers', '8', '--train-steps', '20', '--hidden', '--no-sync']
 
 
 def test_a_sweep_writes_under_experiments_by_default(tmp_path):

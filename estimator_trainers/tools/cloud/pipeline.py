@@ -364,7 +364,6 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
 
 def _check_export(plan, err):
     """The check before anything is uploaded (TensorFlow loads here, not before)."""
-    logs_lib.quiet_tensorflow_native_logs()
     logs_lib.import_tensorflow()
     from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
     checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)

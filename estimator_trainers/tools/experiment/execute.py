@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from estimator_trainers import errors
+from estimator_trainers import flags
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
@@ -105,11 +106,14 @@ def environment(sweep, environ=None):
 
 
 def trainer_argv(sweep, point, session, job_dir):
-    """`python -m MODULE ...` of one session of a local point."""
+    """`python -m MODULE ...` of one session of a local point: the data flags, the
+    job-dir, the trainer's local defaults, the point's flags and its seed, each
+    flag once (`flags.last_wins`: the point's own value over a local default)."""
     data = sweep.trainer.data_args(sweep.data_dir) if sweep.uses_data_args else []
-    return ([sys.executable, '-m', sweep.module] + data + ['--job-dir', job_dir]
-            + list(sweep.trainer.local_args) + list(point.sessions[session])
-            + ['--random-seed=%d' % point.seed])
+    return [sys.executable, '-m', sweep.module] + flags.last_wins(
+        data + ['--job-dir', job_dir] + list(sweep.trainer.local_args)
+        + list(point.sessions[session]) + ['--random-seed=%d' % point.seed],
+        sweep.trainer.make_parser())
 
 
 def command(sweep, layout, point, session, dry_run=False):

@@ -18,7 +18,7 @@ KINDS = (
                      r'Mixed precision: |\w+: \d+ training and \d+ evaluation examples)'),
     ('step target', _INFO + r'Step target \d+ '),
     ('resumed', _INFO + r'Resuming from global step \d+ '),
-    ('waiting for peers', _INFO + r'(Waiting for \S+ at \S+ \(from TF_CONFIG\) to accept '
+    ('waiting for peers', _INFO + r'(Waiting for .+ \(from TF_CONFIG\) to accept '
                                   r'connections|Setting up multi_worker_mirrored with )'),
     ('parameter server', _INFO + r'(Parameter server \S+ serving at |\S+: stopped on '
                                  r'SIGTERM, as a parameter server ends)'),
@@ -31,14 +31,20 @@ KINDS = (
                           r'evaluation, global_step=)'),
     ('closing', _INFO + r'Closing the training session: '),
     ('export', _INFO + r'Exported SavedModel to '),
+    ('tuning', _INFO + r'Reported tuning metric '),
     ('final evaluation', _INFO + r'Final evaluation at global step \d+: '),
     ('summary', _INFO + r'Run summary:$|^  (wall time|steps|examples/sec|tasks|final metrics|'
                         r'checkpoints|export|TensorBoard)  '),
     ('note', r'^note: '),
+    ('staged', r'^staged gs://\S+ \(sha256 [0-9a-f]{64}\)$'),
     ('rehearsal', r'^(rehearsal passed:|  (pools|final global step|export|logs|wall time|'
                   r'trial \d+ \(.*\)): )'),
 )
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in KINDS)
+# A rehearsal's console (`train-cloud.sh --rehearse`): its notes, the launcher,
+# the tasks' events and its summary.
+REHEARSAL = frozenset(['note', 'launcher', 'rehearsal', 'data', 'checkpoint', 'progress',
+                       'evaluation', 'export', 'final evaluation', 'summary'])
 # Kinds a clean run may or may not print: how long the training session's close
 # waits is chance (docs/experiments.md).
 OCCASIONAL = frozenset(['closing'])
@@ -67,10 +73,10 @@ def kinds(output):
     return found, unknown
 
 
-def assert_kinds(output, expected):
-    """The output prints exactly the kinds `expected` (and maybe `OCCASIONAL` ones),
-    and no line of another kind."""
+def assert_kinds(output, expected, maybe=()):
+    """The output prints exactly the kinds `expected` (and maybe `OCCASIONAL` ones and
+    those of `maybe`, which depend on timing), and no line of another kind."""
     found, unknown = kinds(output)
     assert not unknown, '\n'.join(unknown[:20])
-    assert set(expected) <= found <= set(expected) | OCCASIONAL, (sorted(found),
-                                                                  sorted(expected))
+    assert set(expected) <= found <= set(expected) | OCCASIONAL | set(maybe), (
+        sorted(found), sorted(expected))

@@ -331,6 +331,10 @@ def test_memory_estimate_is_logged_before_training(files, tmp_path):
                       *FAST, '--verbosity', 'debug', check=0)
     assert re.search(r'Memory: about [\d.]+ [KM]iB for one step of 64 examples .*; '
                      r'[\d.]+ GiB available', proc.stderr)
+    # DEBUG brings back what the default console leaves out (#48): TensorFlow's C++
+    # start-up lines and its Python INFO lines.
+    assert 'oneDNN custom operations are on' in proc.stderr
+    assert 'INFO Using config: ' in proc.stderr
 
 
 # --- distributed faults --------------------------------------------------------------------

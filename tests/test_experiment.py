@@ -178,10 +178,58 @@ def test_results_table_and_plots(toy):
         means = [sum(float(r['eval_mse']) for r in rows if r['batch-size'] == str(b)
                      and r['checkpoint-num-steps'] == str(every)) / 2 for b in (8, 16)]
         assert lines['checkpoint-num-steps=%d' % every] == pytest.approx(means)
-    figure = plots.metric_vs_time_figure(sweep, curves, sweep.points)
+    # Times and rates on axes from zero; the load each run ran under, and the note.
+    ran = [r for r in collected if r['status'] == run_record.SUCCEEDED]
+    titles = {label for _, label in results.QUANTITIES} | {plots.LOAD_LABEL}
+    assert titles <= {a.get_title() for a in figure.axes}
+    assert all(a.get_ylim()[0] == 0 for a in figure.axes if a.get_title() in titles)
+    (load,) = [a for a in figure.axes if a.get_title() == plots.LOAD_LABEL]
+    assert sorted(y for line in load.lines if line.get_marker() == 'o'
+                  for y in line.get_ydata()) == sorted(results.load_of(r) for r in ran)
+    assert figure.texts[-1].get_text() == plots.load_note(ran, 'batch-size')  # the note
+    figure = plots.metric_vs_time_figure(sweep, curves, sweep.points, collected)
     assert sorted(line.get_label() for line in figure.axes[0].lines) == sorted(
         p.label for p in sweep.points)
+    assert figure.axes[0].get_xlim()[0] == 0
     assert plots.throughput_figure(sweep, collected) is None  # one training task throughout
+
+
+def _loaded(rows, load, where=lambda row: True):
+    """Copies of `rows`, those `where` says at 1-minute load `load`."""
+    return [dict(r, load_average_start=load, load_average_end=load) if where(r) else dict(r)
+            for r in rows]
+
+
+def test_figures_and_table_say_when_the_load_and_the_spread_decide(toy):
+    """Which points ran under load, in the note and circled; which differences the
+    repeats cannot resolve, in the table (issue #48)."""
+    path, out, _, _, _ = toy
+    sweep = sweep_lib.load(path)
+    collected, _ = results.collect(sweep, execute.Layout.of(sweep, str(out)))
+    cores = collected[0]['cpu_cores']
+    quiet = _loaded(collected, cores / 4)
+    figure = plots.by_axis_figure(sweep, quiet, 'batch-size')
+    assert figure.texts[-1].get_text().endswith('no point measured under load.')
+    assert not [line for a in figure.axes for line in a.lines
+                if line.get_markeredgecolor() == 'tab:red']
+    busy = _loaded(quiet, cores + 3.5, lambda row: row['batch-size'] == '16')
+    figure = plots.by_axis_figure(sweep, busy, 'batch-size')
+    assert figure.texts[-1].get_text() == (
+        'Measured under load (circled): batch-size=16 ran with a 1-minute load average up '
+        'to %.1f on %d cores, so their times and rates include waiting for a CPU.'
+        % (cores + 3.5, cores))
+    circled = [line for line in figure.axes[0].lines if line.get_markeredgecolor() == 'tab:red']
+    assert [list(line.get_xdata()) for line in circled] == [[16], [16]]  # a line per interval
+    table = results.markdown(sweep, busy)
+    first, *others = [line for line in table.splitlines() if re.match(r'\| (8|16) \|', line)]
+    assert 'not resolved' not in first and '(under load)' not in first
+    assert all(line.endswith(' (under load) |') for line in others if '| 16 |' in line)
+    # Points apart by more than their spread are resolved; within it, not.
+    apart = [dict(r, wall_secs=100.0 * (r['batch-size'] == '16') + r['seed']) for r in busy]
+    lines = [line for line in results.markdown(sweep, apart).splitlines()
+             if re.match(r'\| (8|16) \|', line)]
+    wall = [line.split(' | ')[4] for line in lines]
+    assert ['not resolved' in cell for cell in wall] == [False, True, False, False], wall
 
 
 def test_a_second_invocation_skips_everything(toy):

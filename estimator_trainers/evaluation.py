@@ -23,6 +23,7 @@ import contextlib
 import re
 import threading
 import time
+from typing import Iterator, Optional
 
 import tensorflow as tf
 
@@ -280,14 +281,14 @@ class PrepareInBackground(tf.compat.v1.train.SessionRunHook):
 class Clock:
     """Seconds this process spent evaluating, and how many evaluations it ran."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = 0.0
         self.count = 0
         self.last_secs = 0.0  # the latest evaluation's
-        self.running_since = None  # `time.time()` when the one under way started
+        self.running_since: Optional[float] = None  # when the one under way started
 
     @contextlib.contextmanager
-    def timing(self):
+    def timing(self) -> Iterator[None]:
         start = self.running_since = time.time()
         try:
             yield

@@ -9,6 +9,7 @@ are never mutated after parsing. A refused command line raises
 """
 import argparse
 import os
+from typing import List, Optional, Sequence
 
 from estimator_trainers import checkpoints
 from estimator_trainers import distribution
@@ -295,7 +296,7 @@ def add_performance_flags(parser, *, mixed_precision=False, num_intra_threads=0,
     return group
 
 
-def last_wins(argv, parser):
+def last_wins(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
     """`argv` with each of `parser`'s flags given once: where several words set one
     flag (`--train-steps=1000 ... --train-steps 200`, `--sync ... --no-sync`), only
     the last stays, where it was: what argparse would take, readable in one pass.
@@ -321,7 +322,7 @@ def last_wins(argv, parser):
             if dest is None or last[dest] == i for word in words]
 
 
-def verbosity_in(argv):
+def verbosity_in(argv: Sequence[str]) -> Optional[str]:
     """The value of the last `--verbosity` in `argv` before `--` (None: none), for an
     entry point that sets up its console before it parses its flags."""
     argv, _ = split_at_dashes(list(argv))
@@ -334,7 +335,7 @@ def verbosity_in(argv):
     return found
 
 
-def add_console_flag(parser):
+def add_console_flag(parser: argparse.ArgumentParser) -> None:
     """`--verbosity` of a tool that starts trainers (train-local.sh, the cloud CLI)."""
     parser.add_argument(
         '--verbosity', type=str.upper, choices=VERBOSITY_LEVELS, default=None,

@@ -6,6 +6,7 @@ count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
 import threading
 import time
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -124,12 +125,12 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._created_at = self._last_line = time.time()
         self._heartbeat = _Heartbeat(self._still_running)
 
-    def stop_heartbeat(self):
+    def stop_heartbeat(self) -> None:
         """Ends the thread of `_still_running` lines (training has ended, or failed)."""
         if self._heartbeat is not None:
             self._heartbeat.stop()
 
-    def _still_running(self, now):
+    def _still_running(self, now: float) -> None:
         """The line of a run under way `PROGRESS_SECS` after the last line (the
         heartbeat thread's; reads this hook's figures, runs nothing)."""
         if now - self._last_line < PROGRESS_SECS:
@@ -249,18 +250,18 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             return None
         return self.measured_examples() / secs
 
-    def measured_examples(self):
+    def measured_examples(self) -> int:
         """Examples this task trained on after its first run (0 before a second)."""
         if self.first_step is None:
             return 0
         return max(0, self.local_steps - self._first_run_steps) * self._examples_per_step
 
-    def measured_interval(self):
+    def measured_interval(self) -> Optional[Tuple[float, float]]:
         """(start, end), `time.time()` at the end of this task's first and last runs,
         or None before its first."""
         return None if self.first_step is None else (self._started_at, self._ended_at)
 
-    def _training_secs(self, own=True):
+    def _training_secs(self, own: bool = True) -> Optional[float]:
         """Seconds from the end of the first run to the last; `own`: without the
         time this process spent evaluating."""
         if self.first_step is None:
@@ -290,7 +291,7 @@ class _Heartbeat:
     """Calls `check(time.time())` ten times per `PROGRESS_SECS` in a daemon thread
     until `stop`."""
 
-    def __init__(self, check):
+    def __init__(self, check: Callable[[float], None]) -> None:
         self._check = check
         self._tick = PROGRESS_SECS / 10
         self._stopped = threading.Event()
@@ -298,11 +299,11 @@ class _Heartbeat:
                                         daemon=True)
         self._thread.start()
 
-    def _loop(self):
+    def _loop(self) -> None:
         while not self._stopped.wait(self._tick):
             self._check(time.time())
 
-    def stop(self):
+    def stop(self) -> None:
         self._stopped.set()
 
 

@@ -1,4 +1,5 @@
 """Log setup shared by the trainers' command-line entry points."""
+import argparse
 import importlib.util
 import logging
 import os
@@ -6,7 +7,7 @@ import re
 import sys
 import tempfile
 import warnings
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from estimator_trainers import deferred_imports
 
@@ -114,7 +115,8 @@ def import_tensorflow():
     return tf
 
 
-def start_tool(parse_args, argv):
+def start_tool(parse_args: Callable[[Optional[Sequence[str]]], argparse.Namespace],
+               argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The start of a data tool's `main`: the console quieted (`quiet_console`),
     then `parse_args(argv)` (an instant --help, without TensorFlow), then the
     logs at the level the tool was started with. Returns the parsed flags."""
@@ -124,7 +126,7 @@ def start_tool(parse_args, argv):
     return args
 
 
-def configure(level=DEFAULT_VERBOSITY):
+def configure(level: str = DEFAULT_VERBOSITY) -> None:
     """Routes TensorFlow's Python logger to stderr with timestamps at `level`.
 
     Below DEBUG the console keeps the job's own lines and TensorFlow's

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, List
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -105,7 +106,7 @@ def environment(sweep, environ=None):
     return env
 
 
-def trainer_argv(sweep, point, session, job_dir):
+def trainer_argv(sweep: Any, point: Any, session: int, job_dir: str) -> List[str]:
     """`python -m MODULE ...` of one session of a local point: the data flags, the
     job-dir, the trainer's local defaults, the point's flags and its seed, each
     flag once (`flags.last_wins`: the point's own value over a local default)."""

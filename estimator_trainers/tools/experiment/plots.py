@@ -19,6 +19,7 @@ Each `*_figure` function returns the figure (tests read its series);
 """
 import io
 import os
+from typing import Any, Dict, List, Optional
 
 import matplotlib
 matplotlib.use('Agg')
@@ -116,7 +117,8 @@ def by_axis_figure(sweep, rows, axis):
     return figure
 
 
-def _quantity_series(panel, at, positions, column, colour, name):
+def _quantity_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+                     column: str, colour: str, name: str) -> None:
     """One line of a panel: means with sd error bars, the runs as dots, the points
     measured under load circled."""
     xs, means, spreads = [], [], []
@@ -135,7 +137,8 @@ def _quantity_series(panel, at, positions, column, colour, name):
     panel.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, color=colour, label=name)
 
 
-def _load_series(panel, at, positions, colour, name):
+def _load_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+                 colour: str, name: str) -> None:
     """The load panel's line: each run's 1-minute load average (the higher of its
     start and end), and the machine's cores as a dashed line."""
     xs, loads, cores = [], [], set()
@@ -153,7 +156,7 @@ def _load_series(panel, at, positions, colour, name):
                    fontsize='x-small', color='grey')
 
 
-def load_note(rows, axis=None):
+def load_note(rows: List[dict], axis: Optional[str] = None) -> str:
     """The figure's note on the load: which points ran with more runnable work than
     cores (their times and rates include waiting for a CPU), or that none did."""
     loaded = [r for r in rows if results.under_load(r)]
@@ -177,7 +180,7 @@ def load_note(rows, axis=None):
                 '/'.join(map(str, cores))))
 
 
-def _compact(value):
+def _compact(value: float) -> str:
     return '%.1f' % value
 
 
@@ -215,7 +218,7 @@ def metric_vs_time_figure(sweep, curves, points, rows=()):
     return figure
 
 
-def _note(figure, rows, text):
+def _note(figure: Any, rows: List[dict], text: str) -> None:
     """`text` under the figure, red when a run was measured under load."""
     figure.text(0.01, 0.01, text, fontsize='small', wrap=True,
                 color=_LOADED_COLOUR if any(results.under_load(r) for r in rows) else 'black')

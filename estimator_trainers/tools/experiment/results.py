@@ -22,6 +22,7 @@ import os
 import socket
 import statistics
 import time
+from typing import Any, Dict, Optional
 
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat import tf as tensorboard_tf
@@ -400,7 +401,7 @@ def markdown(sweep, rows, machine=None):
     return '\n'.join(lines)
 
 
-def load_of(row):
+def load_of(row: Dict[str, Any]) -> Optional[float]:
     """The higher of a run's 1-minute load averages at its start and its end (None:
     not recorded)."""
     loads = [v for v in (row.get('load_average_start'), row.get('load_average_end'))
@@ -408,7 +409,7 @@ def load_of(row):
     return max(loads) if loads else None
 
 
-def under_load(row):
+def under_load(row: Dict[str, Any]) -> bool:
     """Whether a run ran with more runnable work than the machine has cores (its
     1-minute load average above them at its start or end): its times and rates
     include waiting for a CPU. A cluster of more tasks than cores loads the
@@ -417,7 +418,7 @@ def under_load(row):
     return load is not None and cores is not None and load > cores
 
 
-def resolved(stats, reference):
+def resolved(stats: Optional[tuple], reference: Optional[tuple]) -> bool:
     """Whether two points' figures (`summary` tuples) differ by more than their
     repeats' spread (the sum of their standard deviations); False when either
     has a single run, whose spread is unknown."""

@@ -22,21 +22,26 @@ import argparse
 import re
 import tempfile
 import time
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from benchmarks import common
 
 _LINE = re.compile(r'^\[(chief|worker)-(\d+)\] .*INFO step (\d+)/\d+, .*examples/sec')
+# A trainer of the benchmark: (its argv without job-dir, batch, steps and logging
+# flags; its batch flag; the single process's batch; steps per progress interval).
+TrainerSpec = Tuple[List[str], str, int, int]
 
 
-def cluster_throughput(trainer_cmd, job_dir, worker_batch, intervals, interval):
+def cluster_throughput(trainer_cmd: Sequence[str], job_dir: str, worker_batch: int,
+                       intervals: int, interval: int) -> Dict[str, Any]:
     """Cluster examples/sec and examples per CPU-second of all its tasks over
     `intervals` * `interval` global steps once both workers run; also the
     CPU seconds per task (user, system) over that window."""
-    started = set()
-    marks = []
-    window = []
+    started: Set[str] = set()
+    marks: List[Tuple[int, float, Dict[str, List[float]]]] = []
+    window: List[int] = []
 
-    def on_line(elapsed, line, pid):
+    def on_line(elapsed: float, line: str, pid: int) -> bool:
         match = _LINE.match(line)
         if not match:
             return False
@@ -66,20 +71,23 @@ def cluster_throughput(trainer_cmd, job_dir, worker_batch, intervals, interval):
             'load': common.load_since(window[0])}
 
 
-def _trainers(cifar_data_dir, taxi_train_files, taxi_eval_files):
+def _trainers(cifar_data_dir: str, taxi_train_files: Sequence[str],
+              taxi_eval_files: Sequence[str]) -> Dict[str, TrainerSpec]:
     """name: (argv without job-dir/batch/steps/logging, batch flag, batch, interval)."""
-    cifar = ['cifar10_estimator.cifar10_main', '--data-dir', cifar_data_dir, '--eval-steps', 1]
+    cifar = ['cifar10_estimator.cifar10_main', '--data-dir', cifar_data_dir,
+             '--eval-steps', '1']
     taxi = ['taxi_estimator.task', '--train-files', *taxi_train_files,
             '--eval-files', *taxi_eval_files]
     return {
-        'cifar10 ResNet-44': (cifar + ['--num-layers', 44], '--train-batch-size', 128, 8),
-        'cifar10 ResNet-20': (cifar + ['--num-layers', 20], '--train-batch-size', 128, 16),
+        'cifar10 ResNet-44': (cifar + ['--num-layers', '44'], '--train-batch-size', 128, 8),
+        'cifar10 ResNet-20': (cifar + ['--num-layers', '20'], '--train-batch-size', 128, 16),
         'taxi': (taxi, '--batch-size', 128, 200),
         'taxi batch 1024': (taxi, '--batch-size', 1024, 50),
     }
 
 
-def _summaries(single, cluster, batch):
+def _summaries(single: Sequence[Dict[str, Any]], cluster: Sequence[Dict[str, Any]],
+               batch: int) -> Dict[str, Any]:
     """The table entry of one trainer from its single-process and cluster runs."""
     task_names = sorted({name for run in cluster for name in run['task_cpu_seconds']})
     per_task = {}
@@ -107,7 +115,7 @@ def _summaries(single, cluster, batch):
             'tasks': per_task}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--cifar-data-dir', required=True)
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
@@ -125,7 +133,8 @@ def main(argv=None):
     trainers = _trainers(args.cifar_data_dir, args.taxi_train_files,
                          args.taxi_eval_files)
     trainers = {name: trainers[name] for name in args.trainers.split(',')}
-    runs = {(name, kind): [] for name in trainers for kind in ('single', 'cluster')}
+    runs: Dict[Tuple[str, str], List[Dict[str, Any]]] = {
+        (name, kind): [] for name in trainers for kind in ('single', 'cluster')}
     loads = common.load_mark()
     started = time.time()
     for repeat in range(args.repeats):
@@ -151,10 +160,11 @@ def main(argv=None):
                 print('%-18s %-7s %9.1f examples/sec, %9.1f per CPU-second (load %.1f)'
                       % (name, kind, value['examples_per_sec'],
                          value['examples_per_cpu_sec'], value['load'][1]), flush=True)
-    results = {'machine': common.machine_info(), 'cluster': '1 ps, chief + 1 worker, '
-               'async, each worker half the single batch',
-               'load_average_range': common.load_since(loads),
-               'seconds': round(time.time() - started), 'trainers': {}}
+    results: Dict[str, Any] = {
+        'machine': common.machine_info(),
+        'cluster': '1 ps, chief + 1 worker, async, each worker half the single batch',
+        'load_average_range': common.load_since(loads),
+        'seconds': round(time.time() - started), 'trainers': {}}
     rows = []
     for name in trainers:
         summary = _summaries(runs[name, 'single'], runs[name, 'cluster'],

@@ -7,6 +7,7 @@ the process had used by its first step (all its threads: robust to other load).
 """
 import argparse
 import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from benchmarks import common
 
@@ -22,11 +23,11 @@ MILESTONES = (
 )
 
 
-def measure(cmd):
+def measure(cmd: Sequence[str]) -> Dict[str, float]:
     """Seconds to each milestone for one run of `cmd`."""
-    seen = {}
+    seen: Dict[str, float] = {}
 
-    def on_line(elapsed, line, pid):
+    def on_line(elapsed: float, line: str, pid: int) -> bool:
         for name, text, _ in MILESTONES:
             if name not in seen and text in line:
                 seen[name] = elapsed
@@ -36,8 +37,10 @@ def measure(cmd):
     return seen
 
 
-def commands(cifar_data_dir, taxi_train_files, taxi_eval_files, job_dir):
-    flags = ['--job-dir', job_dir, '--checkpoint-num-steps', 1, '--train-steps', 5]
+def commands(cifar_data_dir: str, taxi_train_files: Sequence[str],
+             taxi_eval_files: Sequence[str], job_dir: str) -> Dict[str, List[str]]:
+    flags: List[Union[str, int]] = ['--job-dir', job_dir, '--checkpoint-num-steps', 1,
+                                    '--train-steps', 5]
     return {
         'cifar10 ResNet-44': common.python_module(
             'cifar10_estimator.cifar10_main', '--data-dir', cifar_data_dir, *flags),
@@ -47,7 +50,7 @@ def commands(cifar_data_dir, taxi_train_files, taxi_eval_files, job_dir):
     }
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--cifar-data-dir', required=True)
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
@@ -57,7 +60,7 @@ def main(argv=None):
     common.quiet_tensorflow()
     names = list(commands(args.cifar_data_dir, args.taxi_train_files,
                           args.taxi_eval_files, ''))
-    runs = {name: [] for name in names}
+    runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
     loads = common.load_mark()
     for repeat in range(args.repeats):
         for name in (names if repeat % 2 == 0 else names[::-1]):
@@ -65,8 +68,8 @@ def main(argv=None):
                 cmd = commands(args.cifar_data_dir, args.taxi_train_files,
                                args.taxi_eval_files, job_dir)[name]
                 runs[name].append(measure(cmd))
-    results = {'machine': common.machine_info(), 'trainers': {},
-               'load_average_range': common.load_since(loads)}
+    results: Dict[str, Any] = {'machine': common.machine_info(), 'trainers': {},
+                               'load_average_range': common.load_since(loads)}
     rows = []
     for name, measured in runs.items():
         summary = {milestone: common.summarize([m[milestone] for m in measured])

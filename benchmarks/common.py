@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # run.sh --quick points this elsewhere, so a smoke run never replaces the figures.
@@ -22,7 +23,7 @@ RESULTS_JSON = os.environ.get('BENCHMARK_RESULTS') or os.path.join(
 _PROGRESS = re.compile(r'INFO step (\d+)/\d+, .*examples/sec')
 
 
-def env(extra=None, root=REPO_ROOT):
+def env(extra: Optional[Dict[str, str]] = None, root: str = REPO_ROOT) -> Dict[str, str]:
     """Environment for a measured subprocess: `root` importable, no cluster."""
     result = dict(os.environ)
     for name in ('TF_CONFIG', 'CLUSTER_SPEC', 'AIP_MODEL_DIR'):
@@ -33,7 +34,7 @@ def env(extra=None, root=REPO_ROOT):
     return result
 
 
-def quiet_tensorflow():
+def quiet_tensorflow() -> None:
     """Keeps TensorFlow's start-up and deprecation noise out of the tables."""
     from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
     logs.quiet_console()
@@ -41,11 +42,11 @@ def quiet_tensorflow():
     tf.get_logger().setLevel('ERROR')
 
 
-def python_module(module, *args):
+def python_module(module: str, *args: Any) -> List[str]:
     return [sys.executable, '-m', module] + [str(a) for a in args]
 
 
-def peak_rss_mb(pid):
+def peak_rss_mb(pid: int) -> Optional[float]:
     """The high-water mark of a live process's resident memory, in MB."""
     with open('/proc/%d/status' % pid) as f:
         for line in f:
@@ -54,7 +55,7 @@ def peak_rss_mb(pid):
     return None
 
 
-def cpu_seconds(pid):
+def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a live process has used (all its threads)."""
     with open('/proc/%d/stat' % pid) as f:
         fields = f.read().rsplit(')', 1)[1].split()
@@ -62,11 +63,11 @@ def cpu_seconds(pid):
 
 
 # 1-minute load averages sampled (about once a second) while measured processes run.
-_LOAD_SAMPLES = []
+_LOAD_SAMPLES: List[float] = []
 _LAST_SAMPLE = [0.0]
 
 
-def sample_load(force=False):
+def sample_load(force: bool = False) -> None:
     """Records the 1-minute load average, at most once a second unless `force`."""
     now = time.monotonic()
     if force or now - _LAST_SAMPLE[0] >= 1.0:
@@ -74,12 +75,12 @@ def sample_load(force=False):
         _LOAD_SAMPLES.append(os.getloadavg()[0])
 
 
-def load_mark():
+def load_mark() -> int:
     """A mark for `load_since`: the samples taken so far."""
     return len(_LOAD_SAMPLES)
 
 
-def load_since(mark=0):
+def load_since(mark: int = 0) -> List[float]:
     """[min, mean, max] of the load averages sampled while measured processes ran
     since `mark` (`load_mark()`), or the load now when none were."""
     samples = _LOAD_SAMPLES[mark:] or [os.getloadavg()[0]]
@@ -87,13 +88,13 @@ def load_since(mark=0):
             round(max(samples), 2)]
 
 
-def _stat_fields(pid):
+def _stat_fields(pid: int) -> List[str]:
     """The fields of /proc/<pid>/stat after the command name (state first)."""
     with open('/proc/%d/stat' % pid) as f:
         return f.read().rsplit(')', 1)[1].split()
 
 
-def _task_name(pid):
+def _task_name(pid: int) -> str:
     """`ps-0`, `chief-0`... from a process's TF_CONFIG, or its command's module."""
     try:
         with open('/proc/%d/environ' % pid, 'rb') as f:
@@ -105,11 +106,11 @@ def _task_name(pid):
         return 'other'
 
 
-def tree_cpu_seconds(root_pid):
+def tree_cpu_seconds(root_pid: int) -> Dict[str, List[float]]:
     """{task: [user, system] CPU seconds} of `root_pid` and all its live
     descendants, each named by `_task_name` (the root: `launcher`). Exited
     children the processes have waited for count in their parents' figures."""
-    parents = {}
+    parents: Dict[int, int] = {}
     for entry in os.listdir('/proc'):
         if entry.isdigit():
             try:
@@ -123,7 +124,7 @@ def tree_cpu_seconds(root_pid):
         tree.update(children)
         frontier.extend(children)
     tick = os.sysconf('SC_CLK_TCK')
-    totals = {}
+    totals: Dict[str, List[float]] = {}
     for pid in tree:
         try:
             fields = _stat_fields(pid)
@@ -138,7 +139,14 @@ def tree_cpu_seconds(root_pid):
     return totals
 
 
-def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
+# What `stream_lines` calls per line of output: (seconds since the start, the
+# line, the process's id) -> whether the measurement is complete.
+OnLine = Callable[[float, str, int], bool]
+
+
+def stream_lines(cmd: Sequence[str], on_line: OnLine, *,
+                 extra_env: Optional[Dict[str, str]] = None, timeout: float = 600,
+                 root: str = REPO_ROOT) -> str:
     """Runs `cmd` in `root`, calling `on_line(seconds_since_start, line, pid)` per line.
 
     Stops the process as soon as `on_line` returns True (the measurement is
@@ -154,8 +162,10 @@ def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
                             stdin=subprocess.DEVNULL)
     lines = []
     done = False
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
     selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
+    selector.register(stdout, selectors.EVENT_READ)
     try:
         while not done:
             sample_load()
@@ -163,7 +173,7 @@ def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
                 raise RuntimeError('timed out after %ds: %s' % (timeout, ' '.join(cmd)))
             if not selector.select(timeout=1.0):
                 continue
-            line = proc.stdout.readline()
+            line = stdout.readline()
             if not line:
                 break
             lines.append(line)
@@ -184,7 +194,9 @@ def stream_lines(cmd, on_line, *, extra_env=None, timeout=600, root=REPO_ROOT):
     return output
 
 
-def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO_ROOT):
+def progress_throughput(cmd: Sequence[str], *, batch_size: int, intervals: int,
+                        extra_env: Optional[Dict[str, str]] = None,
+                        root: str = REPO_ROOT) -> Dict[str, Any]:
     """Steady-state throughput of a trainer command, timed on its progress log.
 
     The command logs a progress line every N global steps. Timing covers the
@@ -196,10 +208,10 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO
     start to the first line (start-up, graph build, warm-up) and the
     process's peak resident memory (MB) at the last.
     """
-    marks = []
-    window = []
+    marks: List[Tuple[int, float, float, Optional[float]]] = []
+    window: List[int] = []
 
-    def on_line(elapsed, line, pid):
+    def on_line(elapsed: float, line: str, pid: int) -> bool:
         match = _PROGRESS.search(line)
         if match:
             if not marks:  # a sample at the window's start
@@ -220,7 +232,8 @@ def progress_throughput(cmd, *, batch_size, intervals, extra_env=None, root=REPO
             'load': load_since(window[0])}
 
 
-def fastest_interval(marks, batch_size):
+def fastest_interval(marks: Sequence[Tuple[int, float, float]],
+                     batch_size: int) -> Dict[str, Optional[float]]:
     """The best examples/sec and examples per CPU-second over the intervals
     between consecutive `marks` of (step, wall seconds, CPU seconds).
 
@@ -230,7 +243,8 @@ def fastest_interval(marks, batch_size):
     whatever it lands on; the fastest interval is the nearest to the
     undisturbed cost, as `timeit` takes the best of its repeats.
     """
-    walls, cpus = [], []
+    walls: List[float] = []
+    cpus: List[float] = []
     for (step0, time0, cpu0), (step1, time1, cpu1) in zip(marks, marks[1:]):
         examples = (step1 - step0) * batch_size
         walls.append(examples / (time1 - time0))
@@ -240,7 +254,7 @@ def fastest_interval(marks, batch_size):
             'best_examples_per_cpu_sec': max(cpus) if cpus else None}
 
 
-def fastest(value):
+def fastest(value: Dict[str, Any]) -> Dict[str, Any]:
     """A measured run's figures as the ResNet benchmarks count them: the fastest
     interval's, the window's means kept as `window_examples_per_sec` and
     `window_examples_per_cpu_sec`."""
@@ -251,7 +265,8 @@ def fastest(value):
                                       or value['examples_per_cpu_sec']))
 
 
-def window_flags(interval, intervals, root=REPO_ROOT):
+def window_flags(interval: int, intervals: int,
+                 root: str = REPO_ROOT) -> List[Union[str, int]]:
     """A trainer's flags for a steady-state window of `intervals` progress intervals
     of `interval` steps: enough steps for the window after a warm-up interval,
     and its only checkpoint and only evaluation at the end, after the window,
@@ -262,16 +277,19 @@ def window_flags(interval, intervals, root=REPO_ROOT):
     e.g. #22's baseline) evaluates at its checkpoints and has no such flag.
     """
     steps = interval * (intervals + 3)
-    flags = ['--train-steps', steps, '--checkpoint-num-steps', steps,
-             '--log-step-count-steps', interval]
+    flags: List[Union[str, int]] = ['--train-steps', steps, '--checkpoint-num-steps', steps,
+                                    '--log-step-count-steps', interval]
     with open(os.path.join(root, 'estimator_trainers', 'flags.py'), encoding='utf-8') as f:
         if "'--eval-every-steps'" in f.read():
             flags += ['--eval-every-steps', steps]
     return flags
 
 
-def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,
-                         intervals=2, flags=(), extra_env=None, levers=()):
+def estimator_throughput(data_dir: str, *, num_layers: int, batch_size: int = 128,
+                         interval: int = 10, intervals: int = 2,
+                         flags: Sequence[Union[str, int]] = (),
+                         extra_env: Optional[Dict[str, str]] = None,
+                         levers: Sequence[str] = ()) -> Dict[str, Any]:
     """`progress_throughput` of `cifar10_main` (ResNet-`num_layers`).
 
     `levers` are code-level switches of `benchmarks.estimator_variant`.
@@ -289,8 +307,9 @@ def estimator_throughput(data_dir, *, num_layers, batch_size=128, interval=10,
                                    extra_env=extra_env)
 
 
-def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=10,
-                     intervals=2, dtype_policy=None, extra_env=None):
+def keras_throughput(data_dir: str, *, num_layers: int, source: str, batch_size: int = 128,
+                     interval: int = 10, intervals: int = 2, dtype_policy: Optional[str] = None,
+                     extra_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Steady-state throughput of the Keras reference, measured like the Estimator's."""
     args = ['--data-dir', data_dir, '--num-layers', num_layers, '--batch-size',
             batch_size, '--source', source, '--warmup-steps', interval,
@@ -301,12 +320,13 @@ def keras_throughput(data_dir, *, num_layers, source, batch_size=128, interval=1
                        extra_env=extra_env)
 
 
-def json_result(cmd, *, extra_env=None):
+def json_result(cmd: Sequence[str], *,
+                extra_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Runs a Keras reference `cmd` until it prints its JSON result line; returns it."""
-    result = {}
+    result: Dict[str, Any] = {}
     mark = load_mark()
 
-    def on_line(_, line, __):
+    def on_line(_: float, line: str, __: int) -> bool:
         if line.startswith('{'):
             result.update(json.loads(line))
             return True
@@ -316,20 +336,21 @@ def json_result(cmd, *, extra_env=None):
     return dict(result, load=load_since(mark))
 
 
-def summarize(values):
+def summarize(values: Sequence[float]) -> Dict[str, Any]:
     """Median and spread of repeated measurements."""
     return {'median': statistics.median(values), 'min': min(values),
             'max': max(values), 'runs': [round(v, 2) for v in values]}
 
 
-def summarize_repeats(values):
+def summarize_repeats(values: Sequence[float]) -> Dict[str, Any]:
     """`summarize`, with the interval for the median (`median_interval`) as
     `interval` and its `interval_coverage`."""
     low, high, coverage = median_interval(values)
     return dict(summarize(values), interval=[low, high], interval_coverage=coverage)
 
 
-def same_repeat_ratio(top_runs, bottom_runs):
+def same_repeat_ratio(top_runs: Sequence[Dict[str, Any]],
+                      bottom_runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """The ratios of two variants' runs taken in the same repeat (each a
     throughput result), summarized with the interval for their median
     (`summarize_repeats`), in examples/sec and in `per_cpu_second_per_repeat`.
@@ -342,7 +363,8 @@ def same_repeat_ratio(top_runs, bottom_runs):
                 [a['examples_per_cpu_sec'] / b['examples_per_cpu_sec'] for a, b in pairs])}
 
 
-def median_interval(values, confidence=0.9):
+def median_interval(values: Sequence[float],
+                    confidence: float = 0.9) -> Tuple[float, float, float]:
     """A distribution-free interval for the median of what `values` sample:
     (low, high, coverage), the k-th smallest and largest values for the
     largest k whose coverage is still at least `confidence`, else the range.
@@ -353,8 +375,9 @@ def median_interval(values, confidence=0.9):
     """
     ordered, n = sorted(values), len(values)
 
-    def coverage(k):
-        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    def coverage(k: int) -> float:
+        value: float = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        return value
 
     k = 1
     while k + 1 <= n // 2 and coverage(k + 1) >= confidence:
@@ -362,7 +385,7 @@ def median_interval(values, confidence=0.9):
     return ordered[k - 1], ordered[n - k], coverage(k)
 
 
-def machine_info():
+def machine_info() -> Dict[str, Any]:
     """Facts that make figures comparable: CPU, cores, load, TF, thread settings."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     cpu = platform.processor()
@@ -385,19 +408,19 @@ def machine_info():
         'python': platform.python_version(),
         'tensorflow': tf.__version__,
         'onednn': os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default (on)'),
-        'threads': 'intra-op = %d (cores), inter-op = TensorFlow default'
+        'threads': 'intra-op = %s (cores), inter-op = TensorFlow default'
                    % os.cpu_count(),
     }
 
 
-def load_average():
+def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def update_results(section, value):
+def update_results(section: str, value: Dict[str, Any]) -> None:
     """Stores `value` and the command that measured it under `section` in
     results.json (other sections kept)."""
-    results = {}
+    results: Dict[str, Any] = {}
     if os.path.exists(RESULTS_JSON):
         with open(RESULTS_JSON) as f:
             results = json.load(f)
@@ -410,13 +433,14 @@ def update_results(section, value):
         f.write('\n')
 
 
-def finish(section, results, title, header, rows):
+def finish(section: str, results: Dict[str, Any], title: str, header: Sequence[str],
+           rows: Sequence[Sequence[Any]]) -> None:
     """Prints a benchmark's table and stores its `results` under `section`."""
     print_table(title, header, rows)
     update_results(section, results)
 
 
-def print_table(title, header, rows):
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Prints an aligned text table."""
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]

@@ -25,31 +25,19 @@ what its network carries.
 """
 import argparse
 import json
-
-import numpy as np
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from benchmarks import common
-from benchmarks import roofline
+from estimator_trainers import perf_model
 
-FLOAT_BYTES = 4
-# Round trips a worker step waits for in sequence: variables in, gradients out.
-ROUND_TRIPS = 2
-# Same-zone round trip between Compute Engine VMs, seconds (typical, not measured).
-ROUND_TRIP_SECS = 200e-6
-
-
-def resnet_facts(num_layers):
-    """(variables, parameters, batch-norm statistic elements updated per step) of
-    the CIFAR ResNet: a kernel per convolution (6n + 1), a scale and an offset
-    per batch norm, the dense kernel and bias."""
-    convolutions = num_layers - 1
-    variables = 3 * convolutions + 2
-    blocks = (num_layers - 2) // 6
-    channels = 16 + sum(2 * blocks * c for _, _, c in roofline.STAGES)
-    return variables, roofline.parameters(num_layers), convolutions, 2 * channels
+# The model itself lives in the package (`estimator_trainers.perf_model`): the
+# cloud tools' estimates use it, and this directory is not shipped.
+ROUND_TRIPS = perf_model.ROUND_TRIPS
+ROUND_TRIP_SECS = perf_model.ROUND_TRIP_SECS
+resnet_facts = perf_model.resnet_facts
 
 
-def taxi_facts():
+def taxi_facts() -> Tuple[int, int, int, int]:
     """The same for the taxi model with its default layers: the linear weights and
     bias, the company embedding, the DNN's kernels and biases; no batch norm."""
     from taxi_estimator import features  # pylint: disable=g-import-not-at-top
@@ -60,21 +48,18 @@ def taxi_facts():
     return 3 + 2 * (len(widths) - 1), params, 0, 0
 
 
-def step_traffic(name):
+def step_traffic(name: str) -> Tuple[int, int]:
     """(tensors, bytes) a global step moves between a worker and the ps for a
     benchmark 4 trainer."""
     if name.startswith('taxi'):
-        variables, params, statistics, elements = taxi_facts()
-    else:
-        variables, params, statistics, elements = resnet_facts(int(name.split('-')[-1]))
-    tensors = 2 * variables + 2 * statistics + 2  # + the global step, read and incremented
-    return tensors, FLOAT_BYTES * (2 * params + elements)
+        return perf_model.step_traffic(*taxi_facts())
+    return perf_model.resnet_traffic(int(name.split('-')[-1]))
 
 
-def points(cluster_result):
+def points(cluster_result: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Per trainer: (worker batch, CPU-s per example alone, measured overhead CPU-s
     per global step, tensors, bytes, the ps's share of the cluster's CPU)."""
-    found = {}
+    found: Dict[str, Dict[str, Any]] = {}
     for name, t in cluster_result['trainers'].items():
         if 'efficiency_per_cpu_second' not in t:
             continue
@@ -90,17 +75,15 @@ def points(cluster_result):
     return found
 
 
-def fit(found, names):
-    """(f, beta), neither negative, from the trainers `names`: least squares of
-    the relative error, so a 5 ms taxi step weighs as much as a 120 ms ResNet one."""
-    rows = np.array([[1.0, found[n]['bytes']] for n in names])
-    weights = np.array([1.0 / found[n]['overhead'] for n in names])
-    coefficients, *_ = np.linalg.lstsq(rows * weights[:, None], np.ones(len(names)),
-                                       rcond=None)
-    return tuple(max(0.0, float(x)) for x in coefficients)
+def fit(found: Dict[str, Dict[str, Any]], names: Sequence[str]) -> Tuple[float, float]:
+    """(f, beta), neither negative, from the trainers `names` (`perf_model.fit`)."""
+    params = perf_model.fit([found[n]['overhead'] for n in names],
+                            [found[n]['bytes'] for n in names])
+    return params.f_secs, params.beta_secs_per_byte
 
 
-def left_out(found, names):
+def left_out(found: Dict[str, Dict[str, Any]],
+             names: Sequence[str]) -> Dict[str, Tuple[float, float]]:
     """{name: the (f, beta) fitted to the other trainers}: predicting each trainer
     from the others checks the model (needs at least three trainers)."""
     if len(names) < 3:
@@ -108,43 +91,36 @@ def left_out(found, names):
     return {name: fit(found, [n for n in names if n != name]) for name in names}
 
 
-def overhead(params, moved):
-    f, beta = params
-    return f + beta * moved
+def overhead(params: Tuple[float, float], moved: float) -> float:
+    return perf_model.overhead(perf_model.Params(*params), moved)
 
 
-def efficiency(point, params):
+def efficiency(point: Dict[str, Any], params: Tuple[float, float]) -> float:
     """Predicted cluster examples per CPU-second / one process's."""
-    compute = point['worker_batch'] * point['cpu_per_example']
-    return compute / (compute + overhead(params, point['bytes']))
+    return perf_model.efficiency(point['worker_batch'], point['cpu_per_example'],
+                                 point['bytes'], perf_model.Params(*params))
 
 
 # Vertex AI shapes: (machine, vCPUs, network Gbit/s: 2 per vCPU, at most 16 on N1).
-MACHINES = (('n1-standard-4', 4, 8.0), ('n1-standard-8', 8, 16.0),
-            ('n1-standard-16', 16, 16.0))
+MACHINES = tuple((machine, vcpus, perf_model.network_gbits(vcpus))
+                 for machine, vcpus in (('n1-standard-4', 4), ('n1-standard-8', 8),
+                                        ('n1-standard-16', 16)))
 
 
-def predict(point, params, workers, worker_vcpus, ps_vcpus, gbits, compute_scale=1.0):
+def predict(point: Dict[str, Any], params: Tuple[float, float], workers: int,
+            worker_vcpus: int, ps_vcpus: int, gbits: float,
+            compute_scale: float = 1.0) -> Tuple[float, str, float]:
     """(examples/sec, what bounds it, one worker's examples/sec without overhead) of
     `workers` workers and one ps (N1: two vCPUs per core). `compute_scale`:
     CPU per example there / here (N1 has no native bfloat16: float32's cost)."""
-    cores, ps_cores = worker_vcpus / 2, ps_vcpus / 2
-    point = dict(point, cpu_per_example=point['cpu_per_example'] * compute_scale)
-    step_overhead = overhead(params, point['bytes'])
-    ps_cpu = point['ps_share'] * (point['worker_batch'] * point['cpu_per_example']
-                                  + step_overhead)
-    worker_cpu = point['worker_batch'] * point['cpu_per_example'] + step_overhead - ps_cpu
-    bandwidth = gbits * 1e9 / 8
-    step_secs = (worker_cpu / cores + ROUND_TRIPS * ROUND_TRIP_SECS
-                 + point['bytes'] / bandwidth)
-    limits = {'workers': workers * point['worker_batch'] / step_secs,
-              'ps CPU': ps_cores * point['worker_batch'] / max(ps_cpu, 1e-12),
-              'ps network': bandwidth * point['worker_batch'] / point['bytes']}
-    bound = min(limits, key=limits.get)
-    return limits[bound], bound, point['worker_batch'] / (worker_cpu / cores)
+    found = perf_model.predict_ps(
+        point['worker_batch'], point['cpu_per_example'] * compute_scale, point['bytes'],
+        point['ps_share'], perf_model.Params(*params), workers, worker_vcpus / 2,
+        ps_vcpus / 2, gbits)
+    return found.examples_per_sec, found.bound, found.worker_alone
 
 
-def float32_cost(results):
+def float32_cost(results: Dict[str, Any]) -> float:
     """CPU per example in float32 / in the trainer's default type, for ResNet-44
     (benchmark 1), or 1 where the default is float32 or it was not measured."""
     depth = results.get('resnet_throughput', {}).get('depths', {}).get('44', {})
@@ -152,11 +128,13 @@ def float32_cost(results):
     if results.get('resnet_throughput', {}).get('estimator_default_type') != 'bfloat16' \
             or 'estimator_fp32' not in variants:
         return 1.0
-    return (variants['estimator']['per_cpu_second']['median']
-            / variants['estimator_fp32']['per_cpu_second']['median'])
+    ratio: float = (variants['estimator']['per_cpu_second']['median']
+                    / variants['estimator_fp32']['per_cpu_second']['median'])
+    return ratio
 
 
-def summary(results, workers=(1, 4, 16)):
+def summary(results: Dict[str, Any],
+            workers: Sequence[int] = (1, 4, 16)) -> Optional[Dict[str, Any]]:
     """The fit, its check on this machine and the cloud predictions, as table rows."""
     found = points(results['cluster'])
     names = sorted(found)
@@ -192,7 +170,7 @@ CLOUD_HEADER = ['trainer', 'machine', 'workers', 'examples/sec', 'per-worker eff
                 'bound by']
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default=common.RESULTS_JSON)
     parser.add_argument('--workers', default='1,4,16')

@@ -24,6 +24,7 @@ import argparse
 import os
 import tempfile
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import common
 from benchmarks import taxi
@@ -32,7 +33,8 @@ from taxi_estimator import input as input_lib
 from taxi_estimator import trainer as taxi_trainer
 
 
-def _dataset(work_dir, source, rows, shards):
+def _dataset(work_dir: str, source: str, rows: int,
+             shards: int) -> Tuple[List[str], str, Optional[float]]:
     """(csv files, cache dir, cache step seconds or None) for `rows` rows, made if missing."""
     folder = os.path.join(work_dir, 'rows-%d' % rows)
     csv_dir = os.path.join(folder, 'csv')
@@ -41,7 +43,7 @@ def _dataset(work_dir, source, rows, shards):
     if len(files) != shards:
         files = taxi_bigdata.generate(source, rows, shards, csv_dir)
     cache_dir = os.path.join(folder, 'cache')
-    seconds = None
+    seconds: Optional[float] = None
     if not os.path.isfile(os.path.join(cache_dir, input_lib.CACHE_RECORD)):
         if os.path.isdir(cache_dir):
             for parent, dirs, names in os.walk(cache_dir, topdown=False):
@@ -57,18 +59,19 @@ def _dataset(work_dir, source, rows, shards):
     return files, cache_dir, seconds
 
 
-def train(train_files, eval_files, interval, intervals, streaming, lever=None):
+def train(train_files: Sequence[str], eval_files: Sequence[str], interval: int,
+          intervals: int, streaming: bool, lever: Optional[str] = None) -> Dict[str, Any]:
     """`common.progress_throughput` of the trainer's defaults on `train_files`
     (with a `benchmarks.estimator_variant` lever switched, if given)."""
     with tempfile.TemporaryDirectory() as job_dir:
         cmd = taxi.taxi_cli(train_files, eval_files, job_dir,
-                            *(['--max-in-memory-mb', 0] if streaming else []),
+                            *(['--max-in-memory-mb', '0'] if streaming else []),
                             *common.window_flags(interval, intervals),
                             levers=[lever] if lever else ())
         return common.progress_throughput(cmd, batch_size=128, intervals=intervals)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--source', required=True, help="The data step's training CSV.")
     parser.add_argument('--eval-files', nargs='+', required=True)
@@ -85,7 +88,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     sizes = [int(s) for s in args.sizes.split(',')]
-    data = {}
+    data: Dict[int, Dict[str, Any]] = {}
     for rows in sizes:
         files, cache_dir, seconds = _dataset(args.work_dir, args.source, rows, args.shards)
         csv_bytes = sum(os.path.getsize(f) for f in files)
@@ -94,11 +97,12 @@ def main(argv=None):
         print('%d rows: %.0f MB of CSV in %d files; cache %s' % (
             rows, csv_bytes / 2 ** 20, len(files),
             'made in %.0f s' % seconds if seconds else 'reused'), flush=True)
-    runs = {}
+    runs: Dict[Tuple[int, str], List[Dict[str, Any]]] = {}
     loads = common.load_mark()
     for repeat in range(args.repeats):
         for rows in (sizes if repeat % 2 == 0 else sizes[::-1]):
-            variants = {'csv': (data[rows]['files'], True, None),
+            variants: Dict[str, Tuple[List[str], bool, Optional[str]]] = {
+                'csv': (data[rows]['files'], True, None),
                         'cache': ([data[rows]['cache']], False, None)}
             if data[rows]['csv_mb'] <= taxi_trainer.DEFAULT_MAX_IN_MEMORY_MB:
                 variants['memory'] = (data[rows]['files'], False, None)
@@ -111,7 +115,7 @@ def main(argv=None):
                 print('%9d rows %-6s %8.0f rows/sec %7.0f MB peak RSS %5.1f s start-up' % (
                     rows, variant, result['examples_per_sec'], result['peak_rss_mb'],
                     result['first_line_secs']), flush=True)
-    table = {}
+    table: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for (rows, variant), values in sorted(runs.items()):
         table.setdefault(str(rows), {})[variant] = {
             'rows_per_sec': common.summarize([v['examples_per_sec'] for v in values]),
@@ -120,7 +124,7 @@ def main(argv=None):
             'peak_rss_mb': common.summarize([v['peak_rss_mb'] for v in values]),
             'start_up_secs': common.summarize([v['first_line_secs'] for v in values])}
     small, large = str(min(sizes)), str(max(sizes))
-    ratios = {}
+    ratios: Dict[str, float] = {}
     for variant in ('csv', 'cache'):
         ratios['%s peak RSS %s / %s rows' % (variant, large, small)] = (
             table[large][variant]['peak_rss_mb']['median']

@@ -8,13 +8,15 @@ with and without a seed, in alternating order, on its progress lines
 """
 import argparse
 import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import common
 
 VARIANTS = ('unseeded', 'seeded')
 
 
-def _command(trainer, args, job_dir, seeded):
+def _command(trainer: str, args: argparse.Namespace, job_dir: str,
+             seeded: bool) -> Tuple[List[str], int]:
     seed = ['--random-seed', '1'] if seeded else []
     if trainer == 'cifar10':
         return common.python_module(
@@ -28,7 +30,7 @@ def _command(trainer, args, job_dir, seeded):
         *common.window_flags(10 * args.interval, args.intervals), *seed), 128
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--cifar-data-dir', required=True)
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
@@ -40,12 +42,12 @@ def main(argv=None):
     parser.add_argument('--intervals', type=int, default=3)
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
-    results = {'machine': common.machine_info(), 'num_layers': args.num_layers,
-               'trainers': {}}
+    results: Dict[str, Any] = {'machine': common.machine_info(),
+                               'num_layers': args.num_layers, 'trainers': {}}
     loads = common.load_mark()
     for trainer in ('cifar10', 'taxi'):
-        runs = {variant: [] for variant in VARIANTS}
-        per_cpu = {variant: [] for variant in VARIANTS}
+        runs: Dict[str, List[float]] = {variant: [] for variant in VARIANTS}
+        per_cpu: Dict[str, List[float]] = {variant: [] for variant in VARIANTS}
         for _ in range(args.repeats):
             for variant in VARIANTS:
                 with tempfile.TemporaryDirectory() as job_dir:
@@ -57,9 +59,9 @@ def main(argv=None):
                 print('%-8s %-9s %.1f examples/sec' % (trainer, variant,
                                                        measured['examples_per_sec']),
                       flush=True)
-        summary = {variant: dict(common.summarize(runs[variant]),
-                                 per_cpu_second=common.summarize(per_cpu[variant]))
-                   for variant in VARIANTS}
+        summary: Dict[str, Any] = {variant: dict(common.summarize(runs[variant]),
+                                                 per_cpu_second=common.summarize(per_cpu[variant]))
+                                   for variant in VARIANTS}
         summary['seeded_over_unseeded'] = (summary['seeded']['median']
                                            / summary['unseeded']['median'])
         summary['seeded_over_unseeded_per_cpu_second'] = (

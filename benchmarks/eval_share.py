@@ -13,6 +13,7 @@ of the wall time.
 import argparse
 import re
 import tempfile
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypedDict
 
 from benchmarks import common
 
@@ -21,7 +22,15 @@ _WALL = re.compile(r'wall time\s+([\dhms.]+), of which evaluating ([\dhms.]+) '
                    r'\(([\d.]+)%, (\d+) evaluations?\)')
 
 
-def _seconds(text):
+class DefaultRun(TypedDict):
+    """What a default run's closing summary block says."""
+    wall_secs: float
+    eval_secs: float
+    eval_share: float
+    evaluations: int
+
+
+def _seconds(text: str) -> float:
     """Seconds of `1h02m`, `3m05s` or `12.3s`."""
     total = 0.0
     for value, unit in re.findall(r'([\d.]+)([hms])', text):
@@ -29,7 +38,7 @@ def _seconds(text):
     return total
 
 
-def default_run(cmd):
+def default_run(cmd: Sequence[str]) -> DefaultRun:
     """Runs `cmd` to the end; the share of wall time it spent evaluating."""
     output = common.stream_lines(cmd, lambda *_: False, timeout=3600)
     match = _WALL.search(output)
@@ -39,7 +48,7 @@ def default_run(cmd):
             'eval_share': float(match.group(3)) / 100, 'evaluations': int(match.group(4))}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
     parser.add_argument('--taxi-eval-files', nargs='+', required=True)
@@ -49,7 +58,7 @@ def main(argv=None):
     parser.add_argument('--trainers', default='taxi,cifar10',
                         help='Comma-separated trainers to run (taxi, cifar10).')
     args = parser.parse_args(argv)
-    commands = {
+    commands: Dict[str, Callable[[str], List[str]]] = {
         'taxi': lambda job_dir: common.python_module(
             'taxi_estimator.task', '--train-files', *args.taxi_train_files,
             '--eval-files', *args.taxi_eval_files, '--job-dir', job_dir),
@@ -57,15 +66,16 @@ def main(argv=None):
             'cifar10_estimator.cifar10_main', '--data-dir', args.cifar_data_dir,
             '--job-dir', job_dir, '--train-steps', args.cifar_train_steps),
     }
-    runs = {name: [] for name in args.trainers.split(',')}
-    loads = []
+    runs: Dict[str, List[DefaultRun]] = {name: [] for name in args.trainers.split(',')}
+    loads: List[float] = []
     for _ in range(args.repeats):
         for name in runs:
             with tempfile.TemporaryDirectory() as job_dir:
                 loads.append(common.load_average())
                 runs[name].append(default_run(commands[name](job_dir)))
             print('%-8s %s' % (name, runs[name][-1]), flush=True)
-    results = {'machine': common.machine_info(), 'cifar_train_steps': args.cifar_train_steps,
+    results: Dict[str, Any] = {
+        'machine': common.machine_info(), 'cifar_train_steps': args.cifar_train_steps,
                'load_average_range': [min(loads), max(loads)], 'runs': runs}
     rows = [[name, '%.1f' % common.summarize([r['wall_secs'] for r in values])['median'],
              '%.1f' % common.summarize([r['eval_secs'] for r in values])['median'],

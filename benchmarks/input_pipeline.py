@@ -15,10 +15,13 @@ measured and dropped run alongside, to show why:
   hold in memory (a row-by-row shuffle buffer instead of whole-epoch
   permutations of the cached lines).
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import common
 
@@ -27,54 +30,56 @@ common.quiet_tensorflow()
 import tensorflow as tf
 
 from cifar10_estimator import data
+from cifar10_estimator import layout
 from taxi_estimator import input as input_lib
 from taxi_estimator import schema
 
 BATCH = 128
 
 
-def _cifar_default(data_dir, count):
+def _cifar_default(data_dir: str, count: int) -> tf.data.Dataset:
     return data.make_dataset(data_dir, 'train', BATCH, distort=True, repeat=True,
                              shuffle=True, count=count)
 
 
-def _cifar_per_example(data_dir, count):
+def _cifar_per_example(data_dir: str, count: int) -> tf.data.Dataset:
 
-    def parse(serialized):
+    def parse(serialized: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
         images, labels = data._parse_batch(serialized[None])
         image = tf.image.resize_with_crop_or_pad(images[0], 40, 40)
         image = tf.image.random_flip_left_right(tf.image.random_crop(image, [32, 32, 3]))
         return {'images': image}, labels[0]
-    dataset = tf.data.TFRecordDataset(data.subset_path(data_dir, 'train')).cache()
+    dataset = tf.data.TFRecordDataset(layout.subset_path(data_dir, 'train')).cache()
     dataset = dataset.shuffle(count).repeat()
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.batch(BATCH, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def _cifar_decoded_cache(data_dir, count):
+def _cifar_decoded_cache(data_dir: str, count: int) -> tf.data.Dataset:
 
-    def decode(serialized):
+    def decode(serialized: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         images, labels = data._parse_batch(serialized)
         return tf.cast(images, tf.uint8), labels
 
-    def augment(index, batch):
+    def augment(index: tf.Tensor, batch: Tuple[tf.Tensor, tf.Tensor]
+                ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
         images, labels = batch
         seed = tf.stack([tf.constant(0, tf.int64), index])
         return {'images': data.distort_batch(tf.cast(images, tf.float32), seed)}, labels
-    dataset = tf.data.TFRecordDataset(data.subset_path(data_dir, 'train')).batch(1000)
+    dataset = tf.data.TFRecordDataset(layout.subset_path(data_dir, 'train')).batch(1000)
     dataset = dataset.map(decode).unbatch().cache().shuffle(count).repeat()
     dataset = dataset.batch(BATCH, drop_remainder=True).enumerate()
     return dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE)
 
 
-def _taxi_default(files, streaming=False):
+def _taxi_default(files: Sequence[str], streaming: bool = False) -> tf.data.Dataset:
     if streaming:
         return input_lib.make_input_fn(files, BATCH, training=True, in_memory_mb=0)()
     return input_lib.make_input_fn(files, BATCH, training=True)()
 
 
-def _taxi_csv_dataset(files):
+def _taxi_csv_dataset(files: Sequence[str]) -> tf.data.Dataset:
     defaults = [input_lib._csv_default(c) for c in schema.COLUMNS]
     dataset = tf.data.Dataset.from_tensor_slices(files).repeat().interleave(
         lambda f: tf.data.experimental.CsvDataset(f, defaults, header=True),
@@ -85,13 +90,13 @@ def _taxi_csv_dataset(files):
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def delivered(dataset, batches, warmup):
+def delivered(dataset: tf.data.Dataset, batches: int, warmup: int) -> Tuple[float, float]:
     """Pulls `batches` batches in a graph loop after `warmup` ones; returns
     (examples/sec, examples per CPU-second of this process)."""
     iterator = iter(dataset)
 
-    @tf.function
-    def pull(n):
+    @tf.function  # type: ignore[untyped-decorator]  # TensorFlow is untyped
+    def pull(n: tf.Tensor) -> None:
         for _ in tf.range(n):
             next(iterator)
     pull(tf.constant(warmup))
@@ -104,7 +109,7 @@ def delivered(dataset, batches, warmup):
             examples / (time.process_time() - start_cpu))
 
 
-def _consumed():
+def _consumed() -> Dict[str, Dict[str, Any]]:
     """Training's default steady-state examples/sec from results.json, if measured."""
     consumed = {}
     if os.path.exists(common.RESULTS_JSON):
@@ -123,14 +128,14 @@ def _consumed():
     return consumed
 
 
-def _consumption(what, summary):
-    consumed = {'what': what, 'examples_per_sec': summary['median']}
+def _consumption(what: str, summary: Dict[str, Any]) -> Dict[str, Any]:
+    consumed: Dict[str, Any] = {'what': what, 'examples_per_sec': summary['median']}
     if 'per_cpu_second' in summary:
         consumed['examples_per_cpu_sec'] = summary['per_cpu_second']['median']
     return consumed
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--cifar-data-dir', required=True)
     parser.add_argument('--taxi-train-files', nargs='+', required=True)
@@ -140,7 +145,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     count = data.read_metadata(args.cifar_data_dir)['train']
-    pipelines = {
+    pipelines: Dict[Tuple[str, str], Callable[[], tf.data.Dataset]] = {
         ('cifar10', 'default'): lambda: _cifar_default(args.cifar_data_dir, count),
         ('cifar10', 'per_example'): lambda: _cifar_per_example(args.cifar_data_dir, count),
         ('cifar10', 'decoded_cache'): lambda: _cifar_decoded_cache(args.cifar_data_dir,
@@ -153,7 +158,7 @@ def main(argv=None):
     # Batch counts sized from a short probe, so each run takes about --seconds.
     batches = {key: max(20, int(args.seconds * delivered(make(), 20, 40)[0] / BATCH))
                for key, make in pipelines.items()}
-    runs = {key: [] for key in pipelines}
+    runs: Dict[Tuple[str, str], List[Tuple[float, float]]] = {key: [] for key in pipelines}
     keys = list(pipelines)
     loads = common.load_mark()
     for repeat in range(args.repeats):
@@ -161,9 +166,9 @@ def main(argv=None):
             runs[key].append(delivered(pipelines[key](), batches[key],
                                        warmup=max(40, batches[key] // 10)))
     consumed = _consumed()
-    results = {'machine': common.machine_info(), 'batch_size': BATCH,
-               'load_average_range': common.load_since(loads),
-               'consumed_by_training': consumed, 'pipelines': {}}
+    results: Dict[str, Any] = {'machine': common.machine_info(), 'batch_size': BATCH,
+                               'load_average_range': common.load_since(loads),
+                               'consumed_by_training': consumed, 'pipelines': {}}
     rows = []
     for (model, variant), values in runs.items():
         summary = common.summarize([wall for wall, _ in values])

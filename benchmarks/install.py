@@ -19,14 +19,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
 
 from benchmarks import common
 
-INSTALLERS = ('pip', 'uv')
-KINDS = {'pip': ('cold', 'warm', 'wheelhouse'), 'uv': ('cold', 'warm')}
+# The installers measured, and the caches each is timed with.
+Installer = Literal['pip', 'uv']
+Kind = Literal['cold', 'warm', 'wheelhouse']
+INSTALLERS: Tuple[Installer, ...] = ('pip', 'uv')
+KINDS: Dict[Installer, Tuple[Kind, ...]] = {'pip': ('cold', 'warm', 'wheelhouse'),
+                                            'uv': ('cold', 'warm')}
 
 
-def clean_env():
+def clean_env() -> Dict[str, str]:
     """This environment less pip's and uv's settings; no config files either."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(('PIP_', 'UV_'))}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK='1', UV_NO_CONFIG='1')
@@ -37,7 +42,8 @@ REQUIREMENTS = ['-r', os.path.join(common.REPO_ROOT, 'requirements.txt'),
                 '-c', os.path.join(common.REPO_ROOT, 'constraints.txt')]
 
 
-def install_command(installer, uv, venv, cache_dir, wheelhouse=None):
+def install_command(installer: Installer, uv: str, venv: str, cache_dir: str,
+                    wheelhouse: Optional[str] = None) -> List[str]:
     python = os.path.join(venv, 'bin', 'python')
     if installer == 'uv':
         # Compiling bytecode, as pip does and scripts/setup-venv.sh asks uv to.
@@ -48,13 +54,14 @@ def install_command(installer, uv, venv, cache_dir, wheelhouse=None):
             + REQUIREMENTS)
 
 
-def make_venv(base_python, work):
+def make_venv(base_python: str, work: str) -> str:
     venv = tempfile.mkdtemp(dir=work, prefix='venv-')
     subprocess.run([base_python, '-m', 'venv', '--clear', venv], check=True)
     return venv
 
 
-def timed_install(installer, uv, base_python, cache_dir, work, wheelhouse=None):
+def timed_install(installer: Installer, uv: str, base_python: str, cache_dir: str, work: str,
+                  wheelhouse: Optional[str] = None) -> float:
     """Seconds to install into a fresh venv made by `base_python` under `work`.
 
     With `wheelhouse` (pip only), first downloads the pins there, untimed, then
@@ -71,18 +78,18 @@ def timed_install(installer, uv, base_python, cache_dir, work, wheelhouse=None):
     return time.perf_counter() - start
 
 
-def directory_mb(path):
+def directory_mb(path: str) -> float:
     return sum(os.path.getsize(os.path.join(folder, name))
                for folder, _, names in os.walk(path) for name in names
                if not os.path.islink(os.path.join(folder, name))) / 1e6
 
 
-def version(cmd):
+def version(cmd: Sequence[str]) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, check=True,
                           env=clean_env()).stdout.split()[1]
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--uv', required=True, help='the uv binary to measure')
     parser.add_argument('--python', default=getattr(sys, '_base_executable', sys.executable),
@@ -91,8 +98,9 @@ def main(argv=None):
                         help='cold+warm pairs per installer (each cold one downloads ~600 MB)')
     parser.add_argument('--work-dir', default=None, help='scratch space (default: a temp dir)')
     args = parser.parse_args(argv)
-    loads = []
-    runs = {name: dict({kind: [] for kind in KINDS[name]}, cache_mb=[]) for name in INSTALLERS}
+    loads: List[float] = []
+    runs: Dict[Installer, Dict[str, List[float]]] = {
+        name: dict({kind: [] for kind in KINDS[name]}, cache_mb=[]) for name in INSTALLERS}
     with tempfile.TemporaryDirectory(dir=args.work_dir, prefix='install-bench-') as work:
         venv_pip = version([os.path.join(make_venv(args.python, work), 'bin', 'python'),
                             '-m', 'pip', '--version'])
@@ -110,14 +118,15 @@ def main(argv=None):
                     if kind == 'warm':
                         runs[installer]['cache_mb'].append(directory_mb(cache_dir))
     machine = dict(common.machine_info(), load_average=[round(max(loads), 2)] * 3)
-    results = {'machine': machine, 'load_average_range': [round(min(loads), 2),
-                                                           round(max(loads), 2)],
-               'python': version([args.python, '--version']),
-               'pip': venv_pip,
-               'uv': version([args.uv, '--version']), 'installers': {}}
+    results: Dict[str, Any] = {
+        'machine': machine, 'load_average_range': [round(min(loads), 2), round(max(loads), 2)],
+        'python': version([args.python, '--version']),
+        'pip': venv_pip,
+        'uv': version([args.uv, '--version']), 'installers': {}}
     rows = []
     for installer, measured in runs.items():
-        summary = {kind: common.summarize(measured[kind]) for kind in KINDS[installer]}
+        summary: Dict[str, Any] = {kind: common.summarize(measured[kind])
+                                   for kind in KINDS[installer]}
         summary['cache_mb'] = round(max(measured['cache_mb']))
         results['installers'][installer] = summary
         rows.append([installer] + ['%.1f (%.1f-%.1f)' % (s['median'], s['min'], s['max'])

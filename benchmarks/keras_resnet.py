@@ -13,28 +13,34 @@ so the benchmark can put the two side by side.
 
 prints one JSON line: {"examples_per_sec": ..., ...}.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import time
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from benchmarks import common
 from cifar10_estimator import data
+from cifar10_estimator import layout
 from cifar10_estimator import resnet
 
 _BN = dict(momentum=0.997, epsilon=1e-5)
 
 
-def build_model(num_layers, weight_decay=2e-4, dtype_policy=None):
+def build_model(num_layers: int, weight_decay: float = 2e-4,
+                dtype_policy: Optional[str] = None) -> tf.keras.Model:
     """Keras functional ResNet v1 taking {'images': float32 [B,32,32,3] in [0,255]}."""
     if dtype_policy:
         tf.keras.mixed_precision.set_global_policy(dtype_policy)
     conv_init = tf.keras.initializers.VarianceScaling(
         scale=1.0, mode='fan_in', distribution='truncated_normal')
 
-    def conv(x, filters, stride):
+    def conv(x: tf.Tensor, filters: int, stride: int) -> tf.Tensor:
         return tf.keras.layers.Conv2D(filters, 3, stride, padding='same', use_bias=False,
                                       kernel_initializer=conv_init)(x)
 
@@ -59,7 +65,7 @@ def build_model(num_layers, weight_decay=2e-4, dtype_policy=None):
                                              [pad, filters - in_filters - pad]])
             x = tf.keras.layers.ReLU()(tf.keras.layers.Add()([y, shortcut]))
     x = tf.keras.layers.GlobalAveragePooling2D()(x)
-    logits = tf.keras.layers.Dense(data.NUM_CLASSES, dtype='float32')(x)
+    logits = tf.keras.layers.Dense(layout.NUM_CLASSES, dtype='float32')(x)
     model = tf.keras.Model(images, logits)
     model.add_loss(lambda: weight_decay * tf.add_n(
         [tf.nn.l2_loss(v) for v in model.trainable_variables]))
@@ -70,18 +76,21 @@ def build_model(num_layers, weight_decay=2e-4, dtype_policy=None):
     return model
 
 
-def in_memory_dataset(data_dir, batch_size, seed=None):
+def in_memory_dataset(data_dir: str, batch_size: int,
+                      seed: Optional[int] = None) -> tf.data.Dataset:
     """The train split decoded once into numpy, then the same shuffle/augment."""
-    images, labels = [], []
+    image_batches: List[npt.NDArray[np.uint8]] = []
+    label_batches: List[npt.NDArray[np.int32]] = []
     for batch in data.make_dataset(data_dir, 'train', 1000):
-        images.append(batch[0]['images'].numpy().astype(np.uint8))
-        labels.append(batch[1].numpy())
-    images, labels = np.concatenate(images), np.concatenate(labels)
+        image_batches.append(batch[0]['images'].numpy().astype(np.uint8))
+        label_batches.append(batch[1].numpy())
+    images, labels = np.concatenate(image_batches), np.concatenate(label_batches)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     dataset = dataset.shuffle(len(labels), seed=seed).repeat()
     dataset = dataset.batch(batch_size, drop_remainder=True).enumerate()
 
-    def augment(index, batch):
+    def augment(index: tf.Tensor, batch: Tuple[tf.Tensor, tf.Tensor]
+                ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
         images, labels = batch
         images = data.distort_batch(tf.cast(images, tf.float32),
                                     tf.stack([tf.constant(seed or 0, tf.int64), index]))
@@ -90,25 +99,29 @@ def in_memory_dataset(data_dir, batch_size, seed=None):
         tf.data.AUTOTUNE)
 
 
-def tfrecord_dataset(data_dir, batch_size, count, seed=None):
+def tfrecord_dataset(data_dir: str, batch_size: int, count: int,
+                     seed: Optional[int] = None) -> tf.data.Dataset:
     """Exactly the Estimator's training input pipeline."""
     return data.make_dataset(data_dir, 'train', batch_size, distort=True, repeat=True,
                              shuffle=True, count=count, seed=seed)
 
 
-class _StepTimer(tf.keras.callbacks.Callback):
+# Keras is untyped: its base classes are `Any` to mypy (hence the ignore).
+class _StepTimer(tf.keras.callbacks.Callback):  # type: ignore[misc]
     """Records wall and process CPU time at the end of every training batch."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.times = []
+        self.times: List[Tuple[float, float]] = []
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         self.times.append((time.perf_counter(), time.process_time()))
 
 
-def measure(data_dir, num_layers, batch_size, source, warmup_steps, steps,
-            dtype_policy=None, interval=None):
+def measure(data_dir: str, num_layers: int, batch_size: int,
+            source: Literal['memory', 'tfrecord'], warmup_steps: int, steps: int,
+            dtype_policy: Optional[str] = None,
+            interval: Optional[int] = None) -> Dict[str, Any]:
     """Trains warmup_steps + steps batches; returns steady-state throughput.
 
     Like the Estimator's progress log, timing starts after `warmup_steps`
@@ -135,7 +148,7 @@ def measure(data_dir, num_layers, batch_size, source, warmup_steps, steps,
             'params': int(sum(np.prod(v.shape) for v in model.trainable_variables))}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', required=True)
     parser.add_argument('--num-layers', type=int, default=44)

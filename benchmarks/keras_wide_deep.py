@@ -19,10 +19,13 @@ pools (the trainer's `--num-intra-threads`/`--num-inter-threads`).
 
 print JSON lines (one per evaluation in `auc` mode).
 """
+from __future__ import annotations
+
 import argparse
 import json
 import math
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -32,42 +35,48 @@ from taxi_estimator import input as input_lib
 from taxi_estimator import model as model_lib
 from taxi_estimator import trainer
 
-_DEFAULTS = trainer.TRAINER.parse_args(['--train-files', 'x', '--eval-files', 'x',
-                                        '--job-dir', 'x'])
+# (declaration.Trainer is not annotated yet, hence the ignore.)
+_DEFAULTS: argparse.Namespace = trainer.TRAINER.parse_args(  # type: ignore[no-untyped-call]
+    ['--train-files', 'x', '--eval-files', 'x', '--job-dir', 'x'])
+# A `_Timer` record: (steps done, wall seconds, process CPU seconds).
+Record = Tuple[int, float, float]
 
 
-class _Linear(tf.keras.layers.Layer):
+# Keras is untyped: its base classes are `Any` to mypy (hence the ignores).
+class _Linear(tf.keras.layers.Layer):  # type: ignore[misc]
     """Sum of the weights of the wide ids present (-1: none), plus a bias."""
 
-    def build(self, input_shape):
+    def build(self, input_shape: tf.TensorShape) -> None:
         self._weights = self.add_weight('weights', [features_lib.WIDE_BUCKETS, 1],
                                         initializer='zeros')
         self._bias = self.add_weight('bias', [1], initializer='zeros')
 
-    def call(self, inputs):
+    def call(self, inputs: features_lib.Features) -> tf.Tensor:
         return model_lib.linear_logits(inputs[features_lib.WIDE_IDS], self._weights,
                                        self._bias)
 
 
-class _DeepInputs(tf.keras.layers.Layer):
+class _DeepInputs(tf.keras.layers.Layer):  # type: ignore[misc]
     """The DNN's input (`model.dnn_input`), owning the company embedding."""
 
-    def __init__(self, stats):
+    def __init__(self, stats: features_lib.Stats) -> None:
         super().__init__()
         self._stats = stats
 
-    def build(self, input_shape):
+    def build(self, input_shape: tf.TensorShape) -> None:
         self._table = self.add_weight(
             'company_embedding', [features_lib.COMPANY_BUCKETS, features_lib.EMBEDDING_DIM],
             initializer=tf.keras.initializers.TruncatedNormal(
                 stddev=1 / math.sqrt(features_lib.EMBEDDING_DIM)))
 
-    def call(self, inputs):
+    def call(self, inputs: features_lib.Features) -> tf.Tensor:
         return model_lib.dnn_input(inputs, self._stats, self._table)
 
 
-def build_model(stats, hidden_units=tuple(_DEFAULTS.hidden_units), steps_per_execution=1):
-    layers = [_DeepInputs(stats)]
+def build_model(stats: features_lib.Stats,
+                hidden_units: Sequence[int] = tuple(_DEFAULTS.hidden_units),
+                steps_per_execution: int = 1) -> tf.keras.Model:
+    layers: List[tf.keras.layers.Layer] = [_DeepInputs(stats)]
     for units in hidden_units:
         layers += [tf.keras.layers.Dense(units, activation='relu'),
                    tf.keras.layers.Dropout(_DEFAULTS.dropout_prob)]
@@ -83,22 +92,23 @@ def build_model(stats, hidden_units=tuple(_DEFAULTS.hidden_units), steps_per_exe
     return model
 
 
-class _Timer(tf.keras.callbacks.Callback):
+class _Timer(tf.keras.callbacks.Callback):  # type: ignore[misc]
     """Records (steps done, wall time, process CPU time) after every execution."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.times = []
+        self.times: List[Record] = []
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         # With steps_per_execution N, called every N steps with the last one's index.
         self.times.append((batch + 1, time.perf_counter(), time.process_time()))
 
 
-class _EvaluateEvery(tf.keras.callbacks.Callback):
+class _EvaluateEvery(tf.keras.callbacks.Callback):  # type: ignore[misc]
     """Evaluates AUC once per N steps, prints it, stops at the target AUC."""
 
-    def __init__(self, eval_data, eval_batches, every, target):
+    def __init__(self, eval_data: tf.data.Dataset, eval_batches: int, every: int,
+                 target: float) -> None:
         super().__init__()
         self._eval_data = eval_data
         self._eval_batches = eval_batches
@@ -106,7 +116,7 @@ class _EvaluateEvery(tf.keras.callbacks.Callback):
         self._target = target
         self._evaluated = 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         step = batch + 1
         if step // self._every <= self._evaluated // self._every:
             return
@@ -118,7 +128,8 @@ class _EvaluateEvery(tf.keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def throughput(times, batch_size, warmup_steps, interval):
+def throughput(times: Sequence[Record], batch_size: int, warmup_steps: int,
+               interval: int) -> Dict[str, Any]:
     """Steady-state figures from `_Timer` records of (steps, wall, CPU): the
     window from the first record at `warmup_steps` on to the last, and its
     fastest interval of `interval` steps (`common.fastest_interval`, as the
@@ -137,7 +148,7 @@ def throughput(times, batch_size, warmup_steps, interval):
             **common.fastest_interval(marks, batch_size)}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--train-files', nargs='+', required=True)
     parser.add_argument('--eval-files', nargs='+', required=True)

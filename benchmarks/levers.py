@@ -10,12 +10,21 @@ Each run counts its fastest interval, as the ResNet benchmark does
 made every lever look faster than it.
 """
 import argparse
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
 
 from benchmarks import common
 
+
+class Options(TypedDict, total=False):
+    """The keyword arguments of `common.estimator_throughput` a variant sets."""
+    flags: List[str]
+    levers: List[str]
+    extra_env: Dict[str, str]
+
+
 FP32 = ['--mixed-precision', 'none']
 # name: (what it changes, baseline, options for common.estimator_throughput)
-VARIANTS = {
+VARIANTS: Dict[str, Tuple[str, Optional[str], Options]] = {
     'defaults': ('trainer defaults (mixed precision auto)', None, {}),
     'float32': ('--mixed-precision none', 'defaults', {'flags': FP32}),
     'channels_first': ('NCHW inside the network (--data-format channels_first)',
@@ -46,7 +55,7 @@ SLOW = ('channels_first', 'onednn_off', 'xla_auto_jit')
 KEEP_MARGIN = 0.10
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', required=True)
     parser.add_argument('--num-layers', type=int, default=20)
@@ -59,7 +68,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     names = args.variants.split(',')
-    runs = {name: [] for name in names}
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in names}
     loads = common.load_mark()
     for repeat in range(args.repeats):
         order = [n for n in names if n not in SLOW or repeat < args.repeats_slow]
@@ -71,9 +80,9 @@ def main(argv=None):
             print('lever %-22s %7.1f examples/sec, %7.1f per CPU-second (load %.2f)'
                   % (name, value['examples_per_sec'], value['examples_per_cpu_sec'],
                      value['load'][1]), flush=True)
-    results = {'machine': common.machine_info(), 'num_layers': args.num_layers,
-               'batch_size': 128, 'load_average_range': common.load_since(loads),
-               'variants': {}}
+    results: Dict[str, Any] = {'machine': common.machine_info(), 'num_layers': args.num_layers,
+                               'batch_size': 128, 'load_average_range': common.load_since(loads),
+                               'variants': {}}
     rows = []
     for name in names:
         what, baseline, _ = VARIANTS[name]
@@ -95,8 +104,8 @@ def main(argv=None):
                      '%.2f' % summary['vs_baseline_per_cpu_second']
                      if 'vs_baseline' in summary else '',
                      baseline or '',
-                     {True: 'yes', False: 'NO'}.get(summary.get('default_is_fastest'),
-                                                    ''), what])
+                     {True: 'yes', False: 'NO', None: ''}.get(
+                         summary.get('default_is_fastest'), ''), what])
     common.finish('levers', results,
                   'Levers, ResNet-%d batch 128: examples/sec (x baseline, wall and per CPU-s)'
                   % args.num_layers,

@@ -8,8 +8,10 @@ file is kept, so regenerating the tables never loses it.
 import argparse
 import json
 import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import cold_start as cold_start_lib
+from benchmarks import backtest as backtest_lib
 from benchmarks import common
 from benchmarks import cost_model
 from benchmarks import levers as levers_lib
@@ -17,20 +19,23 @@ from benchmarks import resnet_throughput as resnet_lib
 
 NOTES_BEGIN = '<!-- notes: kept when the tables are regenerated -->'
 NOTES_END = '<!-- end of notes -->'
+# A target's verdict: (met: True, False or None for not judged, what it was judged on).
+Verdict = Tuple[Optional[bool], str]
 
 
-def _table(header, rows):
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
     lines += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
     return '\n'.join(lines)
 
 
-def _spread(summary, fmt='%.0f'):
+def _spread(summary: Dict[str, Any], fmt: str = '%.0f') -> str:
     return (fmt + ' (' + fmt + '–' + fmt + ')') % (summary['median'], summary['min'],
                                                    summary['max'])
 
 
-def _section(title, result, body, machine=None):
+def _section(title: str, result: Optional[Dict[str, Any]], body: str,
+             machine: Optional[Dict[str, Any]] = None) -> str:
     """A benchmark's section; one measured on another machine than the header's says so."""
     if not result:
         return '## %s\n\nNot measured in this run.\n' % title
@@ -44,7 +49,7 @@ def _section(title, result, body, machine=None):
         title, body, result['command'], result['finished'], _load(result), elsewhere)
 
 
-def _load_stats(result):
+def _load_stats(result: Dict[str, Any]) -> Tuple[float, float, float]:
     """(lowest, mean, highest) 1-minute load average while the benchmark measured.
 
     Results from before the mean was kept hold [lowest, highest]: the highest
@@ -57,14 +62,16 @@ def _load_stats(result):
     return values[0], values[-1], values[-1]
 
 
-def _load(result):
+def _load(result: Dict[str, Any]) -> str:
     low, mean, high = _load_stats(result)
     if low == high:
         return '%.1f' % low
     return '%.1f–%.1f (mean %.1f)' % (low, high, mean)
 
 
-def judge(target, *, wall=None, cpu=None, load=None, cores=None, at_most=False):
+def judge(target: float, *, wall: Optional[float] = None, cpu: Optional[float] = None,
+          load: Optional[float] = None, cores: Optional[int] = None,
+          at_most: bool = False) -> Verdict:
     """The verdict on a target: (met: True, False or None for not judged, basis).
 
     A comparison measured while the load average exceeded the core count is
@@ -74,7 +81,7 @@ def judge(target, *, wall=None, cpu=None, load=None, cores=None, at_most=False):
     target, wall-clock and per CPU-second alike. `at_most`: the figures must
     not exceed `target` (times, memory) instead of reaching it.
     """
-    def meets(value):
+    def meets(value: float) -> bool:
         return value <= target if at_most else value >= target
     if load is not None and cores and load > cores:
         under_load = 'load %.1f > %d cores' % (load, cores)
@@ -82,27 +89,27 @@ def judge(target, *, wall=None, cpu=None, load=None, cores=None, at_most=False):
             return None, 'not judged: %s, wall-clock figures only' % under_load
         return meets(cpu), 'per CPU-second (%s: wall-clock not judged)' % under_load
     figures = {'wall-clock': wall, 'per CPU-second': cpu}
-    given = [name for name, value in figures.items() if value is not None]
-    return (all(meets(figures[name]) for name in given), ' and '.join(given))
+    given = {name: value for name, value in figures.items() if value is not None}
+    return (all(meets(value) for value in given.values()), ' and '.join(given))
 
 
-def _row(target, measured, verdict):
+def _row(target: str, measured: str, verdict: Verdict) -> List[str]:
     met, basis = verdict
     return [target, measured, basis, {True: 'yes', False: '**no**',
                                       None: '**not judged**'}[met]]
 
 
-def _ratio_text(wall, cpu, suffix=''):
+def _ratio_text(wall: float, cpu: Optional[float], suffix: str = '') -> str:
     return '%.2f×%s (per CPU-second %s)' % (
         wall, suffix, '%.2f×' % cpu if cpu is not None else '–')
 
 
-def _has_interval(ratio):
+def _has_interval(ratio: Dict[str, Any]) -> bool:
     """Whether a ratio was repeated often enough for an interval worth the name."""
     return len(ratio['runs']) >= 3
 
 
-def _interval_text(ratio, target, per_cpu_only):
+def _interval_text(ratio: Dict[str, Any], target: float, per_cpu_only: bool) -> str:
     """What the repeats can tell of a ratio: the interval for its median (of
     the per-CPU-second ratios when only those are judged) and whether it
     still holds the target, i.e. the repeats cannot put a sign on the gap."""
@@ -116,14 +123,15 @@ def _interval_text(ratio, target, per_cpu_only):
         ', which holds %.1f×: not resolved' % target if low < target <= high else '')
 
 
-def targets(results):
-    machine = next((r['machine'] for r in results.values() if 'machine' in r), {})
+def targets(results: Dict[str, Dict[str, Any]]) -> str:
+    machine: Dict[str, Any] = next((r['machine'] for r in results.values() if 'machine' in r),
+                                   {})
     cores = machine.get('cores')
 
-    def load_of(result):
+    def load_of(result: Dict[str, Any]) -> float:
         return _load_stats(result)[1]
 
-    rows = []
+    rows: List[List[str]] = []
     resnet_result = results.get('resnet_throughput', {})
     resnet44 = resnet_result.get('depths', {}).get('44')
     if resnet44:
@@ -228,7 +236,7 @@ def targets(results):
     return _table(['target', 'measured (median)', 'judged on', 'met'], rows)
 
 
-def resnet(result):
+def resnet(result: Dict[str, Any]) -> str:
     peaks = result['peak_flops']
     per_cpu = result.get('peak_flops_per_cpu_second')
     features = result['machine'].get('cpu_features', [])
@@ -278,7 +286,7 @@ def resnet(result):
     return '\n\n'.join(parts)
 
 
-def input_pipeline(result):
+def input_pipeline(result: Dict[str, Any]) -> str:
     consumed = result['consumed_by_training']
     pipelines = sorted(result['pipelines'].items(),
                        key=lambda kv: (kv[0].split('/')[0], '/default' not in kv[0]))
@@ -297,7 +305,7 @@ def input_pipeline(result):
     return text
 
 
-def taxi(result):
+def taxi(result: Dict[str, Any]) -> str:
     if 'ratios' not in result:  # the format before issue #22
         return 'Measured in an older format; rerun `bash benchmarks/run.sh taxi`.'
     rows = []
@@ -334,7 +342,7 @@ def taxi(result):
                ', '.join('%s %.2f' % kv for kv in result['ratios'].items())))
 
 
-def data_size(result):
+def data_size(result: Dict[str, Any]) -> str:
     rows = []
     for size, by_variant in sorted(result['sizes'].items(), key=lambda kv: int(kv[0])):
         for variant, v in sorted(by_variant.items()):
@@ -359,12 +367,12 @@ def data_size(result):
                                             for kv in sorted(result['ratios'].items())))
 
 
-def _loop_order(n):
+def _loop_order(n: str) -> Tuple[int, int]:
     """Steps per loop in numeric order, the `baseline` row last."""
     return (1, 0) if n == 'baseline' else (0, int(n))
 
 
-def steps_per_loop(result):
+def steps_per_loop(result: Dict[str, Any]) -> str:
     rows = [[name, n, _spread(s), '%.0f' % s['per_cpu_second']['median'],
              '%.2f' % s['vs_1'], '%.2f' % s['vs_1_per_cpu_second']]
             for name, by_n in result['trainers'].items()
@@ -375,7 +383,7 @@ def steps_per_loop(result):
                       'per CPU-second', '× N=1', '× N=1 per CPU-s'], rows))
 
 
-def eval_share(result):
+def eval_share(result: Dict[str, Any]) -> str:
     rows = [[name, _spread(common.summarize([r['wall_secs'] for r in runs]), '%.1f'),
              _spread(common.summarize([r['eval_secs'] for r in runs]), '%.1f'),
              '%.1f%%' % (100 * common.summarize([r['eval_share'] for r in runs])['median']),
@@ -392,7 +400,7 @@ def eval_share(result):
                       'share of wall time', 'evaluations'], rows))
 
 
-def cluster(result, resnet_result=None):
+def cluster(result: Dict[str, Any], resnet_result: Optional[Dict[str, Any]] = None) -> str:
     if 'efficiency_per_cpu_second' not in next(iter(result['trainers'].values()), {}):
         return 'Measured in an older format; rerun `bash benchmarks/run.sh cluster`.'
     rows, shares = [], []
@@ -407,7 +415,8 @@ def cluster(result, resnet_result=None):
             '%s %.0f%% (%.0f%% of it in the kernel)' % (
                 task, 100 * v['cpu_share'], 100 * v['system_share'])
             for task, v in sorted(t['tasks'].items()))))
-    return (result['cluster'] + '. Efficiency = the cluster\'s training examples per '
+    setup: str = result['cluster']
+    return (setup + '. Efficiency = the cluster\'s training examples per '
             'CPU-second of all its tasks / one process\'s; CPU-ms per step: one '
             'process per step of the full batch, the cluster per global step (one '
             'worker batch, half of it).\n\n'
@@ -419,7 +428,7 @@ def cluster(result, resnet_result=None):
             + _cost_model(result, resnet_result or {}))
 
 
-def _cost_model(result, resnet_result):
+def _cost_model(result: Dict[str, Any], resnet_result: Dict[str, Any]) -> str:
     """The per-step cost model fitted to this table (`benchmarks.cost_model`)."""
     model = cost_model.summary({'cluster': result, 'resnet_throughput': resnet_result})
     if model is None:
@@ -438,7 +447,27 @@ def _cost_model(result, resnet_result):
                 _table(cost_model.CLOUD_HEADER, model['cloud'])))
 
 
-def cold_start(result):
+def backtest(result: Dict[str, Any]) -> str:
+    """Prediction against measurement (`benchmarks.backtest`)."""
+    rows = []
+    for name, run in result['runs'].items():
+        rows.append([name, run['steps'], '%.1f' % run['predicted_training_secs'],
+                     '%.1f' % run['measured_training_secs'],
+                     '%+.0f%%' % (100 * (run['predicted_training_secs']
+                                         / run['measured_training_secs'] - 1)),
+                     '%.1f' % run['predicted_wall_secs'], '%.1f' % run['measured_wall_secs']])
+    return ('One process trains each job first; its run record (CPU per example, CPUs '
+            'kept busy, start-up, evaluation and checkpoints per step) predicts the local '
+            'cluster of the shipped config\'s shape, every task sharing this machine\'s '
+            'cores (`perf_model.local_cluster_rate`, f = %.1f CPU-ms and beta = %.1f CPU-ms '
+            'per MB from %s); then the cluster runs through the launcher. Training time: '
+            'first to last step of the chief\'s run record; wall: the chief\'s whole run. '
+            'Target: within 30%% for the ResNet rows.\n\n%s' % (
+                1e3 * result['f_secs'], 1e9 * result['beta_secs_per_byte'],
+                result['fitted_to'], _table(backtest_lib.HEADER, rows)))
+
+
+def cold_start(result: Dict[str, Any]) -> str:
     milestones = [name for name, _, _ in cold_start_lib.MILESTONES]
     rows = [[name] + [_spread(summary[m], '%.1f') for m in milestones]
             + [_spread(summary['first_step_cpu'], '%.1f') if 'first_step_cpu' in summary
@@ -451,7 +480,7 @@ def cold_start(result):
             + _table(['trainer'] + milestones + ['CPU-s to first_step'], rows))
 
 
-def install(result):
+def install(result: Dict[str, Any]) -> str:
     rows = [[name] + [_spread(s[kind], '%.1f') if kind in s else '–'
                       for kind in ('cold', 'warm', 'wheelhouse')] + [s['cache_mb']]
             for name, s in result['installers'].items()]
@@ -466,7 +495,7 @@ def install(result):
                       'cache MB after warm'], rows))
 
 
-def levers(result):
+def levers(result: Dict[str, Any]) -> str:
     rows = []
     for name in [n for n in levers_lib.VARIANTS if n in result['variants']]:
         s = result['variants'][name]
@@ -484,7 +513,7 @@ def levers(result):
                      rows))
 
 
-def determinism(result):
+def determinism(result: Dict[str, Any]) -> str:
     rows = [[name, _spread(s['unseeded'], '%.1f'), _spread(s['seeded'], '%.1f'),
              '%.2f' % s['seeded_over_unseeded'],
              '%.2f' % s['seeded_over_unseeded_per_cpu_second']]
@@ -497,7 +526,7 @@ def determinism(result):
                       '--random-seed', 'seeded / not', 'per CPU-second'], rows))
 
 
-def roofline(result):
+def roofline(result: Dict[str, Any]) -> str:
     peaks = result['peak_flops_per_cpu_second']
     parts = ['Each op kind of a ResNet-%d training step (batch %d) timed alone in a '
              '`tf.function` loop through the same oneDNN kernels, as CPU-seconds of the '
@@ -535,11 +564,11 @@ def roofline(result):
     return '\n\n'.join(parts)
 
 
-def render(results, notes):
+def render(results: Dict[str, Dict[str, Any]], notes: str) -> str:
     # The header's machine: the latest benchmark's (sections measured elsewhere say so).
     machine = max((r for r in results.values() if 'machine' in r),
                   key=lambda r: r.get('finished', ''), default={}).get('machine', {})
-    sections = [
+    sections: List[Tuple[str, str, Callable[[Dict[str, Any]], str]]] = [
         ('1. ResNet training throughput: cifar10_main vs Keras fit',
          'resnet_throughput', resnet),
         ('2. Input pipelines alone', 'input_pipeline', input_pipeline),
@@ -553,6 +582,8 @@ def render(results, notes):
         ('9. Taxi training as the data grows', 'data_size', data_size),
         ('10. Where --steps-per-loop pays', 'steps_per_loop', steps_per_loop),
         ('11. Roofline of a ResNet training step', 'roofline', roofline),
+        ('12. Cost estimates checked: a local cluster predicted from one process',
+         'backtest', backtest),
         ('Lever study', 'levers', levers),
     ]
     parts = [
@@ -583,7 +614,7 @@ def render(results, notes):
     return '\n\n'.join(parts).rstrip() + '\n'
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--results', default=common.RESULTS_JSON)
     parser.add_argument('--out', default=os.path.join(common.REPO_ROOT, 'benchmarks',
@@ -604,7 +635,7 @@ def main(argv=None):
     print('Wrote %s' % args.out)
 
 
-def load_summary(results):
+def load_summary(results: Dict[str, Dict[str, Any]]) -> str:
     """One line per benchmark: the load it saw, and what its comparisons are judged on."""
     lines = []
     for key, result in sorted(results.items()):

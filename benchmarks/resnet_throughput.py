@@ -30,10 +30,21 @@ and per CPU-second), giving the fraction of peak each variant reaches.
 """
 import argparse
 import time
+from typing import Any, Dict, List, Literal, Optional, Sequence, Set, Tuple, TypedDict
 
 from benchmarks import common
 
-VARIANTS = {
+
+class Options(TypedDict, total=False):
+    """What a variant runs with: the trainer's flags, or the Keras reference's
+    input and dtype policy."""
+    flags: List[str]
+    source: Literal['memory', 'tfrecord']
+    dtype_policy: str
+
+
+# name: (which side runs it, its options)
+VARIANTS: Dict[str, Tuple[Literal['estimator', 'keras'], Options]] = {
     'estimator': ('estimator', {}),
     'estimator_fp32': ('estimator', {'flags': ['--mixed-precision', 'none']}),
     'estimator_bf16': ('estimator', {'flags': ['--mixed-precision', 'bfloat16']}),
@@ -58,7 +69,7 @@ TARGETS = (
 )
 
 
-def aliases(default_type):
+def aliases(default_type: str) -> Dict[str, str]:
     """Variants that are the same command as another with these defaults:
     `estimator_bf16` is `estimator` where the default computes in bfloat16,
     `estimator_fp32` where it computes in float32 (measured once, under the
@@ -67,18 +78,18 @@ def aliases(default_type):
             'estimator'}
 
 
-def bf16_variant(result):
+def bf16_variant(result: Dict[str, Any]) -> str:
     """The estimator variant that trained in bfloat16 in `result`."""
     if result.get('estimator_default_type') == 'bfloat16':
         return 'estimator'
     return 'estimator_bf16'
 
 
-def training_flops(num_layers, batch_size=128):
+def training_flops(num_layers: int, batch_size: int = 128) -> Tuple[float, float]:
     """(forward, training) FLOPs per example, from the TF profiler's float ops."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from cifar10_estimator import model  # pylint: disable=g-import-not-at-top
-    result = []
+    result: List[float] = []
     for mode in (tf.estimator.ModeKeys.EVAL, tf.estimator.ModeKeys.TRAIN):
         graph = tf.Graph()
         with graph.as_default():
@@ -90,10 +101,11 @@ def training_flops(num_layers, batch_size=128):
             options['output'] = 'none'
             profile = tf.compat.v1.profiler.profile(graph, options=options)
         result.append(profile.total_float_ops / batch_size)
-    return tuple(result)
+    return result[0], result[1]
 
 
-def peak_flops(size=4096, repeats=5, chain=3):
+def peak_flops(size: int = 4096, repeats: int = 5,
+               chain: int = 3) -> Tuple[Dict[str, float], Dict[str, float]]:
     """Best FLOP/s of `size`^2 matmuls in float32 and bfloat16 (oneDNN, all cores).
 
     Returns ({dtype: FLOP/s of wall time}, {dtype: FLOP per CPU-second of this
@@ -102,7 +114,8 @@ def peak_flops(size=4096, repeats=5, chain=3):
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     matmul = tf.function(tf.linalg.matmul)
-    peaks, per_cpu = {}, {}
+    peaks: Dict[str, float] = {}
+    per_cpu: Dict[str, float] = {}
     for dtype in (tf.float32, tf.bfloat16):
         a = tf.cast(tf.random.normal([size, size]), dtype)
         b = tf.cast(tf.random.normal([size, size]), dtype)
@@ -120,12 +133,13 @@ def peak_flops(size=4096, repeats=5, chain=3):
     return peaks, per_cpu
 
 
-def target_variants(same_as):
+def target_variants(same_as: Dict[str, str]) -> Set[str]:
     """The variants the targets compare, by the names they run under."""
     return {same_as.get(name, name) for key, _, _ in TARGETS for name in key.split('/')}
 
 
-def run_variant(name, data_dir, num_layers, interval, intervals):
+def run_variant(name: str, data_dir: str, num_layers: int, interval: int,
+                intervals: int) -> Dict[str, Any]:
     """One fresh run of variant `name`: its fastest interval's examples/sec and
     examples per CPU-second, and the window's means as `window_*`."""
     kind, options = VARIANTS[name]
@@ -140,13 +154,13 @@ def run_variant(name, data_dir, num_layers, interval, intervals):
     return common.fastest(value)
 
 
-def compute_type(name, estimator_default):
+def compute_type(name: str, estimator_default: str) -> str:
     if name == 'estimator':
         return estimator_default
     return 'bfloat16' if name.endswith('bf16') else 'float32'
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', required=True)
     parser.add_argument('--depths', default='20,44,56')
@@ -179,9 +193,10 @@ def main(argv=None):
           'CPU-second %.1f and %.1f GFLOP' % (
               peaks['float32'] / 1e9, peaks['bfloat16'] / 1e9,
               peaks_per_cpu['float32'] / 1e9, peaks_per_cpu['bfloat16'] / 1e9))
-    results = {'machine': info, 'peak_flops': peaks, 'peak_flops_per_cpu_second': peaks_per_cpu,
-               'batch_size': 128, 'estimator_default_type': default_type,
-               'interval': args.interval, 'intervals': args.intervals, 'depths': {}}
+    results: Dict[str, Any] = {
+        'machine': info, 'peak_flops': peaks, 'peak_flops_per_cpu_second': peaks_per_cpu,
+        'batch_size': 128, 'estimator_default_type': default_type,
+        'interval': args.interval, 'intervals': args.intervals, 'depths': {}}
     same_as = aliases(default_type)
     started = time.time()
     for num_layers in [int(d) for d in args.depths.split(',')]:
@@ -194,7 +209,7 @@ def main(argv=None):
             variants = [v for v in variants if not v.endswith('_bf16')]
             counts = dict.fromkeys(variants, args.other_depth_repeats)
         forward, train = training_flops(num_layers)
-        runs = {name: [] for name in variants}
+        runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in variants}
         loads = common.load_mark()
         for repeat in range(max(counts.values())):
             this_repeat = [v for v in variants if repeat < counts[v]]
@@ -206,9 +221,9 @@ def main(argv=None):
                       '(load %.2f)' % (num_layers, name, value['examples_per_sec'],
                                        value['examples_per_cpu_sec'], value['load'][1]),
                       flush=True)
-        depth = {'forward_flops': forward, 'training_flops': train,
-                 'load_average_range': common.load_since(loads), 'variants': {},
-                 'ratios': {}}
+        depth: Dict[str, Any] = {'forward_flops': forward, 'training_flops': train,
+                                 'load_average_range': common.load_since(loads),
+                                 'variants': {}, 'ratios': {}}
         for name, values in runs.items():
             summary = common.summarize([v['examples_per_sec'] for v in values])
             kind = compute_type(name, default_type)

@@ -16,27 +16,48 @@ and the threads' cost between the ops.
 
     python -m benchmarks.roofline [--num-layers 44] [--dtypes bfloat16,float32]
 """
+from __future__ import annotations
+
 import argparse
 import collections
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Counter, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import common
+from estimator_trainers import perf_model
+
+if TYPE_CHECKING:  # imported where used, once `common.quiet_tensorflow` ran
+    import tensorflow as tf
 
 BATCH = 128
 # (stage, spatial size, channels) of the CIFAR ResNet.
-STAGES = ((1, 32, 16), (2, 16, 32), (3, 8, 64))
+STAGES = perf_model.STAGES
 
 
-def step_ops(num_layers, batch=BATCH):
+# An op's shape key: a convolution's (n, h, w, cin, cout, stride), another op's
+# (n, h, w, c).
+ShapeKey = Tuple[int, ...]
+# A `tf.function` running an op n times: n (a scalar tensor) -> the running sum.
+Timed = Callable[['tf.Tensor'], 'tf.Tensor']
+
+
+def _graph_function(function: Callable[[tf.Tensor], tf.Tensor]) -> Timed:
+    """`tf.function(function)`, typed (TensorFlow's decorator is untyped)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    timed: Timed = tf.function(function)
+    return timed
+
+
+def step_ops(num_layers: int, batch: int = BATCH) -> List[Tuple[str, ShapeKey, int]]:
     """The op instances of one training step: [(kind, shape key, count)].
 
     Shape keys are tuples the timers below take: convolutions
     (n, h, w, cin, cout, stride), per-channel and elementwise ops (n, h, w, c).
     """
     blocks = (num_layers - 2) // 6
-    ops = collections.Counter()
+    ops: Counter[Tuple[str, ShapeKey]] = collections.Counter()
     ops['conv_forward', (batch, 32, 32, 3, 16, 1)] += 1  # the initial convolution
     ops['conv_filter_gradient', (batch, 32, 32, 3, 16, 1)] += 1
     ops['batch_norm_forward', (batch, 32, 32, 16)] += 1
@@ -64,20 +85,11 @@ def step_ops(num_layers, batch=BATCH):
     return sorted((kind, key, count) for (kind, key), count in ops.items())
 
 
-def parameters(num_layers):
-    """Trainable parameters of the network (kernels, batch-norm scales and offsets, dense)."""
-    blocks = (num_layers - 2) // 6
-    total = 27 * 16 + 2 * 16
-    previous = 16
-    for _, _, channels in STAGES:
-        for block in range(blocks):
-            cin = previous if block == 0 else channels
-            total += 9 * cin * channels + 9 * channels * channels + 4 * channels
-        previous = channels
-    return total + 64 * 10 + 10
+# Trainable parameters of the network (kernels, batch-norm scales and offsets, dense).
+parameters = perf_model.resnet_parameters
 
 
-def flops_and_bytes(kind, key, itemsize):
+def flops_and_bytes(kind: str, key: ShapeKey, itemsize: int) -> Tuple[int, int]:
     """(FLOPs, the bytes it must read and write at the least) of one op instance."""
     if kind.startswith('conv'):
         n, h, w, cin, cout, stride = key
@@ -98,13 +110,13 @@ def flops_and_bytes(kind, key, itemsize):
     return flops_per * elements, itemsize * elements * (reads + writes)
 
 
-def _timer(kind, key, dtype):
+def _timer(kind: str, key: ShapeKey, dtype: str) -> Timed:
     """A `tf.function(n)` running the op `n` times on fixed inputs; a control
     dependency on the loop's running sum keeps every call in the loop."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     low = tf.as_dtype(dtype)
 
-    def random(shape):
+    def random(shape: List[int]) -> tf.Tensor:
         return tf.cast(tf.random.normal(shape), low)
 
     # Inputs made once, outside the timed function (captured as constants).
@@ -120,8 +132,9 @@ def _timer(kind, key, dtype):
             x=x, scale=scale, offset=offset, mean=empty, variance=empty, epsilon=1e-5,
             is_training=True)
 
-    @tf.function
-    def run(times):
+    @_graph_function
+    def run(times: tf.Tensor) -> tf.Tensor:
+        op: Callable[[], tf.Tensor]
         if kind.startswith('conv'):
             op = {
                 'conv_forward': lambda: tf.nn.conv2d(x, kernel, strides, 'SAME'),
@@ -153,13 +166,13 @@ def _timer(kind, key, dtype):
     return run
 
 
-def _baseline(dtype):
+def _baseline(dtype: str) -> Timed:
     """The loop's own cost (reading one element into the running sum)."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     low = tf.as_dtype(dtype)
 
-    @tf.function
-    def run(times):
+    @_graph_function
+    def run(times: tf.Tensor) -> tf.Tensor:
         x = tf.ones([1, 1], low)
         total = tf.zeros([], low)
         for _ in tf.range(times):
@@ -169,7 +182,7 @@ def _baseline(dtype):
     return run
 
 
-def cpu_seconds_per_call(run, calls, repeats=3):
+def cpu_seconds_per_call(run: Timed, calls: int, repeats: int = 3) -> float:
     """Best CPU-seconds of this process per call of `run`, after a warm-up call."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     run(tf.constant(2)).numpy()
@@ -181,7 +194,7 @@ def cpu_seconds_per_call(run, calls, repeats=3):
     return best
 
 
-def memory_bandwidth(megabytes=64, calls=10):
+def memory_bandwidth(megabytes: int = 64, calls: int = 10) -> float:
     """Best bytes per CPU-second of a float32 add of two `megabytes` tensors (two
     reads, one write: larger than the caches), repeated in a loop so the
     output's memory is reused as training reuses it."""
@@ -189,8 +202,8 @@ def memory_bandwidth(megabytes=64, calls=10):
     n = megabytes * (1 << 20) // 4
     a, b = tf.random.normal([n]), tf.random.normal([n])
 
-    @tf.function
-    def run(times):
+    @_graph_function
+    def run(times: tf.Tensor) -> tf.Tensor:
         total = tf.zeros([])
         for _ in tf.range(times):
             with tf.control_dependencies([total]):
@@ -199,13 +212,14 @@ def memory_bandwidth(megabytes=64, calls=10):
     return 3 * 4 * n / cpu_seconds_per_call(run, calls)
 
 
-def roofline(num_layers, dtype, peaks_per_cpu, bandwidth, calls=20):
+def roofline(num_layers: int, dtype: str, peaks_per_cpu: Dict[str, float], bandwidth: float,
+             calls: int = 20) -> Dict[str, Any]:
     """The table of one compute type: a row per op kind, and the totals."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     itemsize = tf.as_dtype(dtype).size
     loop = cpu_seconds_per_call(_baseline(dtype), 200)
-    kinds = collections.defaultdict(lambda: {'instances': 0, 'flops': 0, 'bytes': 0,
-                                             'cpu_seconds': 0.0})
+    kinds: Dict[str, Dict[str, Any]] = collections.defaultdict(
+        lambda: {'instances': 0, 'flops': 0, 'bytes': 0, 'cpu_seconds': 0.0})
     for kind, key, count in step_ops(num_layers):
         per_call = max(0.0, cpu_seconds_per_call(_timer(kind, key, dtype), calls) - loop)
         flops, moved = flops_and_bytes(kind, key, itemsize)
@@ -239,15 +253,15 @@ def roofline(num_layers, dtype, peaks_per_cpu, bandwidth, calls=20):
             'fraction_of_peak_if_only_ops': flops / total / peak}
 
 
-def _momentum(params):
+def _momentum(params: int) -> Timed:
     """One ResourceApplyMomentum over all parameters as one float32 variable (the
     trainer's 131 updates, without their per-op overhead)."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     var, accum = tf.Variable(tf.zeros([params])), tf.Variable(tf.zeros([params]))
     grad = tf.random.normal([params])
 
-    @tf.function
-    def run(times):
+    @_graph_function
+    def run(times: tf.Tensor) -> tf.Tensor:
         for _ in tf.range(times):
             tf.raw_ops.ResourceApplyMomentum(var=var.handle, accum=accum.handle, lr=0.1,
                                              grad=grad, momentum=0.9)
@@ -255,7 +269,7 @@ def _momentum(params):
     return run
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--num-layers', type=int, default=44)
     parser.add_argument('--dtypes', default='bfloat16,float32')
@@ -268,9 +282,9 @@ def main(argv=None):
     common.sample_load(force=True)
     _, peaks_per_cpu = resnet_throughput.peak_flops()
     bandwidth = memory_bandwidth()
-    results = {'machine': common.machine_info(), 'num_layers': args.num_layers,
-               'batch_size': BATCH, 'peak_flops_per_cpu_second': peaks_per_cpu,
-               'bytes_per_cpu_second': bandwidth, 'dtypes': {}}
+    results: Dict[str, Any] = {'machine': common.machine_info(), 'num_layers': args.num_layers,
+                               'batch_size': BATCH, 'peak_flops_per_cpu_second': peaks_per_cpu,
+                               'bytes_per_cpu_second': bandwidth, 'dtypes': {}}
     for dtype in args.dtypes.split(','):
         results['dtypes'][dtype] = roofline(args.num_layers, dtype, peaks_per_cpu,
                                             bandwidth, calls=args.calls)
@@ -300,14 +314,14 @@ def main(argv=None):
     common.update_results('roofline', results)
 
 
-def _training_cpu_seconds_per_step(num_layers):
+def _training_cpu_seconds_per_step(num_layers: int) -> Dict[str, float]:
     """CPU-seconds per training step of the trainer, from benchmark 1 if measured."""
     if not os.path.exists(common.RESULTS_JSON):
         return {}
     with open(common.RESULTS_JSON) as f:
         resnet = json.load(f).get('resnet_throughput', {})
     depth = resnet.get('depths', {}).get(str(num_layers), {})
-    found = {}
+    found: Dict[str, float] = {}
     for name, summary in depth.get('variants', {}).items():
         if name.startswith('estimator') and 'per_cpu_second' in summary:
             kind = summary['compute_type']

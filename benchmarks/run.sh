@@ -4,9 +4,11 @@
 # Usage: bash benchmarks/run.sh [--quick] [BENCHMARK...]
 #   BENCHMARK: resnet taxi input cluster cold_start eval_share levers
 #   determinism steps_per_loop data_size roofline (default: all, in this order; input
-#   reads what training consumes from resnet and taxi), and install (only
+#   reads what training consumes from resnet and taxi), install (only
 #   when named: pip vs uv installing the pins, cold and warm cache; downloads
-#   ~1.2 GB from PyPI).
+#   ~1.2 GB from PyPI) and backtest (only when named: the cost estimates'
+#   prediction of local clusters from one process, against their runs; after
+#   cluster, whose fit it uses; ~25 minutes).
 #   --quick   tiny settings (a smoke test of a few minutes); its results go to
 #             $BENCH_WORK_DIR/results-quick.json and RESULTS-quick.md, never
 #             over the real figures.
@@ -29,8 +31,8 @@ benchmarks=()
 for arg in "$@"; do
   case "${arg}" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|steps_per_loop|data_size|roofline|install)
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    resnet|taxi|input|cluster|cold_start|eval_share|levers|determinism|steps_per_loop|data_size|roofline|install|backtest)
       benchmarks+=("${arg}") ;;
     *) echo "error: unknown argument '${arg}' (see --help)" >&2; exit 2 ;;
   esac
@@ -112,6 +114,10 @@ for benchmark in "${benchmarks[@]}"; do
                --taxi-train-files "${taxi_train}" --repeats 1 --seconds 0.5 ;;
     cluster:0) run cluster --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
                  --taxi-eval-files "${taxi_eval}" ;;
+    backtest:0) run backtest --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
+                  --taxi-eval-files "${taxi_eval}" ;;
+    backtest:1) run backtest --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
+                  --taxi-eval-files "${taxi_eval}" --quick ;;
     cluster:1) run cluster --cifar-data-dir "${cifar}" --taxi-train-files "${taxi_train}" \
                  --taxi-eval-files "${taxi_eval}" --repeats 1 --intervals 2 \
                  --trainers "cifar10 ResNet-20,taxi" ;;

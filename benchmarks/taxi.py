@@ -23,17 +23,22 @@ On the same CSVs (the data step's real trips), alternating order, repeated:
   baseline and Keras with its best `steps_per_execution`.
 """
 import argparse
+import functools
 import json
 import os
 import re
 import tempfile
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from benchmarks import common
 
 _EVAL = re.compile(r'Evaluation of step (\d+) .*\bauc = ([\d.]+)')
+# A line of a run's output -> (step, AUC) when it reports an evaluation, else None.
+ParseAuc = Callable[[str], Optional[Tuple[int, float]]]
 
 
-def taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
+def taxi_cli(train_files: Sequence[str], eval_files: Sequence[str], job_dir: str,
+             *flags: Union[str, int], levers: Sequence[str] = ()) -> List[str]:
     """The trainer's command line, through `benchmarks.estimator_variant` when
     code-level `levers` are switched."""
     entry = ['taxi_estimator.task']
@@ -45,8 +50,10 @@ def taxi_cli(train_files, eval_files, job_dir, *flags, levers=()):
         '--job-dir', job_dir, *flags)
 
 
-def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=(),
-                         levers=(), root=common.REPO_ROOT):
+def estimator_throughput(train_files: Sequence[str], eval_files: Sequence[str],
+                         interval: int, intervals: int, *,
+                         flags: Sequence[Union[str, int]] = (), levers: Sequence[str] = (),
+                         root: str = common.REPO_ROOT) -> Dict[str, Any]:
     """Steady-state examples/sec of the trainer (in checkout `root`) with
     `flags`: its fastest interval (`common.fastest`)."""
     with tempfile.TemporaryDirectory() as job_dir:
@@ -57,8 +64,9 @@ def estimator_throughput(train_files, eval_files, interval, intervals, *, flags=
             cmd, batch_size=128, intervals=intervals, root=root))
 
 
-def keras_throughput(train_files, eval_files, interval, intervals, steps_per_execution,
-                     threads=0):
+def keras_throughput(train_files: Sequence[str], eval_files: Sequence[str], interval: int,
+                     intervals: int, steps_per_execution: int,
+                     threads: int = 0) -> Dict[str, Any]:
     """Steady-state Keras `fit`, counted as the trainer is (its fastest
     interval); `threads` > 0 sizes both its thread pools."""
     return common.fastest(common.json_result(common.python_module(
@@ -69,11 +77,12 @@ def keras_throughput(train_files, eval_files, interval, intervals, steps_per_exe
         '--intra-op-threads', threads, '--inter-op-threads', threads)))
 
 
-def _time_to_auc(cmd, parse, target, root=common.REPO_ROOT):
+def _time_to_auc(cmd: Sequence[str], parse: ParseAuc, target: float,
+                 root: str = common.REPO_ROOT) -> Dict[str, Any]:
     """Runs `cmd` until `parse(line)` gives (step, auc >= target)."""
-    reached = {}
+    reached: Dict[str, Any] = {}
 
-    def on_line(elapsed, line, _):
+    def on_line(elapsed: float, line: str, _: int) -> bool:
         found = parse(line)
         if found and found[1] >= target:
             reached.update(seconds=elapsed, step=found[0], auc=found[1])
@@ -83,9 +92,10 @@ def _time_to_auc(cmd, parse, target, root=common.REPO_ROOT):
     return reached or {'seconds': None, 'step': None, 'auc': None}
 
 
-def estimator_time_to_auc(train_files, eval_files, target, every, max_steps,
-                          root=common.REPO_ROOT):
-    def parse(line):
+def estimator_time_to_auc(train_files: Sequence[str], eval_files: Sequence[str],
+                          target: float, every: int, max_steps: int,
+                          root: str = common.REPO_ROOT) -> Dict[str, Any]:
+    def parse(line: str) -> Optional[Tuple[int, float]]:
         match = _EVAL.search(line)
         return (int(match.group(1)), float(match.group(2))) if match else None
     with tempfile.TemporaryDirectory() as job_dir:
@@ -94,9 +104,10 @@ def estimator_time_to_auc(train_files, eval_files, target, every, max_steps,
         return _time_to_auc(cmd, parse, target, root=root)
 
 
-def keras_time_to_auc(train_files, eval_files, target, every, max_steps,
-                      steps_per_execution, threads=0):
-    def parse(line):
+def keras_time_to_auc(train_files: Sequence[str], eval_files: Sequence[str], target: float,
+                      every: int, max_steps: int, steps_per_execution: int,
+                      threads: int = 0) -> Dict[str, Any]:
+    def parse(line: str) -> Optional[Tuple[int, float]]:
         if not line.startswith('{'):
             return None
         value = json.loads(line)
@@ -109,7 +120,8 @@ def keras_time_to_auc(train_files, eval_files, target, every, max_steps,
     return _time_to_auc(cmd, parse, target)
 
 
-def keras_variants(steps_per_execution, one_thread_steps_per_execution):
+def keras_variants(steps_per_execution: Sequence[int],
+                   one_thread_steps_per_execution: Sequence[int]) -> Dict[str, Tuple[int, int]]:
     """{name: (steps_per_execution, threads)} of the Keras peers: Keras' default
     thread pools, and both pools at one thread (the trainer's default here)."""
     variants = {'keras_spe%d' % n: (n, 0) for n in steps_per_execution}
@@ -118,26 +130,28 @@ def keras_variants(steps_per_execution, one_thread_steps_per_execution):
     return variants
 
 
-def best_keras(variants, names, cores):
+def best_keras(variants: Dict[str, Dict[str, Any]], names: Sequence[str],
+               cores: Optional[int]) -> str:
     """The fastest Keras variant: by examples per CPU-second when the benchmark's
     mean load exceeded the core count (the basis its targets are judged on
     then), else by examples/sec."""
     loaded = variants and max(v.get('load_mean', 0) for v in variants.values()) > cores
 
-    def speed(name):
+    def speed(name: str) -> float:
         summary = variants[name]
-        return summary['per_cpu_second']['median'] if loaded else summary['median']
+        value: float = summary['per_cpu_second']['median'] if loaded else summary['median']
+        return value
     return max(names, key=speed)
 
 
-def _summary(runs):
+def _summary(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     summary = common.summarize([r['examples_per_sec'] for r in runs])
     summary['per_cpu_second'] = common.summarize([r['examples_per_cpu_sec'] for r in runs])
     summary['load_mean'] = common.summarize([r['load'][1] for r in runs])['median']
     return summary
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--train-files', nargs='+', required=True)
     parser.add_argument('--eval-files', nargs='+', required=True)
@@ -170,7 +184,7 @@ def main(argv=None):
     keras_runs = keras_variants(
         [int(n) for n in args.keras_steps_per_execution.split(',') if n],
         [int(n) for n in args.keras_one_thread_steps_per_execution.split(',') if n])
-    throughputs = {
+    throughputs: Dict[str, Callable[[], Dict[str, Any]]] = {
         'estimator': lambda: estimator_throughput(*files, args.interval, args.intervals),
         'estimator_loop1': lambda: estimator_throughput(
             *files, args.interval, args.intervals, flags=['--steps-per-loop', '1']),
@@ -183,9 +197,9 @@ def main(argv=None):
         throughputs['baseline'] = lambda: estimator_throughput(
             *files, args.interval, args.intervals, root=args.baseline_dir)
     for name, (n, threads) in keras_runs.items():
-        throughputs[name] = (lambda n=n, threads=threads: keras_throughput(
-            *files, args.interval, args.intervals, n, threads))
-    runs = {name: [] for name in throughputs}
+        throughputs[name] = functools.partial(keras_throughput, *files, args.interval,
+                                              args.intervals, n, threads)
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in throughputs}
     loads = common.load_mark()
     for repeat in range(args.repeats):
         order = list(throughputs) if repeat % 2 == 0 else list(throughputs)[::-1]
@@ -198,7 +212,8 @@ def main(argv=None):
     variants = {name: _summary(values) for name, values in runs.items()}
     keras = best_keras(variants, list(keras_runs), os.cpu_count())
 
-    to_auc = {'estimator': lambda: estimator_time_to_auc(
+    to_auc: Dict[str, Callable[[], Dict[str, Any]]] = {
+              'estimator': lambda: estimator_time_to_auc(
                   *files, args.target_auc, args.eval_every, args.max_steps),
               keras: lambda: keras_time_to_auc(
                   *files, args.target_auc, args.eval_every, args.max_steps,
@@ -207,7 +222,7 @@ def main(argv=None):
         to_auc['baseline'] = lambda: estimator_time_to_auc(
             *files, args.target_auc, args.eval_every, args.max_steps,
             root=args.baseline_dir)
-    auc_runs = {name: [] for name in to_auc}
+    auc_runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in to_auc}
     for repeat in range(args.repeats):
         order = list(to_auc) if repeat % 2 == 0 else list(to_auc)[::-1]
         for name in order:
@@ -217,29 +232,32 @@ def main(argv=None):
                 auc_runs[name][-1]['seconds']), flush=True)
     for name, values in auc_runs.items():
         reached = [r for r in values if r['seconds'] is not None]
-        summary = {'reached': '%d of %d runs' % (len(reached), len(values)), 'runs': values}
+        summary: Dict[str, Any] = {'reached': '%d of %d runs' % (len(reached), len(values)),
+                                   'runs': values}
         if reached:
             summary.update(seconds=common.summarize([r['seconds'] for r in reached]),
                            steps=common.summarize([r['step'] for r in reached]))
         variants[name]['time_to_auc'] = summary
 
-    def ratio(a, b, key=None):
-        pick = (lambda v: v['per_cpu_second']['median']) if key else (lambda v: v['median'])
+    def ratio(a: str, b: str, key: Optional[int] = None) -> float:
+        pick: Callable[[Dict[str, Any]], float] = (
+            (lambda v: v['per_cpu_second']['median']) if key else (lambda v: v['median']))
         return pick(variants[a]) / pick(variants[b])
 
-    results = {'machine': common.machine_info(), 'batch_size': 128,
-               'interval_steps': args.interval, 'intervals': args.intervals,
-               'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
-               'load_average_range': common.load_since(loads), 'variants': variants,
-               'keras_best': keras, 'baseline_commit': args.baseline_commit,
-               'same_repeat': {'estimator/' + keras: common.same_repeat_ratio(
-                   runs['estimator'], runs[keras])},
-               'ratios': {'estimator/' + keras: ratio('estimator', keras),
-                          'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),
-                          'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1'),
-                          'estimator_inter2/estimator': ratio('estimator_inter2', 'estimator'),
-                          'estimator_inter2/estimator per CPU-s':
-                              ratio('estimator_inter2', 'estimator', 1)}}
+    results: Dict[str, Any] = {
+        'machine': common.machine_info(), 'batch_size': 128,
+        'interval_steps': args.interval, 'intervals': args.intervals,
+        'target_auc': args.target_auc, 'eval_every_steps': args.eval_every,
+        'load_average_range': common.load_since(loads), 'variants': variants,
+        'keras_best': keras, 'baseline_commit': args.baseline_commit,
+        'same_repeat': {'estimator/' + keras: common.same_repeat_ratio(
+            runs['estimator'], runs[keras])},
+        'ratios': {'estimator/' + keras: ratio('estimator', keras),
+                   'estimator/' + keras + ' per CPU-s': ratio('estimator', keras, 1),
+                   'estimator/estimator_loop1': ratio('estimator', 'estimator_loop1'),
+                   'estimator_inter2/estimator': ratio('estimator_inter2', 'estimator'),
+                   'estimator_inter2/estimator per CPU-s':
+                       ratio('estimator_inter2', 'estimator', 1)}}
     if args.baseline_dir:
         results['ratios'].update({
             'estimator/baseline': ratio('estimator', 'baseline'),

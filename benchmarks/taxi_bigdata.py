@@ -14,8 +14,10 @@ row pass the trainer's own check (`taxi_estimator.input.scan`).
 import argparse
 import csv
 import os
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from taxi_estimator import data as data_lib
 from taxi_estimator import schema
@@ -24,7 +26,12 @@ _CHUNK = 100000
 _COORDINATE_JITTER = 0.002  # degrees, about 200 m
 
 
-def generate(source, rows, shards, out_dir, seed=1):
+# The drawn-from trips' columns: CSV text (categories, label) or floats (NaN: missing).
+TextColumns = Dict[str, npt.NDArray[np.object_]]
+NumberColumns = Dict[str, npt.NDArray[np.float64]]
+
+
+def generate(source: str, rows: int, shards: int, out_dir: str, seed: int = 1) -> List[str]:
     """Writes the shards; returns their paths."""
     with open(source, newline='', encoding='utf-8-sig') as f:
         table = list(csv.DictReader(f))
@@ -47,18 +54,19 @@ def generate(source, rows, shards, out_dir, seed=1):
     return paths
 
 
-def _quoted(value):
+def _quoted(value: str) -> str:
     """A CSV field: quoted when it holds a comma or a double quote."""
     if ',' in value or '"' in value:
         return '"%s"' % value.replace('"', '""')
     return value
 
 
-def _lines(text, numbers, size, rng, count):
+def _lines(text: TextColumns, numbers: NumberColumns, size: int, rng: np.random.Generator,
+           count: int) -> str:
     """`count` jittered rows drawn from the source, as CSV text."""
     picks = rng.integers(0, size, count)
     scale = np.clip(rng.normal(1.0, 0.05, count), 0.8, 1.2)
-    fields = []
+    fields: List[List[str]] = []
     for column in schema.COLUMNS:
         if column in text:
             fields.append(text[column][picks].tolist())
@@ -76,7 +84,7 @@ def _lines(text, numbers, size, rng, count):
     return ''.join(','.join(row) + '\n' for row in zip(*fields))
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--source', required=True, help='A CSV of the data step.')
     parser.add_argument('--rows', type=int, required=True)

@@ -9,10 +9,13 @@ batch's index, so batches parsed in parallel are the same in every run of
 one seed. Images are float32 in [0, 255], NHWC; the model
 does its own scaling, so serving can feed raw pixels.
 """
+from __future__ import annotations
+
 import os
 import random
 import shlex
 import struct
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,9 +32,11 @@ _TFRECORD_FRAMING_BYTES = 16  # length (8) + length CRC (4) + data CRC (4)
 _METADATA_LIMITS = user_files.Limits(bytes=1 << 20,
                                      expected='expected a small file (is this the right one?)')
 _MAX_EXAMPLES = 1 << 40
+# An Estimator input_fn: the dataset of (features, labels) batches it builds.
+InputFn = Callable[[], tf.data.Dataset]
 
 
-def read_metadata(data_dir):
+def read_metadata(data_dir: str) -> Dict[str, int]:
     """Reads `metadata.json` from `data_dir`; returns {subset: example count}."""
     if not tf.io.gfile.isdir(data_dir):
         raise UserInputError('--data-dir %s does not exist; create it with python -m '
@@ -56,7 +61,7 @@ def read_metadata(data_dir):
     return counts
 
 
-def validate_subset(data_dir, subset, expected_count):
+def validate_subset(data_dir: str, subset: str, expected_count: int) -> None:
     """Checks that a TFRecord file is complete and holds CIFAR-10 examples.
 
     Cheap enough to run before every training: it parses the first record and
@@ -102,14 +107,14 @@ def validate_subset(data_dir, subset, expected_count):
         _check_lengths(path, len(record))
 
 
-def _declared_too_long(path, offset, length, limit):
+def _declared_too_long(path: str, offset: int, length: int, limit: str) -> UserInputError:
     return UserInputError(
         '%s: the record at byte %d declares %d bytes, more than %s; the file is corrupt or '
         'was made to crash its reader (TensorFlow allocates what a record declares); '
         'regenerate --data-dir' % (path, offset, length, limit), path=path)
 
 
-def _check_first_length(path, size):
+def _check_first_length(path: str, size: int) -> None:
     """Refuses a file whose first record declares more bytes than the file holds.
 
     TensorFlow's reader allocates the length a record's header declares (a
@@ -123,7 +128,7 @@ def _check_first_length(path, size):
             raise _declared_too_long(path, 0, length, 'the file holds')
 
 
-def _check_lengths(path, record_bytes):
+def _check_lengths(path: str, record_bytes: int) -> None:
     """Checks that every record header of a local file declares `record_bytes`.
 
     All CIFAR-10 records serialise to the same length and the file size was
@@ -148,7 +153,7 @@ def _check_lengths(path, record_bytes):
             offset += len(chunk)
 
 
-def _parse_batch(serialized):
+def _parse_batch(serialized: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """Parses a batch of serialized Examples into NHWC float32 images, labels."""
     features = tf.io.parse_example(serialized, {
         'image': tf.io.FixedLenFeature([], tf.string),
@@ -160,7 +165,7 @@ def _parse_batch(serialized):
     return images, tf.cast(features['label'], tf.int32)
 
 
-def distort_batch(images, seed):
+def distort_batch(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """Random 32x32 crops of the 40x40 zero-padded images and random flips.
 
     Vectorised over the batch: each image gets its own crop offset and flip.
@@ -180,8 +185,9 @@ def distort_batch(images, seed):
     return tf.where(flip[:, None, None, None], tf.reverse(crops, axis=[2]), crops)
 
 
-def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
-                 shuffle=False, count=None, seed=None, cache=None):
+def make_dataset(data_dir: str, subset: str, batch_size: int, *, distort: bool = False,
+                 repeat: bool = False, shuffle: bool = False, count: Optional[int] = None,
+                 seed: Optional[int] = None, cache: Optional[bool] = None) -> tf.data.Dataset:
     """A dataset of ({'images': [B,32,32,3] float32}, labels [B] int32).
 
     Args:
@@ -211,7 +217,7 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
         dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=repeat).enumerate()
 
-    def parse(index, serialized):
+    def parse(index: tf.Tensor, serialized: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
         images, labels = _parse_batch(serialized)
         if distort:
             images = distort_batch(images, tf.stack([tf.constant(seed, tf.int64), index]))
@@ -221,19 +227,20 @@ def make_dataset(data_dir, subset, batch_size, *, distort=False, repeat=False,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def calibration_input_fn(data_dir, batch_size):
+def calibration_input_fn(data_dir: str, batch_size: int) -> InputFn:
     """Training batches as evaluation sees images (no augmentation), for precise
     batch norm: the training file in order, endlessly, without a second
     in-memory copy of it."""
-    def _input_fn():
+    def _input_fn() -> tf.data.Dataset:
         return make_dataset(data_dir, 'train', batch_size, repeat=True, cache=False)
     return _input_fn
 
 
-def input_fn(data_dir, subset, batch_size, *, training, count=None, seed=None,
-             distort=True):
+def input_fn(data_dir: str, subset: str, batch_size: int, *, training: bool,
+             count: Optional[int] = None, seed: Optional[int] = None,
+             distort: bool = True) -> InputFn:
     """Returns an Estimator `input_fn` for `subset`."""
-    def _input_fn():
+    def _input_fn() -> tf.data.Dataset:
         return make_dataset(data_dir, subset, batch_size,
                             distort=training and distort, repeat=training,
                             shuffle=training, count=count, seed=seed)

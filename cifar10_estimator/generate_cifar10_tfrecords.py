@@ -21,6 +21,7 @@ The data set is written as a whole: every file goes to a staging directory
 first and replaces the old set only once all are complete, so a bad archive
 leaves an existing data set as it was.
 """
+import argparse
 import codecs
 import json
 import os
@@ -33,8 +34,11 @@ import tempfile
 import urllib.error
 import urllib.request
 import zlib
+from typing import IO, Any, Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from cifar10_estimator import layout
 from estimator_trainers import declaration
@@ -48,9 +52,12 @@ CIFAR_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
 CIFAR_MD5 = 'c58f30108f718f92721af3b95e74349a'
 CIFAR_SIZE = 170498071  # bytes of the official archive
 CIFAR_DIR_NAME = 'cifar-10-batches-py'
+# {batch name: (its file, how errors name it: --source and the member)}
+Batches = Dict[str, Tuple[str, str]]
 
 
-def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
+def download(url: str, dest_dir: str, md5: Optional[str] = CIFAR_MD5,
+             timeout: float = 60) -> str:
     """Downloads `url` into `dest_dir`, verifies its MD5 and returns the path."""
     os.makedirs(dest_dir, exist_ok=True)
     path = os.path.join(dest_dir, os.path.basename(url))
@@ -83,11 +90,12 @@ def download(url, dest_dir, md5=CIFAR_MD5, timeout=60):
     return path
 
 
-def file_md5(path):
-    return safe_io.file_digest(path, 'md5')
+def file_md5(path: str) -> str:
+    digest: str = safe_io.file_digest(path, 'md5')
+    return digest
 
 
-def check_official(source):
+def check_official(source: str) -> None:
     """Refuses a file of the official archive's size whose MD5 differs.
 
     Such a file claims to be the official archive but is corrupt or altered.
@@ -111,11 +119,11 @@ MAX_MEMBERS = 1000
 MAX_ARCHIVE_BYTES = 2 << 30
 
 
-def _batch_names():
+def _batch_names() -> List[str]:
     return [name for names in layout.SPLITS.values() for name in names]
 
 
-def locate_batches(source, work_dir):
+def locate_batches(source: str, work_dir: str) -> Batches:
     """Finds the batch files of `source`.
 
     `source` is the downloaded tarball (only its batch members are extracted,
@@ -134,7 +142,7 @@ def locate_batches(source, work_dir):
     names = _batch_names()
     for candidate in (source, os.path.join(source, CIFAR_DIR_NAME)):
         if all(os.path.lexists(os.path.join(candidate, name)) for name in names):
-            batches = {}
+            batches: Batches = {}
             for name in names:
                 path = os.path.join(candidate, name)
                 where = '--source %s' % path
@@ -146,7 +154,7 @@ def locate_batches(source, work_dir):
                          % (source, CIFAR_DIR_NAME), flag='--source', path=source)
 
 
-def _check_batch_file(path, where):
+def _check_batch_file(path: str, where: str) -> None:
     """Refuses a batch file that is no regular file (a pipe would block) or too large."""
     kind = safe_io.not_a_regular_file(path)
     if kind or not os.path.isfile(path):
@@ -156,7 +164,7 @@ def _check_batch_file(path, where):
         raise _too_large(where, os.path.getsize(path), path)
 
 
-def _too_large(where, size, path):
+def _too_large(where: str, size: int, path: str) -> UserInputError:
     return UserInputError(
         '%s is %s; a CIFAR-10 batch is about 30 MiB, and nothing in its archive is '
         'larger than %s' % (where, safe_io.size_text(size),
@@ -164,7 +172,7 @@ def _too_large(where, size, path):
         flag='--source', path=path)
 
 
-def _extract_batches(source, work_dir):
+def _extract_batches(source: str, work_dir: str) -> Batches:
     """Extracts the batch members of archive `source` into `work_dir`, and nothing else.
 
     Members are read in order; each is checked from its header before its data
@@ -174,7 +182,7 @@ def _extract_batches(source, work_dir):
     the archive's choosing is written to.
     """
     wanted = set(_batch_names())
-    batches = {}
+    batches: Batches = {}
     total = 0
     try:
         with tarfile.open(source, 'r:gz') as tar:
@@ -204,7 +212,9 @@ def _extract_batches(source, work_dir):
                     raise UserInputError('%s: the archive holds %s twice'
                                          % (where, base), flag='--source', path=source)
                 path = os.path.join(work_dir, base)
-                with tar.extractfile(member) as data, open(path, 'wb') as out:
+                # A regular file (checked above): `extractfile` gives None only for others.
+                with cast(IO[bytes], tar.extractfile(member)) as data, \
+                        open(path, 'wb') as out:
                     shutil.copyfileobj(data, out, 1 << 20)
                 batches[base] = (path, where)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
@@ -219,14 +229,14 @@ def _extract_batches(source, work_dir):
     return batches
 
 
-def _latin1_encode(text, encoding):
+def _latin1_encode(text: str, encoding: str) -> bytes:
     """`_codecs.encode` as Python 3 pickles of bytes use it (latin-1 only)."""
     if codecs.lookup(encoding).name != 'iso8859-1':
         raise pickle.UnpicklingError('bytes encoded as %r' % encoding)
     return codecs.encode(text, encoding)
 
 
-def _dtype(*args):
+def _dtype(*args: Any) -> np.dtype[Any]:
     """`numpy.dtype` for numeric types only (object arrays unpickle objects)."""
     dtype = np.dtype(*args)
     if dtype.hasobject:
@@ -239,19 +249,22 @@ class _ArrayType:
     only as the type `_reconstruct` makes: called, it would allocate whatever
     shape the pickle declares, before a byte of its data is read."""
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: object, **kwargs: object) -> NoReturn:
         raise pickle.UnpicklingError('it constructs an array of a declared shape '
                                      'directly, which a CIFAR-10 batch never does')
 
 
-def _reconstruct(subtype, shape, dtype):
+def _reconstruct(subtype: type, shape: object, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     """numpy's `_reconstruct`, limited to what numpy's own pickles pass: an empty
     array, whose shape and bytes the pickle's next step sets together (numpy checks
     that they agree). Another shape, e.g. (10**8, 3072), would allocate 279 GiB."""
     if subtype is not _ArrayType or not isinstance(shape, tuple) or shape != (0,):
         raise pickle.UnpicklingError('it declares an array of shape %.40r before its data'
                                      % (shape,))
-    return np.core.multiarray._reconstruct(np.ndarray, shape, dtype)
+    # numpy's pickle helpers are private, missing from its stubs (hence the ignores).
+    array: npt.NDArray[Any] = np.core.multiarray._reconstruct(  # type: ignore[attr-defined]
+        np.ndarray, shape, dtype)
+    return array
 
 
 class BatchUnpickler(pickle.Unpickler):
@@ -267,28 +280,32 @@ class BatchUnpickler(pickle.Unpickler):
     before the bytes that fill it are read.
     """
 
-    _ALLOWED = {
+    _ALLOWED: Dict[Tuple[str, str], Callable[..., object]] = {
         ('numpy', 'ndarray'): _ArrayType,
         ('numpy', 'dtype'): _dtype,
         ('numpy.core.multiarray', '_reconstruct'): _reconstruct,
         ('numpy._core.multiarray', '_reconstruct'): _reconstruct,
-        ('numpy.core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
-        ('numpy._core.numeric', '_frombuffer'): np.core.numeric._frombuffer,
+        # Private to numpy, so missing from its stubs (hence the ignores).
+        ('numpy.core.numeric', '_frombuffer'):
+            np.core.numeric._frombuffer,  # type: ignore[attr-defined]
+        ('numpy._core.numeric', '_frombuffer'):
+            np.core.numeric._frombuffer,  # type: ignore[attr-defined]
         ('_codecs', 'encode'): _latin1_encode,
     }
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Callable[..., object]:
         try:
             return self._ALLOWED[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError('it refers to %s.%s, which a CIFAR-10 batch '
                                          'never does' % (module, name)) from None
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> NoReturn:
         raise pickle.UnpicklingError('it refers to a persistent object')
 
 
-def read_batch(path, where=None):
+def read_batch(path: str,
+               where: Optional[str] = None) -> Tuple[npt.NDArray[np.uint8], List[int]]:
     """Reads one CIFAR-10 python pickle: (uint8 [N, 3072] images, labels).
 
     Args:
@@ -317,7 +334,7 @@ def read_batch(path, where=None):
     return data, labels
 
 
-def write_tfrecords(batches, output_path):
+def write_tfrecords(batches: Iterable[Tuple[str, str]], output_path: str) -> int:
     """Converts batches [(path, where)] to one TFRecord file; returns the count."""
     tf = logs.import_tensorflow()
     count = 0
@@ -336,7 +353,8 @@ def write_tfrecords(batches, output_path):
     return count
 
 
-def generate(data_dir, source=None, url=CIFAR_URL):
+def generate(data_dir: str, source: Optional[str] = None,
+             url: str = CIFAR_URL) -> layout.Metadata:
     """Writes the three TFRecord files and metadata.json into `data_dir`.
 
     All four are written to a staging directory and replace the old ones only
@@ -352,13 +370,14 @@ def generate(data_dir, source=None, url=CIFAR_URL):
             cache = data_dir if not safe_io.is_remote(data_dir) else work_dir
             source = download(url, cache)
         batches = locate_batches(source, work_dir)
-        counts = {}
+        counts: Dict[str, int] = {}
         with safe_io.staged_files(data_dir, layout.DATA_SET_FILES, '--data-dir') as staging:
             for split, names in layout.SPLITS.items():
                 counts[split] = write_tfrecords([batches[n] for n in names],
                                                 os.path.join(staging, split + '.tfrecords'))
-            metadata = {'num_examples': counts, 'image_shape': [32, 32, 3],
-                        'num_classes': layout.NUM_CLASSES, 'source': os.path.basename(source)}
+            metadata: layout.Metadata = {
+                'num_examples': counts, 'image_shape': [32, 32, 3],
+                'num_classes': layout.NUM_CLASSES, 'source': os.path.basename(source)}
             with tf.io.gfile.GFile(os.path.join(staging, layout.METADATA_FILE), 'w') as f:
                 json.dump(metadata, f, indent=2, sort_keys=True)
     for split, count in counts.items():
@@ -367,8 +386,8 @@ def generate(data_dir, source=None, url=CIFAR_URL):
     return metadata
 
 
-def parse_args(argv):
-    parser = flags.make_parser(
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser: argparse.ArgumentParser = flags.make_parser(
         'python -m cifar10_estimator.generate_cifar10_tfrecords',
         'Download CIFAR-10 and convert it to TFRecords for cifar10_main.')
     parser.add_argument('--data-dir', type=flags.path, required=True,
@@ -384,7 +403,7 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = logs.start_tool(parse_args, argv)
     generate(args.data_dir, source=args.source, url=args.url)
     return 0

@@ -18,7 +18,10 @@ type with float32 variables and a float32 loss; float16 adds dynamic loss
 scaling (its small gradients would underflow). Exports always compute in
 float32, so they serve on any hardware.
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -31,6 +34,14 @@ LR_EPOCH_BOUNDARIES = (82, 123, 300)
 LR_MULTIPLIERS = (1.0, 0.1, 0.01, 0.002)
 _VARIABLE_OPS = frozenset(['Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable'])
 
+# The resolved `--mixed-precision` (`devices.resolve_mixed_precision`): the
+# type training and evaluation compute in, `none` for float32.
+Precision = Literal['none', 'bfloat16', 'float16']
+# `--variable-strategy`: where the towers of one worker share their variables.
+VariableStrategy = Literal['CPU', 'GPU']
+# An optimizer's (gradient, variable) pairs (a gradient may be None).
+GradsAndVars = List[Tuple[Optional[tf.Tensor], tf.Variable]]
+
 
 @dataclasses.dataclass(frozen=True)
 class HParams:
@@ -41,21 +52,21 @@ class HParams:
     learning_rate: float = 0.1
     batch_norm_decay: float = 0.997
     batch_norm_epsilon: float = 1e-5
-    data_format: str = 'channels_last'
+    data_format: resnet.DataFormat = 'channels_last'
     train_examples: int = 40000
     train_batch_size: int = 128
-    devices: tuple = ('/cpu:0',)
-    variable_strategy: str = 'CPU'
+    devices: Tuple[str, ...] = ('/cpu:0',)
+    variable_strategy: VariableStrategy = 'CPU'
     sync: bool = False
     num_workers: int = 1
     is_chief: bool = True
     cluster_has_ps: bool = False
-    mixed_precision: str = 'none'
+    mixed_precision: Precision = 'none'
     replicas_in_sync: int = 1
     image_summary_steps: int = 0
 
 
-def steps_per_epoch(hparams):
+def steps_per_epoch(hparams: HParams) -> int:
     """Global steps per epoch: synchronous updates consume every worker's batch.
 
     `train_batch_size` is per model replica; under a tf.distribute strategy
@@ -66,7 +77,7 @@ def steps_per_epoch(hparams):
     return max(1, hparams.train_examples // global_batch)
 
 
-def learning_rate_schedule(hparams, global_step):
+def learning_rate_schedule(hparams: HParams, global_step: tf.Tensor) -> tf.Tensor:
     boundaries = [steps_per_epoch(hparams) * epoch for epoch in LR_EPOCH_BOUNDARIES]
     values = [hparams.learning_rate * m for m in LR_MULTIPLIERS]
     with tf.name_scope('lr_schedule'):  # piecewise_constant casts outside its own scope
@@ -77,7 +88,9 @@ def learning_rate_schedule(hparams, global_step):
 IMAGE_SUMMARY_INTERVALS = 10
 
 
-def model_fn(features, labels, mode, params, config):
+def model_fn(features: Union[Dict[str, tf.Tensor], tf.Tensor], labels: Optional[tf.Tensor],
+             mode: str, params: Dict[str, HParams],
+             config: tf.estimator.RunConfig) -> tf.estimator.EstimatorSpec:
     """Estimator model_fn; `params` is `{'hparams': HParams}`.
 
     Training writes the documented tag set (`summaries`): `accuracy` of the
@@ -104,7 +117,7 @@ def model_fn(features, labels, mode, params, config):
             mode, predictions=predictions,
             export_outputs={'serving_default': tf.estimator.export.PredictOutput(predictions)})
 
-    optimizer = None
+    optimizer: Optional[tf.compat.v1.train.Optimizer] = None
     if is_training:
         global_step = tf.compat.v1.train.get_or_create_global_step()
         learning_rate = learning_rate_schedule(hparams, global_step)
@@ -135,6 +148,7 @@ def model_fn(features, labels, mode, params, config):
     # Batch-norm moving averages: from the first (or only) tower.
     update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS,
                                              scope=_first_tower_scope(devices))
+    assert optimizer is not None  # training: made above
     with tf.control_dependencies(update_ops):
         train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
@@ -151,10 +165,11 @@ def model_fn(features, labels, mode, params, config):
         eval_metric_ops={'accuracy': accuracy})
 
 
-def _register_batch_norm_calibration(hparams, dtype):
+def _register_batch_norm_calibration(hparams: HParams, dtype: tf.dtypes.DType) -> None:
     """Offers the evaluation precise batch norm (`precise_bn`): the network once
     more, in training mode with batch-norm momentum 0, on the evaluation's variables."""
-    def build(features):
+    def build(features: Union[Dict[str, tf.Tensor], tf.Tensor]
+              ) -> Tuple[List[tf.Operation], List[tf.Variable]]:
         images = features['images'] if isinstance(features, dict) else features
         scope = tf.compat.v1.get_default_graph().get_name_scope()
         network = resnet.ResNetCifar10(
@@ -168,7 +183,7 @@ def _register_batch_norm_calibration(hparams, dtype):
     precise_bn.register(build)
 
 
-def _optimizer(hparams, learning_rate):
+def _optimizer(hparams: HParams, learning_rate: tf.Tensor) -> tf.compat.v1.train.Optimizer:
     """Momentum, with dynamic loss scaling for float16 and sync replicas if asked."""
     optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, hparams.momentum)
     if hparams.mixed_precision == 'float16':
@@ -181,7 +196,8 @@ def _optimizer(hparams, learning_rate):
     return optimizer
 
 
-def _gradients(optimizer, loss, variables=None):
+def _gradients(optimizer: tf.compat.v1.train.Optimizer, loss: tf.Tensor,
+               variables: Optional[List[tf.Variable]] = None) -> GradsAndVars:
     """`optimizer`'s gradients of `loss` without per-op gating, as Keras'
     GradientTape computes them.
 
@@ -192,35 +208,37 @@ def _gradients(optimizer, loss, variables=None):
     float32 without it (benchmarks/RESULTS.md, #33). The race GATE_OP guards
     against needs reference variables; resource variables' reads are snapshots.
     """
-    return optimizer.compute_gradients(
+    pairs: GradsAndVars = optimizer.compute_gradients(
         loss, variables, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
+    return pairs
 
 
-def _predictions(logits):
+def _predictions(logits: tf.Tensor) -> Dict[str, tf.Tensor]:
     with tf.name_scope('predictions'):
         return {'classes': tf.argmax(logits, axis=1),
                 'probabilities': tf.nn.softmax(logits, name='softmax_tensor')}
 
 
-def _loss(logits, labels, weight_decay):
+def _loss(logits: tf.Tensor, labels: tf.Tensor, weight_decay: float) -> tf.Tensor:
     cross_entropy = tf.compat.v1.losses.sparse_softmax_cross_entropy(
         labels=labels, logits=logits, reduction=tf.compat.v1.losses.Reduction.MEAN)
     return cross_entropy + _weight_decay(tf.compat.v1.trainable_variables(), weight_decay)
 
 
-def _weight_decay(variables, weight_decay):
+def _weight_decay(variables: Sequence[tf.Variable], weight_decay: float) -> tf.Tensor:
     """`weight_decay * sum(l2_loss(v))`, in its own scope (one graph node, not 23)."""
     with tf.name_scope('weight_decay'):
         return weight_decay * tf.add_n([tf.nn.l2_loss(v) for v in variables])
 
 
-def _first_tower_scope(devices):
+def _first_tower_scope(devices: Sequence[str]) -> Optional[str]:
     return 'tower_0' if len(devices) > 1 else None
 
 
-def _tower_device_fn(device, variable_device):
+def _tower_device_fn(device: str,
+                     variable_device: Optional[str]) -> Callable[[tf.Operation], str]:
     """Places ops on `device` and variables on `variable_device` (None: outer fn)."""
-    def device_fn(op):
+    def device_fn(op: Union[tf.Operation, tf.compat.v1.NodeDef]) -> str:
         node_def = op if isinstance(op, tf.compat.v1.NodeDef) else op.node_def
         if node_def.op in _VARIABLE_OPS:
             return variable_device or ''
@@ -228,7 +246,9 @@ def _tower_device_fn(device, variable_device):
     return device_fn
 
 
-def _towers(network, images, labels, hparams, optimizer):
+def _towers(network: resnet.ResNetCifar10, images: tf.Tensor, labels: tf.Tensor,
+            hparams: HParams, optimizer: Optional[tf.compat.v1.train.Optimizer]
+            ) -> Tuple[tf.Tensor, tf.Tensor, Optional[GradsAndVars]]:
     """Builds one tower per device; returns (logits, mean loss, averaged grads).
 
     `optimizer` computes each tower's gradients (None outside training).
@@ -242,7 +262,9 @@ def _towers(network, images, labels, hparams, optimizer):
         variable_device = '/cpu:0'
     else:
         variable_device = devices[0]
-    tower_logits, tower_losses, tower_grads = [], [], []
+    tower_logits: List[tf.Tensor] = []
+    tower_losses: List[tf.Tensor] = []
+    tower_grads: List[GradsAndVars] = []
     for i, device in enumerate(devices):
         with tf.name_scope('tower_%d' % i), \
                 tf.compat.v1.variable_scope('resnet', reuse=bool(i)), \
@@ -260,7 +282,7 @@ def _towers(network, images, labels, hparams, optimizer):
         logits = tf.concat(tower_logits, axis=0)
         loss = tf.reduce_mean(tower_losses) + _weight_decay(
             tf.compat.v1.trainable_variables(), hparams.weight_decay)
-        grads_and_vars = None
+        grads_and_vars: Optional[GradsAndVars] = None
         if optimizer is not None:
             grads_and_vars = []
             for per_var in zip(*tower_grads):

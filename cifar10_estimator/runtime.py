@@ -5,19 +5,30 @@ Checks the TFRecords and batch sizes against the devices, then builds the
 (`cifar10_estimator.data`) and a serving signature that takes raw uint8
 images.
 """
+from __future__ import annotations
+
+import argparse
 import dataclasses
+from typing import Callable, Dict, Tuple, cast
 
 import tensorflow as tf
 
 from cifar10_estimator import data
 from cifar10_estimator import layout
 from cifar10_estimator import model
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
 from estimator_trainers import devices as devices_lib
+from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.errors import UserInputError
 
+# What the input check found, for the later steps of a run: the model's
+# settings and the example counts of the data set.
+_Facts = Tuple[model.HParams, Dict[str, int]]
 
-def check_inputs(data_dir, hparams, eval_batch_size, validate_files=True):
+
+def check_inputs(data_dir: str, hparams: model.HParams, eval_batch_size: int,
+                 validate_files: bool = True) -> Dict[str, int]:
     """Validates data and batch sizes against the devices; returns split counts.
 
     Raises:
@@ -42,7 +53,7 @@ def check_inputs(data_dir, hparams, eval_batch_size, validate_files=True):
     return counts
 
 
-def memory_estimate(num_layers):
+def memory_estimate(num_layers: int) -> declaration.MemoryEstimate:
     """Rough float32 training memory of a ResNet of `num_layers`.
 
     Per example: each of the 6n convolutions keeps its output, the batch-norm
@@ -58,7 +69,7 @@ def memory_estimate(num_layers):
                                       bytes_per_example=per_example)
 
 
-def serving_input_receiver_fn():
+def serving_input_receiver_fn() -> tf.estimator.export.ServingInputReceiver:
     """Serving signature: `images`, uint8 [batch, 32, 32, 3] raw RGB pixels."""
     images = tf.compat.v1.placeholder(
         tf.uint8, [None, layout.HEIGHT, layout.WIDTH, layout.DEPTH], name='images')
@@ -69,8 +80,8 @@ def serving_input_receiver_fn():
 class Cifar10Runtime(declaration.Runtime):
     """ResNet v1 (6n+2 layers) on CIFAR-10 TFRecords, in towers over local devices."""
 
-    def check(self, args, task):
-        dist = task.distribution
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
+        dist = cast(distribution_lib.Distribution, task.distribution)
         if args.sync and dist.synchronous:
             raise UserInputError(
                 '--sync wraps the optimizer for parameter servers; '
@@ -80,14 +91,14 @@ class Cifar10Runtime(declaration.Runtime):
                 '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
                 'hands each worker one token per Session.run, not per step); use '
                 '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
-        mixed_precision = devices_lib.resolve_mixed_precision(args.mixed_precision,
-                                                              task.num_gpus)
+        mixed_precision: model.Precision = devices_lib.resolve_mixed_precision(
+            args.mixed_precision, task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s', devices_lib.describe_mixed_precision(
             args.mixed_precision, task.num_gpus))
         warning = devices_lib.float16_without_gpu_warning(mixed_precision, task.num_gpus)
         if warning:
             tf.compat.v1.logging.warning('%s', warning)
-        cluster = task.cluster
+        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
         hparams = model.HParams(
             num_layers=args.num_layers, weight_decay=args.weight_decay,
             momentum=args.momentum, learning_rate=args.learning_rate,
@@ -107,34 +118,44 @@ class Cifar10Runtime(declaration.Runtime):
         counts = check_inputs(args.data_dir, hparams, args.eval_batch_size,
                               validate_files=not cluster.is_evaluator)
         hparams = dataclasses.replace(hparams, train_examples=counts['train'])
+        facts: _Facts = (hparams, counts)
+        # SyncReplicasOptimizer: one global step takes every worker's batch (None:
+        # the runner's rule; declaration.Plan, not annotated yet, says int).
+        per_global_step = (args.train_batch_size * cluster.num_workers
+                           if hparams.sync and cluster.num_workers > 1 else None)
         return declaration.Plan(
             train_steps=args.train_steps, examples_per_step=args.train_batch_size,
-            facts=(hparams, counts), train_examples=counts['train'],
+            facts=facts, train_examples=counts['train'],
             batch_flag='--train-batch-size', memory=memory_estimate(args.num_layers),
-            # SyncReplicasOptimizer: one global step takes every worker's batch.
-            examples_per_global_step=(args.train_batch_size * cluster.num_workers
-                                      if hparams.sync and cluster.num_workers > 1 else None))
+            examples_per_global_step=per_global_step)  # type: ignore[arg-type]
 
-    def estimator(self, args, task, plan, run_config):
-        hparams, _ = plan.facts
+    def estimator(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan,
+                  run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
+        hparams, _ = cast(_Facts, plan.facts)
         return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
                                       params={'hparams': hparams})
 
-    def input_fns(self, args, task, plan):
-        hparams, counts = plan.facts
+    def input_fns(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan) -> Tuple[data.InputFn, data.InputFn]:
+        hparams, counts = cast(_Facts, plan.facts)
+        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
         train = data.input_fn(args.data_dir, 'train', hparams.train_batch_size,
                               training=True, count=counts['train'],
-                              seed=task.cluster.input_seed(args.random_seed),
+                              seed=cluster.input_seed(args.random_seed),
                               distort=args.use_distortion_for_training)
         evaluate = data.input_fn(args.data_dir, 'eval', args.eval_batch_size,
                                  training=False)
         return train, evaluate
 
-    def serving_input_receiver_fn(self, args, plan):
+    def serving_input_receiver_fn(
+            self, args: argparse.Namespace, plan: declaration.Plan
+    ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         return serving_input_receiver_fn
 
-    def calibration_input_fn(self, args, task, plan):
-        hparams, _ = plan.facts
+    def calibration_input_fn(self, args: argparse.Namespace, task: declaration.Task,
+                             plan: declaration.Plan) -> data.InputFn:
+        hparams, _ = cast(_Facts, plan.facts)
         # Batch norm normalises each tower's share of a training batch.
         return data.calibration_input_fn(
             args.data_dir, max(1, hparams.train_batch_size // len(hparams.devices)))

@@ -9,6 +9,7 @@ TFRecord input functions and a serving signature that takes raw uint8 images.
 """
 import argparse
 import os
+from typing import Dict, List, Mapping, Tuple
 
 from cifar10_estimator import layout
 from estimator_trainers import cli
@@ -18,9 +19,9 @@ from estimator_trainers import flags
 DATA_MODULE = 'cifar10_estimator.generate_cifar10_tfrecords'
 
 
-def num_layers_type(text):
+def num_layers_type(text: str) -> int:
     """argparse type: ResNet depth 6n+2 (8, 14, 20, 32, 44, 56, 110, ...)."""
-    value = flags.positive_int(text)
+    value: int = flags.positive_int(text)
     if value < 8 or (value - 2) % 6:
         raise argparse.ArgumentTypeError(
             'expected 6n+2 (e.g. 20, 32, 44, 56, 110), got %d' % value)
@@ -29,19 +30,21 @@ def num_layers_type(text):
 
 class Cifar10Trainer(declaration.Trainer):
     """ResNet v1 (6n+2 layers) on CIFAR-10 TFRecords, in towers over local devices."""
-    name = 'cifar10'
+    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
+    # (None, a one-name tuple) for the attributes' (hence the ignores).
+    name = 'cifar10'  # type: ignore[assignment]
     module = 'cifar10_estimator.cifar10_main'
     description = ('Train and evaluate a CIFAR-10 ResNet with tf.estimator; export a '
                    'SavedModel that takes raw uint8 images.')
-    train_steps = 80000
+    train_steps = 80000  # type: ignore[assignment]
     checkpoint_steps = 1000
     mixed_precision = True
     precise_batch_norm = True
-    local_args = ('--train-steps=1000',)
-    data_source_env = 'CIFAR10_SOURCE'
-    eval_metrics = ('accuracy', 'loss')
+    local_args = ('--train-steps=1000',)  # type: ignore[assignment]
+    data_source_env = 'CIFAR10_SOURCE'  # type: ignore[assignment]
+    eval_metrics = ('accuracy', 'loss')  # type: ignore[assignment]
 
-    def add_flags(self, parser):
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument('--data-dir', type=flags.path, required=True,
                             help='Directory with train/eval TFRecords and metadata.json '
                                  '(from generate_cifar10_tfrecords); local or gs://.')
@@ -81,24 +84,24 @@ class Cifar10Trainer(declaration.Trainer):
                            help='Synchronous training across workers (SyncReplicasOptimizer'
                                 ' with parameter servers).')
 
-    def data_args(self, data_dir):
+    def data_args(self, data_dir: str) -> List[str]:
         return ['--data-dir', data_dir]
 
-    def data_ready(self, data_dir):
+    def data_ready(self, data_dir: str) -> bool:
         return os.path.isfile(layout.metadata_path(data_dir))
 
-    def data_step(self, data_dir, environ):
+    def data_step(self, data_dir: str, environ: Mapping[str, str]) -> List[str]:
         source = environ.get(self.data_source_env)
         return [DATA_MODULE, '--data-dir', data_dir] + (['--source', source] if source else [])
 
-    def cloud_data_args(self, bucket_uri):
+    def cloud_data_args(self, bucket_uri: str) -> List[Tuple[str, str]]:
         return [('--data-dir', bucket_uri + '/data/cifar10')]
 
-    def model_params(self, args):
+    def model_params(self, args: argparse.Namespace) -> Dict[str, int]:
         return {'num-layers': args.num_layers}
 
 
-TRAINER = Cifar10Trainer()
+TRAINER = Cifar10Trainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
 
 if __name__ == '__main__':
     cli.run(TRAINER)

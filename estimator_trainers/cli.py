@@ -2,9 +2,10 @@
 
 Flags are parsed before TensorFlow is imported, so `--help` and flag errors
 are instant and a refused command line is one `error:` line
-(`errors.run_cli`). Only then is the runner, the layer that runs
-TensorFlow, imported: the one place where a command crosses from the
-declarations into the runtime.
+(`errors.run_cli`). A gs:// path with empty segments (`gs://b//x`) is read
+as the cloud tools read it (`gcs.normalized`), with the same note. Only then
+is the runner, the layer that runs TensorFlow, imported: the one place where
+a command crosses from the declarations into the runtime.
 """
 import sys
 
@@ -15,8 +16,11 @@ from estimator_trainers import logs
 
 def main(trainer, argv=None):
     """Parses `argv` with `trainer`'s flags and runs one task. Returns the exit code."""
+    argv, notes = gcs.normalized_args(sys.argv[1:] if argv is None else argv)
     args = trainer.parse_args(argv)
     level = logs.quiet_console(args.verbosity)
+    for note in notes:
+        sys.stderr.write('note: %s\n' % note)
     warning = gcs.modular_filesystem_warning(flag_values(args))
     if warning:
         sys.stderr.write(warning + '\n')

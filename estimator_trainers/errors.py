@@ -36,6 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
+from typing import IO, Any, Callable, Optional
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -55,7 +56,8 @@ class Error(Exception):
     """
     exit_code = EXIT_FAILED
 
-    def __init__(self, message, *, flag=None, path=None, exit_code=None):
+    def __init__(self, message: str, *, flag: Optional[str] = None,
+                 path: Optional[str] = None, exit_code: Optional[int] = None) -> None:
         super().__init__(message)
         self.flag = flag
         self.path = path
@@ -105,7 +107,7 @@ class TransientFailure(TaskFailure):
         super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
 
 
-def retryable(exit_code):
+def retryable(exit_code: int) -> bool:
     """Whether a task that exited `exit_code` is worth restarting (the table above)."""
     return exit_code >= FIRST_RETRYABLE
 
@@ -130,13 +132,13 @@ def line(error):
     return 'error: %s' % message
 
 
-def first_line(error):
+def first_line(error: BaseException) -> str:
     """The first line of an exception's message (TF errors: without the op trace)."""
     text = (getattr(error, 'message', None) or str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def report(error, stream=None):
+def report(error: BaseException, stream: Optional[IO[str]] = None) -> None:
     """Writes `line(error)` to `stream` (stderr) and the error record, if one is asked for."""
     stream = stream or sys.stderr
     stream.write(line(error) + '\n')
@@ -156,7 +158,7 @@ def write_record(error, environ=None):
         pass  # the line on stderr still says it
 
 
-def read_record(path):
+def read_record(path: str) -> Optional[Error]:
     """The `Error` recorded at `path`, or None when the command recorded none."""
     try:
         with open(path, encoding='utf-8') as f:
@@ -165,7 +167,7 @@ def read_record(path):
         return None
 
 
-def run_cli(main, argv=None):
+def run_cli(main: Callable[[Any], Optional[int]], argv: Optional[list[str]] = None) -> None:
     """Runs `main(argv)` as a command: an `Error` becomes its line and exit code."""
     try:
         result = main(argv)

@@ -13,7 +13,9 @@
   MemAvailable before the first step.
 - `Termination`: SIGTERM (cancel, preemption, `timeout`), Ctrl-C and a
   closed terminal end every task promptly; a training chief saves a
-  checkpoint first.
+  checkpoint first. A task other than the chief stopped by SIGTERM after the
+  chief finished (a launcher ends the job so: gcloud's `local train
+  --distributed`, this project's, Vertex AI) ends normally, with one line.
 """
 import contextlib
 import errno
@@ -262,14 +264,19 @@ class Termination:
     all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=None, serves=False):
+    def __init__(self, task_label, log, quick_exit_secs=None, serves=False,
+                 chief_finished=None):
         """`quick_exit_secs`: how long the main thread gets to end when not saving
         (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
         waits inside TensorFlow). `serves`: the task serves until it is stopped
         (a parameter server): a stop signal is how it ends, said in a plain line,
-        not an error."""
+        not an error. `chief_finished`: for a task other than the chief, a
+        function that says how the chief finished (`str`: e.g. `at step 40`)
+        or None while it has not; a SIGTERM after it finished is the job's end."""
         self.task_label = task_label
         self._serves = serves
+        self._chief_finished = chief_finished
+        self._job_ended = {}  # signum -> the chief_finished answer, asked once
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
@@ -379,6 +386,10 @@ class Termination:
         if self._serves:
             self._log(self.served_line(first))
             process.exit_now(None, code=exit_code(first))
+        if self.job_ended(first):
+            if not self._said:
+                self._log(self.job_ended_line(first))
+            process.exit_now(None, code=0)
         late = 'it did not end by itself within %ds' % self._grace()
         if self._saved:
             detail = '; saved checkpoint %s, then %s' % (self._saved, late)
@@ -389,6 +400,23 @@ class Termination:
         process.exit_now(None if self._said else TaskFailure('%s: stopped on %s%s' % (
             self.task_label, signal.Signals(first).name, detail),
             exit_code=exit_code(first)), code=exit_code(first))
+
+    def job_ended(self, signum):
+        """How the chief finished when a stop by `signum` is the job's normal end
+        (SIGTERM, after the chief finished), else None; asked once per signal."""
+        if signum != signal.SIGTERM or self._chief_finished is None:
+            return None
+        if signum not in self._job_ended:
+            try:
+                self._job_ended[signum] = self._chief_finished()
+            except Exception:  # pylint: disable=broad-except
+                self._job_ended[signum] = None  # unknown: the stop stays an error
+        return self._job_ended[signum]
+
+    def job_ended_line(self, signum):
+        """What a task stopped at the job's normal end says (INFO, not an error)."""
+        return ('%s: stopped on %s after the chief finished (%s): the job has ended'
+                % (self.task_label, signal.Signals(signum).name, self.job_ended(signum)))
 
     def served_line(self, signum):
         """What a serving task (a parameter server) says when a stop signal ends it."""
@@ -427,7 +455,8 @@ class Termination:
 
     @contextlib.contextmanager
     def ending_run(self):
-        """Turns a stop signal the main thread handled into the one-line `TaskFailure`.
+        """Turns a stop signal the main thread handled into the one-line `TaskFailure`
+        (a parameter server's stop, or one at the job's end: an INFO line instead).
 
         After the run, the signals get their default actions back (the process
         is ending anyway; no exception may surface during interpreter shutdown).
@@ -438,6 +467,10 @@ class Termination:
             if self._serves:
                 self._log(self.served_line(e.signum))
                 raise SystemExit(exit_code(e.signum)) from None
+            if self.job_ended(e.signum):
+                self._said = True
+                self._log(self.job_ended_line(e.signum))
+                raise SystemExit(0) from None
             raise self.failure(e.signum) from None
         finally:
             for signum in STOP_SIGNALS:

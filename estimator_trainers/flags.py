@@ -62,7 +62,7 @@ def split_at_dashes(argv):
     return argv[:split], argv[split + 1:]
 
 
-def make_parser(prog, description):
+def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """An `ArgumentParser` that shows defaults in `--help`."""
     return ArgumentParser(
         prog=prog, description=description, formatter_class=HelpFormatter,
@@ -115,15 +115,25 @@ def int_list(text):
 
     Every item must be a number: `32,,16` or `32,16,` is a typo, not `32,16`.
     """
+    return _int_list(text, 1, 'positive integers like 128,64')
+
+
+def size_list(text):
+    """argparse type: comma-separated integers >= 0, e.g. `128,0,0`: sizes where a 0
+    stands for one another flag computes (the trainer says which are allowed)."""
+    return _int_list(text, 0, 'integers >= 0 like 128,64')
+
+
+def _int_list(text, minimum, what):
     items = text.split(',')
     try:
         values = [int(v) for v in items]
     except ValueError:
         values = []
-    if not values or any(not 0 < v <= INT64_MAX for v in values):
+    if not values or any(not minimum <= v <= INT64_MAX for v in values):
         raise argparse.ArgumentTypeError(
-            'expected comma-separated positive integers like 128,64, got %r%s'
-            % (text, ' (an empty item)' if len(items) > 1 and not all(
+            'expected comma-separated %s, got %r%s'
+            % (what, text, ' (an empty item)' if len(items) > 1 and not all(
                 v.strip() for v in items) else ''))
     return values
 

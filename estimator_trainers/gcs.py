@@ -8,6 +8,13 @@ end of training; Vertex AI tasks run the built-in client. No TensorFlow: a
 trainer's command line and the cloud tools warn before importing it.
 (`faults.check_buckets` asks for the buckets themselves.)
 
+`normalized` is the one reading of a path a user hands over with empty
+segments (`gs://b//x`, what a shell's `$BUCKET/x` makes of `BUCKET=gs://b/`):
+`gs://b/x`, said in one note. The cloud tools apply it to every gs:// path of
+a plan (job-dir, data flags, packages) before anything is checked or sent,
+and a trainer to its own command line (`normalized_args`), so the dry run,
+the rehearsal and the trainer read the same path.
+
 `path_problem` is the one rule for a gs:// path, for the trainers' flags
 (`faults.check_buckets`) and the cloud tools' (`tools/cloud/gcs_paths`)
 alike, from Cloud Storage's naming rules
@@ -34,10 +41,40 @@ def is_gcs_path(path):
     return str(path).startswith(SCHEME)
 
 
-def split(uri):
+def split(uri: str) -> tuple[str, str]:
     """`gs://bucket/some/object` -> `('bucket', 'some/object')` (no checks)."""
     bucket, _, name = uri[len(SCHEME):].partition('/')
     return bucket, name
+
+
+def normalized(uri):
+    """`(uri, note)`: a gs:// path with its empty path segments and trailing
+    slashes dropped (`gs://b//dir/` -> `gs://b/dir`); the note says so when a
+    segment was empty, else it is None. Anything else is returned as it is."""
+    if not isinstance(uri, str) or not uri.startswith(SCHEME) or not split(uri)[0]:
+        return uri, None
+    bucket, name = split(uri)
+    cleaned = SCHEME + bucket + ''.join('/' + part for part in name.split('/') if part)
+    if name.startswith('/') or '//' in name.rstrip('/'):
+        return cleaned, '%s is read as %s (empty path segments dropped)' % (uri, cleaned)
+    return cleaned, None
+
+
+def normalized_args(args):
+    """`(args, notes)`: a command line whose gs:// values (`gs://...`,
+    `--flag=gs://...`) with empty path segments are `normalized`; one note per
+    path changed, each said once. Other arguments are kept as they are."""
+    result, notes = [], []
+    for arg in args:
+        flag, sep, value = arg.partition('=') if arg.startswith('-') else ('', '', arg)
+        cleaned, note = normalized(value)
+        if note is None:
+            result.append(arg)
+            continue
+        result.append(flag + sep + cleaned)
+        if note not in notes:
+            notes.append(note)
+    return result, notes
 
 
 def bucket_problem(name):

@@ -11,11 +11,14 @@ error becomes one line naming the call, the resource and what to check
 """
 import os
 import re
+from typing import Callable, Optional, TypeVar
 
 from google.auth import exceptions as auth_exceptions
 
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+
+T = TypeVar('T')
 
 TIMEOUT_SECS = 10
 NUM_RETRIES = 1
@@ -68,7 +71,8 @@ def storage_client(project, credentials, **options):
     return storage.Client(project=project, credentials=credentials, **options)
 
 
-def storage_call(call, action, project, endpoint, retry=True):
+def storage_call(call: Callable[[], T], action: str, project: Optional[str],
+                 endpoint: Optional[str], retry: bool = True) -> T:
     """Runs `call()`, google-cloud-storage requests made with `retry=None` and
     `timeout=TIMEOUT_SECS`; any failure becomes an `ApiError` naming `action`.
 

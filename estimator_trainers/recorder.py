@@ -253,11 +253,17 @@ class Recorder:
             time.sleep(0.2)
 
     @contextlib.contextmanager
-    def recording_failures(self):
+    def recording_failures(self, job_ended=None):
         """Records the session as failed when the block raises, then re-raises.
 
         Also records it as `aborted` when `process.exit_now` ends the process
         from another thread (a lost peer or lease) before the block completes.
+
+        Args:
+          job_ended: `faults.Termination.job_ended`: a stop signal it answers
+            for (SIGTERM after the chief finished) ends the session as it
+            would have ended by itself: `succeeded` for a task that trained,
+            nothing for an evaluator.
         """
         process.at_exit(self._aborted)
         try:
@@ -266,6 +272,11 @@ class Recorder:
             if isinstance(e, errors.UserInputError) and not self._trained:
                 # Refused for its input (another model's checkpoints): not a
                 # session of this job-dir, which stays as it was.
+                self._written = True
+                raise
+            if isinstance(e, faults.Terminated) and job_ended and job_ended(e.signum):
+                if self._trained:
+                    self._write(run_record.SUCCEEDED, 0, None, None, None)
                 self._written = True
                 raise
             status, code = failure_status(e)

@@ -67,6 +67,7 @@ record through `tf.io.gfile`, loaded then by `logs.import_tensorflow`.
 import datetime
 import json
 import os
+from typing import Any, Dict, List, Optional
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import logs
@@ -88,7 +89,7 @@ TERMINATED = 'terminated'
 ABORTED = 'aborted'
 
 
-def path(job_dir):
+def path(job_dir: str) -> str:
     """The chief's run record of `job_dir`."""
     return job_dir_lib.run_record_path(job_dir)
 
@@ -98,7 +99,7 @@ def worker_path(job_dir, task_label):
     return job_dir_lib.worker_run_record_path(job_dir, task_label)
 
 
-def read(job_dir):
+def read(job_dir: str) -> List[Dict[str, Any]]:
     """The sessions of `job_dir`'s run record, with the workers' entries merged.
 
     Returns:
@@ -230,3 +231,24 @@ def worker_entries(job_dir, job_id):
     except (OSError, UserInputError):
         pass
     return entries
+
+
+def chief_succeeded(job_dir: str, job_id: str, since: float) -> Optional[Dict[str, Any]]:
+    """The chief's session of job `job_id` that succeeded and ended after `since`
+    (epoch seconds: when the asking task started), or None.
+
+    A cluster's other tasks ask when a stop signal reaches them: a launcher
+    (gcloud's `local train --distributed`, this project's, Vertex AI) stops
+    what still runs once the chief exits, which is the job's normal end. An
+    unreadable record answers None (the stop stays an error).
+    """
+    try:
+        sessions = _read_sessions(path(job_dir))
+    except (OSError, UserInputError):
+        return None
+    for session in reversed(sessions):
+        ended = (session.get('started_at_unix') or 0) + (session.get('wall_secs') or 0)
+        if (session.get('job_id') == job_id and session.get('status') == SUCCEEDED
+                and ended >= since):
+            return session
+    return None

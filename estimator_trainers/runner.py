@@ -47,6 +47,7 @@ from estimator_trainers import lease
 from estimator_trainers import resume
 from estimator_trainers import startup
 from estimator_trainers import run_config
+from estimator_trainers import run_record
 from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
 
@@ -65,9 +66,13 @@ def run(trainer, args):
     cluster_lib.export_tf_config(cluster)
     # From here a stop signal ends the task wherever it is. A parameter server
     # waits inside TensorFlow: it ends at once.
-    termination = faults.Termination(cluster.task_label, _log,
-                                     quick_exit_secs=0 if cluster.is_ps else None,
-                                     serves=cluster.is_ps).install()
+    # A task other than the chief stopped after the chief finished ends normally;
+    # `cluster` is the one the start-up decisions settle on when it is asked.
+    termination = faults.Termination(
+        cluster.task_label, _log, quick_exit_secs=0 if cluster.is_ps else None,
+        serves=cluster.is_ps, chief_finished=(
+            None if cluster.is_chief or not cluster.is_distributed else lambda: _chief_finished(
+                args.job_dir, lease.cluster_id(cluster), started))).install()
     with termination.ending_run():
         run_config.configure_threads(args.num_intra_threads, args.num_inter_threads)
         task, steps_per_loop = _task(trainer, args, environ, termination)
@@ -85,7 +90,7 @@ def run(trainer, args):
                                 lease_timeout_secs=args.lease_timeout_secs):
             recorder = recorder_lib.Recorder(args, task, started,
                                              job_id=lease.cluster_id(cluster))
-            with recorder.recording_failures():
+            with recorder.recording_failures(termination.job_ended):
                 return _train(trainer, runtime, args, task, plan, termination, recorder,
                               steps_per_loop)
 
@@ -162,6 +167,13 @@ def _divergence_failure(diverged, trainer, task, checkpoint_plan):
                 'finite loss, and a rerun resumes from it' % good if good else
                 '; no checkpoint was saved')
     return errors.TaskFailure('%s%s%s; %s' % (label, diverged, kept, hint))
+
+
+def _chief_finished(job_dir, job_id, started):
+    """`at step N` once the chief of job `job_id` recorded its success in the
+    job-dir's run record after this task `started`, else None."""
+    session = run_record.chief_succeeded(job_dir, job_id, started)
+    return None if session is None else 'at step %s' % session['steps']['to']
 
 
 def _path_flags(args):

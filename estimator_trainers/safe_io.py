@@ -20,6 +20,7 @@ import shutil
 import stat
 import tempfile
 import uuid
+from typing import Optional
 
 from estimator_trainers import logs
 from estimator_trainers.errors import UserInputError
@@ -150,7 +151,7 @@ def _user_name(uid):
         return 'uid %d' % uid
 
 
-def not_a_regular_file(path):
+def not_a_regular_file(path: str) -> Optional[str]:
     """What a local `path` is when it exists but is no regular file or directory
     (`'a pipe'`, `'a character device'`, ...), else None."""
     if is_remote(path):
@@ -188,7 +189,7 @@ def copy_at_most(response, target, limit):
     return False
 
 
-def size_text(count):
+def size_text(count: float) -> str:
     """`64 KiB`, `1.5 GiB`: a byte count for messages."""
     for unit in ('bytes', 'KiB', 'MiB', 'GiB', 'TiB'):
         if count < 1024 or unit == 'TiB':
@@ -198,7 +199,7 @@ def size_text(count):
     return None
 
 
-def write_atomic(path, text):
+def write_atomic(path: str, text: str) -> None:
     """Writes `text` (str, as UTF-8, or bytes) to `path` (local or gs://) so readers
     see old or new, whole; a failure (a full disk) leaves no temporary file."""
     mode = 'wb' if isinstance(text, bytes) else 'w'

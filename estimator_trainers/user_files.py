@@ -31,6 +31,7 @@ import json
 import os
 import reprlib
 import stat
+from typing import Any, Literal, Optional, overload
 
 import yaml
 
@@ -152,7 +153,18 @@ def _read_remote(path, what, limits, flag, optional):
     return data
 
 
-def read_text(path, what, limits=SMALL, flag=None, *, optional=False, regular=True):
+@overload
+def read_text(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+              optional: Literal[False] = ..., regular: bool = ...) -> str: ...
+
+
+@overload
+def read_text(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+              optional: bool, regular: bool = ...) -> Optional[str]: ...
+
+
+def read_text(path: str, what: str, limits: Limits = SMALL, flag: Optional[str] = None, *,
+              optional: bool = False, regular: bool = True) -> Optional[str]:
     """`read_bytes` decoded as UTF-8 (`decode`; errors name `what`); None when
     `optional` and there is no such file."""
     raw = read_bytes(path, what, limits, flag, optional=optional, regular=regular)
@@ -197,7 +209,8 @@ def parse_yaml(text, source, limits=SMALL):
             loader.dispose()
 
 
-def read_json(path, what=None, limits=SMALL, flag=None, *, optional=False):
+def read_json(path: str, what: Optional[str] = None, limits: Limits = SMALL,
+              flag: Optional[str] = None, *, optional: bool = False) -> Any:
     """The parsed JSON document at `path` (`parse_json`; errors name the path).
 
     `what` names the file when it cannot be read (default: the path); with
@@ -284,7 +297,7 @@ def decode(raw, path):
                e.start - line_start + 1), path=path) from None
 
 
-def where(source, line):
+def where(source: str, line: Optional[int]) -> str:
     return '%s line %d' % (source, line) if line else source
 
 

@@ -29,8 +29,10 @@ import urllib.request
 import uuid
 import zipfile
 import zlib
+from typing import IO, Any, Optional, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from estimator_trainers import declaration
 from estimator_trainers import errors
@@ -46,22 +48,24 @@ MNIST_SHA256 = '731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1
 HEIGHT = WIDTH = 28
 NUM_CLASSES = 10
 DATA_STEP = 'python -m keras_estimator.data --data-dir %s'
+# What an array's .npy header declares: (dtype, shape, Fortran order, offset of its data).
+Header = Tuple[np.dtype[Any], Tuple[int, ...], bool, int]
 
 
 @dataclasses.dataclass(frozen=True)
 class Mnist:
     """The four arrays of an mnist.npz."""
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
+    x_train: npt.NDArray[np.uint8]
+    y_train: npt.NDArray[np.integer[Any]]
+    x_test: npt.NDArray[np.uint8]
+    y_test: npt.NDArray[np.integer[Any]]
 
 
-def mnist_path(data_dir):
+def mnist_path(data_dir: str) -> str:
     return os.path.join(data_dir, MNIST_FILE)
 
 
-def read(data_dir):
+def read(data_dir: str) -> Mnist:
     """Reads and checks `<data_dir>/mnist.npz` (local or gs://).
 
     Raises:
@@ -87,7 +91,7 @@ _MAX_RATIO = 100
 _NPY_MAGIC = b'\x93NUMPY'
 
 
-def _arrays(file, path):
+def _arrays(file: IO[bytes], path: str) -> Mnist:
     """The checked arrays of an open mnist.npz file.
 
     Only the four arrays are read, and each only after its zip entry (size,
@@ -131,7 +135,7 @@ def _arrays(file, path):
     return mnist
 
 
-def _header(archive, info, path):
+def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> Header:
     """(dtype, shape, fortran order) of a .npy entry, checked against the entry."""
     where = '%s: %s' % (path, info.filename)
     if info.file_size > (1 << 20) and info.file_size > _MAX_RATIO * max(1, info.compress_size):
@@ -144,12 +148,12 @@ def _header(archive, info, path):
         raise UserInputError('%s inflates to %s; an MNIST array is at most %s'
                              % (where, safe_io.size_text(info.file_size),
                                 safe_io.size_text(MAX_ARRAY_BYTES)), path=path)
+    # numpy.lib.format's functions are untyped in numpy's stubs (hence the ignores).
     with archive.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        version = np.lib.format.read_magic(f)  # type: ignore[no-untyped-call]
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f)  # type: ignore[no-untyped-call]
         offset = f.tell()
     if dtype.hasobject:
         raise UserInputError('%s holds Python objects, which are never loaded' % where,
@@ -164,7 +168,7 @@ def _header(archive, info, path):
     return dtype, tuple(shape), fortran, offset
 
 
-def _check_shapes(path, split, images, labels):
+def _check_shapes(path: str, split: str, images: Header, labels: Header) -> None:
     """The declared dtypes and shapes of a split's arrays, before they are read."""
     dtype, shape = images[:2]
     if dtype != np.uint8 or len(shape) != 3 or not shape[0] or shape[1:] != (HEIGHT, WIDTH):
@@ -176,11 +180,13 @@ def _check_shapes(path, split, images, labels):
                                 list(labels[1])), path=path)
 
 
-def _array(archive, info, header):
+def _array(archive: zipfile.ZipFile, info: zipfile.ZipInfo,
+           header: Header) -> npt.NDArray[Any]:
     """The array of a .npy entry whose `header` (`_header`) was checked."""
     dtype, shape, fortran, offset = header
     data = bytearray(info.file_size - offset)
-    with archive.open(info) as f:
+    # What `open` gives for reading (typeshed says IO[bytes], which has no readinto).
+    with cast(zipfile.ZipExtFile, archive.open(info)) as f:
         f.read(offset)
         view = memoryview(data)
         while view:
@@ -192,15 +198,16 @@ def _array(archive, info, header):
     return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
 
 
-def file_sha256(path):
-    return safe_io.file_digest(path, 'sha256')
+def file_sha256(path: str) -> str:
+    digest: str = safe_io.file_digest(path, 'sha256')
+    return digest
 
 
 # The official mnist.npz is about 11 MB; a download is stopped past this.
 MAX_DOWNLOAD_BYTES = MAX_ARRAY_BYTES
 
 
-def download(url, work_dir, timeout=60):
+def download(url: str, work_dir: str, timeout: float = 60) -> str:
     """Downloads `url` into `work_dir`; returns the path."""
     path = os.path.join(work_dir, MNIST_FILE)
     print('Downloading %s' % url, file=sys.stderr)
@@ -220,7 +227,8 @@ def download(url, work_dir, timeout=60):
     return path
 
 
-def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
+def fetch(data_dir: str, source: Optional[str] = None, url: str = MNIST_URL,
+          sha256: str = MNIST_SHA256) -> str:
     """Puts a verified mnist.npz into `data_dir` (local or gs://); returns its path.
 
     Args:
@@ -262,8 +270,8 @@ def fetch(data_dir, source=None, url=MNIST_URL, sha256=MNIST_SHA256):
     return dest
 
 
-def parse_args(argv):
-    parser = flags.make_parser(
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser: argparse.ArgumentParser = flags.make_parser(
         'python -m keras_estimator.data',
         'Put the mnist.npz of keras.datasets.mnist into a data directory, checksum '
         'verified, for python -m keras_estimator.trainer --model mnist_cnn.')
@@ -281,13 +289,13 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def _sha256(text):
+def _sha256(text: str) -> str:
     if len(text) != 64 or any(c not in '0123456789abcdefABCDEF' for c in text):
         raise argparse.ArgumentTypeError('expected 64 hex digits, got %r' % text)
     return text.lower()
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = logs.start_tool(parse_args, argv)
     fetch(args.data_dir, source=args.source, url=args.url, sha256=args.sha256)
     return 0

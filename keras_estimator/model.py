@@ -15,30 +15,34 @@ Loss: softmax cross-entropy on the logits plus the model's own
 regularisation losses (cifar10_mlp's L2). Batch-norm moving averages are the
 model's `updates`, run with every training step.
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
 from estimator_trainers import precise_bn
 from estimator_trainers import summaries
 from keras_estimator import networks
-from keras_estimator.trainer import MNIST_CNN
+from keras_estimator.trainer import MNIST_CNN, ModelName
 
 
 @dataclasses.dataclass(frozen=True)
 class HParams:
     """The model flags, as plain data."""
-    model: str = MNIST_CNN
+    model: ModelName = MNIST_CNN
     learning_rate: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 1e-4
     batch_norm_momentum: float = 0.99
 
 
-def model_fn(features, labels, mode, params):
+def model_fn(features: Dict[str, tf.Tensor], labels: Optional[tf.Tensor], mode: str,
+             params: Dict[str, HParams]) -> tf.estimator.EstimatorSpec:
     """Estimator model_fn; `params` is `{'hparams': HParams}`."""
     hparams = params['hparams']
-    network = networks.build(hparams)
+    network = networks.build(hparams.model, hparams.weight_decay, hparams.batch_norm_momentum)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
     logits = network(features['images'], training=is_training)
     predictions = {'classes': tf.argmax(logits, axis=1),
@@ -71,7 +75,7 @@ def model_fn(features, labels, mode, params):
                                       eval_metric_ops={'accuracy': accuracy})
 
 
-def _register_batch_norm_calibration(network):
+def _register_batch_norm_calibration(network: tf.keras.Sequential) -> None:
     """Offers the evaluation precise batch norm (`precise_bn`) when `network` has
     batch norm: its layers once more on the evaluation's variables, batch norm
     in training mode with momentum 0, every other layer (dropout) as evaluated."""
@@ -80,9 +84,9 @@ def _register_batch_norm_calibration(network):
     if not norms:
         return
 
-    def build(features):
+    def build(features: Dict[str, tf.Tensor]) -> Tuple[List[tf.Operation], List[tf.Variable]]:
         x = features['images']
-        updates = []
+        updates: List[tf.Operation] = []
         for layer in network.layers:
             if layer not in norms:
                 x = layer(x, training=False)

@@ -5,9 +5,13 @@ SavedModel can serve raw uint8 pixels) and return 10 logits; the `model_fn`
 applies the softmax. Layers have fixed names, so every graph Estimator
 builds (training, evaluation, export) names the variables alike.
 """
+from __future__ import annotations
+
+from typing import List, Optional
+
 import tensorflow as tf
 
-from keras_estimator.trainer import CIFAR10_MLP, MNIST_CNN
+from keras_estimator.trainer import CIFAR10_MLP, MNIST_CNN, ModelName
 
 NUM_CLASSES = 10
 # cifar10_mlp: (units, dropout rate) of each hidden layer.
@@ -16,7 +20,7 @@ MLP_LAYERS = ((300, 0.3), (500, 0.1), (700, 0.1), (30, 0.1))
 _layers = tf.keras.layers
 
 
-def mnist_cnn():
+def mnist_cnn() -> tf.keras.Sequential:
     """Conv 32 - MaxPool - Conv 64 - MaxPool - Conv 64 - Dense 64 - Dense 10.
 
     Input: [batch, 28, 28] grey pixels. 3x3 convolutions and ReLU, as in
@@ -36,7 +40,7 @@ def mnist_cnn():
     ], name=MNIST_CNN)
 
 
-def cifar10_mlp(weight_decay, batch_norm_momentum=0.99):
+def cifar10_mlp(weight_decay: float, batch_norm_momentum: float = 0.99) -> tf.keras.Sequential:
     """Dense 300/500/700/30, each ReLU - batch norm - dropout 0.3/0.1/0.1/0.1; Dense 10.
 
     Input: [batch, 32, 32, 3] RGB pixels. Every Dense layer's kernel and bias
@@ -44,12 +48,13 @@ def cifar10_mlp(weight_decay, batch_norm_momentum=0.99):
     the model collects in `losses`. Batch norm keeps moving averages with
     `batch_norm_momentum` (Keras' default 0.99) for evaluation and serving.
     """
-    def dense(units, name, activation=None):
+    def dense(units: int, name: str, activation: Optional[str] = None) -> tf.keras.layers.Dense:
         return _layers.Dense(units, activation=activation, name=name,
                              kernel_regularizer=tf.keras.regularizers.l2(weight_decay),
                              bias_regularizer=tf.keras.regularizers.l2(weight_decay))
 
-    layers = [_layers.Rescaling(1 / 255, name='scale'), _layers.Flatten(name='flatten')]
+    layers: List[tf.keras.layers.Layer] = [_layers.Rescaling(1 / 255, name='scale'),
+                                           _layers.Flatten(name='flatten')]
     for i, (units, rate) in enumerate(MLP_LAYERS, 1):
         layers += [dense(units, 'dense%d' % i, activation='relu'),
                    _layers.BatchNormalization(momentum=batch_norm_momentum,
@@ -59,8 +64,10 @@ def cifar10_mlp(weight_decay, batch_norm_momentum=0.99):
     return tf.keras.Sequential(layers, name=CIFAR10_MLP)
 
 
-def build(hparams):
-    """The model `hparams.model` names (`trainer.MODELS`), with fresh variables."""
-    if hparams.model == MNIST_CNN:
+def build(name: ModelName, weight_decay: float,
+          batch_norm_momentum: float) -> tf.keras.Sequential:
+    """The model `name` (`trainer.MODELS`), with fresh variables; `cifar10_mlp`
+    with `weight_decay` and `batch_norm_momentum`."""
+    if name == MNIST_CNN:
         return mnist_cnn()
-    return cifar10_mlp(hparams.weight_decay, hparams.batch_norm_momentum)
+    return cifar10_mlp(weight_decay, batch_norm_momentum)

@@ -4,13 +4,19 @@ Reads and checks `mnist.npz` (or the CIFAR-10 metadata and TFRecords through
 `cifar10_estimator.data`), then builds the Estimator around the Keras model
 (`model`), the input functions and a serving signature for raw uint8 images.
 """
+from __future__ import annotations
+
+import argparse
 import dataclasses
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from cifar10_estimator import data as cifar10_data
 from cifar10_estimator import layout
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
 from keras_estimator import data
@@ -21,15 +27,16 @@ from keras_estimator import trainer
 @dataclasses.dataclass(frozen=True)
 class _Facts:
     """What the input check found, for the later steps of a run."""
-    hparams: object
+    hparams: model.HParams
     replica_batch: int
     train_count: int
-    mnist: object = None
+    mnist: Optional[data.Mnist] = None
 
 
-def serving_input_receiver_fn(shape):
+def serving_input_receiver_fn(
+        shape: Sequence[int]) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
     """Serving signature: `images`, uint8 [batch, *shape] raw pixels."""
-    def receiver_fn():
+    def receiver_fn() -> tf.estimator.export.ServingInputReceiver:
         images = tf.compat.v1.placeholder(tf.uint8, [None] + list(shape), name='images')
         return tf.estimator.export.ServingInputReceiver(
             {'images': tf.cast(images, tf.float32)}, {'images': images})
@@ -39,8 +46,8 @@ def serving_input_receiver_fn(shape):
 class KerasRuntime(declaration.Runtime):
     """The MNIST CNN and CIFAR-10 MLP of the Keras courses, as an Estimator."""
 
-    def check(self, args, task):
-        replica_batch = task.replica_batch(args.batch_size, '--batch-size')
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
+        replica_batch: int = task.replica_batch(args.batch_size, '--batch-size')
         hparams = model.HParams(model=args.model, learning_rate=args.learning_rate,
                                 momentum=args.momentum, weight_decay=args.weight_decay,
                                 batch_norm_momentum=args.batch_norm_momentum)
@@ -50,7 +57,7 @@ class KerasRuntime(declaration.Runtime):
             counts = {'train': len(mnist.y_train), 'eval': len(mnist.y_test)}
         else:
             counts = cifar10_data.read_metadata(args.data_dir)
-            if not task.cluster.is_evaluator:
+            if not cast(cluster_lib.ClusterInfo, task.cluster).is_evaluator:
                 for subset in ('train', 'eval'):
                     cifar10_data.validate_subset(args.data_dir, subset, counts[subset])
         if replica_batch > counts['train']:
@@ -63,13 +70,17 @@ class KerasRuntime(declaration.Runtime):
         return declaration.Plan(train_steps=args.train_steps, examples_per_step=args.batch_size,
                                 facts=_Facts(hparams, replica_batch, counts['train'], mnist))
 
-    def estimator(self, args, task, plan, run_config):
+    def estimator(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan,
+                  run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
         return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
-                                      params={'hparams': plan.facts.hparams})
+                                      params={'hparams': cast(_Facts, plan.facts).hparams})
 
-    def input_fns(self, args, task, plan):
-        facts = plan.facts
-        seed = task.cluster.input_seed(args.random_seed)
+    def input_fns(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan
+                  ) -> Tuple[cifar10_data.InputFn, cifar10_data.InputFn]:
+        facts = cast(_Facts, plan.facts)
+        seed = cast(cluster_lib.ClusterInfo, task.cluster).input_seed(args.random_seed)
         if facts.mnist is not None:
             mnist = facts.mnist
             return (mnist_input_fn(mnist.x_train, mnist.y_train, facts.replica_batch,
@@ -82,24 +93,30 @@ class KerasRuntime(declaration.Runtime):
                 cifar10_data.input_fn(args.data_dir, 'eval', args.batch_size,
                                       training=False))
 
-    def calibration_input_fn(self, args, task, plan):
+    def calibration_input_fn(self, args: argparse.Namespace, task: declaration.Task,
+                             plan: declaration.Plan) -> Optional[cifar10_data.InputFn]:
         if args.model == trainer.MNIST_CNN:
             return None  # no batch norm
-        return cifar10_data.calibration_input_fn(args.data_dir, plan.facts.replica_batch)
+        return cifar10_data.calibration_input_fn(args.data_dir,
+                                                 cast(_Facts, plan.facts).replica_batch)
 
-    def serving_input_receiver_fn(self, args, plan):
+    def serving_input_receiver_fn(
+            self, args: argparse.Namespace, plan: declaration.Plan
+    ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         if args.model == trainer.MNIST_CNN:
             return serving_input_receiver_fn([data.HEIGHT, data.WIDTH])
         return serving_input_receiver_fn([layout.HEIGHT, layout.WIDTH, layout.DEPTH])
 
 
-def mnist_input_fn(images, labels, batch_size, *, training, seed=None):
+def mnist_input_fn(images: npt.NDArray[np.uint8], labels: npt.NDArray[np.integer[Any]],
+                   batch_size: int, *, training: bool,
+                   seed: Optional[int] = None) -> cifar10_data.InputFn:
     """An Estimator input_fn of ({'images': float32 [B,28,28]}, int32 labels [B]).
 
     Training repeats forever in a fresh shuffled order each epoch and drops
     each epoch's last partial batch; evaluation is one pass in order.
     """
-    def batches():
+    def batches() -> Iterator[Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]]]:
         rng = np.random.default_rng(seed)
         count = len(labels)
         while True:
@@ -111,7 +128,7 @@ def mnist_input_fn(images, labels, batch_size, *, training, seed=None):
             if not training:
                 return
 
-    def _input_fn():
+    def _input_fn() -> tf.data.Dataset:
         batch = batch_size if training else None
         dataset = tf.data.Dataset.from_generator(batches, output_signature=(
             tf.TensorSpec([batch, data.HEIGHT, data.WIDTH], tf.uint8),

@@ -11,7 +11,9 @@ says why), so local, parameter-server and multi_worker_mirrored training,
 checkpoints, evaluation and the uint8-image SavedModel come from the runner
 like the other trainers'.
 """
+import argparse
 import os
+from typing import Dict, List, Literal, Mapping, Sequence, Tuple
 
 from cifar10_estimator import layout
 from cifar10_estimator import trainer as cifar10_trainer
@@ -20,23 +22,27 @@ from estimator_trainers import declaration
 from estimator_trainers import flags
 from keras_estimator import data
 
-MNIST_CNN = 'mnist_cnn'
-CIFAR10_MLP = 'cifar10_mlp'
-MODELS = (MNIST_CNN, CIFAR10_MLP)
+# `--model`: the course's network to train.
+ModelName = Literal['mnist_cnn', 'cifar10_mlp']
+MNIST_CNN: ModelName = 'mnist_cnn'
+CIFAR10_MLP: ModelName = 'cifar10_mlp'
+MODELS: Tuple[ModelName, ...] = (MNIST_CNN, CIFAR10_MLP)
 
 
 class KerasTrainer(declaration.Trainer):
     """The MNIST CNN and CIFAR-10 MLP of the Keras courses, as an Estimator."""
-    name = 'keras'
+    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
+    # (None, a one-name tuple) for the attributes' (hence the ignores).
+    name = 'keras'  # type: ignore[assignment]
     module = 'keras_estimator.trainer'
     description = ('Train and evaluate the courses\' Keras models (MNIST CNN, CIFAR-10 '
                    'MLP) as an Estimator; export a SavedModel that takes raw uint8 images.')
-    train_steps = 5000
-    data_source_env = 'MNIST_SOURCE'
+    train_steps = 5000  # type: ignore[assignment]
+    data_source_env = 'MNIST_SOURCE'  # type: ignore[assignment]
     precise_batch_norm = True
-    eval_metrics = ('accuracy', 'loss')
+    eval_metrics = ('accuracy', 'loss')  # type: ignore[assignment]
 
-    def add_flags(self, parser):
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument('--data-dir', type=flags.path, required=True,
                             help='mnist_cnn: directory with %s (python -m '
                                  'keras_estimator.data); cifar10_mlp: the CIFAR-10 '
@@ -62,31 +68,31 @@ class KerasTrainer(declaration.Trainer):
                            help='cifar10_mlp only: momentum of the batch-norm moving '
                                 'averages that evaluation and serving use.')
 
-    def data_trainer(self, trainer_flags=()):
+    def data_trainer(self, trainer_flags: Sequence[str] = ()) -> declaration.Trainer:
         # cifar10_mlp reads the CIFAR-10 trainer's data (data/cifar10, its data step).
         if flags.given_value(list(trainer_flags), '--model', MNIST_CNN) == CIFAR10_MLP:
             return cifar10_trainer.TRAINER
         return self
 
-    def data_args(self, data_dir):
+    def data_args(self, data_dir: str) -> List[str]:
         return ['--data-dir', data_dir]
 
-    def data_ready(self, data_dir):
+    def data_ready(self, data_dir: str) -> bool:
         return os.path.isfile(os.path.join(data_dir, data.MNIST_FILE))
 
-    def data_step(self, data_dir, environ):
+    def data_step(self, data_dir: str, environ: Mapping[str, str]) -> List[str]:
         source = environ.get(self.data_source_env)
         return (['keras_estimator.data', '--data-dir', data_dir]
                 + (['--source', source] if source else []))
 
-    def cloud_data_args(self, bucket_uri):
+    def cloud_data_args(self, bucket_uri: str) -> List[Tuple[str, str]]:
         return [('--data-dir', bucket_uri + '/data/mnist')]
 
-    def model_params(self, args):
+    def model_params(self, args: argparse.Namespace) -> Dict[str, ModelName]:
         return {'model': args.model}
 
 
-TRAINER = KerasTrainer()
+TRAINER = KerasTrainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
 
 if __name__ == '__main__':
     cli.run(TRAINER)

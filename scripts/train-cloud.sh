@@ -20,10 +20,14 @@ anything is uploaded it checks the config, the trainer flags (with the
 trainer's own parser, per pool), the data paths and the job-dir.
 'logs JOB' prints the replicas' log lines ([chief-0] ...) until JOB ends.
 
-Environment:
-  PROJECT_ID    Google Cloud project (else the credentials' project)
+Environment (docs/cloud.md, "Project and region"):
+  PROJECT_ID    Google Cloud project: --project, else CLOUDSDK_CORE_PROJECT,
+                else PROJECT_ID, else core/project in gcloud's active
+                configuration, else the credentials' project
   BUCKET_NAME   gs://bucket for the staged package and the job-dir
-  REGION        Vertex AI region (default: us-central1)
+  REGION        Vertex AI region: --region, else CLOUDSDK_COMPUTE_REGION, else
+                REGION, else compute/region in gcloud's active configuration,
+                else trainingInput.region, else us-central1
 Credentials: Application Default Credentials
   (gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS).
 
@@ -37,15 +41,20 @@ Options:
   --repository NAME      Artifact Registry repository (default estimator-trainers)
   --image-uri URI        run this container instead (built by you)
   --executor-image-uri   stage the package for this prebuilt image instead
-  --target vertex|ai-platform|tfjob
-                         ai-platform and tfjob only print (legacy ml v1
-                         request, Kubeflow TFJob manifest)
+  --target vertex|jobset|tfjob
+                         jobset and tfjob only print a Kubernetes manifest
+                         (a JobSet, a Kubeflow TFJob; need --image-uri;
+                         docs/distributed.md says which to choose)
   --dry-run              print the staging plan and the request; send nothing
   --rehearse             stage, then run the same job on this machine instead
                          of submitting it (package installed in a fresh
                          virtualenv, every pool's replicas with Vertex's
                          environment); see docs/cloud.md
   --max-replicas N       with --rehearse: replicas started per pool (default 2)
+  --local-storage        with --rehearse: run on local storage standing in for
+                         the buckets (the default without credentials)
+  --local-input gs://BUCKET/PREFIX=DIR
+                         with --rehearse: the job's input, from this machine
   --stream-logs          print the replicas' log lines until the job ends;
                          exit 0 only on success
   -h, --help             show this help

@@ -17,6 +17,9 @@ A directory without the record (an interrupted run) is not a cache: run
 the step again into an empty directory. The cache's format is `input`'s,
 which writes (`input.write_cache`) and reads it.
 """
+import argparse
+from typing import Optional, Sequence
+
 from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs
@@ -24,8 +27,9 @@ from estimator_trainers import logs
 DEFAULT_SHARDS = 16
 
 
-def parse_args(argv=None):
-    parser = flags.make_parser('python -m taxi_estimator.cache', __doc__.split('\n')[0])
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser: argparse.ArgumentParser = flags.make_parser('python -m taxi_estimator.cache',
+                                                        __doc__.split('\n')[0])
     parser.add_argument('--files', type=flags.path, nargs='+', required=True,
                         help='CSV files or globs, local or gs://, in the layout of the '
                              'data step (header line first).')
@@ -37,7 +41,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = logs.start_tool(parse_args, argv)
     # Flags are parsed without TensorFlow (an instant --help); the work needs it.
     from taxi_estimator import input as input_lib  # pylint: disable=g-import-not-at-top

@@ -35,6 +35,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from typing import Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, TypedDict
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -53,12 +54,24 @@ MIN_TIP_FRACTION = 0.2
 MAX_TRIP_MILES = 50.0
 MAX_TRIP_SECONDS = 3600.0
 
+# `--source`: where the trips come from (`auto`: the sample, else the tfx wheel).
+Source = Literal['auto', 'sample', 'tfx']
+# A cleaned row: its CSV fields in `schema.COLUMNS` order.
+Row = List[str]
+
+
+class Prepared(TypedDict):
+    """What `prepare` wrote: the source used and the rows of each file."""
+    source: Literal['sample', 'tfx']
+    train: int
+    eval: int
+
 
 class SourceUnavailable(Exception):
     """A data source cannot be reached or does not hold what was expected."""
 
 
-def clean_row(raw):
+def clean_row(raw: Mapping[str, Optional[str]]) -> Optional[Row]:
     """One cleaned output row (list of CSV fields in `schema.COLUMNS` order).
 
     Args:
@@ -79,7 +92,7 @@ def clean_row(raw):
         tips = _number((raw['tips'] or '').strip())
         if tips is None:
             return None
-        tip = int(tips / fare >= MIN_TIP_FRACTION)
+        tip: schema.Value = int(tips / fare >= MIN_TIP_FRACTION)
     else:
         try:
             tip = schema.parse_value(schema.LABEL, (raw.get('tip') or '').strip())
@@ -92,7 +105,7 @@ def clean_row(raw):
     return row
 
 
-def _clean_field(column, text):
+def _clean_field(column: str, text: str) -> str:
     """Canonical CSV text of one feature; '' when absent or invalid."""
     if not text:
         return ''
@@ -106,14 +119,14 @@ def _clean_field(column, text):
     return str(value) if isinstance(value, int) else text
 
 
-def _number(text):
+def _number(text: str) -> Optional[float]:
     try:
         return schema.parse_number(text)
     except ValueError:
         return None
 
 
-def read_rows(text, source):
+def read_rows(text: str, source: str) -> List[Dict[str, Optional[str]]]:
     """Parses CSV text with a header line into dicts.
 
     Raises:
@@ -130,7 +143,7 @@ def read_rows(text, source):
 MAX_SAMPLE_BYTES = 256 << 20
 
 
-def fetch_sample(url_prefix, timeout):
+def fetch_sample(url_prefix: str, timeout: float) -> Tuple[List[Row], List[Row], int]:
     """Downloads and cleans the sample's train and eval CSVs.
 
     Returns:
@@ -139,7 +152,7 @@ def fetch_sample(url_prefix, timeout):
     Raises:
       SourceUnavailable: a file cannot be fetched or lacks the layout's columns.
     """
-    result = []
+    result: List[List[Row]] = []
     raw_count = 0
     for name in (TRAIN_FILE, EVAL_FILE):
         url = url_prefix.rstrip('/') + '/' + name
@@ -162,7 +175,7 @@ def fetch_sample(url_prefix, timeout):
     return result[0], result[1], raw_count
 
 
-def fetch_tfx_csv(wheel=None, timeout=300):
+def fetch_tfx_csv(wheel: Optional[str] = None, timeout: float = 300) -> str:
     """The trips CSV text out of a tfx wheel (downloaded with pip if not given).
 
     Raises:
@@ -200,7 +213,7 @@ def fetch_tfx_csv(wheel=None, timeout=300):
             raise SourceUnavailable('%s: no readable %s (%s)' % (wheel, TFX_CSV_PATH, e)) from None
 
 
-def split(rows, eval_fraction, seed):
+def split(rows: Sequence[Row], eval_fraction: float, seed: int) -> Tuple[List[Row], List[Row]]:
     """Seeded train/eval split; each part keeps the input order.
 
     The eval part gets round(len(rows) * eval_fraction) rows, at least one,
@@ -217,7 +230,7 @@ def split(rows, eval_fraction, seed):
     return train, evals
 
 
-def write_csv(path, rows):
+def write_csv(path: str, rows: Iterable[Row]) -> None:
     """Writes `rows` with the layout's header (into a staging directory)."""
     tf = logs.import_tensorflow()
     with tf.io.gfile.GFile(path, 'w') as f:
@@ -226,8 +239,9 @@ def write_csv(path, rows):
         writer.writerows(rows)
 
 
-def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
-            tfx_wheel=None, eval_fraction=0.2, seed=42, timeout=10):
+def prepare(out_dir: str, *, source: Source = 'auto',
+            sample_url_prefix: str = SAMPLE_URL_PREFIX, tfx_wheel: Optional[str] = None,
+            eval_fraction: float = 0.2, seed: int = 42, timeout: float = 10) -> Prepared:
     """Fetches, cleans and writes the train/eval CSVs into `out_dir`.
 
     Returns:
@@ -239,9 +253,10 @@ def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
     tf = logs.import_tensorflow()
     log = tf.compat.v1.logging
     safe_io.check_owner(out_dir, '--out-dir')
-    failures = []
-    train = evals = None
-    used = None
+    failures: List[str] = []
+    train: List[Row] = []
+    evals: List[Row] = []
+    used: Optional[Literal['sample', 'tfx']] = None
     if source in ('auto', 'sample'):
         log.info('Fetching the AI Platform sample CSVs from %s', sample_url_prefix)
         try:
@@ -282,8 +297,8 @@ def prepare(out_dir, *, source='auto', sample_url_prefix=SAMPLE_URL_PREFIX,
     return {'source': used, 'train': len(train), 'eval': len(evals)}
 
 
-def parse_args(argv=None):
-    parser = flags.make_parser(
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser: argparse.ArgumentParser = flags.make_parser(
         'python -m taxi_estimator.data',
         'Fetch Chicago Taxi trips, clean them like the AI Platform sample and write '
         '%s and %s.' % (TRAIN_FILE, EVAL_FILE))
@@ -305,14 +320,14 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def _fraction(text):
-    value = flags.unit_interval(text)
+def _fraction(text: str) -> float:
+    value: float = flags.unit_interval(text)
     if value == 0:
         raise argparse.ArgumentTypeError('expected a number in (0, 1), got %r' % text)
     return value
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = logs.start_tool(parse_args, argv)
     if args.tfx_wheel and not os.path.isfile(args.tfx_wheel):
         raise UserInputError('--tfx-wheel %s: no such file' % args.tfx_wheel)

@@ -27,9 +27,12 @@ falls in a bucket of its own; a missing category contributes nothing.
 The statistics are constants in the graph, so a job-dir keeps the ones its
 checkpoints were trained with in `feature_stats.json` and reruns reuse them.
 """
+from __future__ import annotations
+
 import json
 import math
 import os
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict
 
 import tensorflow as tf
 
@@ -62,14 +65,31 @@ PAYMENT_IDS = len(schema.PAYMENT_TYPES) + 1
 PAYMENT_INDICATOR = 'payment_type_indicator'
 COMPANY_EMBEDDING = 'company_embedding'
 
+# Named tensors: parsed features, the model's inputs (`model_inputs`), the DNN's.
+Features = Dict[str, tf.Tensor]
+# A wide feature: (name, number of ids, features -> its ids, -1 for none).
+WideFeature = Tuple[str, int, Callable[[Features], tf.Tensor]]
+
+
+class FeatureStats(TypedDict):
+    """The normalisation statistics of one float feature."""
+    mean: float
+    std: float
+
+
+# {float feature: its statistics}, as `feature_stats.json` holds them.
+Stats = Dict[str, FeatureStats]
+
 
 class StatsAccumulator:
     """Running count, mean and standard deviation per float feature (Welford)."""
 
-    def __init__(self):
-        self._moments = {c: [0, 0.0, 0.0] for c in schema.FLOAT_FEATURES}
+    def __init__(self) -> None:
+        # {column: [count, mean, sum of squared deviations]}
+        self._moments: Dict[str, List[float]] = {
+            c: [0, 0.0, 0.0] for c in schema.FLOAT_FEATURES}
 
-    def add(self, column, value):
+    def add(self, column: str, value: float) -> None:
         """Adds one non-missing value of `column`."""
         moments = self._moments[column]
         moments[0] += 1
@@ -77,12 +97,12 @@ class StatsAccumulator:
         moments[1] += delta / moments[0]
         moments[2] += delta * (value - moments[1])
 
-    def merge(self, other):
+    def merge(self, other: StatsAccumulator) -> None:
         """Adds the values another accumulator saw (Chan et al.'s pairwise update)."""
         for column, (count, mean, m2) in other._moments.items():  # pylint: disable=protected-access
-            self.add_moments(column, count, mean, m2)
+            self.add_moments(column, int(count), mean, m2)
 
-    def add_moments(self, column, count, mean, m2):
+    def add_moments(self, column: str, count: int, mean: float, m2: float) -> None:
         """Adds `count` values of `column` with that mean and sum of squared deviations."""
         moments = self._moments[column]
         total = moments[0] + count
@@ -93,10 +113,10 @@ class StatsAccumulator:
         moments[2] += m2 + delta * delta * moments[0] * count / total
         moments[0] = total
 
-    def stats(self):
+    def stats(self) -> Stats:
         """{column: {'mean', 'std'}}; a column without values gets 0 and 1, one
         whose values are all (nearly) equal std 1 (`min_std`)."""
-        result = {}
+        result: Stats = {}
         for column, (count, mean, m2) in self._moments.items():
             mean = mean if count else 0.0
             std = math.sqrt(m2 / count) if count else 0.0
@@ -113,12 +133,12 @@ STATS_LIMITS = user_files.Limits(bytes=1 << 20,
                                  expected='expected a small file (is this the right one?)')
 
 
-def min_std(mean):
+def min_std(mean: float) -> float:
     """The smallest std `check_stats` accepts for a feature with this mean."""
     return _MIN_RELATIVE_STD * max(1.0, abs(mean))
 
 
-def load_stats(path, what='--feature-stats'):
+def load_stats(path: str, what: str = '--feature-stats') -> Stats:
     """Reads and checks a stats JSON file ({feature: {"mean", "std"}}).
 
     Raises:
@@ -131,7 +151,7 @@ def load_stats(path, what='--feature-stats'):
     return check_stats(user_files.parse_json(text, where, STATS_LIMITS), where)
 
 
-def check_stats(stats, where):
+def check_stats(stats: object, where: str) -> Stats:
     """The statistics as {feature: {'mean': float, 'std': float}}, checked.
 
     Every float feature needs a finite mean within the feature's valid range
@@ -145,7 +165,7 @@ def check_stats(stats, where):
     """
     if not isinstance(stats, dict):
         raise UserInputError('%s: expected a JSON object' % where)
-    result = {}
+    result: Stats = {}
     for column in schema.FLOAT_FEATURES:
         entry = stats.get(column)
         if (not isinstance(entry, dict)
@@ -169,12 +189,13 @@ def check_stats(stats, where):
     return result
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
 
 
-def resolve_stats(job_dir, computed, supplied_path=None):
+def resolve_stats(job_dir: str, computed: Stats,
+                  supplied_path: Optional[str] = None) -> Tuple[Stats, bool]:
     """Picks the normalisation statistics for this run.
 
     The job-dir's recorded statistics win (its checkpoints were trained with
@@ -210,7 +231,7 @@ def resolve_stats(job_dir, computed, supplied_path=None):
     return computed, False
 
 
-def record_stats(job_dir, stats):
+def record_stats(job_dir: str, stats: Stats) -> None:
     """Writes `stats` to `<job-dir>/feature_stats.json` (chief, first run).
 
     Statistics that `check_stats` refuses are never written: a job-dir with
@@ -222,7 +243,7 @@ def record_stats(job_dir, stats):
     safe_io.write_atomic(path, json.dumps(stats, indent=2, sort_keys=True))
 
 
-def deep_inputs(inputs, stats):
+def deep_inputs(inputs: Features, stats: Stats) -> Features:
     """{name: float32 [batch, width]} of the DNN's inputs, from `model_inputs`.
 
     The z-score of each float feature (`stats`; missing: 0, the training
@@ -240,41 +261,41 @@ def deep_inputs(inputs, stats):
     return result
 
 
-def own_ids(wide_ids, name):
+def own_ids(wide_ids: tf.Tensor, name: str) -> tf.Tensor:
     """The ids of wide feature `name` within its own range (-1: none), from `WIDE_IDS`."""
     column, offset = _WIDE_COLUMNS[name]
     ids = wide_ids[:, column]
     return tf.where(ids < 0, ids, ids - offset)
 
 
-def _wide_features():
+def _wide_features() -> List[WideFeature]:
     """(name, number of ids, function(features) -> int64 ids, -1 for none) of the wide side.
 
     Each function gets the features flattened to [batch] and returns [batch].
     """
-    def payment(f):
+    def payment(f: Features) -> tf.Tensor:
         return _payment_ids(f['payment_type'])
 
-    def hashed(column, buckets):
+    def hashed(column: str, buckets: int) -> Callable[[Features], tf.Tensor]:
         return lambda f: _unless_empty(f[column], tf.strings.to_hash_bucket_fast(
             f[column], buckets))
 
-    def category(column):
+    def category(column: str) -> Callable[[Features], tf.Tensor]:
         return lambda f: _category(f[column], schema.INT_FEATURES[column][1] + 1)
 
-    def cell(latitude, longitude):
+    def cell(latitude: str, longitude: str) -> Callable[[Features], tf.Tensor]:
         return lambda f: (_bucket(f[latitude], _LATITUDE_GRID) * (_GRID + 1)
                           + _bucket(f[longitude], _LONGITUDE_GRID))
 
     hours, days = (schema.INT_FEATURES[c][1] + 1
                    for c in ('trip_start_hour', 'trip_start_day'))
 
-    def hour_x_day(f):
+    def hour_x_day(f: Features) -> tf.Tensor:
         hour = _category(f['trip_start_hour'], hours)
         day = _category(f['trip_start_day'], days)
         return tf.where((hour < 0) | (day < 0), tf.constant(-1, tf.int64), hour * days + day)
 
-    def payment_x_fare(f):
+    def payment_x_fare(f: Features) -> tf.Tensor:
         paid = _payment_ids(f['payment_type'])
         fare = _bucket(f['fare'], _FARE_BOUNDARIES)
         return tf.where(paid < 0, tf.constant(-1, tf.int64),
@@ -299,7 +320,7 @@ def _wide_features():
     ]
 
 
-def model_inputs(features):
+def model_inputs(features: Mapping[str, tf.Tensor]) -> Features:
     """The model's two inputs, from parsed features (`schema.FEATURES`, shape [batch]):
 
     - `WIDE_IDS`: int64 [batch, 14], each wide feature's id or -1. A missing
@@ -320,7 +341,7 @@ def model_inputs(features):
             NUMBERS: tf.stack([tf.cast(flat[c], tf.float32) for c in NUMBER_COLUMNS], axis=1)}
 
 
-def _grid(low, high):
+def _grid(low: float, high: float) -> List[float]:
     step = (high - low) / _GRID
     return [low + i * step for i in range(1, _GRID)]
 
@@ -329,20 +350,20 @@ _LATITUDE_GRID = _grid(*_LATITUDE_RANGE)
 _LONGITUDE_GRID = _grid(*_LONGITUDE_RANGE)
 
 
-def _bucket(x, boundaries):
+def _bucket(x: tf.Tensor, boundaries: Sequence[float]) -> tf.Tensor:
     """Bucket of a float feature: 0 for missing (NaN), then one per boundary interval."""
     x = _fill_missing(tf.cast(x, tf.float32))
     return tf.cast(tf.raw_ops.Bucketize(
         input=x, boundaries=[_MISSING_BOUNDARY] + [float(b) for b in boundaries]), tf.int64)
 
 
-def _category(x, buckets):
+def _category(x: tf.Tensor, buckets: int) -> tf.Tensor:
     """An integer category as its own id; missing (-1) or out of [0, buckets): -1."""
     x = tf.cast(x, tf.int64)
     return tf.where((x < 0) | (x >= buckets), tf.constant(-1, tf.int64), x)
 
 
-def _payment_ids(payment):
+def _payment_ids(payment: tf.Tensor) -> tf.Tensor:
     """Vocabulary index of the payment type, `len(PAYMENT_TYPES)` for others, -1 for ''."""
     matches = tf.equal(payment[:, None], tf.constant(schema.PAYMENT_TYPES)[None, :])
     index = tf.where(tf.reduce_any(matches, axis=1),
@@ -351,17 +372,17 @@ def _payment_ids(payment):
     return _unless_empty(payment, index)
 
 
-def _unless_empty(text, ids):
+def _unless_empty(text: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
     return tf.where(tf.equal(text, schema.MISSING_STRING), tf.constant(-1, tf.int64), ids)
 
 
-def _fill_missing(x):
+def _fill_missing(x: tf.Tensor) -> tf.Tensor:
     return tf.where(tf.math.is_nan(x), tf.fill(tf.shape(x), _MISSING_NUMBER), x)
 
 
-def _z_score(mean, std):
+def _z_score(mean: Sequence[float], std: Sequence[float]) -> Callable[[tf.Tensor], tf.Tensor]:
     """x -> its z-score, 0 where x is missing (NaN); mean and std broadcast over x."""
-    def normalize(x):
+    def normalize(x: tf.Tensor) -> tf.Tensor:
         return tf.where(tf.math.is_nan(x), tf.zeros_like(x), (x - mean) / std)
     return normalize
 
@@ -370,8 +391,9 @@ def _z_score(mean, std):
 WIDE_BUCKETS = sum(size for _, size, _ in _wide_features())
 
 
-def _column_offsets():
-    offsets, offset = {}, 0
+def _column_offsets() -> Dict[str, Tuple[int, int]]:
+    offsets: Dict[str, Tuple[int, int]] = {}
+    offset = 0
     for column, (name, size, _) in enumerate(_wide_features()):
         offsets[name] = (column, offset)
         offset += size

@@ -17,6 +17,8 @@ The serving input functions accept the same features in three encodings
 `csv_row` string in `schema.FEATURES` order) and EXAMPLE (one serialized
 `tf.train.Example` per instance, input `examples`).
 """
+from __future__ import annotations
+
 import codecs
 import csv
 import dataclasses
@@ -25,6 +27,8 @@ import os
 import re
 import shlex
 import time
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Sized,
+                    Tuple, TypedDict, TypeVar, Union, cast)
 
 import tensorflow as tf
 
@@ -51,6 +55,26 @@ CACHE_FORMAT = 1
 _SCAN_BLOCK_BYTES = 1 << 20  # bytes of lines checked together by the fast path
 FAST_SCAN_BYTES = 16 << 20  # files at least this large in all are checked by ops first
 
+Features = features_lib.Features
+# An Estimator input_fn: the dataset of (features, label) batches it builds.
+InputFn = Callable[[], tf.data.Dataset]
+_F = TypeVar('_F', bound=Callable[..., Any])
+
+
+def _do_not_convert(function: _F) -> _F:
+    """`tf.autograph.experimental.do_not_convert`, keeping `function`'s type
+    (TensorFlow's decorator is untyped)."""
+    return cast(_F, tf.autograph.experimental.do_not_convert(function))
+
+
+class CacheRecord(TypedDict):
+    """What `taxi_cache.json` holds."""
+    format: int
+    rows: int
+    stats: features_lib.Stats
+    sources: List[str]
+    shards: int
+
 
 @dataclasses.dataclass(frozen=True)
 class DataSummary:
@@ -62,18 +86,18 @@ class DataSummary:
       stats: {float feature: {'mean', 'std'}} over the non-missing values.
       cache: `files` is one cache directory of `taxi_estimator.cache`.
     """
-    files: tuple
+    files: Tuple[str, ...]
     rows: int
-    stats: dict
+    stats: features_lib.Stats
     cache: bool = False
 
 
-def is_cache(path):
+def is_cache(path: str) -> bool:
     """True when `path` is a directory written by `taxi_estimator.cache`."""
-    return tf.io.gfile.exists(path.rstrip('/') + '/' + CACHE_RECORD)
+    return bool(tf.io.gfile.exists(path.rstrip('/') + '/' + CACHE_RECORD))
 
 
-def read_cache_record(path, flag='--train-files'):
+def read_cache_record(path: str, flag: str = '--train-files') -> Dict[str, Any]:
     """The record of a cache directory: {'rows', 'stats', 'sources', ...}.
 
     Raises:
@@ -89,10 +113,11 @@ def read_cache_record(path, flag='--train-files'):
                              '{"format": %d, "rows": N, "stats": {...}}); write the cache '
                              'again' % (flag, record_path, CACHE_FORMAT), flag=flag,
                              path=record_path)
-    return record
+    return cast(Dict[str, Any], record)  # a JSON object, as checked
 
 
-def write_cache(patterns, out_dir, shards, flag='--files'):
+def write_cache(patterns: Sequence[str], out_dir: str, shards: int,
+                flag: str = '--files') -> CacheRecord:
     """Checks the CSV files `patterns` match and writes their cache into `out_dir`
     (the data step `taxi_estimator.cache`).
 
@@ -116,8 +141,9 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
     # Only the columns: ids derived from them are computed when read.
     chunks = parsed_chunks(list(summary.files), for_model=False).enumerate()
     chunks.save(out_dir, shard_func=lambda index, chunk: index % shards)
-    record = {'format': CACHE_FORMAT, 'rows': summary.rows, 'stats': summary.stats,
-              'sources': list(summary.files), 'shards': shards}
+    record: CacheRecord = {'format': CACHE_FORMAT, 'rows': summary.rows,
+                           'stats': summary.stats, 'sources': list(summary.files),
+                           'shards': shards}
     with tf.io.gfile.GFile(os.path.join(out_dir, CACHE_RECORD), 'w') as f:
         f.write(json.dumps(record, indent=2, sort_keys=True))
     tf.compat.v1.logging.info('Wrote %d rows in %d shards to %s in %.1fs; train with '
@@ -126,13 +152,13 @@ def write_cache(patterns, out_dir, shards, flag='--files'):
     return record
 
 
-def resolve_files(patterns, flag):
+def resolve_files(patterns: Sequence[str], flag: str) -> Tuple[str, ...]:
     """Expands local or gs:// paths and globs, keeping their order.
 
     Raises:
       UserInputError: a pattern matches nothing, or matches a directory.
     """
-    files = []
+    files: List[str] = []
     for pattern in patterns:
         try:
             matches = sorted(tf.io.gfile.glob(pattern))
@@ -161,7 +187,7 @@ def resolve_files(patterns, flag):
     return tuple(files)
 
 
-def scan(patterns, flag):
+def scan(patterns: Sequence[str], flag: str) -> DataSummary:
     """Validates every row of the files `patterns` match.
 
     Args:
@@ -199,7 +225,8 @@ def scan(patterns, flag):
     return DataSummary(files=files, rows=rows, stats=accumulator.stats())
 
 
-def _fast_scan(files, flag):
+def _fast_scan(files: Sequence[str],
+               flag: str) -> Dict[str, Tuple[int, features_lib.StatsAccumulator]]:
     """{path: (rows, StatsAccumulator)} of the files TensorFlow ops found valid.
 
     `_scan_file`'s check on chunks of lines: it accepts only what
@@ -220,13 +247,13 @@ def _fast_scan(files, flag):
         return {}
     files_and_sizes = (candidates, tf.constant([sizes[path] for path in candidates], tf.int64))
     chunks = tf.data.Dataset.from_tensor_slices(files_and_sizes).enumerate().interleave(
-        lambda index, file: _line_blocks(*file, _SCAN_BLOCK_BYTES).map(
+        lambda index, file: _line_blocks(file[0], file[1], _SCAN_BLOCK_BYTES).map(
             lambda lines: (index, lines)),
         cycle_length=min(len(candidates), _READ_PARALLEL),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).map(
             lambda index, lines: (index,) + _checked_chunk(lines),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-    results = {path: [0, features_lib.StatsAccumulator()] for path in candidates}
+    results = {path: (0, features_lib.StatsAccumulator()) for path in candidates}
     try:
         for index, ok, count, moments in chunks:
             path = candidates[int(index)]
@@ -235,15 +262,16 @@ def _fast_scan(files, flag):
             if not ok:
                 del results[path]
                 continue
-            results[path][0] += int(count)
+            rows, accumulator = results[path]
+            results[path] = (rows + int(count), accumulator)
             for column, (n, mean, m2) in zip(schema.FLOAT_FEATURES, moments.numpy()):
-                results[path][1].add_moments(column, int(n), mean, m2)
+                accumulator.add_moments(column, int(n), mean, m2)
     except tf.errors.OpError:  # bad UTF-8, a wrong number of fields, ...: all line by line
         return {}
-    return {path: tuple(result) for path, result in results.items() if result[0]}
+    return {path: result for path, result in results.items() if result[0]}
 
 
-def _header_ok(path, flag):
+def _header_ok(path: str, flag: str) -> bool:
     """True when `path`'s header line is the layout's; `_scan_file` reports any other."""
     try:
         with tf.io.gfile.GFile(path, 'r') as f:
@@ -258,18 +286,18 @@ def _header_ok(path, flag):
     return True
 
 
-def _re2(pattern):
+def _re2(pattern: re.Pattern[str]) -> str:
     """A Python pattern of this module or `schema` for RE2's full match."""
     return pattern.pattern.replace(r'\Z', '')
 
 
-def _typed_line_pattern():
+def _typed_line_pattern() -> str:
     """One line as `_scan_file` accepts it, field by field (RE2).
 
     The label is 0 or 1, numbers and whole numbers have the formats `schema`
     accepts (or are empty), any field may be quoted; text is any CSV field.
     """
-    def optional(text):
+    def optional(text: str) -> str:
         return '(?:(?:%s)|"(?:%s)"|"")?' % (text, text)
     label = r'(?:[01](?:\.0)?|"[01](?:\.0)?")'
     fields = []
@@ -284,8 +312,8 @@ def _typed_line_pattern():
 _NUMBERS = schema.FLOAT_FEATURES + tuple(schema.INT_FEATURES)
 
 
-@tf.autograph.experimental.do_not_convert
-def _checked_chunk(lines):
+@_do_not_convert
+def _checked_chunk(lines: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(all rows valid, row count, [float feature] x (count, mean, m2)) of a chunk."""
     # UTF-8: lines beyond ASCII are decoded strictly (an error: line by line).
     ascii_only = tf.strings.regex_full_match(lines, r'[\x00-\x7f]*')
@@ -314,7 +342,7 @@ def _checked_chunk(lines):
     return ok, tf.size(lines), tf.stack(moments)
 
 
-def _scan_file(path, where, accumulator):
+def _scan_file(path: str, where: str, accumulator: features_lib.StatsAccumulator) -> int:
     """Checks one file line by line, as TensorFlow reads it; returns its row count."""
     rows = number = 0
     with tf.io.gfile.GFile(path, 'rb') as f:
@@ -336,7 +364,7 @@ def _scan_file(path, where, accumulator):
                     raise UserInputError('%s line %d, column %s: %s'
                                          % (where, number, column, e)) from None
                 if column in schema.FLOAT_FEATURES and value == value:
-                    accumulator.add(column, value)
+                    accumulator.add(column, float(value))
             rows += 1
     if number == 0:
         raise UserInputError('%s is empty; expected the header line %s and data rows'
@@ -354,7 +382,7 @@ _MAX_LINE_BYTES = 4 * MAX_LINE_CHARS  # UTF-8: a longer line has too many charac
 _READ_BYTES = 1 << 20
 
 
-def _lines(f, where):
+def _lines(f: tf.io.gfile.GFile, where: str) -> Iterator[Tuple[int, str]]:
     """(number, text) of each line of the binary file `f`, as TensorFlow splits them.
 
     TensorFlow's `TextLineDataset` ends lines at LF only and drops the CR of a
@@ -386,7 +414,7 @@ def _lines(f, where):
             return
 
 
-def _check_length(line, where, number):
+def _check_length(line: str, where: str, number: int) -> None:
     if number == 1 and '\r' in line[:-1]:  # the header has no quoted fields
         raise UserInputError(
             '%s line %d: lines end in a carriage return alone (CR, as old Mac programs '
@@ -407,7 +435,7 @@ _CSV_LINE = re.compile(r'%s(?:,%s)*\Z' % (_FIELD, _FIELD))
 _TYPED_LINE = _typed_line_pattern()
 
 
-def _split_line(text, where, number):
+def _split_line(text: str, where: str, number: int) -> List[str]:
     """The fields of one line (rows never span lines: TensorFlow reads by line)."""
     if not _CSV_LINE.match(text):
         raise UserInputError(
@@ -420,7 +448,7 @@ def _split_line(text, where, number):
         raise UserInputError('%s line %d: %s' % (where, number, e)) from None
 
 
-def _check_header(header, where):
+def _check_header(header: Sequence[str], where: str) -> None:
     if tuple(header) == schema.COLUMNS:
         return
     expected = 'expected the header %s' % schema.HEADER_LINE
@@ -441,12 +469,14 @@ def _check_header(header, where):
     raise UserInputError('%s line 1: %s; %s' % (where, '; '.join(problems), expected))
 
 
-def _plural(items):
+def _plural(items: Sized) -> str:
     return 's' if len(items) > 1 else ''
 
 
-def make_input_fn(files, batch_size, *, training, seed=None,
-                  in_memory_mb=trainer.DEFAULT_MAX_IN_MEMORY_MB, rows=None):
+def make_input_fn(files: Sequence[str], batch_size: int, *, training: bool,
+                  seed: Optional[int] = None,
+                  in_memory_mb: int = trainer.DEFAULT_MAX_IN_MEMORY_MB,
+                  rows: Optional[int] = None) -> InputFn:
     """Estimator input_fn over validated CSV files.
 
     Files are read in parallel (`_READ_PARALLEL` at a time, local or gs://)
@@ -482,10 +512,10 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     files = list(files)
     cache = len(files) == 1 and is_cache(files[0])
     sizes = None if cache else [tf.io.gfile.stat(f).length for f in files]
-    in_memory = (training and not cache and in_memory_mb > 0
+    in_memory = (training and sizes is not None and in_memory_mb > 0
                  and sum(sizes) <= in_memory_mb * 2 ** 20)
 
-    def input_fn():
+    def input_fn() -> tf.data.Dataset:
         chunks = (cached_chunks(files[0], training, seed) if cache
                   else parsed_chunks(files, training, seed, sizes=sizes))
         if not training:
@@ -520,14 +550,16 @@ def make_input_fn(files, batch_size, *, training, seed=None,
     return input_fn
 
 
-def _private_threads(count):
+def _private_threads(count: int) -> tf.data.Options:
     """Options giving a dataset `count` threads of its own, off tf.data's shared pool."""
     options = tf.data.Options()
     options.threading.private_threadpool_size = count
     return options
 
 
-def parsed_chunks(files, training=False, seed=None, for_model=True, sizes=None):
+def parsed_chunks(files: Sequence[str], training: bool = False, seed: Optional[int] = None,
+                  for_model: bool = True,
+                  sizes: Optional[Sequence[int]] = None) -> tf.data.Dataset:
     """(features, label) of the rows of a block of `BLOCK_BYTES` of CSV each.
 
     The features are the model's (`features_lib.model_inputs`), or with
@@ -559,8 +591,9 @@ def parsed_chunks(files, training=False, seed=None, for_model=True, sizes=None):
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
-@tf.autograph.experimental.do_not_convert
-def _line_blocks(path, size, block_bytes=BLOCK_BYTES):
+@_do_not_convert
+def _line_blocks(path: Union[str, tf.Tensor], size: tf.Tensor,
+                 block_bytes: int = BLOCK_BYTES) -> tf.data.Dataset:
     """The lines after the header of the file `path` of `size` bytes, a vector per
     block of `block_bytes` read (the lines that end in it).
 
@@ -577,7 +610,8 @@ def _line_blocks(path, size, block_bytes=BLOCK_BYTES):
     blocks = blocks.concatenate(rest).map(lambda block: (block, False)).concatenate(
         tf.data.Dataset.from_tensors((tf.constant(''), True)))
 
-    def split(state, block):
+    def split(state: Tuple[tf.Tensor, tf.Tensor], block: Tuple[tf.Tensor, tf.Tensor]
+              ) -> Tuple[Tuple[tf.Tensor, tf.Tensor], tf.Tensor]:
         pending, header = state
         text, last = block
         # The raw op: `tf.strings.split` adds ~55 ops of ragged bookkeeping, which
@@ -598,7 +632,8 @@ def _line_blocks(path, size, block_bytes=BLOCK_BYTES):
         lambda lines: tf.size(lines) > 0)
 
 
-def cached_chunks(directory, training=False, seed=None):
+def cached_chunks(directory: str, training: bool = False,
+                  seed: Optional[int] = None) -> tf.data.Dataset:
     """`parsed_chunks` as `taxi_estimator.cache` saved them in `directory`.
 
     In training the shards are read in a fresh order per epoch, several at
@@ -606,7 +641,7 @@ def cached_chunks(directory, training=False, seed=None):
     """
     ordered = not training or seed is not None
 
-    def reader(shards):
+    def reader(shards: tf.data.Dataset) -> tf.data.Dataset:
         if training:
             shards = shards.shuffle(_MAX_SHARDS, seed=seed)
         return shards.interleave(lambda shard: shard, cycle_length=_READ_PARALLEL,
@@ -617,20 +652,23 @@ def cached_chunks(directory, training=False, seed=None):
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=ordered)
 
 
-def _rows(features, label, indices):
+def _rows(features: Features, label: tf.Tensor,
+          indices: tf.Tensor) -> Tuple[Features, tf.Tensor]:
     return {k: tf.gather(v, indices) for k, v in features.items()}, tf.gather(label, indices)
 
 
-@tf.autograph.experimental.do_not_convert
-def _shuffled_batches(features, label, batch_size, seed):
+@_do_not_convert
+def _shuffled_batches(features: Features, label: tf.Tensor, batch_size: int,
+                      seed: Optional[int]) -> tf.data.Dataset:
     """One epoch: all rows in a fresh random order, in batches of `batch_size`
     (the last one partial), a group prefetched ahead (`_shuffled_groups`)."""
     return _shuffled_groups(features, label, batch_size, seed).prefetch(1).rebatch(
         batch_size)
 
 
-@tf.autograph.experimental.do_not_convert
-def _shuffled_groups(features, label, batch_size, seed):
+@_do_not_convert
+def _shuffled_groups(features: Features, label: tf.Tensor, batch_size: int,
+                     seed: Optional[int]) -> tf.data.Dataset:
     """The rows in a fresh random order, `_GATHER_BATCHES` batches per element.
 
     The rows of a group are gathered at once, on the pipeline's thread, and
@@ -649,7 +687,7 @@ def _shuffled_groups(features, label, batch_size, seed):
             lambda i: _rows(features, label, order[i * group:(i + 1) * group])))
 
 
-def _csv_default(column):
+def _csv_default(column: str) -> tf.Tensor:
     """CsvDataset/decode_csv default. The label is required. Labels and integer
     categories are read as floats (so '8' and '8.0' both parse, as `scan`
     accepts) and converted to integers afterwards."""
@@ -661,7 +699,8 @@ def _csv_default(column):
     return tf.constant([schema.MISSING_FLOAT], tf.float32)
 
 
-def _features_and_label(*columns, for_model=True):
+def _features_and_label(*columns: tf.Tensor,
+                        for_model: bool = True) -> Tuple[Features, tf.Tensor]:
     """The model's inputs (`features_lib.model_inputs`, computed here on tf.data's
     threads, once for data held in memory), or with `for_model=False` the typed
     columns, and the int label."""
@@ -671,7 +710,7 @@ def _features_and_label(*columns, for_model=True):
     return (features_lib.model_inputs(features) if for_model else features), label
 
 
-def _model_features(values):
+def _model_features(values: Mapping[str, tf.Tensor]) -> Features:
     """Converts decoded CSV columns to the model's dtypes (int categories to
     int64, NaN to the -1 that feature columns ignore)."""
     result = dict(values)
@@ -683,18 +722,18 @@ def _model_features(values):
     return result
 
 
-def _serving_dtype(column):
+def _serving_dtype(column: str) -> tf.dtypes.DType:
     return {'float': tf.float32, 'int': tf.int64, 'string': tf.string}[schema.kind(column)]
 
 
-def json_serving_input_fn():
+def json_serving_input_fn() -> tf.estimator.export.ServingInputReceiver:
     """One input per feature, shape [batch]: float32, int64 or string."""
     inputs = {c: tf.compat.v1.placeholder(_serving_dtype(c), [None], name=c)
               for c in schema.FEATURES}
     return tf.estimator.export.ServingInputReceiver(dict(inputs), inputs)
 
 
-def csv_serving_input_fn():
+def csv_serving_input_fn() -> tf.estimator.export.ServingInputReceiver:
     """One string input `csv_row`: the features in `schema.FEATURES` order."""
     rows = tf.compat.v1.placeholder(tf.string, [None], name=CSV_INPUT)
     columns = tf.io.decode_csv(rows, [_csv_default(c) for c in schema.FEATURES])
@@ -702,7 +741,7 @@ def csv_serving_input_fn():
         _model_features(dict(zip(schema.FEATURES, columns))), {CSV_INPUT: rows})
 
 
-def example_serving_input_fn():
+def example_serving_input_fn() -> tf.estimator.export.ServingInputReceiver:
     """One string input `examples`: serialized tf.train.Example protos."""
     serialized = tf.compat.v1.placeholder(tf.string, [None], name=EXAMPLE_INPUT)
     spec = {c: tf.io.FixedLenFeature([], _serving_dtype(c), schema.missing_value(c))
@@ -711,7 +750,9 @@ def example_serving_input_fn():
         tf.io.parse_example(serialized, spec), {EXAMPLE_INPUT: serialized})
 
 
-SERVING_INPUT_FNS = {
+# `--serving-export-format` -> the serving input function of the export.
+SERVING_INPUT_FNS: Dict[trainer.ExportFormat,
+                        Callable[[], tf.estimator.export.ServingInputReceiver]] = {
     'JSON': json_serving_input_fn,
     'CSV': csv_serving_input_fn,
     'EXAMPLE': example_serving_input_fn,

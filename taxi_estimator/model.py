@@ -6,8 +6,11 @@ with Adam. Both learning rates decay exponentially by
 are built inside the Estimator's graph (the reference sample built its
 schedule outside it, on a global step the model never used).
 """
+from __future__ import annotations
+
 import dataclasses
 import math
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator.head import head_utils
@@ -21,6 +24,14 @@ from taxi_estimator import features as features_lib
 LINEAR_L2 = 0.3
 # The canned classifier's default: the mean loss over the batch.
 LOSS_REDUCTION = tf.losses.Reduction.SUM_OVER_BATCH_SIZE
+
+Features = features_lib.Features
+# An optimizer's (gradient, variable) pairs (a gradient may be None).
+GradsAndVars = List[Tuple[Optional[tf.Tensor], tf.Variable]]
+# A Keras optimizer's `gradient_aggregator` (`run_config.dense_gradient_aggregator`).
+GradientAggregator = Callable[[GradsAndVars], GradsAndVars]
+# A `tf.compat.v1.metrics` metric: (value, update op).
+MetricOp = Tuple[tf.Tensor, tf.Operation]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,20 +47,21 @@ class HParams:
       decay_steps: the global-step target of the run.
       dropout: DNN dropout probability, or None.
     """
-    hidden_units: tuple
+    hidden_units: Tuple[int, ...]
     learning_rate: float
     linear_learning_rate: float
     learning_rate_decay_factor: float = 1.0
     decay_steps: int = 1
-    dropout: float = None
+    dropout: Optional[float] = None
 
 
-def steps_for_epochs(num_epochs, train_size, batch_size):
+def steps_for_epochs(num_epochs: int, train_size: int, batch_size: int) -> int:
     """Global steps that `num_epochs` passes over `train_size` rows take."""
     return max(1, math.ceil(num_epochs * train_size / batch_size))
 
 
-def build_estimator(config, stats, hparams):
+def build_estimator(config: tf.estimator.RunConfig, stats: features_lib.Stats,
+                    hparams: HParams) -> tf.estimator.Estimator:
     """The wide-and-deep classifier over `features_lib` inputs.
 
     `DNNLinearCombinedClassifier`'s model (same variables, head, optimizers
@@ -65,11 +77,12 @@ def build_estimator(config, stats, hparams):
       stats: normalisation statistics ({feature: {'mean', 'std'}}).
       hparams: `HParams`.
     """
-    aggregator = run_config.dense_gradient_aggregator(config)
+    aggregator: Optional[GradientAggregator] = run_config.dense_gradient_aggregator(config)
     head = head_utils.binary_or_multi_class_head(
         2, weight_column=None, label_vocabulary=None, loss_reduction=LOSS_REDUCTION)
 
-    def model_fn(features, labels, mode, config):
+    def model_fn(features: Features, labels: Optional[tf.Tensor], mode: str,
+                 config: tf.estimator.RunConfig) -> tf.estimator.EstimatorSpec:
         del config
         if features_lib.WIDE_IDS not in features:  # serving (the input_fns add them)
             with tf.name_scope('model_inputs'):
@@ -91,7 +104,7 @@ def build_estimator(config, stats, hparams):
     return tf.estimator.Estimator(model_fn=model_fn, config=config)
 
 
-def _linear(wide_ids):
+def _linear(wide_ids: tf.Tensor) -> Tuple[tf.Tensor, List[tf.Variable]]:
     """(logits, variables) of the linear side: a bias plus one weight per wide id."""
     with tf.compat.v1.variable_scope('linear/linear_model'):
         weights = tf.compat.v1.get_variable(
@@ -103,7 +116,7 @@ def _linear(wide_ids):
     return logits, [weights, bias]
 
 
-def linear_logits(wide_ids, weights, bias):
+def linear_logits(wide_ids: tf.Tensor, weights: tf.Variable, bias: tf.Variable) -> tf.Tensor:
     """The linear side's logits [batch, 1]: `bias` plus the `weights` of the ids present.
 
     As the canned linear model sums them, but as one gather (a -1 gathers
@@ -115,7 +128,7 @@ def linear_logits(wide_ids, weights, bias):
     return tf.reduce_sum(per_id * present, axis=1, keepdims=True) + bias
 
 
-def dnn_input(inputs, stats, table):
+def dnn_input(inputs: Features, stats: features_lib.Stats, table: tf.Variable) -> tf.Tensor:
     """The DNN's input [batch, width] from `features_lib.model_inputs` and the
     company embedding `table`.
 
@@ -133,7 +146,8 @@ def dnn_input(inputs, stats, table):
     return tf.concat([deep[name] for name in sorted(deep)], axis=1)
 
 
-def _dnn(features, stats, hparams, training):
+def _dnn(features: Features, stats: features_lib.Stats, hparams: HParams,
+         training: bool) -> Tuple[tf.Tensor, List[tf.Variable]]:
     """(logits, variables) of the ReLU DNN, laid out as the canned `dnn` model."""
     with tf.compat.v1.variable_scope('dnn'):
         with tf.compat.v1.variable_scope(
@@ -162,7 +176,9 @@ def _dnn(features, stats, hparams, training):
     return net, variables
 
 
-def _training_spec(logits, labels, hparams, aggregator, dnn_variables, linear_variables):
+def _training_spec(logits: tf.Tensor, labels: tf.Tensor, hparams: HParams,
+                   aggregator: Optional[GradientAggregator], dnn_variables: List[tf.Variable],
+                   linear_variables: List[tf.Variable]) -> tf.estimator.EstimatorSpec:
     """The TRAIN spec: the canned binary head's loss and the canned model's updates.
 
     The head's mean sigmoid cross-entropy, computed directly: the head would
@@ -208,7 +224,8 @@ def _training_spec(logits, labels, hparams, aggregator, dnn_variables, linear_va
                                       train_op=train_op)
 
 
-def _evaluation_spec(predictions, labels):
+def _evaluation_spec(predictions: Dict[str, tf.Tensor],
+                     labels: tf.Tensor) -> tf.estimator.EstimatorSpec:
     """The canned binary head's evaluation metrics, as `tf.compat.v1.metrics`.
 
     Same names and meaning (`accuracy`, `accuracy_baseline`, `auc`,
@@ -245,7 +262,7 @@ def _evaluation_spec(predictions, labels):
                                       predictions=predictions, eval_metric_ops=ops)
 
 
-def _auc(labels, probabilities, **kwargs):
+def _auc(labels: tf.Tensor, probabilities: tf.Tensor, **kwargs: str) -> MetricOp:
     """`tf.compat.v1.metrics.auc` with 200 thresholds, NaN once any probability is not finite.
 
     Its own range check fails the whole evaluation on a NaN probability: a
@@ -262,7 +279,7 @@ def _auc(labels, probabilities, **kwargs):
             tf.group(auc_update, bad_update))
 
 
-def _with_default_signature(spec):
+def _with_default_signature(spec: tf.estimator.EstimatorSpec) -> tf.estimator.EstimatorSpec:
     """`serving_default` = the `predict` signature where the head offers none.
 
     The canned head's default is a classification signature, which needs one
@@ -275,7 +292,8 @@ def _with_default_signature(spec):
     return spec._replace(export_outputs=outputs)
 
 
-def _learning_rate(initial, hparams, optimizer):
+def _learning_rate(initial: float, hparams: HParams,
+                   optimizer: str) -> tf.keras.optimizers.schedules.LearningRateSchedule:
     """Decaying learning rate, made in the model's graph, shown as `learning_rate/<optimizer>`."""
     if hparams.learning_rate_decay_factor == 1.0:  # the default: no decay
         schedule = _ConstantRate(initial)
@@ -288,19 +306,20 @@ def _learning_rate(initial, hparams, optimizer):
     return schedule
 
 
-class _ConstantRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+# Keras is untyped: its base classes are `Any` to mypy (hence the ignore).
+class _ConstantRate(tf.keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[misc]
     """A learning rate that does not decay: `initial`, the value exponential
     decay by a factor of 1 computes, without its ops at every step. A schedule
     rather than a number, so the optimizers keep no learning-rate variable
     either way and checkpoints do not depend on the factor."""
 
-    def __init__(self, rate):
+    def __init__(self, rate: float) -> None:
         super().__init__()
         self._rate = rate
 
-    def __call__(self, step):
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
         del step  # constant
         return tf.constant(self._rate, tf.float32)
 
-    def get_config(self):
+    def get_config(self) -> Dict[str, float]:
         return {'rate': self._rate}

@@ -17,9 +17,12 @@ written as null (JSON) or an empty field (CSV). JSON instances are one object
 per line; CSV instances need a header line naming the columns (so the eval
 CSV works as is: its `tip` column is ignored).
 """
+import _csv
+import argparse
 import csv
 import io
 import json
+from typing import List, Mapping, Optional, Sequence
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -33,8 +36,8 @@ INSTANCES_LIMITS = user_files.Limits(
     bytes=64 << 20, expected='predict reads its instances into memory at once: split the file')
 
 
-def parse_args(argv=None):
-    parser = flags.make_parser(
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser: argparse.ArgumentParser = flags.make_parser(
         'python -m taxi_estimator.predict',
         'Predict with a SavedModel exported by taxi_estimator.task; prints one JSON '
         'line per instance with the class and the class probabilities.')
@@ -56,7 +59,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def check_instance(raw, where):
+def check_instance(raw: Mapping[str, object], where: str) -> schema.Instance:
     """The parsed feature values of one instance (dict of JSON/CSV values).
 
     Raises:
@@ -71,7 +74,7 @@ def check_instance(raw, where):
         raise UserInputError('%s: instance lacks feature%s %s (give every feature; '
                              'null or an empty field marks a missing value)'
                              % (where, 's' if len(missing) > 1 else '', ', '.join(missing)))
-    values = {}
+    values: schema.Instance = {}
     for column in schema.FEATURES:
         try:
             values[column] = schema.parse_value(column, raw[column])
@@ -80,7 +83,7 @@ def check_instance(raw, where):
     return values
 
 
-def read_json_instances(path, text):
+def read_json_instances(path: str, text: str) -> List[schema.Instance]:
     """Parsed instances from newline-delimited JSON (blank lines skipped), or from
     a TensorFlow Serving request body `{"instances": [{...}, ...]}`."""
     body = _serving_request(text)
@@ -96,7 +99,7 @@ def read_json_instances(path, text):
     return instances
 
 
-def _serving_request(text):
+def _serving_request(text: str) -> Optional[Mapping[str, object]]:
     """The parsed body if `text` is one JSON object with `instances`, else None."""
     try:
         body = user_files.loads(text)
@@ -105,7 +108,7 @@ def _serving_request(text):
     return body if isinstance(body, dict) and 'instances' in body else None
 
 
-def _request_instances(path, body):
+def _request_instances(path: str, body: Mapping[str, object]) -> List[schema.Instance]:
     where = '--json-instances %s' % path
     extra = sorted(set(body) - {'instances', 'signature_name'})
     if extra:
@@ -124,7 +127,7 @@ def _request_instances(path, body):
     return instances
 
 
-def read_csv_instances(path, text):
+def read_csv_instances(path: str, text: str) -> List[schema.Instance]:
     """Parsed instances from CSV text with a header line.
 
     Lines may end in LF, CRLF or CR alone; a quoted field may span lines.
@@ -139,7 +142,7 @@ def read_csv_instances(path, text):
                              % (where, reader.line_num, e)) from None
 
 
-def _csv_instances(reader, where):
+def _csv_instances(reader: _csv.Reader, where: str) -> List[schema.Instance]:
     header = next(reader, None)
     if header is None:
         return []
@@ -168,7 +171,7 @@ def _csv_instances(reader, where):
     return instances
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     level = logs.quiet_console(args.verbosity)
     path = args.json_instances or args.csv_instances

@@ -5,11 +5,17 @@ statistics (the job-dir keeps the ones it started with), and builds the
 wide-and-deep estimator (`model`), the CSV input functions (`input`) and the
 serving signature of `--serving-export-format`.
 """
+from __future__ import annotations
+
+import argparse
 import dataclasses
+from typing import Callable, Sequence, Tuple, cast
 
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
+from estimator_trainers import distribution as distribution_lib
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
 from taxi_estimator import model
@@ -21,7 +27,7 @@ _DEEP_INPUT_WIDTH = 64
 _ROW_BYTES = 2048
 
 
-def memory_estimate(hidden_units):
+def memory_estimate(hidden_units: Sequence[int]) -> declaration.MemoryEstimate:
     """Rough training memory of the DNN side (`declaration.MemoryEstimate`).
 
     Per example: each layer's pre-activation, activation, dropout mask and
@@ -37,22 +43,23 @@ def memory_estimate(hidden_units):
 @dataclasses.dataclass(frozen=True)
 class _Facts:
     """What the input scan found, for the later steps of a run."""
-    train_data: object
-    eval_data: object
-    stats: dict
+    train_data: input_lib.DataSummary
+    eval_data: input_lib.DataSummary
+    stats: features.Stats
     recorded: bool
-    hidden_units: tuple
+    hidden_units: Tuple[int, ...]
     replica_batch: int
 
 
 class TaxiRuntime(declaration.Runtime):
     """Wide-and-deep classifier of Chicago taxi tips (tip >= 20% of the fare)."""
 
-    def check(self, args, task):
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
         log = tf.compat.v1.logging
-        replica_batch = task.replica_batch(args.batch_size, '--batch-size')
+        replica_batch: int = task.replica_batch(args.batch_size, '--batch-size')
         # Examples one global step consumes: synchronous replicas each take a batch.
-        global_batch = replica_batch * task.distribution.replicas_in_sync
+        distribution = cast(distribution_lib.Distribution, task.distribution)
+        global_batch = replica_batch * distribution.replicas_in_sync
         hidden_units = trainer.layer_sizes(args.hidden_units, args.layer_sizes_scale_factor,
                                            args.num_layers)
         train_data = input_lib.scan(args.train_files, '--train-files')
@@ -78,30 +85,39 @@ class TaxiRuntime(declaration.Runtime):
             train_examples=train_data.rows, batch_flag='--batch-size',
             memory=memory_estimate(hidden_units))
 
-    def prepare_job_dir(self, args, task, plan):
-        if not plan.facts.recorded:
-            features.record_stats(args.job_dir, plan.facts.stats)
+    def prepare_job_dir(self, args: argparse.Namespace, task: declaration.Task,
+                        plan: declaration.Plan) -> None:
+        facts = cast(_Facts, plan.facts)
+        if not facts.recorded:
+            features.record_stats(args.job_dir, facts.stats)
 
-    def estimator(self, args, task, plan, run_config):
+    def estimator(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan,
+                  run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
+        facts = cast(_Facts, plan.facts)
         hparams = model.HParams(
-            hidden_units=plan.facts.hidden_units, learning_rate=args.learning_rate,
+            hidden_units=facts.hidden_units, learning_rate=args.learning_rate,
             linear_learning_rate=args.linear_learning_rate,
             learning_rate_decay_factor=args.learning_rate_decay_factor,
             decay_steps=plan.train_steps, dropout=args.dropout_prob)
-        return model.build_estimator(run_config, plan.facts.stats, hparams)
+        return model.build_estimator(run_config, facts.stats, hparams)
 
-    def input_fns(self, args, task, plan):
-        facts = plan.facts
+    def input_fns(self, args: argparse.Namespace, task: declaration.Task,
+                  plan: declaration.Plan) -> Tuple[input_lib.InputFn, input_lib.InputFn]:
+        facts = cast(_Facts, plan.facts)
+        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
         train = input_lib.make_input_fn(facts.train_data.files, facts.replica_batch,
                                         training=True,
-                                        seed=task.cluster.input_seed(args.random_seed),
+                                        seed=cluster.input_seed(args.random_seed),
                                         in_memory_mb=args.max_in_memory_mb,
                                         rows=facts.train_data.rows)
         evaluate = input_lib.make_input_fn(facts.eval_data.files, args.batch_size,
                                            training=False)
         return train, evaluate
 
-    def serving_input_receiver_fn(self, args, plan):
+    def serving_input_receiver_fn(
+            self, args: argparse.Namespace, plan: declaration.Plan
+    ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         return input_lib.SERVING_INPUT_FNS[args.serving_export_format]
 
 

@@ -11,6 +11,7 @@ treat as "no value".
 """
 import math
 import re
+from typing import Dict, Literal, Tuple, Union
 
 LABEL = 'tip'
 
@@ -34,7 +35,7 @@ FLOAT_FEATURES = (
 # trip: a larger value is a data error (e.g. fare=1e308, which float32 reads
 # as infinity) and would wreck the normalisation statistics.
 MAX_AMOUNT = 1e9
-FLOAT_RANGES = {
+FLOAT_RANGES: Dict[str, Tuple[float, float]] = {
     'trip_miles': (0.0, MAX_AMOUNT),
     'trip_seconds': (0.0, MAX_AMOUNT),
     'fare': (0.0, MAX_AMOUNT),
@@ -45,7 +46,7 @@ FLOAT_RANGES = {
 }
 
 # Integer-coded categorical features and their valid [low, high] range.
-INT_FEATURES = {
+INT_FEATURES: Dict[str, Tuple[int, int]] = {
     'trip_start_month': (1, 12),
     'trip_start_hour': (0, 23),
     'trip_start_day': (1, 7),  # day of week, 1 = Sunday (BigQuery DAYOFWEEK)
@@ -72,8 +73,15 @@ HEADER_LINE = ','.join(COLUMNS)
 FLOAT_TEXT = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z')
 INT_TEXT = re.compile(r'[-+]?\d+(\.0*)?\Z')  # '8' or '8.0'
 
+# What a column holds (`kind`).
+Kind = Literal['label', 'float', 'int', 'string']
+# A parsed value of a column: float, int (a category or the label) or text.
+Value = Union[float, int, str]
+# One instance to predict: {feature: parsed value} of every feature.
+Instance = Dict[str, Value]
 
-def kind(column):
+
+def kind(column: str) -> Kind:
     """'label', 'float', 'int' or 'string'."""
     if column == LABEL:
         return 'label'
@@ -86,13 +94,14 @@ def kind(column):
     raise KeyError(column)
 
 
-def missing_value(column):
+def missing_value(column: str) -> Value:
     """The in-model stand-in for a missing value of `column`."""
-    return {'float': MISSING_FLOAT, 'int': MISSING_INT,
-            'string': MISSING_STRING}[kind(column)]
+    missing: Dict[str, Value] = {'float': MISSING_FLOAT, 'int': MISSING_INT,
+                                 'string': MISSING_STRING}
+    return missing[kind(column)]
 
 
-def parse_value(column, value):
+def parse_value(column: str, value: object) -> Value:
     """Converts one CSV field or JSON value of `column` to its Python value.
 
     Args:
@@ -134,7 +143,7 @@ def parse_value(column, value):
     return number
 
 
-def parse_number(value):
+def parse_number(value: object) -> float:
     """A finite float from CSV text or a JSON number.
 
     Raises:
@@ -150,5 +159,5 @@ def parse_number(value):
     return number
 
 
-def _show(value):
+def _show(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)

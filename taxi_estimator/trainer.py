@@ -12,6 +12,8 @@ there, so reruns use the same ones.
 """
 import argparse
 import os
+import typing
+from typing import Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from estimator_trainers import cli
 from estimator_trainers import declaration
@@ -25,46 +27,65 @@ DEFAULT_NUM_LAYERS = 4
 SAMPLE_DATA = 'gs://cloud-samples-data/ml-engine/chicago_taxi/training/small'
 TRAIN_CSV = 'taxi_trips_train.csv'
 EVAL_CSV = 'taxi_trips_eval.csv'
+# `--serving-export-format`: what the exported serving signature takes.
+ExportFormat = Literal['JSON', 'CSV', 'EXAMPLE']
+EXPORT_FORMATS: Tuple[ExportFormat, ...] = typing.get_args(ExportFormat)
 
 
-def decay_factor(text):
+def decay_factor(text: str) -> float:
     """argparse type: a float in (0, 1]."""
-    value = flags.positive_float(text)
+    value: float = flags.positive_float(text)
     if value > 1:
         raise argparse.ArgumentTypeError('expected a number in (0, 1], got %r' % text)
     return value
 
 
-def layer_sizes(hidden_units, scale_factor=0.0, num_layers=None):
+def layer_sizes(hidden_units: Sequence[int], scale_factor: float = 0.0,
+                num_layers: Optional[int] = None) -> Tuple[int, ...]:
     """DNN layer sizes from --hidden-units, --layer-sizes-scale-factor, --num-layers.
 
     With a scale factor > 0, layer i has `hidden_units[0] * scale_factor**i`
-    units (at least 2) for `num_layers` layers (default 4); otherwise
-    `hidden_units` is used as given (in the reference sample a default scale
-    factor silently replaced it).
+    units (at least 2) for `num_layers` layers (default 4), and the sizes after
+    the first are not read: the AI Platform sample's `--hidden-units=128,0,0
+    --layer-sizes-scale-factor=0.5 --num-layers=3` is 128,64,32, as the sample
+    read it. Otherwise `hidden_units` is used as given (in the reference
+    sample a default scale factor silently replaced it).
 
     Raises:
-      UserInputError: --num-layers without a scale factor.
+      UserInputError: --num-layers without a scale factor, or a size of 0
+        that no scale factor computes.
     """
+    text = ','.join(map(str, hidden_units))
     if not scale_factor:
         if num_layers is not None:
             raise UserInputError('--num-layers=%d needs --layer-sizes-scale-factor > 0; '
                                  'without it --hidden-units gives every layer size'
                                  % num_layers, flag='--num-layers')
+        if 0 in hidden_units:
+            raise UserInputError('--hidden-units %s: a layer of 0 units; give every size, or '
+                                 '--layer-sizes-scale-factor > 0 to compute the sizes after '
+                                 'the first (as the AI Platform sample did)' % text,
+                                 flag='--hidden-units')
         return tuple(hidden_units)
+    if not hidden_units[0]:
+        raise UserInputError('--hidden-units %s: the first layer needs a size above 0 (the '
+                             'scale factor computes the others from it)' % text,
+                             flag='--hidden-units')
     return tuple(max(2, int(hidden_units[0] * scale_factor ** i))
                  for i in range(num_layers or DEFAULT_NUM_LAYERS))
 
 
 class TaxiTrainer(declaration.Trainer):
     """Wide-and-deep classifier of Chicago taxi tips (tip >= 20% of the fare)."""
-    name = 'taxi'
+    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
+    # (None, a one-name tuple) for the attributes' (hence the ignores).
+    name = 'taxi'  # type: ignore[assignment]
     module = 'taxi_estimator.task'
     description = ('Train and evaluate a wide-and-deep classifier of Chicago taxi tips '
                    '(tip >= 20% of the fare); export a SavedModel for serving.')
-    eval_metrics = ('accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall',
-                    'average_loss', 'label/mean', 'loss', 'precision', 'prediction/mean',
-                    'recall')
+    eval_metrics = (  # type: ignore[assignment]
+        'accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall', 'average_loss',
+        'label/mean', 'loss', 'precision', 'prediction/mean', 'recall')
     # A step is ~1 ms of small ops: the per-Session.run overhead is worth saving
     # (benchmarks/RESULTS.md, steps_per_loop; on one thread 128 trained ~1.17x
     # the examples per CPU-second of 32); runs end at every boundary anyway.
@@ -79,7 +100,7 @@ class TaxiTrainer(declaration.Trainer):
     num_intra_threads = 1
     num_inter_threads = 1
 
-    def add_flags(self, parser):
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = (
             'Without --train-steps the step target is --num-epochs passes over the '
             'training rows: ceil(num_epochs * train_size / batch_size).')
@@ -117,8 +138,10 @@ class TaxiTrainer(declaration.Trainer):
         group.add_argument('--learning-rate-decay-factor', type=decay_factor, default=1.0,
                            help='Multiplier both learning rates reach at the step '
                                 'target (exponential decay; 1 keeps them constant).')
-        group.add_argument('--hidden-units', type=flags.int_list, default=[32, 16],
-                           help='DNN layer sizes, comma-separated.')
+        group.add_argument('--hidden-units', type=flags.size_list, default=[32, 16],
+                           help='DNN layer sizes, comma-separated (with '
+                                '--layer-sizes-scale-factor only the first is read: '
+                                'the sample\'s 128,0,0 is fine).')
         group.add_argument('--layer-sizes-scale-factor', type=flags.non_negative_float,
                            default=0.0,
                            help='If > 0, layer i gets first(--hidden-units) * factor**i '
@@ -134,31 +157,31 @@ class TaxiTrainer(declaration.Trainer):
                                 'fare and the coordinates (default: computed from '
                                 '--train-files; a job-dir keeps the ones it started with).')
         group.add_argument('--serving-export-format', type=str.upper,
-                           choices=('JSON', 'CSV', 'EXAMPLE'), default='JSON',
+                           choices=EXPORT_FORMATS, default='JSON',
                            help='Input of the exported serving signature.')
 
-    def data_args(self, data_dir):
+    def data_args(self, data_dir: str) -> List[str]:
         return ['--train-files', os.path.join(data_dir, TRAIN_CSV),
                 '--eval-files', os.path.join(data_dir, EVAL_CSV)]
 
-    def data_ready(self, data_dir):
+    def data_ready(self, data_dir: str) -> bool:
         return all(os.path.isfile(os.path.join(data_dir, name))
                    for name in (TRAIN_CSV, EVAL_CSV))
 
-    def data_step(self, data_dir, environ):
+    def data_step(self, data_dir: str, environ: Mapping[str, str]) -> List[str]:
         return ['taxi_estimator.data', '--out-dir', data_dir]
 
-    def cloud_data_args(self, bucket_uri):
+    def cloud_data_args(self, bucket_uri: str) -> List[Tuple[str, str]]:
         return [('--train-files', SAMPLE_DATA + '/' + TRAIN_CSV),
                 ('--eval-files', SAMPLE_DATA + '/' + EVAL_CSV)]
 
-    def model_params(self, args):
+    def model_params(self, args: argparse.Namespace) -> Dict[str, List[int]]:
         return {'hidden-units': list(layer_sizes(args.hidden_units,
                                                  args.layer_sizes_scale_factor,
                                                  args.num_layers))}
 
 
-TRAINER = TaxiTrainer()
+TRAINER = TaxiTrainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
 
 if __name__ == '__main__':
     cli.run(TRAINER)

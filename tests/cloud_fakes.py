@@ -33,6 +33,27 @@ OFFLINE_ENV = {
     'STORAGE_EMULATOR_HOST': '',
 }
 
+# A user without an account, offline: no credentials (an empty key variable
+# stops google-auth before the metadata server), no project, no bucket, every
+# proxy a closed port, pip offline; a test adds CLOUDSDK_CONFIG (no gcloud
+# credentials) and XDG_CACHE_HOME (the local storage's mirror) of its own.
+NO_ACCOUNT_ENV = {
+    'GOOGLE_APPLICATION_CREDENTIALS': '', 'PROJECT_ID': '', 'CLOUDSDK_CORE_PROJECT': '',
+    'BUCKET_NAME': '', 'HTTP_PROXY': 'http://127.0.0.1:9', 'HTTPS_PROXY': 'http://127.0.0.1:9',
+    'NO_PROXY': '', 'STORAGE_EMULATOR_HOST': '', 'PIP_NO_INDEX': '1',
+}
+
+
+def no_account_env(tmp_path, **extra):
+    """`NO_ACCOUNT_ENV` with its own gcloud configuration and cache under `tmp_path`."""
+    return dict(NO_ACCOUNT_ENV, CLOUDSDK_CONFIG=str(tmp_path / 'gcloud'),
+                XDG_CACHE_HOME=str(tmp_path / 'cache'), TMPDIR=str(tmp_path), **extra)
+
+
+def mirror(tmp_path, uri):
+    """Where local storage keeps `uri` for `no_account_env(tmp_path)`."""
+    return tmp_path / 'cache' / 'estimator-trainers' / 'local-storage' / uri[len('gs://'):]
+
 
 class RecordingHttp(googleapiclient_http.HttpMockSequence):
     """Answers with canned `(status, json)` pairs and records the requests."""
@@ -105,11 +126,22 @@ trainingInput:
 
 
 CONTEXT_NOTE = 'note: the build context: '
+# Where the project and region came from (tests/test_cloud_settings.py checks it).
+SETTINGS_NOTE = 'note: using '
+
+
+def without_estimate(stderr):
+    """The lines of a cloud command's stderr but the job's estimate (`estimate: ...`,
+    printed by every submission; tests/test_cloud_costs.py checks it) and where its
+    project and region came from (`SETTINGS_NOTE`; tests/test_cloud_settings.py)."""
+    return [line for line in stderr.splitlines()
+            if not line.startswith(('estimate: ', SETTINGS_NOTE))]
 
 
 def said(stderr):
     """The `error:`, `warning:` and `note:` lines of a cloud command's stderr, without
-    the build context's size (every build prints it; tests/test_cloud_build.py checks it)."""
+    the build context's size (every build prints it; tests/test_cloud_build.py checks it)
+    and where the project and region came from."""
     return [line for line in stderr.splitlines()
             if line.startswith(('error: ', 'warning: ', 'note: '))
-            and not line.startswith(CONTEXT_NOTE)]
+            and not line.startswith((CONTEXT_NOTE, SETTINGS_NOTE))]

@@ -3,6 +3,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 import random
 
@@ -13,6 +14,17 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # rewrite, as the experiment CLI does with the stat cache off (set there before
 # TF loads). Here TF loads in whichever test comes first: set it before any.
 os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
+# The cloud tools read gcloud's settings (tools/cloud/location.py): the
+# developer's own (CLOUDSDK_* variables, ~/.config/gcloud) are no test's input.
+# Tests that need a configuration write one (tests/gcloud_reference.py).
+for _name in ('CLOUDSDK_ACTIVE_CONFIG_NAME', 'CLOUDSDK_CORE_PROJECT', 'CLOUDSDK_COMPUTE_REGION',
+              'CLOUDSDK_AI_PLATFORM_REGION'):
+    os.environ.pop(_name, None)
+os.environ['CLOUDSDK_CONFIG'] = os.path.join(tempfile.gettempdir(),
+                                             'estimator-trainers-tests-no-gcloud-config')
+# The cloud tools keep refreshed prices and rehearsals' measurements in the user's
+# cache (`tools/cloud/pricing.py`): the suite reads and writes its own.
+os.environ['XDG_CACHE_HOME'] = tempfile.mkdtemp(prefix='estimator-trainers-test-cache-')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cifar10_archive  # pylint: disable=g-import-not-at-top,wrong-import-position

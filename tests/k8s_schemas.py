@@ -19,14 +19,23 @@ project publishes on PyPI, generated from the same Go types as its CRD:
 The SDKs carry no enums (the CRDs' own `enum`s are not published there), so
 values such as `restartPolicy: ExitCode` or `successPolicy.operator: All`
 are asserted by the tests that read them.
+
+JobSet's CRDs themselves, of the oldest and newest release supported
+(`jobset.SUPPORTED`), are vendored in `tests/k8s_crds` (their README names
+source, commit and checksum): `crd_errors` checks a JobSet as the API server
+would on create, against a CRD's `openAPIV3Schema` (its defaults applied,
+unknown fields refused as `kubectl`'s strict field validation does, its
+`enum`s, patterns and required fields, and its CEL rules).
 """
 import copy
 import functools
 import json
+import os
 import re
 
 import jsonschema
 import referencing
+import yaml
 from kubeflow.training import models as training_models
 from kubeflow_trainer_api.models import jobset_v1alpha2_job_set
 from kubernetes_validate import utils as kubernetes_validate
@@ -124,6 +133,108 @@ def jobset_errors(document):
         errors += core_errors(replicated.get('template'), 'jobtemplatespec-batch-v1.json',
                               'JobSet/spec/replicatedJobs/%d/template' % i)
     return errors
+
+
+CRD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'k8s_crds')
+# The CEL rules (`x-kubernetes-validations`) of the vendored CRDs, as Python
+# over the object they sit on; a rule not listed fails `crd_errors` loudly.
+# `self == oldSelf` compares with the stored object: updates only, never a create.
+_CEL_RULES = {
+    'self == oldSelf': lambda value: True,
+    "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder' && "
+    'self.replicatedJobs.exists(x, has(x.dependsOn)))': lambda spec: not (
+        spec.get('startupPolicy', {}).get('startupPolicyOrder') == 'InOrder'
+        and any('dependsOn' in job for job in spec.get('replicatedJobs', []))),
+    '!(has(self.replicatedJobs[0].dependsOn))':
+        lambda spec: 'dependsOn' not in spec['replicatedJobs'][0],
+    'self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)':
+        lambda policy: not any(t.get('metadata', {}).get('namespace')
+                               for t in policy['templates']),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def jobset_crd_schema(version):
+    """The `openAPIV3Schema` of JobSet `version`'s vendored CRD (v1alpha2)."""
+    with open(os.path.join(CRD_DIR, 'jobset-%s.yaml' % version), 'rb') as f:
+        crd = yaml.load(f, Loader=yaml.CSafeLoader)  # 0.8 MB: libyaml's parser
+    served, = [v for v in crd['spec']['versions'] if v['name'] == 'v1alpha2']
+    return served['schema']['openAPIV3Schema']
+
+
+@functools.lru_cache(maxsize=None)
+def _crd_validator(version):
+    """A validator of the CRD's schema closed to unknown fields where the CRD
+    does not keep them (`x-kubernetes-preserve-unknown-fields`)."""
+    schema = copy.deepcopy(jobset_crd_schema(version))
+
+    def close(node):
+        if isinstance(node, dict):
+            if ('properties' in node and 'additionalProperties' not in node
+                    and not node.get('x-kubernetes-preserve-unknown-fields')):
+                node['additionalProperties'] = False
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    return jsonschema.Draft4Validator(schema)  # OpenAPI 3.0's schemas are draft 4's
+
+
+def crd_defaulted(document, schema):
+    """`document` with the schema's `default`s filled in where absent, as the
+    API server does before it validates (e.g. `groupName: default`, v0.12)."""
+    value = copy.deepcopy(document)
+
+    def fill(node, value):
+        if isinstance(value, dict):
+            for key, prop in node.get('properties', {}).items():
+                if key not in value and 'default' in prop:
+                    value[key] = copy.deepcopy(prop['default'])
+                if key in value:
+                    fill(prop, value[key])
+            extra = node.get('additionalProperties')
+            if isinstance(extra, dict):
+                for key in value:
+                    fill(extra, value[key])
+        elif isinstance(value, list) and isinstance(node.get('items'), dict):
+            for item in value:
+                fill(node['items'], item)
+
+    fill(schema, value)
+    return value
+
+
+def _cel_errors(node, value, path):
+    errors = []
+    for rule in node.get('x-kubernetes-validations', []):
+        check = _CEL_RULES.get(rule['rule'])
+        if check is None:
+            errors.append('%s: CEL rule not reproduced here: %s' % (path, rule['rule']))
+        elif not check(value):
+            errors.append('%s: %s' % (path, rule['message']))
+    if isinstance(value, dict):
+        for key, prop in node.get('properties', {}).items():
+            if key in value:
+                errors += _cel_errors(prop, value[key], '%s/%s' % (path, key))
+    elif isinstance(value, list) and isinstance(node.get('items'), dict):
+        for i, item in enumerate(value):
+            errors += _cel_errors(node['items'], item, '%s/%d' % (path, i))
+    return errors
+
+
+def crd_errors(document, version):
+    """Errors of a JobSet against JobSet `version`'s vendored CRD, as the API
+    server finds them on create: its defaults applied, then its schema
+    (unknown fields refused) and its CEL rules."""
+    schema = jobset_crd_schema(version)
+    value = crd_defaulted(document, schema)
+    errors = ['JobSet %s/%s: %s' % (version, '/'.join(str(p) for p in error.absolute_path),
+                                     error.message[:300])
+              for error in _crd_validator(version).iter_errors(value)]
+    return errors + _cel_errors(schema, value, 'JobSet %s' % version)
 
 
 def manifest_errors(documents):

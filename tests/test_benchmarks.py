@@ -279,6 +279,15 @@ def test_median_interval_is_the_order_statistics_that_cover_the_median():
     assert common.median_interval(list(range(10)), confidence=0.8)[:2] == (2, 7)
 
 
+def test_machine_facts_when_the_core_count_is_unknown(monkeypatch):
+    # os.cpu_count() is None where the count cannot be determined: the facts
+    # say so instead of failing on '%d' (found by mypy).
+    monkeypatch.setattr(common.os, 'cpu_count', lambda: None)
+    info = common.machine_info()
+    assert info['cores'] is None
+    assert info['threads'].startswith('intra-op = None (cores)')
+
+
 def test_resnet_targets_get_the_repeats_the_others_only_get_as_context():
     assert resnet_throughput.target_variants({'estimator_bf16': 'estimator'}) == {
         'estimator', 'keras_tfrecord_bf16', 'estimator_fp32', 'keras_tfrecord'}

@@ -45,7 +45,7 @@ def _dry_run(*args, check=0):
     proc = run_module(MODULE, 'submit', *args, env=OFFLINE_ENV, timeout=120, check=check)
     assert 'Traceback' not in proc.stderr
     for line in proc.stderr.splitlines():
-        assert line.startswith(('note: ', 'warning: ', 'error: ')), line
+        assert line.startswith(('note: ', 'warning: ', 'error: ', 'estimate: ')), line
     return proc
 
 
@@ -298,6 +298,100 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
     assert backend.http.requests == []
 
 
+class RealStorage(FakeBackend):
+    """Recorded credentials, and the storage client the environment names (as
+    `location.Backend` makes it: local storage, when the pipeline starts one)."""
+
+    def storage(self, project, credentials):
+        self.calls.append('storage')
+        return location.Backend.storage(self, project, credentials)
+
+
+class NoCredentials(RealStorage):
+    """A machine without Application Default Credentials, as `location.Backend` says it."""
+
+    def credentials(self):
+        self.calls.append('credentials')
+        raise UserInputError('no usable Application Default Credentials (...)')
+
+
+@pytest.fixture(scope='module')
+def sdist(tmp_path_factory):
+    """This repository's sdist, built once for the rehearsals that stop before staging."""
+    return staging.build_sdist(str(tmp_path_factory.mktemp('sdist')))
+
+
+@pytest.fixture
+def built(sdist, monkeypatch):
+    monkeypatch.setattr(staging, 'build_sdist', lambda out_dir: sdist)
+
+
+def _rehearse(argv, backend, environ):
+    """`argv` with --rehearse in process: (the error it ends with, its stderr)."""
+    err = io.StringIO()
+    with pytest.raises(UserInputError) as raised:
+        train_cloud.main(argv[:argv.index('--')] + ['--rehearse'] + argv[argv.index('--'):],
+                         backend=backend, out=io.StringIO(), err=err, environ=environ)
+    return str(raised.value), err.getvalue()
+
+
+def test_a_rehearsal_with_credentials_uses_the_real_buckets(gcs, built, tmp_path):
+    """Credentials found: the backend's storage client, no local storage, no hint."""
+    argv = _submit_args('train_cifar10_real')
+    argv[argv.index('gs://' + BUCKET)] = 'gs://missing-bucket'
+    backend = FakeBackend([], gcs)
+    environ = {'XDG_CACHE_HOME': str(tmp_path)}  # no emulator named
+    error, err = _rehearse(argv, backend, environ)
+    assert error == ('--data-dir gs://missing-bucket/data/cifar10: bucket gs://missing-bucket '
+                     'does not exist')
+    assert backend.calls == ['credentials', 'storage']
+    assert 'local storage' not in err and not os.listdir(tmp_path)
+
+
+def test_without_credentials_the_rehearsal_runs_on_local_storage(built, tmp_path):
+    """No credentials set up: local storage, said in one line; the missing data
+    is one line naming --local-input; nothing is left running."""
+    backend = NoCredentials([])
+    environ = cloud_fakes.no_account_env(tmp_path)
+    argv = _submit_args('train_cifar10_local')
+    argv.remove('--project')
+    argv.remove('my-project')
+    before = dict(os.environ)
+    error, err = _rehearse(argv, backend, environ)
+    assert dict(os.environ) == before  # the storage's environment was this process's meanwhile
+    assert error == ('--data-dir gs://cli-bucket/data/cifar10: no such object or directory in '
+                     'the bucket; on local storage, give it from this machine: --local-input '
+                     'gs://cli-bucket/data/cifar10=DIR')
+    assert cloud_fakes.said(err)[-1:] == [
+        'note: no Application Default Credentials found: rehearsing on local storage '
+        '(fake-gcs-server) standing in for gs://cli-bucket, in project local-rehearsal; '
+        'nothing reaches Google Cloud, and what the job writes is kept in %s'
+        % cloud_fakes.mirror(tmp_path, 'gs://')]
+    assert backend.calls == ['credentials', 'storage']
+    # Credentials that are set up but broken are not missing: their own line.
+    environ['GOOGLE_APPLICATION_CREDENTIALS'] = str(tmp_path / 'key.json')
+    error, _ = _rehearse(argv, NoCredentials([]), environ)
+    assert error == 'no usable Application Default Credentials (...)'
+
+
+def test_local_storage_on_request_and_the_inputs_it_is_given(built, tmp_path):
+    """--local-storage: no credentials asked for; --local-input copies a directory."""
+    data = tmp_path / 'data'
+    (data / 'sub').mkdir(parents=True)
+    (data / 'sub' / 'a.txt').write_text('a')
+    backend = RealStorage([])
+    argv = _submit_args('train_cifar10_asked', '--local-storage', '--local-input',
+                        'gs://inputs-bkt/copied=%s' % data)
+    error, err = _rehearse(argv, backend, cloud_fakes.no_account_env(tmp_path))
+    assert error.startswith('--data-dir gs://cli-bucket/data/cifar10: no such object ')
+    assert 'credentials' not in backend.calls
+    assert cloud_fakes.said(err)[-1].startswith(
+        'note: --local-storage: rehearsing on local storage (fake-gcs-server) standing in for '
+        'gs://cli-bucket, gs://inputs-bkt; nothing reaches Google Cloud')
+    assert re.search(r'^--local-input gs://inputs-bkt/copied: 1 file \(1 bytes\) from %s '
+                     r'copied in \d+\.\d s$' % re.escape(str(data)), err, re.M)
+
+
 @pytest.mark.parametrize('extra', [[], ['--dry-run']], ids=['submit', 'dry-run'])
 def test_a_body_the_schema_rejects_is_never_printed_staged_or_sent(gcs, monkeypatch, extra):
     """The CLI checks each body itself: a builder bug must stop before any output.
@@ -352,9 +446,10 @@ def test_input_errors_before_credentials(argv, message):
 
 
 def test_project_comes_from_flag_env_or_credentials(monkeypatch):
-    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+    no_project = '^no project: pass --project, set PROJECT_ID'
+    with pytest.raises(UserInputError, match=no_project):
         _main(['submit', 'taxi', '--bucket', 'gs://my-bucket', '--dry-run'], FakeBackend())
-    with pytest.raises(UserInputError, match='^no project: set PROJECT_ID or pass --project$'):
+    with pytest.raises(UserInputError, match=no_project):
         _main(['list'], FakeBackend(adc_project=None))
     backend = FakeBackend([(200, {}), (200, {})])
     _main(['list'], backend)

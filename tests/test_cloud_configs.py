@@ -1,5 +1,6 @@
 """AI Platform trainingInput configs: shipped files, translation table, bad input."""
 import glob
+import json
 import os
 import resource
 import subprocess
@@ -187,6 +188,18 @@ def test_a_machine_type_without_count_runs_nothing_with_one_warning():
     assert _parse(CUSTOM).warnings == ()
 
 
+def test_int64_fields_as_the_api_writes_them():
+    """A Job as `gcloud ai-platform jobs describe` prints it (and gcloud sends it) has
+    its int64 fields as text: read as the numbers; other text is still refused."""
+    config = _parse(CUSTOM + "  workerType: n1-standard-4\n  workerCount: '2'\n"
+                    "  masterConfig: {acceleratorConfig: {count: '2', type: NVIDIA_TESLA_T4}}\n")
+    assert _shape(config) == {'chief': (1, 'n1-standard-8', 'NVIDIA_TESLA_T4', 2),
+                              'worker': (2, 'n1-standard-4', None, 0)}
+    with pytest.raises(UserInputError, match="workerCount: expected an integer >= 0, got "
+                                             "text '02'"):
+        _parse(CUSTOM + "  workerType: n1-standard-4\n  workerCount: '02'\n")
+
+
 def test_every_machine_type_in_use_is_in_the_vertex_table():
     used = {machine for machine, _, _ in machines.LEGACY_MACHINE_TYPES.values()}
     for name in SHIPPED:
@@ -208,7 +221,7 @@ HP = CUSTOM + """  hyperparameters:
 @pytest.mark.parametrize('text,message', [
     ('- 1\n', '(top level): expected a mapping, got a list [1]'),
     ('labels: {a: b}\n', 'trainingInput: required'),
-    ('jobId: x\ntrainingInput: {}\n', 'jobId: unknown field (expected one of trainingInput, labels)'),
+    ('jobId: x\ntrainingInput: {}\n', 'jobId: unknown field (expected one of trainingInput, labels, budget)'),
     ('trainingInput: {scaleTier: STANDARD_2}\n',
      "trainingInput.scaleTier: unknown tier 'STANDARD_2' (expected one of BASIC, "
      'BASIC_GPU, STANDARD_1, PREMIUM_1, CUSTOM)'),
@@ -519,7 +532,8 @@ def test_a_hostile_config_is_one_line_in_bounded_time_and_memory(tmp_path, name,
     ('gs://My_Bucket/x', "--job-dir gs://My_Bucket/x: bucket name 'My_Bucket' is not valid: "
      '3 to 63 lowercase letters, digits, dashes, underscores or dots, starting and ending '
      'with a letter or digit'),
-    ('gs://bucket/jobs//x', "--job-dir gs://bucket/jobs//x: empty path segment ('//')"),
+    ('gs://bucket/jobs/./x', "--job-dir gs://bucket/jobs/./x: '.' and '..' are not "
+     'directories in Cloud Storage (object names are taken literally)'),
     ('/tmp/x', "--job-dir /tmp/x: expected a gs:// path (the job's machines cannot read "
      'files on this one)'),
 ])
@@ -527,6 +541,26 @@ def test_a_job_dir_says_what_is_wrong_with_it(job_dir, expected):
     proc = _submit_dry_run('--job-dir', job_dir)
     assert (proc.returncode, proc.stdout) == (2, ''), proc.stderr[-3000:]
     assert proc.stderr.splitlines() == ['error: ' + expected]
+
+
+def test_a_job_dir_and_a_data_path_with_empty_segments_read_as_one_rule():
+    """`$BUCKET/x` with `BUCKET=gs://b/`: the flag, the config's jobDir and the trainer
+    flags all read `gs://b//x` as `gs://b/x`, each said in one note."""
+    proc = _submit_dry_run('--job-dir', 'gs://bucket//jobs/x/', '--',
+                           '--train-files=gs://bucket//data/train.csv',
+                           '--eval-files', 'gs://bucket//data/eval.csv')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert cloud_fakes.said(proc.stderr) == [
+        'note: gs://bucket//jobs/x/ is read as gs://bucket/jobs/x (empty path segments '
+        'dropped)',
+        'note: gs://bucket//data/train.csv is read as gs://bucket/data/train.csv (empty path '
+        'segments dropped)',
+        'note: gs://bucket//data/eval.csv is read as gs://bucket/data/eval.csv (empty path '
+        'segments dropped)']
+    (pool,) = json.loads(proc.stdout)['request']['body']['jobSpec']['workerPoolSpecs']
+    assert pool['containerSpec']['args'] == [
+        '--train-files=gs://bucket/data/train.csv', '--eval-files',
+        'gs://bucket/data/eval.csv', '--job-dir=gs://bucket/jobs/x']
 
 
 def test_read_config_has_the_same_bounds(tmp_path):
@@ -547,3 +581,8 @@ def test_config_and_flag_share_the_job_dir_rule(tmp_path):
         configs.load_config(str(path))
     assert str(raised.value) == ("%s line 3: trainingInput.jobDir: 'gs://': no bucket name "
                                  'after gs://' % path)
+    path.write_text('trainingInput:\n  scaleTier: BASIC\n  jobDir: gs://bkt//jobs/x\n')
+    config = configs.load_config(str(path))
+    assert config.job_dir == 'gs://bkt/jobs/x'
+    assert config.notes == ('gs://bkt//jobs/x is read as gs://bkt/jobs/x (empty path segments '
+                            'dropped)',)

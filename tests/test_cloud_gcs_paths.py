@@ -57,3 +57,20 @@ def test_directory_drops_trailing_slashes_and_names_the_flag():
         gcs_paths.directory('gs://', '--job-dir')
     with pytest.raises(UserInputError, match=r"^--job-dir '': expected a gs:// path"):
         gcs_paths.directory('', '--job-dir')
+
+
+def test_empty_segments_are_one_rule_for_every_path_handed_over():
+    """`gs://b//x` (a shell's `$BUCKET/x` with `BUCKET=gs://b/`) is `gs://b/x`, said once."""
+    assert gcs_paths.normalized('gs://bkt//x/y/') == (
+        'gs://bkt/x/y', 'gs://bkt//x/y/ is read as gs://bkt/x/y (empty path segments dropped)')
+    assert gcs_paths.normalized('gs://bkt/x/') == ('gs://bkt/x', None)
+    assert gcs_paths.normalized('/local//dir') == ('/local//dir', None)
+    args, notes = gcs_paths.normalized_args([
+        '--data-dir=gs://bkt//data', '--train-files', 'gs://bkt//data/*.csv', '--job-dir',
+        'gs://bkt/out/', '--data-dir=gs://bkt//data', '--note=x//y', '-x'])
+    assert args == ['--data-dir=gs://bkt/data', '--train-files', 'gs://bkt/data/*.csv',
+                    '--job-dir', 'gs://bkt/out/', '--data-dir=gs://bkt/data', '--note=x//y',
+                    '-x']
+    assert notes == [
+        'gs://bkt//data is read as gs://bkt/data (empty path segments dropped)',
+        'gs://bkt//data/*.csv is read as gs://bkt/data/*.csv (empty path segments dropped)']

@@ -364,7 +364,8 @@ def test_resolve_by_resource_name_id_and_display_name():
         ENDPOINT + PARENT + '/customJobs/7?alt=json',
         ENDPOINT + PARENT + '/hyperparameterTuningJobs/7?alt=json']
 
-    vertex, http = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/8'}]}), (200, {})])
+    vertex, http = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/8',
+                                                   'displayName': JOB}]}), (200, {})])
     assert vertex.resolve(JOB) == PARENT + '/customJobs/8'
     assert _query(http.requests[0].uri)['filter'] == 'display_name="%s"' % JOB
 
@@ -380,9 +381,11 @@ def test_resolve_failures():
     vertex, _ = _vertex([(200, {}), (200, {})])
     with pytest.raises(jobs.ApiError, match=r"^no job named 'nope' in %s" % PARENT):
         vertex.resolve('nope')
-    vertex, _ = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/1'}]}),
+    vertex, _ = _vertex([(200, {'customJobs': [{'name': PARENT + '/customJobs/1',
+                                                'displayName': 'twin'}]}),
                          (200, {'hyperparameterTuningJobs': [
-                             {'name': PARENT + '/hyperparameterTuningJobs/2'}]})])
+                             {'name': PARENT + '/hyperparameterTuningJobs/2',
+                              'displayName': 'twin'}]})])
     with pytest.raises(jobs.ApiError, match=r"^2 jobs are named 'twin': "):
         vertex.resolve('twin')
 

@@ -1,7 +1,10 @@
 """The Kubernetes targets (`--target jobset`, `--target tfjob`): manifests that
-validate against their kinds' published schemas (`k8s_schemas`) and that the
-trainers run in, pod by pod, as JobSet and the Kubeflow operator set them up."""
+validate against their kinds' published schemas (`k8s_schemas`), that JobSet
+v0.8 through v0.12 admits (`k8s_controllers`: the vendored CRDs, the
+webhook's rules), and that the trainers run in, pod by pod, as JobSet and the
+Kubeflow operator set them up."""
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -10,6 +13,7 @@ import re
 import pytest
 import yaml
 
+import k8s_controllers
 import k8s_schemas
 from conftest import REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
@@ -39,6 +43,9 @@ EVALUATOR_CONFIG = {'trainingInput': {
     'evaluatorType': 'n1-standard-4', 'evaluatorCount': 1,
     'scheduling': {'maxRunningTime': '7200s', 'strategy': 'SPOT'}}}
 ODD_LABELS = {'team': '_alice', 'cost-center_': 'ml-', 'owner': 'bob'}
+# The long name a user gave (issue 45): 57 characters, refused by JobSet's
+# webhook for the worker and evaluator pods when cut to 47.
+LONG_NAME = 'taxi_ps_experiment_with_a_rather_long_descriptive_name_01'
 
 
 def _plan(config, model='taxi', name=JOB_NAME, labels=None):
@@ -57,6 +64,7 @@ CASES = {name: (lambda name=name: _plan(name, model='cifar10' if 'gpu' in name e
          for name in SHIPPED}
 CASES.update({
     'long name': lambda: _plan('config_ps.yaml', name='train_' + 'x' * 120),
+    'long descriptive name': lambda: _plan(EVALUATOR_CONFIG, name=LONG_NAME),
     'odd labels': lambda: _plan(EVALUATOR_CONFIG, labels=ODD_LABELS),
     'evaluator pool': lambda: _plan(EVALUATOR_CONFIG),
 })
@@ -106,24 +114,122 @@ def test_the_schemas_catch_what_the_api_server_would_refuse_or_drop():
     assert k8s_schemas.manifest_errors([policy])
 
 
+@pytest.mark.parametrize('case', sorted(CASES))
+@pytest.mark.parametrize('version', k8s_controllers.JOBSET_VERSIONS)
+def test_every_jobset_is_admitted_by_the_oldest_and_newest_jobset(version, case):
+    """Every shipped config, the long names, odd labels and an evaluator pool:
+    JobSet v0.8.0's and v0.12.0's CRDs (defaults, schema, CEL rules) and
+    webhooks (names with the pod suffix, policies) admit the JobSet as printed."""
+    document = next(yaml.safe_load_all(TARGETS['jobset'](CASES[case]()).text))  # as printed
+    assert k8s_controllers.admission_errors(document, version) == []
+
+
+def _jobset(name, spec=(), job=(), **replicated):
+    """A small JobSet of one replicated job `rj` (an Indexed Job of one pod), as
+    upstream's webhook tests write one, with `spec`, `job` and `replicated` fields."""
+    job = dict({'completionMode': 'Indexed', 'completions': 1, 'parallelism': 1,
+                'template': {'spec': {'containers': [{'name': 'c', 'image': 'bash'}],
+                                      'restartPolicy': 'Never'}}}, **dict(job))
+    replicated = dict({'name': 'rj', 'replicas': 1, 'template': {'spec': job}}, **replicated)
+    return {'apiVersion': 'jobset.x-k8s.io/v1alpha2', 'kind': 'JobSet',
+            'metadata': {'name': name},
+            'spec': dict({'replicatedJobs': [replicated]}, **dict(spec))}
+
+
+@pytest.mark.parametrize('version', k8s_controllers.JOBSET_VERSIONS)
+def test_the_admission_checks_refuse_what_jobset_refuses(version):
+    """The reproduction is live and where upstream draws its lines: its own
+    webhook test cases (a 56-character name with `-rj-0-0` refused for its pods,
+    62 characters with 101 replicas for its jobs), the pod suffix's boundary,
+    what each CRD requires, refuses, or has a CEL rule for."""
+    admit = functools.partial(k8s_controllers.admission_errors, version=version)
+    assert admit(_jobset('a' * 50)) == []  # a-...-rj-0-0-abcde: 63 characters
+    assert admit(_jobset('a' * 51)) == ['JobSet %s webhook: JobSet name is too long, pod names '
+                                        'generated for this JobSet will exceed 63 characters'
+                                        % version]
+    assert len(admit(_jobset('a' * 56))) == 1
+    assert [e.split(': ', 1)[1] for e in admit(_jobset('a' * 62, replicas=101))] == [
+        'JobSet name is too long, job names generated for this JobSet will exceed 63 '
+        'characters', 'JobSet name is too long, pod names generated for this JobSet will '
+        'exceed 63 characters']
+    required = admit(_jobset('j', job={'podFailurePolicy': {'rules': [
+        {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget'}]}]}}))
+    if version == 'v0.8.0':  # v0.5-v0.10 require the status Kubernetes defaults
+        assert required == ['JobSet v0.8.0/spec/replicatedJobs/0/template/spec/'
+                            "podFailurePolicy/rules/0/onPodConditions/0: 'status' is a "
+                            'required property']
+    else:
+        assert required == []
+    assert admit(_jobset('j', spec={'failurePolicy': {'maxRestart': 3}})) == [
+        "JobSet %s/spec/failurePolicy: Additional properties are not allowed ('maxRestart' "
+        'was unexpected)' % version]
+    where = {'v0.8.0': '/spec', 'v0.12.0': ' webhook'}[version]  # a CEL rule, then Go
+    assert admit(_jobset('j', dependsOn=[{'name': 'rj', 'status': 'Ready'}])) == [
+        "JobSet %s%s: DependsOn can't be set for the first ReplicatedJob" % (version, where)]
+    in_order = _jobset('j', spec={'startupPolicy': {'startupPolicyOrder': 'InOrder'}})
+    rj, = in_order['spec']['replicatedJobs']
+    in_order['spec']['replicatedJobs'].append(
+        dict(rj, name='rj2', dependsOn=[{'name': 'rj', 'status': 'Ready'}]))
+    assert admit(in_order) == ['JobSet %s/spec: StartupPolicy and DependsOn APIs are '
+                               'mutually exclusive' % version]
+    reasons = _jobset('j', spec={'failurePolicy': {'maxRestarts': 1, 'rules': [
+        {'name': 'r', 'action': 'FailJobSet', 'onJobFailureReasons': ['Deadline']}]}})
+    assert admit(reasons) == ["JobSet %s webhook: invalid job failure reason 'Deadline' in "
+                              'failure policy' % version]
+
+
 @pytest.mark.parametrize('target', sorted(TARGETS))
 def test_a_long_job_name_gives_names_kubernetes_creates(target):
     """Over ~51 characters the operator's Services were never created
-    (kubeflow/trainer#1101): every name made of the job's fits a DNS label."""
-    long_name = 'train_taxi_' + 'a' * 117
-    manifest = TARGETS[target](_plan(EVALUATOR_CONFIG, name=long_name))
+    (kubeflow/trainer#1101), and JobSet's webhook refuses a JobSet whose
+    longest pod name, the Job controller's `-abcde` included, is over 63:
+    every name made of the job's fits, for every role and replica count, and
+    the name given is said in one line."""
+    plan = _plan(EVALUATOR_CONFIG, name=LONG_NAME)
+    manifest = TARGETS[target](plan)
     name = _job(manifest)['metadata']['name']
-    other = _job(TARGETS[target](_plan(EVALUATOR_CONFIG, name=long_name[:-1] + 'b')))
+    assert manifest.notes[0] == (
+        'job name %s is %s %s on Kubernetes (cut so that its longest pod name, %s, fits 63 '
+        'characters; a hash of the whole name keeps it apart from other job names)' % (
+            LONG_NAME, k8s.KINDS[target], name, k8s.longest_pod_name(plan, target, name)))
+    other = _job(TARGETS[target](_plan(EVALUATOR_CONFIG, name=LONG_NAME[:-1] + '2')))
     assert other['metadata']['name'] != name
-    assert len(name) <= k8s.MAX_NAME_CHARS
     derived = [name, manifest.documents[1]['metadata']['name']]
     for role, (pods, _) in _pod_specs(_job(manifest)).items():
-        for index in range(max(pods, configs.MAX_REPLICAS)):
-            derived.append('%s-%s-%d' % (name, role, index) if target == 'tfjob' else
-                           '%s-%s-0-%d' % (name, role, index))
+        derived += [k8s.POD_NAMES[target] % (name, role, index) for index in range(pods)]
     for text in derived:
         assert re.fullmatch(r'[a-z]([-a-z0-9]{0,61}[a-z0-9])?', text), text
-    assert k8s.resource_name(JOB_NAME) == 'train-taxi-20260101-120000'
+    assert max(len(text) for text in derived) == 63
+    many = dict(EVALUATOR_CONFIG, trainingInput=dict(EVALUATOR_CONFIG['trainingInput'],
+                                                     evaluatorCount=configs.MAX_REPLICAS))
+    crowded = _job(TARGETS[target](_plan(many, name=LONG_NAME)))['metadata']['name']
+    assert len(k8s.POD_NAMES[target] % (crowded, 'evaluator', configs.MAX_REPLICAS - 1)) == 63
+    assert len(crowded) == len(name) - 2
+    short = TARGETS[target](_plan(EVALUATOR_CONFIG))
+    assert _job(short)['metadata']['name'] == 'train-taxi-20260101-120000'
+    assert not any(note.startswith('job name') for note in short.notes)
+
+
+@pytest.mark.parametrize('target', sorted(TARGETS))
+def test_job_names_that_read_the_same_to_kubernetes_stay_apart(target):
+    """`Nightly_Run` and `nightly_run_` both read `nightly-run`: two runs of them in
+    one namespace would meet (`kubectl apply` of the second keeps or changes the
+    first's objects). A name Kubernetes cannot take as written gets a hash of
+    itself, with one note; a lower-case one keeps its name."""
+    names = {}
+    for job_name in ('Nightly_Run', 'nightly_run_', 'nightly_run', 'NIGHTLY_RUN'):
+        manifest = TARGETS[target](_plan(EVALUATOR_CONFIG, name=job_name))
+        names[job_name] = _job(manifest)['metadata']['name']
+        notes = [note for note in manifest.notes if note.startswith('job name')]
+        if job_name == 'nightly_run':
+            assert names[job_name] == 'nightly-run' and notes == []
+        else:
+            assert re.fullmatch(r'nightly-run-[0-9a-f]{6}', names[job_name])
+            assert notes == ['job name %s is %s %s on Kubernetes (Kubernetes names are lower '
+                             'case and end with a letter or digit; a hash of the whole name '
+                             'keeps it apart from other job names)'
+                             % (job_name, k8s.KINDS[target], names[job_name])]
+    assert len(set(names.values())) == len(names)
 
 
 @pytest.mark.parametrize('target', sorted(TARGETS))
@@ -138,9 +244,16 @@ def test_labels_kubernetes_refuses_are_converted_with_a_note_or_refused(target):
         'or digit)',
         'label cost-center_: ml- became cost-center: ml (Kubernetes labels start and end '
         'with a letter or digit)')
-    with pytest.raises(UserInputError, match=r"labels\.owner: label value 'ñandú' is not a "
-                                             r'Kubernetes label value'):
+    with pytest.raises(UserInputError, match=r"^cfg\.yaml: labels\.owner: label value 'ñandú' "
+                                             r'is not a Kubernetes label value'):
         TARGETS[target](_plan(EVALUATOR_CONFIG, labels={'owner': 'ñandú'}))
+    collide = {'team': 'alpha', 'team_': 'beta'}
+    with pytest.raises(UserInputError) as refused:
+        TARGETS[target](_plan(EVALUATOR_CONFIG, labels=collide))
+    assert (errors.line(refused.value), refused.value.path) == (
+        'error: cfg.yaml: labels.team_: label key team_ becomes team on Kubernetes, as '
+        'labels.team does, and one would be lost (Kubernetes labels start and end with a '
+        'letter or digit); rename one of them for the Kubernetes targets', 'cfg.yaml')
 
 
 @pytest.mark.parametrize('target', sorted(TARGETS))
@@ -205,7 +318,7 @@ def test_mwms_is_replayed_on_the_kubernetes_targets_too():
     plan = _plan('config_mwms.yaml')
     for target in TARGETS:
         names = replicas.jobset if target == 'jobset' else replicas.tfjob
-        for replica in names({'chief': 1, 'worker': 2}, k8s.resource_name(plan.name)):
+        for replica in names({'chief': 1, 'worker': 2}, k8s.resource_name(plan, target)):
             args = preflight.parse_trainer_args(plan.declared, list(plan.task_args()))
             decided = startup.decide(plan.declared, args, replica.env, visible_gpus=0)
             assert decided.distribution.strategy == 'multi_worker_mirrored'
@@ -215,7 +328,8 @@ def test_mwms_is_replayed_on_the_kubernetes_targets_too():
 @pytest.mark.parametrize('target', sorted(TARGETS))
 def test_restarts_follow_the_exit_code_contract(target):
     """A user's mistake (1-127) fails the job; a signal or a peer not up yet
-    (128 and above, `errors.EXIT_RETRYABLE`) restarts it, a bounded number of times."""
+    (128 and above, `errors.EXIT_RETRYABLE`) restarts it, a bounded number of
+    times (JobSet's failure policy replayed; the operator's bound is only 0)."""
     job = _job(TARGETS[target](_plan(EVALUATOR_CONFIG)))
     if target == 'tfjob':
         assert job['spec']['runPolicy'] == {'cleanPodPolicy': 'Running',
@@ -224,27 +338,68 @@ def test_restarts_follow_the_exit_code_contract(target):
         assert {spec['restartPolicy'] for spec in job['spec']['tfReplicaSpecs'].values()} == {
             'ExitCode'}  # the operator retries exit codes >= 128 (IsRetryableExitCode)
     else:
-        assert job['spec']['failurePolicy'] == {'maxRestarts': k8s.RESTARTS, 'rules': [{
-            'name': jobset.FAIL_RULE, 'action': 'FailJobSet',
-            'onJobFailureReasons': ['PodFailurePolicy']}]}
+        assert job['spec']['failurePolicy']['maxRestarts'] == k8s.RESTARTS
         for rjob in job['spec']['replicatedJobs']:
             spec = rjob['template']['spec']
-            assert spec['backoffLimit'] == 0 and spec['activeDeadlineSeconds'] == 7200
+            assert spec['backoffLimit'] == 0
             assert spec['template']['spec']['restartPolicy'] == 'Never'
             fail, ignore = spec['podFailurePolicy']['rules']
             failing = set(fail['onExitCodes']['values'])
             assert fail['action'] == 'FailJob' and fail['onExitCodes']['operator'] == 'In'
             assert ignore == {'action': 'Ignore', 'onPodConditions': [
-                {'type': 'DisruptionTarget'}]}
+                {'type': 'DisruptionTarget', 'status': 'True'}]}
+            # a pod exiting 1-127 fails its Job by its pod failure policy...
+            assert k8s_controllers.failure_action(job, rjob['name'], 'PodFailurePolicy') == (
+                'FailJobSet', jobset.FAIL_RULE)
+            # ...one exiting 128 or above by its backoff limit: a restart, while any are left
+            for restarts, action in ((0, 'RestartJobSet'), (k8s.RESTARTS - 1, 'RestartJobSet'),
+                                     (k8s.RESTARTS, 'ReachedMaxRestarts')):
+                assert k8s_controllers.failure_action(
+                    job, rjob['name'], 'BackoffLimitExceeded', restarts) == (action, None)
     for code in (errors.EXIT_USAGE, errors.EXIT_FAILED, 127):
         assert not errors.retryable(code) and (target == 'tfjob' or code in failing)
     for code in (errors.EXIT_RETRYABLE, 143, 137, 128):
         assert errors.retryable(code) and (target == 'tfjob' or code not in failing)
     no_retries = dict(EVALUATOR_CONFIG, trainingInput=dict(
         EVALUATOR_CONFIG['trainingInput'], scheduling={'disableRetries': True}))
-    job = _job(TARGETS[target](_plan(no_retries)))
-    assert (job['spec']['runPolicy']['backoffLimit'] if target == 'tfjob' else
-            job['spec']['failurePolicy']['maxRestarts']) == 0
+    manifest = TARGETS[target](_plan(no_retries))
+    assert (_job(manifest)['spec']['runPolicy']['backoffLimit'] if target == 'tfjob' else
+            _job(manifest)['spec']['failurePolicy']['maxRestarts']) == 0
+    assert tfjob.RESTARTS_NOTE not in manifest.notes  # nothing restarts: nothing to bound
+    unbounded = TARGETS[target](_plan('config_ps.yaml')).notes
+    assert (tfjob.RESTARTS_NOTE in unbounded) == (target == 'tfjob')
+
+
+@pytest.mark.parametrize('target', sorted(TARGETS))
+def test_a_job_past_max_running_time_fails_instead_of_restarting(target):
+    """`maxRunningTime: 7200s`: JobSet fails a Job past it with `DeadlineExceeded`,
+    which restarted the JobSet (its default action, up to `maxRestarts` times, each
+    with a new deadline) until a rule failed the JobSet on it. The operator checks
+    a TFJob's deadline only when woken up (kubeflow/trainer#3358): the pods' own
+    deadline wakes it, a worker restarted at 5000 s included, at 7200 s."""
+    job = _job(TARGETS[target](_plan(EVALUATOR_CONFIG)))
+    if target == 'jobset':
+        assert job['spec']['failurePolicy']['rules'][1] == {
+            'name': jobset.DEADLINE_RULE, 'action': 'FailJobSet',
+            'onJobFailureReasons': ['DeadlineExceeded']}
+        for rjob in job['spec']['replicatedJobs']:
+            assert rjob['template']['spec']['activeDeadlineSeconds'] == 7200
+            assert k8s_controllers.failure_action(job, rjob['name'], 'DeadlineExceeded') == (
+                'FailJobSet', jobset.DEADLINE_RULE)
+        del job['spec']['failurePolicy']['rules'][1]
+        assert k8s_controllers.failure_action(job, 'chief', 'DeadlineExceeded') == (
+            'RestartJobSet', None)
+    else:
+        starts = {'ps': [0, 0], 'chief': [0], 'worker': [0, 5000], 'evaluator': [0]}
+        assert k8s_controllers.tfjob_deadline_end(job, starts) == 7200
+        for spec in job['spec']['tfReplicaSpecs'].values():
+            assert spec['template']['spec']['activeDeadlineSeconds'] == 7200
+            del spec['template']['spec']['activeDeadlineSeconds']
+        assert k8s_controllers.tfjob_deadline_end(job, starts) is None  # runs on
+    unlimited = dict(EVALUATOR_CONFIG, trainingInput=dict(
+        EVALUATOR_CONFIG['trainingInput'], scheduling={}))
+    assert 'activeDeadlineSeconds' not in json.dumps(_job(TARGETS[target](_plan(unlimited))))
+    assert jobset.DEADLINE_RULE not in json.dumps(_job(TARGETS[target](_plan(unlimited))))
 
 
 @pytest.mark.parametrize('target', sorted(TARGETS))
@@ -306,7 +461,8 @@ def test_settings_kubernetes_does_not_apply_are_named_in_one_note():
         'serviceAccount': 'trainer@my-project.iam.gserviceaccount.com',
         'network': 'projects/123/global/networks/vpc',
         'scheduling': {'restartJobOnWorkerRestart': True}}}
-    note, = tfjob.manifest(_plan(config)).notes
+    note, restarts = tfjob.manifest(_plan(config)).notes
+    assert restarts == tfjob.RESTARTS_NOTE
     assert note == (
         '--target tfjob does not apply scheduling.restartJobOnWorkerRestart (the operator '
         'restarts only the failed pod; --target jobset restarts all); '
@@ -317,7 +473,7 @@ def test_settings_kubernetes_does_not_apply_are_named_in_one_note():
         'image\'s)')
     assert jobset.manifest(_plan(config)).notes[0].startswith(
         '--target jobset does not apply trainingInput.serviceAccount')
-    assert tfjob.manifest(_plan('config_ps.yaml')).notes == ()
+    assert tfjob.manifest(_plan(EVALUATOR_CONFIG)).notes == ()
 
 
 @pytest.mark.parametrize('target', sorted(TARGETS))

@@ -174,3 +174,27 @@ def test_the_package_check_skips_what_the_build_leaves_out(tmp_path):
     os.mkfifo(package / 'fifo')
     with pytest.raises(UserInputError, match='fifo is a pipe'):
         staging.check_package_files(str(package), str(package), '--package-path trainer')
+
+
+def test_an_empty_or_broken_setup_py_is_named_in_one_line(tmp_path):
+    """Seed 000's empty setup.py beside its trainer/: the build backend only said
+    `ERROR Backend subprocess exited when trying to invoke build_sdist`."""
+    package = tmp_path / 'trainer'
+    package.mkdir()
+    (package / '__init__.py').write_text('')
+    (package / 'task.py').write_text('print(1)\n')
+    setup = tmp_path / 'setup.py'
+    setup.write_text('# nothing here yet\n\n')
+    with pytest.raises(UserInputError) as raised:
+        staging.build_package(str(package), str(tmp_path / 'out'))
+    assert str(raised.value) == (
+        '--package-path %s: %s is empty, so it builds no package (gcloud built the package '
+        'with the setup.py beside it); make it call setuptools.setup(name=..., packages='
+        'find_packages()), or delete it to pack trainer/ alone with a generated one'
+        % (package, setup))
+    setup.write_text('import setuptools_scm_missing\n')
+    with pytest.raises(UserInputError) as raised:
+        staging.build_package(str(package), str(tmp_path / 'out'))
+    assert str(raised.value) == (
+        'building the sdist of --package-path %s (with %s) failed: %s: ModuleNotFoundError: '
+        "No module named 'setuptools_scm_missing'" % (package, setup, setup))

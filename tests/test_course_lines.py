@@ -2,11 +2,16 @@
 `bash scripts/ai-platform.sh`: what runs is what the dry run said would run.
 
 - HW3's `train-cloud.sh` (a master and a worker, no ps; `MY_BUCKET` with a
-  trailing slash; `--runtime-version 1.15`, so TF_CONFIG names the master):
-  the dry run says what runs (synchronous all-reduce with the master as the
-  chief) and the rehearsal trains, evaluates and exports.
+  trailing slash, so its job-dir and data-dir hold `//`; `--runtime-version
+  1.15`, so TF_CONFIG names the master): the dry run says what runs
+  (synchronous all-reduce with the master as the chief) and reads both `//`
+  paths with one slash, saying so once each, and the rehearsal, by a student
+  without an account (no credentials, no project, no network; the data given
+  from this machine with `--local-input`), trains, evaluates and exports on
+  local storage, on those paths.
 - Seed 003's one-machine GPU config with `--distribution-strategy=mirrored`:
-  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs.
+  Vertex AI gives a one-replica job a TF_CONFIG naming its chief; it runs
+  (rehearsed without an account too).
 - A job one replica would refuse (mirrored with workers) is refused by the
   dry run, naming the pool.
 - The structured sample's `REQUIRED_PACKAGES` pinning `tensorflow==1.15.2`,
@@ -35,8 +40,8 @@ PACKAGES = os.path.join(REPO_ROOT, 'tests', 'packages')
 OFFLINE = dict(cloud_fakes.OFFLINE_ENV, PIP_NO_INDEX='1')
 # HW3's cifar10_estimator/cmle_config.yaml (a master and a worker, no ps count).
 HW3_CONFIG = cloud_fakes.COURSE_CONFIG
-# HW3's train-cloud.sh, `gcloud ai-platform` replaced; DATA_DIR and the
-# trainer's size come from the environment (a small ResNet in the test).
+# HW3's train-cloud.sh, `gcloud ai-platform` replaced; the trainer's size
+# comes from the environment (a small ResNet in the test).
 HW3_SCRIPT = """\
 MY_BUCKET="gs://4121-data/"
 JOB_NAME=cifar_hw3
@@ -49,7 +54,7 @@ bash {script} jobs submit training $JOB_NAME \\
     --module-name cifar10_estimator.cifar10_main \\
     $MODE \\
     -- \\
-    --data-dir=$DATA_DIR \\
+    --data-dir=$MY_BUCKET/cifar-10-data \\
     --num-gpus=0 \\
     --train-steps=$STEPS $SIZE
 """
@@ -67,19 +72,20 @@ def _clone(tmp_path):
     return copy
 
 
-def _hw3(clone, mode, env, timeout=600, steps=1000, data_dir='gs://4121-data/cifar-10-data'):
+def _hw3(clone, mode, env, timeout=600, steps=1000):
     return processes.run(['bash', 'train-cloud.sh'], timeout, cwd=str(clone), env=cli_env(dict(
-        env, MODE=mode, DATA_DIR=data_dir, STEPS=str(steps), SIZE=SMALL_CIFAR)),
-                         stdin=subprocess.DEVNULL)
+        env, MODE=mode, STEPS=str(steps), SIZE=SMALL_CIFAR)), stdin=subprocess.DEVNULL)
 
 
 def test_hw3_dry_run_says_what_runs(tmp_path):
     proc = _hw3(_clone(tmp_path), '--dry-run', OFFLINE)
     assert proc.returncode == 0, proc.stderr[-4000:]
     said = cloud_fakes.said(proc.stderr)
-    assert said[:5] == [
+    assert said[:6] == [
         'note: gs://4121-data//model_dirs/cifar_hw3 is read as '
         'gs://4121-data/model_dirs/cifar_hw3 (empty path segments dropped)',
+        'note: gs://4121-data//cifar-10-data is read as gs://4121-data/cifar-10-data '
+        '(empty path segments dropped)',
         'warning: cifar10_estimator/cmle_config.yaml: trainingInput.parameterServerType set '
         'but parameterServerCount is unset: no ps replica runs (as on AI Platform); set '
         'parameterServerCount to run one',
@@ -96,24 +102,41 @@ def test_hw3_dry_run_says_what_runs(tmp_path):
         'outputUriPrefix': 'gs://4121-data/model_dirs/cifar_hw3'}
     chief, worker = body['jobSpec']['workerPoolSpecs']
     assert chief['containerSpec']['args'][-1] == '--job-dir=gs://4121-data/model_dirs/cifar_hw3'
+    assert '--data-dir=gs://4121-data/cifar-10-data' in chief['containerSpec']['args']
     assert '--tf-config-primary=master' in worker['containerSpec']['args']
 
 
 @pytest.mark.slow
-def test_hw3_rehearsal_trains_evaluates_and_exports(gcs, gcs_cifar10_data, tmp_path):
-    gcs.create_bucket('4121-data')
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    proc = _hw3(_clone(tmp_path), '--rehearse', env, timeout=1200, steps=20,
-                data_dir=gcs_cifar10_data[0])
+def test_hw3_rehearses_without_an_account(cifar10_data_dir, tmp_path):
+    data = '--local-input gs://4121-data/cifar-10-data=%s' % cifar10_data_dir
+    proc = _hw3(_clone(tmp_path), '--rehearse ' + data, cloud_fakes.no_account_env(tmp_path),
+                timeout=1200, steps=20)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert ('note: --local-input: rehearsing on local storage (fake-gcs-server) standing in '
+            'for gs://4121-data, in project local-rehearsal; nothing reaches Google Cloud, and '
+            'what the job writes is kept in %s' % cloud_fakes.mirror(tmp_path, 'gs://')
+            ) in cloud_fakes.said(proc.stderr)
+    assert re.search(r'^--local-input gs://4121-data/cifar-10-data: 4 files \(.*\) from %s '
+                     r'copied in ' % re.escape(cifar10_data_dir), proc.stderr, re.M)
     assert MASTER_NOTE in proc.stderr
+    # Both paths read with one slash, said once each (by the plan, not again by a task).
+    for path in ('model_dirs/cifar_hw3', 'cifar-10-data'):
+        assert proc.stderr.count('note: gs://4121-data//%s is read as gs://4121-data/%s'
+                                 % (path, path)) == 1
+    assert 'is read as' not in proc.stdout
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1, worker 1\n' in summary
     assert '  final global step: 20\n' in summary
     export = summary.split('  export: ')[1].split()[0]
     assert export.startswith('gs://4121-data/model_dirs/cifar_hw3/export/')
-    assert gcs.list_objects('4121-data', export[len('gs://4121-data/'):] + '/saved_model.pb')
-    assert gcs.list_objects('4121-data', 'model_dirs/cifar_hw3/eval/')  # it evaluated
+    # The job-dir outlives the storage, in its mirror: the export, the evaluation.
+    job_dir = cloud_fakes.mirror(tmp_path, 'gs://4121-data/model_dirs/cifar_hw3')
+    assert 'local storage: gs://4121-data/model_dirs/cifar_hw3 is kept in %s\n' % job_dir \
+        in proc.stderr
+    # The estimates of this job take the rehearsal's measurements from there.
+    assert "note: the rehearsal's measurements are kept for this job's estimates" in proc.stderr
+    assert (cloud_fakes.mirror(tmp_path, export) / 'saved_model.pb').is_file()
+    assert list((job_dir / 'eval').glob('events.out.tfevents.*'))  # it evaluated
     # The master trained as the chief beside the worker, in step (all-reduce).
     assert '[chief-0]' in proc.stdout and '[worker-0]' in proc.stdout
     assert 'Traceback' not in proc.stderr
@@ -130,14 +153,14 @@ trainingInput:
 """
 
 
-def _seed_003(tmp_path, mode, env, data_dir='gs://my-bucket/cifar10', steps=10):
+def _seed_003(tmp_path, mode, env, steps=10):
     config = tmp_path / 'config_gpu.yaml'
     config.write_text(SEED_003_CONFIG)
     return processes.run(
         ['bash', SCRIPT, 'jobs', 'submit', 'training', 'cifar_gpu', '--job-dir',
          'gs://my-bucket/cifar_gpu', '--config', str(config), '--package-path',
-         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', mode, '--',
-         '--distribution-strategy=mirrored', '--data-dir=%s' % data_dir,
+         'cifar10_estimator', '--module-name', 'cifar10_estimator.cifar10_main', *mode.split(),
+         '--', '--distribution-strategy=mirrored', '--data-dir=gs://my-bucket/cifar10',
          '--train-steps=%d' % steps, *SMALL_CIFAR.split()], 1200, cwd=REPO_ROOT,
         env=cli_env(env), stdin=subprocess.DEVNULL)
 
@@ -152,10 +175,9 @@ def test_mirrored_on_a_one_machine_job_is_accepted(tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_on_a_one_machine_job_rehearses(gcs, gcs_cifar10_data, tmp_path):
-    env = dict(gcs.env(), PROJECT_ID='test-project', PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
-    gcs.create_bucket('my-bucket')
-    proc = _seed_003(tmp_path, '--rehearse', env, data_dir=gcs_cifar10_data[0])
+def test_mirrored_on_a_one_machine_job_rehearses(cifar10_data_dir, tmp_path):
+    proc = _seed_003(tmp_path, '--rehearse --local-input gs://my-bucket/cifar10=%s'
+                     % cifar10_data_dir, cloud_fakes.no_account_env(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
     assert '  pools: chief 1\n' in summary and '  final global step: 10\n' in summary

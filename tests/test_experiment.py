@@ -8,7 +8,7 @@ and as figures, its HParams experiment through TensorBoard's HTTP API; a
 second invocation skips everything, and a sweep stopped mid-point resumes.
 Bad sweep files are one `error:` line. The cloud targets: `vertex` through
 its dry-run bodies (checked against the bundled aiplatform v1 schema),
-`rehearse` on the gs:// emulator, and the vertex scheduling (bounded parallel
+`rehearse` without an account (on the local storage it starts), and the vertex scheduling (bounded parallel
 submission, following, resuming the following) with a stand-in for the cloud
 CLI that writes each job's run record to the emulator.
 """
@@ -31,7 +31,9 @@ import pytest
 import tensorflow as tf
 import yaml
 
+import cloud_fakes
 import processes
+import taxi_trips
 from conftest import cli_env, one_error_line, REPO_ROOT, run_module
 from estimator_trainers import checkpoints
 from estimator_trainers import flags
@@ -673,30 +675,43 @@ def test_vertex_dry_run_bodies_fit_the_aiplatform_schema(tmp_path):
 
 
 @pytest.mark.slow
-def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_path):
-    """target: rehearse: each point is the exact Vertex AI job, rehearsed into a gs:// job-dir."""
+def test_rehearse_runs_each_point_without_an_account(tmp_path):
+    """target: rehearse, no credentials, no project: each point is the exact Vertex AI
+    job, rehearsed into a gs:// job-dir on local storage the sweep starts, its data
+    given from this machine; the job-dirs are kept in <out>/local-storage, where a
+    second invocation finds every record."""
+    (tmp_path / 'data').mkdir()
+    data = taxi_trips.write_data_step_files(tmp_path / 'data', 800, 200)
     path = tmp_path / 'rehearse.yaml'
     path.write_text(yaml.safe_dump({
         'name': 'rehearsed', 'trainer': 'taxi', 'target': 'rehearse',
-        'flags': dict([flag[2:].split('=', 1) for flag in taxi_data_flags(gcs_taxi_data[0])],
+        'flags': dict([flag[2:].split('=', 1) for flag in taxi_data_flags('gs://taxi-data/data')],
                       **{'train-steps': 300, 'checkpoint-num-steps': 100,
                          'max-worker-delay-secs': 0}),
         'axes': {'batch-size': [64]},  # one point: each is a whole rehearsed cluster
         'rehearse': {'config': os.path.join(REPO_ROOT, 'configs', 'config_ps.yaml'),
-                     'project': 'test-project', 'bucket': 'gs://taxi-data',
-                     'job_dir': 'gs://taxi-data/sweeps/rehearsed', 'max_replicas': 1,
+                     'bucket': 'gs://taxi-data', 'job_dir': 'gs://taxi-data/sweeps/rehearsed',
+                     'max_replicas': 1,
                      'options': ['--executor-image-uri',
-                                 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest']}}))
-    env = dict(gcs.env(), PIP_NO_INDEX='1', TMPDIR=str(tmp_path))
+                                 'us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest',
+                                 '--local-input', 'gs://taxi-data/data=%s' % data]}}))
+    env = cloud_fakes.no_account_env(tmp_path)
     out = tmp_path / 'out'
     proc = _experiment(str(path), '--out', out, env=env, timeout=1800)
     assert proc.stdout.count(': done (') == 1, proc.stdout[-3000:]
+    mirror = out / 'local-storage' / 'taxi-data'
+    assert proc.stdout.startswith(
+        'note: rehearse.options has --local-input: rehearsing on local storage '
+        '(fake-gcs-server) standing in for gs://taxi-data; nothing reaches Google Cloud, and '
+        'what the job writes is kept in %s\n' % (out / 'local-storage'))
+    assert 'local storage: gs://taxi-data/sweeps/rehearsed is kept in %s\n' % (
+        mirror / 'sweeps' / 'rehearsed') in proc.stdout
     rows = _csv_rows(out)
     assert [r['batch-size'] for r in rows] == ['64']
     for row in rows:
         assert row['job_dir'] == 'gs://taxi-data/sweeps/rehearsed/%s' % row['point']
-        record = json.loads(gcs.read_object(row['job_dir'] + '/run_record.json'))
-        (session,) = record['sessions']
+        job_dir = mirror / row['job_dir'][len('gs://taxi-data/'):]
+        (session,) = json.loads((job_dir / 'run_record.json').read_text())['sessions']
         assert row['status'] == session['status'] == 'succeeded'
         assert session['cluster']['strategy'] == 'parameter_server'
         assert session['cluster']['training_tasks'] == 2  # chief + 1 of 4 workers
@@ -704,9 +719,9 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
         # the worker in its own record, which may come after the chief's.
         workers = dict(session['workers'])
         for task in ('chief', 'worker-0'):
-            name = '%s/workers/%s/run_record.json' % (row['job_dir'], task)
-            if task not in workers and gcs.list_objects('taxi-data', name[len('gs://taxi-data/'):]):
-                (entry,) = json.loads(gcs.read_object(name))['sessions']
+            record = job_dir / 'workers' / task / 'run_record.json'
+            if task not in workers and record.exists():
+                (entry,) = json.loads(record.read_text())['sessions']
                 assert entry['job_id'] == session['job_id']
                 workers[task] = entry['throughput']
         rates = dict(kv.split('=') for kv in row['worker_examples_per_sec'].split(';'))
@@ -716,7 +731,7 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
             assert rate == repr(workers[task]['examples_per_sec'])
         assert float(row['eval_auc']) == tf.constant(
             session['final_metrics']['auc'], tf.float32).numpy()
-    # A second invocation finds every record on gs:// and runs nothing.
+    # A second invocation loads the records from <out>/local-storage and runs nothing.
     again = _experiment(str(path), '--out', out, env=env).stdout
     assert again.count('done earlier') == 1
 
@@ -724,9 +739,14 @@ def test_rehearse_runs_each_point_on_the_gs_emulator(gcs, gcs_taxi_data, tmp_pat
 # Stands in for `python -m estimator_trainers.tools.cloud` (tests never reach Google):
 # `submit ... --stream-logs` prints the job's name, "runs" it for a while and writes
 # its run record into the gs:// job-dir (google-cloud-storage to the emulator);
-# `logs NAME` follows a job submitted before. Every call is noted in FAKE_CLOUD_LOG.
+# `logs NAME` follows a job submitted before; `submit ... --estimate-only` prints an
+# estimate's figures. Every call but the estimates is noted in FAKE_CLOUD_LOG.
 FAKE_CLOUD_CLI = r'''
 import json, os, sys, time
+if '--estimate-only' in sys.argv:
+    print(json.dumps({'usd_per_hour': 1.0, 'low_usd': 0.05, 'high_usd': 0.1,
+                      'low_secs': 180, 'high_secs': 360, 'time': 'model'}))
+    sys.exit(0)
 from google.cloud import storage
 
 def note(*words):
@@ -789,6 +809,8 @@ def test_vertex_submits_at_most_max_parallel_and_a_rerun_follows_its_jobs(
 
     output, failed = run()
     assert not failed and output.count(': done (accuracy 0.5') == 6, output
+    assert ("estimate: the sweep's 6 jobs: $0.30-$0.60 for the 6 with a predicted time"
+            in output.splitlines())  # summed before the first starts
     calls = [line.split() for line in log.read_text().splitlines()]
     events = sorted((float(t), +1 if kind == 'start' else -1)
                     for kind, _, t in calls if kind in ('start', 'end'))

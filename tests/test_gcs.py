@@ -80,21 +80,28 @@ def taxi_data_flags(data_dir):
             '--eval-files=%s/%s' % (data_dir, taxi_data.EVAL_FILE)]
 
 
-def _train_taxi(gcs, data_dir, steps):
-    return run_module(TAXI, *taxi_data_flags(data_dir), '--job-dir', TAXI_JOB_DIR,
+def _train_taxi(gcs, data_dir, steps, job_dir=TAXI_JOB_DIR):
+    return run_module(TAXI, *taxi_data_flags(data_dir), '--job-dir', job_dir,
                       '--train-steps', steps, *TAXI_FAST, env=gcs.env(), check=0)
+
+
+def _doubled(path):
+    """`gs://b/x` as a shell's `$BUCKET/x` spells it with `BUCKET=gs://b/`."""
+    bucket, _, rest = path[len('gs://'):].partition('/')
+    return 'gs://%s//%s' % (bucket, rest)
 
 
 @pytest.fixture(scope='module')
 def taxi_on_gs(gcs, gcs_taxi_data):
-    """The taxi job-dir on gs:// trained to 200, then rerun to 300.
+    """The taxi job-dir on gs:// trained to 200, then rerun to 300 with its paths
+    spelt `gs://taxi-data//...` (a bucket variable with a trailing slash).
 
     Returns one record per run: its stderr and the checkpoints, exports and
     export temp objects the bucket held after it.
     """
     runs = []
-    for steps in (200, 300):
-        proc = _train_taxi(gcs, gcs_taxi_data[0], steps)
+    for steps, spelt in ((200, str), (300, _doubled)):
+        proc = _train_taxi(gcs, spelt(gcs_taxi_data[0]), steps, spelt(TAXI_JOB_DIR))
         runs.append({
             'stderr': proc.stderr,
             'checkpoints': checkpoint_steps(gcs, TAXI_JOB_DIR),
@@ -116,8 +123,12 @@ def test_taxi_trains_checkpoints_evaluates_and_exports_on_gs(gcs, taxi_on_gs, tm
     assert json.loads(gcs.read_object(TAXI_JOB_DIR + '/feature_stats.json'))['fare']['std'] > 0
 
 
-def test_taxi_rerun_resumes_from_gs(taxi_on_gs):
+def test_taxi_rerun_resumes_from_gs(taxi_on_gs, gcs_taxi_data):
     rerun = taxi_on_gs[1]
+    # `gs://b//x` is `gs://b/x` for the trainer too (the cloud tools' rule), said once.
+    for path in (TAXI_JOB_DIR, gcs_taxi_data[0] + '/' + taxi_data.TRAIN_FILE):
+        assert rerun['stderr'].count('note: %s is read as %s (empty path segments dropped)'
+                                     % (_doubled(path), path)) == 1
     assert 'Resuming from global step 200' in rerun['stderr']
     assert final_metrics(rerun['stderr'])[0] == 300
     assert rerun['checkpoints'] == [0, 100, 200, 300]

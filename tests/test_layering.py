@@ -36,6 +36,8 @@ TENSORFLOW_FREE = (
     'estimator_trainers.tools.cloud.instances',
     'estimator_trainers.tools.cloud.bootstrap', 'estimator_trainers.tools.cloud.packages',
     'estimator_trainers.tools.experiment.cli', 'estimator_trainers.tools.experiment.execute',
+    'estimator_trainers.perf_model', 'estimator_trainers.tools.cloud.pricing',
+    'estimator_trainers.tools.cloud.estimate',
 ) + tuple('%s.trainer' % package for package in TRAINER_PACKAGES)
 
 # Command-line modules whose `--help` must be instant.
@@ -61,6 +63,8 @@ PIPELINE_STEPS = {
     'estimator_trainers.tools.cloud.packages': ('install',),
     'estimator_trainers.tools.cloud.source_checks': ('check',),
     'estimator_trainers.tools.cloud.jobs': ('job_body',),
+    # The estimate, the budget and the run id label of a job, before it is built.
+    'estimator_trainers.tools.cloud.estimate': ('for_plan',),
     # A deploy: the export checked, then uploaded, deployed, or removed.
     'estimator_trainers.serving': ('check_export',),
     'estimator_trainers.tools.cloud.endpoints': ('upload_body', 'deploy_body', 'undeploy_body'),

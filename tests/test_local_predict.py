@@ -3,7 +3,13 @@
 user package's (the course package, trained with `local train`), each trained a few
 steps on generated data. What it prints is what the export's signature gives when
 loaded in TensorFlow directly; the instance formats are the ones
-docs/migrating-from-ai-platform.md gives per trainer.
+docs/migrating-from-ai-platform.md gives per trainer, and the docs' own lines
+and instances run here.
+
+Where Google's `gcloud` is on PATH, the taxi JSON, CIFAR-10 and Keras exports
+are trained by `gcloud ai-platform local train` in one process (its TF_CONFIG
+names no cluster), which must end as a run of its own does
+(tests/gcloud_local.py; tests/test_gcloud_local.py runs the clusters).
 """
 import base64
 import csv
@@ -15,6 +21,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import doc_examples
+import gcloud_local
 import mnist_archive
 import processes
 import taxi_trips
@@ -22,6 +30,7 @@ from conftest import cli_env, REPO_ROOT, run_module
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import instances as instances_lib
+from taxi_estimator import predict as taxi_predict
 from taxi_estimator import schema
 
 pytestmark = pytest.mark.slow
@@ -70,15 +79,24 @@ def _assert_same(predictions, outputs):
 
 
 @pytest.fixture(scope='module')
-def taxi(tmp_path_factory):
+def gcloud(tmp_path_factory):
+    """Google's gcloud, offline (tests/gcloud_local.py), or None where it is absent."""
+    return gcloud_local.Gcloud(tmp_path_factory.mktemp('gcloud')) if gcloud_local.GCLOUD \
+        else None
+
+
+@pytest.fixture(scope='module')
+def taxi(tmp_path_factory, gcloud):
     """A taxi job-dir with a JSON, a CSV and an EXAMPLE export, and eval rows."""
     folder = tmp_path_factory.mktemp('taxi_predict')
     train, evals = taxi_trips.write_layout_files(folder, train_rows=300, eval_rows=20)
     job_dir = str(folder / 'job')
     for fmt in ('JSON', 'CSV', 'EXAMPLE'):
-        run_module('taxi_estimator.task', '--train-files', train, '--eval-files', evals,
-                   '--job-dir', job_dir, '--train-steps', '20', '--batch-size', '64',
-                   '--eval-frequency-secs', '0', '--serving-export-format', fmt, check=0)
+        gcloud_local.train_one_process(
+            gcloud if fmt == 'JSON' else None, 'taxi_estimator.task', job_dir,
+            ['--train-files', train, '--eval-files', evals, '--train-steps', '20',
+             '--batch-size', '64', '--eval-frequency-secs', '0', '--serving-export-format',
+             fmt])
     with open(evals, newline='') as f:
         rows = list(csv.DictReader(f))[:8]
     return dict(zip(('JSON', 'CSV', 'EXAMPLE'), taxi_trips.exports(job_dir)), rows=rows,
@@ -148,6 +166,42 @@ def test_the_taxi_predict_command_agrees(taxi):
         assert f['probabilities'] == pytest.approx(g['probabilities'], abs=1e-6)
 
 
+def test_the_docs_predict_lines(taxi, capsys):
+    """The docs' `local predict` and `python -m taxi_estimator.predict` lines, as written,
+    with their instances (the docs' own) and placeholders set to the JSON export of a
+    small taxi model, and their CSV line to the eval rows."""
+    model_dir = taxi['folder'] / 'docs_model'
+    (model_dir / 'export').mkdir(parents=True)
+    os.symlink(taxi['JSON'], model_dir / 'export' / os.path.basename(taxi['JSON']))
+    found = {doc: instance for doc, _, instance in doc_examples.instances()}
+    instances = {'instances.json': found['docs/migrating-from-ai-platform.md'],
+                 'instances.ndjson': found['docs/taxi.md']}
+    instances['FILE'] = instances['instances.json']
+    for name, instance in instances.items():
+        _write_lines(taxi['folder'] / name, [json.dumps(instance)])
+    words_as = {name: str(taxi['folder'] / name) for name in instances}
+    words_as.update({'EXPORT': taxi['JSON'], '/tmp/taxi/export/<timestamp>': taxi['JSON'],
+                     '<job-dir>/export/<timestamp>': taxi['JSON'],
+                     '<job-dir>/export': str(model_dir / 'export'),
+                     '$MODEL_DIR/export': str(model_dir / 'export'),
+                     'data/taxi/taxi_trips_eval.csv': _write_csv(taxi)})
+    lines = [c for c in doc_examples.commands()
+             if c.text.startswith(('bash scripts/ai-platform.sh local predict --model-dir',
+                                   'python -m taxi_estimator.predict'))]
+    assert len(lines) == 5, lines
+    for command in lines:
+        words = [words_as.get(word, word) for word in command.words]
+        capsys.readouterr()
+        if words[:2] == ['bash', 'scripts/ai-platform.sh']:
+            printed = _local_predict(*words[4:])
+            assert printed.splitlines()[0].split()[:2] == ['ALL_CLASS_IDS', 'ALL_CLASSES'], \
+                command
+        else:
+            assert taxi_predict.main(words[3:]) == 0, command
+            printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+            assert printed and all(p['class'] in (0, 1) for p in printed), command
+
+
 def _write_csv(taxi):
     path = taxi['folder'] / 'rows.csv'
     with open(path, 'w', newline='') as f:
@@ -160,11 +214,12 @@ def _write_csv(taxi):
 # ---------------------------------------------------------- image trainers
 
 
-def test_cifar10_export_takes_raw_pixel_lists(cifar10_data_dir, tmp_path):
+def test_cifar10_export_takes_raw_pixel_lists(cifar10_data_dir, gcloud, tmp_path):
     job_dir = tmp_path / 'job'
-    run_module('cifar10_estimator.cifar10_main', '--data-dir', cifar10_data_dir, '--job-dir',
-               job_dir, '--num-layers', '8', '--train-steps', '2', '--train-batch-size', '10',
-               '--eval-batch-size', '50', check=0)
+    gcloud_local.train_one_process(
+        gcloud, 'cifar10_estimator.cifar10_main', job_dir,
+        ['--data-dir', cifar10_data_dir, '--num-layers', '8', '--train-steps', '2',
+         '--train-batch-size', '10', '--eval-batch-size', '50'])
     (export,) = taxi_trips.exports(str(job_dir))
     from cifar10_estimator import data as cifar10_data  # pylint: disable=import-outside-toplevel
     features, _ = next(iter(cifar10_data.make_dataset(cifar10_data_dir, 'eval', 5)))
@@ -180,15 +235,16 @@ def test_cifar10_export_takes_raw_pixel_lists(cifar10_data_dir, tmp_path):
     assert table.splitlines()[0].split() == sorted(k.upper() for k in predictions[0])
 
 
-def test_keras_mnist_export_takes_raw_pixel_lists(tmp_path):
+def test_keras_mnist_export_takes_raw_pixel_lists(gcloud, tmp_path):
     source = str(tmp_path / 'mnist.npz')
     sha256 = mnist_archive.write_npz(source, train=64, test=8)
     data_dir = tmp_path / 'data'
     run_module('keras_estimator.data', '--data-dir', data_dir, '--source', source, '--sha256',
                sha256, check=0)
     job_dir = tmp_path / 'job'
-    run_module('keras_estimator.trainer', '--data-dir', data_dir, '--job-dir', job_dir,
-               '--train-steps', '2', '--batch-size', '32', check=0)
+    gcloud_local.train_one_process(gcloud, 'keras_estimator.trainer', job_dir,
+                                   ['--data-dir', data_dir, '--train-steps', '2',
+                                    '--batch-size', '32'])
     (export,) = taxi_trips.exports(str(job_dir))
     with np.load(source) as npz:
         images = npz['x_test']

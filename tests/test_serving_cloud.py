@@ -23,6 +23,7 @@ import sys
 
 import pytest
 
+import cloud_fakes
 import processes
 import vertex_fake
 from conftest import cli_env, one_error_line, REPO_ROOT
@@ -166,7 +167,8 @@ def test_the_samples_serving_lines_and_seed_002s_clean_up(env, tmp_path):
         'before the upload loads it with this project\'s TensorFlow 2.15.1',
         'note: --python-version 3.7: a TensorFlow SavedModel is served without Python code; '
         'nothing to choose',
-        'note: --origin %s holds exports; serving the newest, %s' % (EXPORT_BASE, EXPORT)]
+        'note: --origin %s holds exports; serving the newest, %s' % (EXPORT_BASE, EXPORT),
+        'note: using project my-project from PROJECT_ID and region us-central1, the default']
     # The check called the export's signature on an instance of zeros.
     assert ('checked %s: signature serving_default (inputs fare (float32 [?]), trip_miles '
             '(float32 [?])) predicted {"class_ids": [0], "probabilities": [0.5, 0.5]}'
@@ -222,7 +224,8 @@ def test_the_samples_serving_lines_and_seed_002s_clean_up(env, tmp_path):
     assert fake.endpoints == {} and fake.models == {}
     code, out, err = _run(['models', 'list'], fake, env)
     assert out.splitlines() == ['NAME  DEFAULT_VERSION_NAME  VERSIONS  MACHINES']
-    assert err == 'nothing deployed in us-central1: no machines billed for serving\n'
+    assert err == ('note: using project my-project from PROJECT_ID and region us-central1, the '
+                   'default\nnothing deployed in us-central1: no machines billed for serving\n')
     assert fake.schema_errors == []
     assert all(not op[0].get('error') for op in fake.operations.values())
 
@@ -385,7 +388,7 @@ def test_dry_runs_print_the_requests_and_need_no_credentials(env):
     assert deploy['body']['deployedModel']['dedicatedResources'] == {
         'machineSpec': {'machineType': 'n1-standard-4'}, 'minReplicaCount': 1,
         'maxReplicaCount': 3}
-    assert [l for l in err.splitlines() if l.startswith('note: ')] == [
+    assert cloud_fakes.said(err) == [
         'note: --machine-type mls1-c4-m2: AI Platform Prediction\'s machine; Vertex AI '
         'serves on n1-standard-4 instead',
         'note: --min-nodes 0: Vertex AI keeps at least one node of a deployed version, '
@@ -394,8 +397,8 @@ def test_dry_runs_print_the_requests_and_need_no_credentials(env):
 
     code, out, err = _run(['models', 'create', 'taxi_model', '--enable-logging', '--region',
                            'global', '--dry-run'], fake, env, backend)
-    assert err == ('note: --region global: Vertex AI has no global endpoint; the region is '
-                   'us-central1\n')
+    assert err == ('note: using project my-project from PROJECT_ID and region us-central1, the '
+                   'default (--region global: Vertex AI has no global endpoint)\n')
     request = json.loads(out)['request']
     assert request['uri'] == base + '/endpoints?alt=json'
     assert request['body'] == {'displayName': 'taxi_model', 'labels': dict(
@@ -585,3 +588,11 @@ def test_predictions_as_gcloud_printed_them():
     assert json.loads(instances_lib.render({'predictions': rows}, 'json')) == {
         'predictions': rows}
     assert instances_lib.render({'predictions': []}) == ''
+
+
+def test_an_origin_with_empty_segments_reads_as_the_job_dir_does():
+    """`--origin $MODEL_DIR/export` with `MODEL_DIR=gs://b/`: one slash, one note."""
+    plan = endpoints.version_plan('v1', 'm', 'gs://my-bucket//taxi/export/', 'us-central1')
+    assert plan.origin == 'gs://my-bucket/taxi/export'
+    assert plan.notes == ('gs://my-bucket//taxi/export/ is read as gs://my-bucket/taxi/export '
+                          '(empty path segments dropped)',)

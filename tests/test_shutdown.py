@@ -21,8 +21,11 @@ import pytest
 import processes
 from cluster_helpers import assert_all_exited, Cluster
 from conftest import cli_env, REPO_ROOT
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import errors
 from estimator_trainers import faults
+from estimator_trainers import lease
+from estimator_trainers import run_record
 from estimator_trainers.tools import launcher
 from test_trainer_discovery import write_guide_package
 
@@ -297,6 +300,36 @@ def test_killed_parameter_server_ends_the_job_within_seconds(data_dir, tmp_path)
     for noise in ('Traceback', 'killing', 'An error was raised', '(most recent call last)'):
         assert noise not in output, noise
     assert_all_exited(cluster.pids())
+
+
+# --- the end of a job -------------------------------------------------------------------------
+
+def test_sigterm_after_the_chief_finished_ends_an_evaluator_normally(data_dir, tmp_path):
+    """gcloud's `local train --distributed` stops the other tasks with SIGTERM once the
+    chief exits: an evaluator stopped after the chief recorded its success ends with an
+    INFO line and status 0; one stopped before (no such record) is an error, as before."""
+    cluster = _cluster(chief=[launcher.free_ports(1)[0]], ps=[launcher.free_ports(1)[0]])
+    tf_config = _tf_config(cluster, 'evaluator')
+    tasks = {name: Task(tmp_path, name, _flags(data_dir, tmp_path / name), tf_config)
+             for name in ('after', 'before')}
+    for task in tasks.values():
+        task.wait_for('Waiting for the first checkpoint')
+    # What the chief's recorder writes last: its session, succeeded, of this cluster.
+    job_id = lease.cluster_id(cluster_lib.load_cluster({'TF_CONFIG': json.dumps(tf_config)}),
+                              environ={})
+    (tmp_path / 'after').mkdir(exist_ok=True)
+    run_record.append(run_record.path(str(tmp_path / 'after')), {
+        'status': run_record.SUCCEEDED, 'exit_code': 0, 'job_id': job_id,
+        'started_at_unix': time.time() - 1, 'wall_secs': 1.0,
+        'steps': {'from': 0, 'to': 40, 'target': 40}})
+    for task in tasks.values():
+        task.process.send_signal(signal.SIGTERM)
+    assert tasks['after'].ends_within(SLACK_SECS + faults.QUICK_EXIT_SECS) == 0
+    assert re.search(r'^[\d:]+ INFO evaluator-0: stopped on SIGTERM after the chief finished '
+                     r'\(at step 40\): the job has ended$', tasks['after'].output, re.M)
+    assert 'error' not in tasks['after'].output
+    assert tasks['before'].ends_within(SLACK_SECS + faults.QUICK_EXIT_SECS) == 143
+    assert tasks['before'].last_line() == 'error: evaluator-0: stopped on SIGTERM'
 
 
 # --- a task that must never train -----------------------------------------------------------

@@ -20,6 +20,7 @@ from estimator_trainers.errors import UserInputError
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
 from taxi_estimator import schema
+from taxi_estimator import trainer as taxi_trainer
 
 HEADER = schema.HEADER_LINE
 
@@ -149,10 +150,10 @@ def test_eval_files_matching_nothing(tmp_path, good_lines):
      'error: argument --train-steps: expected an integer of at most 9223372036854775807 '
      "(int64), got '9223372036854775808' (see --help)"),
     (['--hidden-units', '64,9223372036854775808'],
-     'error: argument --hidden-units: expected comma-separated positive integers like '
+     'error: argument --hidden-units: expected comma-separated integers >= 0 like '
      "128,64, got '64,9223372036854775808' (see --help)"),
     (['--hidden-units', '32,,16'],
-     'error: argument --hidden-units: expected comma-separated positive integers like '
+     'error: argument --hidden-units: expected comma-separated integers >= 0 like '
      "128,64, got '32,,16' (an empty item) (see --help)"),
     (['--job-dir', ''],
      "error: argument --job-dir: expected a path, got '' (an unset variable?) (see --help)"),
@@ -354,6 +355,21 @@ def test_int_list_flags_refuse_empty_items(text):
     with pytest.raises(argparse.ArgumentTypeError, match='expected comma-separated'):
         flags.int_list(text)
     assert flags.int_list(' 32, 16') == [32, 16]
+
+
+def test_the_samples_hidden_units_are_read_as_the_sample_read_them():
+    """The AI Platform sample's line: `--hidden-units="128,0,0" --layer-sizes-scale-factor=0.5
+    --num-layers=3`: the zeros stand for the sizes the scale factor computes."""
+    args = taxi_trainer.TRAINER.parse_args([
+        '--train-files', 't.csv', '--eval-files', 'e.csv', '--job-dir', 'j',
+        '--hidden-units=128,0,0', '--layer-sizes-scale-factor=0.5', '--num-layers=3'])
+    assert taxi_trainer.TRAINER.model_params(args) == {'hidden-units': [128, 64, 32]}
+    with pytest.raises(UserInputError, match=r'^--hidden-units 128,0,0: a layer of 0 units'):
+        taxi_trainer.layer_sizes([128, 0, 0])
+    with pytest.raises(UserInputError, match=r'^--hidden-units 0,64: the first layer'):
+        taxi_trainer.layer_sizes([0, 64], 0.5)
+    with pytest.raises(argparse.ArgumentTypeError, match='integers >= 0'):
+        flags.size_list('128,-1')
 
 
 def test_empty_aip_model_dir_is_no_job_dir(tmp_path, good_lines):

@@ -67,6 +67,7 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -449,7 +450,7 @@ def _signal_group(process, signum):
         pass
 
 
-def _find_prctl():
+def _find_prctl() -> typing.Optional[typing.Callable[..., int]]:
     """libc's prctl on Linux, else None (resolved before any fork)."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

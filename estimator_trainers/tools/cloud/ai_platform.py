@@ -1,8 +1,9 @@
 """`bash scripts/ai-platform.sh ...`: what followed `gcloud ai-platform` (or `gcloud ml-engine`).
 
     ai-platform.sh jobs submit training JOB [--config FILE] [--package-path DIR --module-name M]
-                   [--job-dir gs://...] [--region R] [--scale-tier T] [...] [-- USER_ARGS]
-    ai-platform.sh jobs describe|stream-logs|cancel JOB
+                   [--job-dir gs://...] [--region R] [--scale-tier T] [...]
+                   [--dry-run [--format json|yaml]] [-- USER_ARGS]
+    ai-platform.sh jobs describe|stream-logs JOB; jobs cancel JOB [--dry-run]
     ai-platform.sh jobs list [--limit N]
     ai-platform.sh local train --package-path DIR --module-name M [--job-dir DIR]
                    [--distributed [--parameter-server-count N] [--worker-count N]
@@ -18,25 +19,29 @@ with the translation table (`gcloud_flags`) and hands it to `pipeline.run`,
 which owns the order (checks before anything is uploaded: here the package
 builds, installs in a fresh virtualenv with its requirements named against
 this project's pins, and its module is read, never run; this project's
-image; staging; `--dry-run`, `--rehearse`, `--stream-logs`). The other
+image; staging; `--dry-run`, `--dry-run --format yaml` (the spec `gcloud ai
+custom-jobs create --config` takes: `vertex_spec`), `--rehearse`,
+`--stream-logs`). `jobs cancel` goes through `pipeline.cancel`; the other
 commands call the job functions (`describe`, `list_jobs`, `logs`,
-`launcher.run_package`) with plain arguments.
+`launcher.run_package`) with plain arguments. Every command finds its
+project and region by `location`'s rule, gcloud's own settings included.
 
 The serving commands (AI Platform Prediction's, on Vertex AI's Model Registry
 and endpoints: `endpoints`) work the same way: `versions create` turns its
 words into a `plan.ServingPlan` (`endpoints.version_plan`) for
 `pipeline.deploy`, which owns the order (the check of the export, upload,
 deploy, rollback); `models delete` and `versions delete` go through
-`pipeline.remove`; the others call `endpoints` directly. `local predict`
+`pipeline.remove` (their dry runs, with or without credentials, through
+`pipeline.remove_dry_run`); the others call `endpoints` directly. `local predict`
 loads the export with `estimator_trainers.serving` (TensorFlow is imported
 only then).
 """
 import argparse
+import functools
 import json
 import os
 import sys
 
-from google.auth.credentials import AnonymousCredentials
 import yaml
 
 from estimator_trainers import errors
@@ -48,6 +53,7 @@ from estimator_trainers.tools import launcher
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import endpoints
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcloud_flags
 from estimator_trainers.tools.cloud import instances
 from estimator_trainers.tools.cloud import jobs
@@ -60,6 +66,10 @@ from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import roles
 
 PROG = 'bash scripts/ai-platform.sh'
+# --dry-run of the verbs that look something up before they change it.
+DRY_RUN_LOOKUP_HELP = ('Print the requests; change nothing. Needs no credentials: with them, '
+                       'what the requests name is looked up (read); without, or offline, '
+                       'placeholders name it.')
 # ml v1 job states, which scripts compare against (`--format='value(state)'`).
 LEGACY_STATES = {
     'JOB_STATE_QUEUED': 'QUEUED', 'JOB_STATE_PENDING': 'PREPARING',
@@ -106,6 +116,8 @@ def build_parser():
         if name == 'describe':
             command.add_argument('--format', default='yaml',
                                  help='yaml, json or value(FIELD,...).')
+        if name == 'cancel':
+            command.add_argument('--dry-run', action='store_true', help=DRY_RUN_LOOKUP_HELP)
         if name == 'stream-logs':
             command.add_argument('--polling-interval', type=flags.non_negative_float,
                                  default=60.0, help='Seconds between polls.')
@@ -153,8 +165,7 @@ def build_parser():
 
 def _add_global_flags(parser):
     """gcloud-wide flags that scripts carry."""
-    parser.add_argument('--project', help='Google Cloud project (else PROJECT_ID, '
-                        'CLOUDSDK_CORE_PROJECT, the credentials\' project).')
+    parser.add_argument('--project', help=location.PROJECT_HELP)
     parser.add_argument('--quiet', '-q', action='store_true',
                         help='Accepted: nothing here prompts.')
     parser.add_argument('--verbosity', type=str.lower, choices=GCLOUD_VERBOSITIES,
@@ -165,8 +176,8 @@ def _add_global_flags(parser):
 
 
 def _add_region_flag(parser):
-    parser.add_argument('--region', help='Region of the jobs (default: '
-                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1).')
+    parser.add_argument('--region', help='Region of the jobs (%s).'
+                        % location.region_help(location.TRAINING))
 
 
 def _add_submit_flags(parser):
@@ -191,6 +202,11 @@ def _add_submit_flags(parser):
     parser.add_argument('--dry-run', action='store_true',
                         help='Run the checks, print the staging plan and the exact request; '
                              'send nothing. Never runs the package\'s code.')
+    parser.add_argument('--format', help='With --dry-run: json (the default: the staging '
+                        'plan and the request) or yaml (the spec `gcloud ai custom-jobs create '
+                        '--config`, or `gcloud ai hp-tuning-jobs create --config` for a tuning '
+                        'config, takes; the command on stderr). Else how the submitted job is '
+                        'printed: yaml (the default), json or value(FIELD,...).')
     parser.add_argument('--unpin', type=_arg_type(gcloud_flags.package_list), default=[],
                         metavar='NAME[,NAME...]',
                         help='Let the package\'s requirements choose the version of these '
@@ -202,6 +218,7 @@ def _add_submit_flags(parser):
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
                         help='Seconds between polls with --stream-logs.')
     rehearsal.add_flags(parser)
+    estimate.add_flags(parser)
 
 
 def main(argv=None, backend=None, out=None, err=None, environ=None):
@@ -223,27 +240,56 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                                     _launcher_options(args))
     if args.command == 'submit':
         return submit_training(args, user_args, backend, out, err, environ)
-    vertex, credentials, name = location.connect(
-        backend, getattr(args, 'job', None), args.project, args.region, environ)
-    if args.command == 'describe':
-        return describe(vertex.get(name), args.format, out)
     if args.command == 'cancel':
-        vertex.cancel(name)
-        err.write('Cancelled job [%s].\n' % args.job)
+        pipeline.cancel(backend, args.job, pipeline.Action(
+            kind=pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT, project=args.project,
+            region_flag=args.region), out, err, environ)
+        if not args.dry_run:
+            err.write('Cancelled job [%s].\n' % args.job)
+        return 0
+    vertex, credentials, name = location.connect(
+        backend, getattr(args, 'job', None), args.project, args.region, environ, err)
+    if args.command == 'describe':
+        job = vertex.get(name)
+        describe(job, args.format, out)
+        estimate.print_cost(job, err, environ)
         return 0
     if args.command == 'stream-logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.polling_interval,
                                 out, task_name=args.task_name)
+        estimate.print_cost(final, err, environ)
         return 0 if final.get('state') == jobs.SUCCEEDED else 1
     return list_jobs(vertex, args.limit, args.format, out)
 
 
 def submit_training(args, user_args, backend, out, err, environ):
     """`jobs submit training JOB`: the plan of its flags, through the pipeline."""
-    plan_lib.check_job_name(args.job)
     if args.rehearse and (args.dry_run or args.stream_logs):
         raise UserInputError('--rehearse runs the job on this machine; it does not go with '
                              '%s' % ('--dry-run' if args.dry_run else '--stream-logs'))
+    if args.dry_run and args.format not in (None,) + pipeline.DRY_RUN_FORMATS:
+        raise UserInputError('--format %s: a dry run prints json (the request) or yaml (the '
+                             'spec gcloud ai takes)' % args.format, flag='--format')
+    plan = training_plan(args, user_args, environ)
+    action = pipeline.Action(
+        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
+              else pipeline.SUBMIT),
+        project=args.project, region_flag=args.region, repository=args.repository,
+        stream_logs=args.stream_logs, poll_interval=args.poll_interval,
+        max_replicas=args.max_replicas, dry_run_format=args.format or 'json',
+        local_storage=args.local_storage, local_inputs=tuple(args.local_input),
+        on_created=functools.partial(print_submitted, fmt=args.format or 'yaml'),
+        max_cost=args.max_cost, throughput_from=args.throughput_from)
+    return pipeline.run(plan, action, backend, out, err, environ)
+
+
+def training_plan(args, user_args, environ):
+    """The `plan.JobPlan` of `jobs submit training JOB` with parsed `args`.
+
+    Raises:
+      UserInputError: a flag, the config or their combination that cannot work.
+    """
+    plan_lib.check_job_name(args.job)
     values = {row.name: getattr(args, row.name[2:].replace('-', '_'), None)
               for row in gcloud_flags.FLAGS if row.name.startswith('--')}
     values['--async'] = values['--stream-logs'] = None
@@ -259,13 +305,8 @@ def submit_training(args, user_args, backend, out, err, environ):
                              "job's region %s" % (plan.kms_key,
                                                   gcloud_flags.kms_location(plan.kms_key),
                                                   plan.region), flag='--kms-key')
-    action = pipeline.Action(
-        kind=(pipeline.REHEARSE if args.rehearse else pipeline.DRY_RUN if args.dry_run
-              else pipeline.SUBMIT),
-        project=args.project, repository=args.repository, stream_logs=args.stream_logs,
-        poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-        on_created=print_submitted)
-    return pipeline.run(plan, action, backend, out, err, environ)
+    return plan
+
 
 
 def _launcher_options(args):
@@ -347,15 +388,16 @@ def list_jobs(vertex, limit, fmt, out):
     return 0
 
 
-def print_submitted(plan, job, out, err):
-    """gcloud's closing lines, with this script's commands, and the job as gcloud showed it."""
+def print_submitted(plan, job, out, err, fmt='yaml'):
+    """gcloud's closing lines, with this script's commands, and the job as gcloud showed
+    it (in `fmt`: yaml, json or value(FIELD,...))."""
     err.write('Job [%s] submitted successfully (%s).\n'
               'Your job is still active. You may view the status of your job with the '
               'command\n\n  $ %s jobs describe %s\n\nor continue streaming the logs with '
               'the command\n\n  $ %s jobs stream-logs %s\n'
               % (plan.name, job['name'], PROG, plan.name, PROG, plan.name))
-    out.write(yaml.safe_dump(legacy_job(dict(job, state=job.get(
-        'state', 'JOB_STATE_QUEUED'))), sort_keys=False))
+    out.write(_formatted(legacy_job(dict(job, state=job.get('state', 'JOB_STATE_QUEUED'))),
+                         fmt))
     out.flush()
 
 
@@ -423,7 +465,8 @@ def _add_serving_parsers(groups, local_commands):
         description='Every endpoint of the region, with its default version, versions and '
                     'the machines deployed for them (billed while deployed).')
     listing.add_argument('--format', default='table', help='table, yaml or json.')
-    _add_serving_flags(listing)
+    _add_serving_flags(listing, dry_run='Print the request; send nothing (no credentials '
+                                        'needed).')
     describe_model = commands.add_parser('describe', help='describe a model')
     describe_model.add_argument('model', metavar='MODEL',
                                 help='The model\'s name (or its endpoint\'s resource name).')
@@ -438,8 +481,7 @@ def _add_serving_parsers(groups, local_commands):
                     'name.')
     delete.add_argument('model', metavar='MODEL',
                         help='The model\'s name (or its endpoint\'s resource name).')
-    _add_serving_flags(delete, dry_run='Look up what would be removed and print the '
-                                       'requests; remove nothing.')
+    _add_serving_flags(delete, dry_run=DRY_RUN_LOOKUP_HELP)
 
     commands = _command_group(groups, 'versions', 'versions: models deployed on an endpoint',
                               'AI Platform versions, as Vertex AI models deployed on the '
@@ -500,8 +542,7 @@ def _add_serving_parsers(groups, local_commands):
         if name in ('list', 'describe'):
             command.add_argument('--format', default='table' if name == 'list' else 'yaml',
                                  help='table (list), yaml, json or value(FIELD,...).')
-        _add_serving_flags(command, dry_run='Print the requests; remove nothing.'
-                           if name == 'delete' else None)
+        _add_serving_flags(command, dry_run=DRY_RUN_LOOKUP_HELP if name == 'delete' else None)
 
     predict = groups.add_parser(
         'predict', help='online predictions of a deployed model',
@@ -541,8 +582,8 @@ def _add_predict_format(parser):
 
 def _add_serving_flags(parser, dry_run=None):
     _add_global_flags(parser)
-    parser.add_argument('--region', help='Region of the endpoints (default: '
-                        'CLOUDSDK_AI_PLATFORM_REGION, REGION, us-central1; global: the same).')
+    parser.add_argument('--region', help='Region of the endpoints (%s; global: the same).'
+                        % location.region_help(location.SERVING))
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=10.0,
                         help='Seconds between polls of an operation.')
     if dry_run:
@@ -561,11 +602,6 @@ def serving_command(args, backend, out, err, environ):
     """The serving commands: `local predict`, `models ...`, `versions ...`, `predict`."""
     if args.group == 'local':
         return local_predict(args, out)
-    for flag in ('region', 'regions'):
-        if getattr(args, flag, None) == 'global':
-            err.write('note: --%s global: Vertex AI has no global endpoint; the region is '
-                      '%s\n' % (flag, location.region_id(None, environ)))
-            setattr(args, flag, None)
     if (args.group, args.command) == ('versions', 'create'):
         return create_version(args, backend, out, err, environ)
     if args.group == 'predict':
@@ -573,9 +609,13 @@ def serving_command(args, backend, out, err, environ):
     if (args.group, args.command) == ('models', 'create'):
         return create_model(args, backend, out, err, environ)
     model = getattr(args, 'model', None)
-    vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ)
     action = pipeline.Action(kind=pipeline.DRY_RUN if getattr(args, 'dry_run', False)
-                             else pipeline.REMOVE, poll_interval=args.poll_interval)
+                             else pipeline.REMOVE, project=args.project,
+                             region_flag=args.region, poll_interval=args.poll_interval)
+    if action.kind == pipeline.DRY_RUN:
+        return serving_dry_run(args, model, action, backend, out, err, environ)
+    vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ,
+                                         err)
     if args.group == 'models':
         if args.command == 'list':
             return list_models(vertex, args.format, out, err)
@@ -610,6 +650,18 @@ def serving_command(args, backend, out, err, environ):
     return 0
 
 
+def serving_dry_run(args, model, action, backend, out, err, environ):
+    """`models list|delete --dry-run`, `versions delete --dry-run`: the requests, no change."""
+    if args.command == 'list':
+        offline = pipeline.offline_serving(None, args.project, args.region, environ, err)
+        out.write(json.dumps({'request': pipeline.request_json(
+            offline.list_endpoints_request())}, indent=2) + '\n')
+        return 0
+    pipeline.remove_dry_run(backend, model, getattr(args, 'version', None), action, out, err,
+                            environ)
+    return 0
+
+
 def local_predict(args, out):
     """`local predict`: the export's signature on the instances, printed as gcloud did."""
     if args.framework.lower() != 'tensorflow':
@@ -640,13 +692,11 @@ def create_model(args, backend, out, err, environ):
     body = endpoints.endpoint_body(args.model, args.description, args.labels,
                                    args.enable_logging)
     if args.dry_run:
-        project = location.project_id(args.project, environ)
-        offline = endpoints.VertexServing(project, location.region_id(region, environ),
-                                          credentials=AnonymousCredentials())
+        offline = pipeline.offline_serving(None, args.project, region, environ, err)
         out.write(json.dumps({'request': pipeline.request_json(
             offline.create_endpoint_request(body))}, indent=2) + '\n')
         return 0
-    vertex, _ = location.connect_serving(backend, None, args.project, region, environ)
+    vertex, _ = location.connect_serving(backend, None, args.project, region, environ, err)
     created = endpoints.create_model(vertex, args.model, err, args.description, args.labels,
                                      args.enable_logging, args.poll_interval)
     err.write('Created ai platform model [projects/%s/models/%s] as Vertex AI endpoint [%s]; '
@@ -662,7 +712,8 @@ def create_version(args, backend, out, err, environ):
             raise UserInputError('%s: not carried over: %s' % (flag, REFUSED_VERSION_FLAGS[flag]),
                                  flag=flag)
     parsed = endpoints.parse_endpoint_name(args.model)
-    region = parsed['region'] if parsed else location.region_id(args.region, environ)
+    region = parsed['region'] if parsed else location.region_id(
+        args.region, environ, scope=location.SERVING)
     check = (instances.read(instances.JSON_INSTANCES, args.check_instances,
                             instances.ONLINE_MAX_INSTANCES).values
              if args.check_instances else ())
@@ -674,8 +725,8 @@ def create_version(args, backend, out, err, environ):
         labels=args.labels, service_account=args.service_account, image_uri=args.image_uri,
         signature_name=args.signature_name, check_instances=check, wait=not args.async_)
     action = pipeline.Action(kind=pipeline.DRY_RUN if args.dry_run else pipeline.DEPLOY,
-                             project=args.project, poll_interval=args.poll_interval,
-                             on_created=print_deployed)
+                             project=args.project, region_flag=args.region,
+                             poll_interval=args.poll_interval, on_created=print_deployed)
     return pipeline.deploy(plan, action, backend, out, err, environ)
 
 
@@ -703,17 +754,12 @@ def online_predict(args, backend, out, err, environ):
                   'serving_default (`local predict --signature-name` calls others)\n'
                   % args.signature_name)
     if args.dry_run:
-        parsed = endpoints.parse_endpoint_name(args.model)
-        project = parsed['project'] if parsed else location.project_id(args.project, environ)
-        region = parsed['region'] if parsed else location.region_id(args.region, environ)
-        offline = endpoints.VertexServing(project, region, credentials=AnonymousCredentials())
-        name = args.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (offline.parent,
-                                                                        args.model)
-        out.write(json.dumps({'request': pipeline.request_json(
-            offline.predict_request(name, body))}, indent=2) + '\n')
+        offline = pipeline.offline_serving(args.model, args.project, args.region, environ, err)
+        out.write(json.dumps({'request': pipeline.request_json(offline.predict_request(
+            pipeline.endpoint_placeholder(offline, args.model), body))}, indent=2) + '\n')
         return 0
     vertex, _ = location.connect_serving(backend, args.model, args.project, args.region,
-                                         environ)
+                                         environ, err)
     endpoint = endpoints.find_model(vertex, args.model)
     response = endpoints.predict(vertex, endpoint, args.version, body)
     out.write(instances.render({'predictions': response.get('predictions', [])}, args.format))

@@ -9,6 +9,8 @@ runtime and the tools. Either way a request waits at most
 `google_api.NUM_RETRIES` times (only when safe), and an HTTP error becomes one
 line naming the call, the resource and what to check (`google_api.status_error`).
 """
+from typing import Any, Optional
+
 from google.auth import exceptions as auth_exceptions
 import google_auth_httplib2
 from googleapiclient import errors
@@ -16,16 +18,25 @@ import httplib2
 
 from estimator_trainers import google_api
 from estimator_trainers.errors import first_line
+from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 
+# Vertex AI's display names are at most 128 characters.
+DISPLAY_NAME_MAX = 128
 
-def authorized_http(credentials):
+
+class Unreachable(ApiError):
+    """No answer came back: no network, or the API's (or the token endpoint's) host
+    cannot be reached. A dry run says so in one line and goes on without it."""
+
+
+def authorized_http(credentials: Any) -> Any:
     """An httplib2 transport with `credentials` and a `google_api.TIMEOUT_SECS` socket timeout."""
     return google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=google_api.TIMEOUT_SECS))
 
 
-def build(api, version, http, endpoint=None):
+def build(api: str, version: str, http: Any, endpoint: Optional[str] = None) -> Any:
     """The `api` `version` service from the bundled discovery document.
 
     Args:
@@ -41,7 +52,8 @@ def build(api, version, http, endpoint=None):
                            static_discovery=True, cache_discovery=False)
 
 
-def execute(request, action, api, project, retry=True):
+def execute(request: Any, action: str, api: str, project: Optional[str],
+            retry: bool = True) -> Any:
     """Runs `request`; any failure becomes an `ApiError` naming `action`.
 
     Args:
@@ -59,13 +71,35 @@ def execute(request, action, api, project, retry=True):
     except auth_exceptions.RefreshError as e:
         raise google_api.refresh_error(action, e) from None
     except auth_exceptions.TransportError as e:
-        raise google_api.token_endpoint_error(action, e) from None
+        raise Unreachable(str(google_api.token_endpoint_error(action, e))) from None
     except (OSError, httplib2.HttpLib2Error) as e:
-        raise ApiError('%s: cannot reach %s (%s)'
-                       % (action, google_api.host(request.uri), first_line(e))) from None
+        raise Unreachable('%s: cannot reach %s (%s)'
+                          % (action, google_api.host(request.uri), first_line(e))) from None
 
 
 def api_error(error, action, api, project):
     """An `HttpError` -> `ApiError` whose message says what to check."""
     return google_api.status_error(error.resp.status, error.reason or 'no details', action,
                                    api, project)
+
+
+def equals_filter(field: str, value: str, what: str, flag: Optional[str] = None) -> str:
+    """The list filter `field="value"` (AIP-160) of a user's `value`.
+
+    The client library has no quoting of its own for filters, so a value that
+    could end the quoted string or the filter (a double quote, a backslash, a
+    control character) or that no display name can be is refused: a name
+    like `m" OR display_name!="` would otherwise select other resources.
+    Callers still keep only the results whose field equals `value` exactly.
+
+    Raises:
+      UserInputError: one line naming `what` (and `flag`) and the way out.
+    """
+    bad = next((c for c in value if c in '"\\' or ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None or not value or len(value) > DISPLAY_NAME_MAX:
+        problem = ('holds %r, which a name looked up in a Vertex AI filter cannot hold'
+                   % bad if bad is not None else 'expected 1 to %d characters'
+                   % DISPLAY_NAME_MAX)
+        raise UserInputError('%s %r: %s; name it by its resource name instead'
+                             % (what, value, problem), flag=flag)
+    return '%s="%s"' % (field, value)

@@ -72,6 +72,8 @@ CONFIG_LIMITS = user_files.Limits(
 # aiplatform v1 discovery document): whole seconds at most 315,576,000,000
 # (10,000 years), up to nine fractional digits.
 MAX_DURATION_SECS = 315576000000
+# An int64 as the API's JSON writes it: a decimal string.
+_INT64_TEXT = re.compile(r'0|[1-9][0-9]{0,18}')
 _DURATION_RE = re.compile(r'(\d+)(\.\d{1,9})?s')
 # Vertex AI labels (CustomJob.labels in the discovery document): keys and
 # values at most 64 characters of lowercase letters, digits, underscores and
@@ -123,6 +125,8 @@ class TrainingConfig:
       notes: translation remarks to show the user (e.g. a K80 substitution).
       warnings: accepted settings that do something surprising (a machine
         type whose count is 0 runs nothing).
+      max_cost_usd: `budget.maxCostUsd` (this project's field beside
+        `trainingInput`; `--max-cost` overrides it), or None.
     """
     source: str
     training_input: dict
@@ -133,6 +137,7 @@ class TrainingConfig:
     scheduling: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()
     warnings: tuple = ()
+    max_cost_usd: float = None
 
     @property
     def is_tuning(self):
@@ -170,7 +175,7 @@ def default_config():
                         '(default BASIC config)')
 
 
-def load_config(path):
+def load_config(path: str) -> 'TrainingConfig':
     """Reads and validates the YAML config at `path`.
 
     The file is read within `CONFIG_LIMITS` (`user_files`: regular, UTF-8,
@@ -206,7 +211,7 @@ def parse_config(data, source, written=None):
       written: where and how the file wrote each field (`user_files.Written`), for messages.
     """
     check = Checker(source, written, FIELD_HINTS)
-    check.mapping(data, '', ('trainingInput', 'labels'))
+    check.mapping(data, '', ('trainingInput', 'labels', 'budget'))
     if 'trainingInput' not in data:
         check.fail('trainingInput', 'required (the AI Platform config format '
                    'puts every setting under trainingInput)')
@@ -214,6 +219,12 @@ def parse_config(data, source, written=None):
     check.mapping(ti, 'trainingInput', _TRAINING_INPUT_FIELDS)
     labels = data.get('labels') or {}
     _labels(check, labels)
+    max_cost = _budget(check, data.get('budget'))
+    notes = []
+    if isinstance(ti.get('jobDir'), str):
+        ti = dict(ti)
+        ti['jobDir'], note = gcs_paths.normalized(ti['jobDir'])
+        notes += [note] if note else []
 
     tier = ti.get('scaleTier', 'BASIC')
     check.string(tier, 'trainingInput.scaleTier')
@@ -233,7 +244,6 @@ def parse_config(data, source, written=None):
                            'only allowed with scaleTier: CUSTOM (scaleTier is %s)' % tier)
         shape = SCALE_TIERS[tier]
 
-    notes = []
     warnings = []
     pools = []
     for role in roles.ROLES:
@@ -253,7 +263,7 @@ def parse_config(data, source, written=None):
                        'to a program' % show(arg))
     if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
         check.fail('trainingInput.jobDir', '%s: %s'
-                   % (show(ti['jobDir']), gcs_paths.problem(ti['jobDir'])))
+                   % (show(data['trainingInput']['jobDir']), gcs_paths.problem(ti['jobDir'])))
     if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
         check.fail('trainingInput.serviceAccount', 'expected a service account email like '
                    'trainer@my-project.iam.gserviceaccount.com, got %s'
@@ -276,7 +286,14 @@ def parse_config(data, source, written=None):
         source=source, training_input=ti, pools=tuple(pools),
         hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
         scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), max_cost_usd=max_cost)
+
+
+def _int64(value):
+    """An int64 field as the API's JSON writes it (`workerCount: '2'`, as `gcloud
+    ai-platform jobs describe` and gcloud's own request have it) read as the number;
+    any other value as it is, for the checks to name."""
+    return int(value) if isinstance(value, str) and _INT64_TEXT.fullmatch(value) else value
 
 
 def _pool(check, role, shape, notes, warnings):
@@ -285,7 +302,7 @@ def _pool(check, role, shape, notes, warnings):
     if count_field is None:
         count = 1
     else:
-        count = shape.get(count_field, 0)
+        count = _int64(shape.get(count_field, 0))
         check.count(count, prefix + count_field, maximum=MAX_REPLICAS)
     machine = shape.get(type_field)
     replica_config = shape.get(config_field)
@@ -330,7 +347,7 @@ def _accelerator(check, config, path):
     for field in ('count', 'type'):
         if field not in config:
             check.fail('%s.%s' % (path, field), 'required')
-    count, gpu = config['count'], config['type']
+    count, gpu = _int64(config['count']), config['type']
     check.count(count, path + '.count', minimum=1, maximum=MAX_INT32)
     check.string(gpu, path + '.type')
     if gpu in UNSUPPORTED_GPUS:
@@ -408,6 +425,20 @@ def _scheduling(check, scheduling):
                    'at most %s, or drop maxWaitTime (a job then waits as long as Vertex AI '
                    'queues it)' % translated['maxWaitDuration'])
     return translated
+
+
+def _budget(check, budget):
+    """`budget: {maxCostUsd: N}`: the most a job may cost (`estimate.check_budget`)."""
+    if budget is None:
+        return None
+    check.mapping(budget, 'budget', ('maxCostUsd',))
+    if 'maxCostUsd' not in budget:
+        check.fail('budget.maxCostUsd', 'required in budget (the most the job may cost, USD)')
+    value = budget['maxCostUsd']
+    check.number(value, 'budget.maxCostUsd')
+    if value <= 0:
+        check.fail('budget.maxCostUsd', 'expected more than 0 USD, got %s' % show(value))
+    return float(value)
 
 
 def _labels(check, labels):

@@ -30,6 +30,7 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import instances as instances_lib
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import plan as plan_lib
@@ -74,6 +75,20 @@ def parse_endpoint_name(name):
     """`projects/P/locations/R/endpoints/ID` -> match dict, or None."""
     match = _ENDPOINT_RE.fullmatch(name or '')
     return match.groupdict() if match else None
+
+
+def model_filter(model):
+    """The `endpoints.list` filter that finds model `model` by its display name.
+
+    Raises:
+      UserInputError: a `/` in what is no endpoint resource name (a half-typed
+        one), or a name no filter holds safely (`api.equals_filter`).
+    """
+    if '/' in model:
+        raise UserInputError('model %r: expected a model name, or an endpoint\'s full '
+                             'resource name (projects/P/locations/R/endpoints/ID)' % model,
+                             flag='--model')
+    return api.equals_filter('display_name', model, 'model', '--model')
 
 
 def created_here(resource):
@@ -137,7 +152,8 @@ def version_plan(version, model, origin, region, *, runtime_version=None,
     if framework and framework.lower() not in FRAMEWORKS:
         raise UserInputError('--framework %s: this tool deploys TensorFlow SavedModels '
                              '(--framework tensorflow)' % framework, flag='--framework')
-    notes = []
+    origin, note = gcs_paths.normalized(origin)
+    notes = [note] if note else []
     if runtime_version:
         notes.append('--runtime-version %s: Vertex AI has no AI Platform runtimes; the '
                      'version is served by %s (TensorFlow %s); the check before the upload '
@@ -430,12 +446,17 @@ def _duration(seconds):
 def find_model(vertex, model):
     """The endpoint of model `model` (a display name or a full resource name).
 
+    Only endpoints displayed exactly as `model` count, whatever the filter
+    matched.
+
     Raises:
-      UserInputError: no such model, or several endpoints of that name.
+      UserInputError: no such model, or several endpoints of that name, or a
+        name no lookup takes (`model_filter`).
     """
     if parse_endpoint_name(model):
         return vertex.get_endpoint(model)
-    found = vertex.list_endpoints('display_name="%s"' % model)
+    found = [e for e in vertex.list_endpoints(model_filter(model))
+             if e.get('displayName') == model]
     if not found:
         raise UserInputError(
             'model %s: no such model in %s (`models list` shows the models there; '
@@ -599,7 +620,8 @@ def create_model(vertex, model, err, description=None, labels=None, access_loggi
     Raises:
       UserInputError: an endpoint of that name exists.
     """
-    existing = vertex.list_endpoints('display_name="%s"' % model)
+    existing = [e for e in vertex.list_endpoints(model_filter(model))
+                if e.get('displayName') == model]
     if existing:
         raise UserInputError('model %s already exists in %s (%s); AI Platform refused a second '
                              'model of one name' % (model, vertex.parent, existing[0]['name']))

@@ -123,7 +123,8 @@ def not_empty(text):
 
 
 def job_dir(text):
-    """A gs:// directory (`gs://b//x` is read as `gs://b/x`: `build_plan` says so).
+    """A gs:// directory (`gs://b//x` is read as `gs://b/x`: `configs.parse_config`
+    says so).
 
     Raises:
       UserInputError: `--job-dir <text>: <what is wrong>`, as every gs:// flag says it.
@@ -230,8 +231,8 @@ FLAGS = tuple([
     Flag('--region', 'trainingInput.region',
          'the request\'s location (projects/P/locations/REGION) and endpoint', FIELD,
          'ml v1 regions have Vertex AI namesakes',
-         'Region (default: CLOUDSDK_AI_PLATFORM_REGION, else REGION, else '
-         'trainingInput.region, else %s).' % location.DEFAULT_REGION, field=('region',),
+         'Region (%s).' % location.region_help(location.TRAINING, with_config=True),
+         field=('region',),
          parse=location.region_name),
     Flag('--scale-tier', 'trainingInput.scaleTier',
          'jobSpec.workerPoolSpecs[*] (the tier\'s machines and replica counts)', FIELD,
@@ -354,18 +355,17 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
     _override(ti, given, user_args)
     _check_flag_shape(ti, given)
     front, ti = _front_end_fields(ti, source)
-    notes = []
-    if ti.get('jobDir'):
-        ti['jobDir'], note = gcs_paths.normalized(ti['jobDir'])
-        notes += [note] if note else []
     data['trainingInput'] = ti
     if '--labels' in given:
         data['labels'] = dict(data.get('labels') or {}, **given['--labels'])
     config = configs.parse_config(data, source)
 
+    args, args_notes = gcs_paths.normalized_args(config.args)
+    packages, package_notes = gcs_paths.normalized_args(front.get('packageUris') or ())
+    notes = [note for note in args_notes + package_notes if note not in config.notes]
     module = front.get('pythonModule')
     package_path = given.get('--package-path')
-    packages = tuple(front.get('packageUris') or ())
+    packages = tuple(packages)
     if (package_path or packages) and not module:
         raise UserInputError('--module-name is required with --package-path or --packages '
                              '(the module the job runs, e.g. trainer.task)',
@@ -387,7 +387,7 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
             raise UserInputError('--unpin goes with a package (--package-path or '
                                  '--packages): your containers install what they need',
                                  flag='--unpin')
-    job_dir = ti.get('jobDir')
+    job_dir = config.job_dir
     staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
                            bool(package_path) or any(not p.startswith('gs://')
                                                      for p in packages)
@@ -396,7 +396,7 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
     primary = _primary(config, module, images, warnings)
     warnings[:0] = _version_warnings(config, images, primary)
     return plan_lib.JobPlan(
-        name=name, program=program, config=config, args=tuple(config.args),
+        name=name, program=program, config=config, args=tuple(args),
         job_dir=job_dir,
         region=location.region_id(given.get('--region'), environ, config.region),
         staging=staging_uri, images=images, primary=primary,

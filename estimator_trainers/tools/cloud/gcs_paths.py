@@ -9,6 +9,8 @@ bucket name Cloud Storage refuses, an object name it cannot hold), not just
 (`estimator_trainers.gcs.path_problem`, Cloud Storage's naming rules), which
 the trainers apply to their own gs:// flags: the same line everywhere.
 """
+from typing import Optional
+
 from estimator_trainers import gcs
 from estimator_trainers.errors import UserInputError
 
@@ -16,27 +18,15 @@ NOT_GCS = "expected a gs:// path (the job's machines cannot read files on this o
 SCHEME = gcs.SCHEME
 split = gcs.split
 bucket_problem = gcs.bucket_problem
+normalized = gcs.normalized
+normalized_args = gcs.normalized_args
 
 
-def problem(uri):
+def problem(uri: object) -> Optional[str]:
     """What is wrong with `uri` as a gs:// file, directory or glob, or None."""
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
         return NOT_GCS
     return gcs.path_problem(uri)
-
-
-def normalized(uri):
-    """`(uri, note)`: a gs:// directory with its empty path segments dropped, as a
-    shell's `$BUCKET/dir` with `BUCKET=gs://b/` means (`gs://b//dir` ->
-    `gs://b/dir`), and trailing slashes; the note says so, or is None."""
-    if not isinstance(uri, str) or not uri.startswith(SCHEME) or not split(uri)[0]:
-        return uri, None
-    bucket, name = split(uri)
-    cleaned = '%s%s' % (SCHEME, bucket) + ''.join('/' + part for part in name.split('/')
-                                                   if part)
-    if name.startswith('/') or '//' in name.rstrip('/'):
-        return cleaned, '%s is read as %s (empty path segments dropped)' % (uri, cleaned)
-    return cleaned, None
 
 
 def directory(text, what):

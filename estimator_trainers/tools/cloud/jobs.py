@@ -235,9 +235,28 @@ class VertexJobs:
         return self._execute(self._collection(_collection_of(name)).get(name=name),
                              'get %s' % name)
 
+    def cancel_request(self, name):
+        """The unsent `cancel` request of job `name`."""
+        return self._collection(_collection_of(name)).cancel(name=name)
+
     def cancel(self, name):
-        self._execute(self._collection(_collection_of(name)).cancel(name=name),
-                      'cancel %s' % name, retry=False)
+        self._execute(self.cancel_request(name), 'cancel %s' % name, retry=False)
+
+    def find_requests(self, ref):
+        """The unsent requests `resolve` makes to find `ref` (a numeric id or a name)."""
+        if ref.isdigit():
+            return [self._collection(c).get(name='%s/%s/%s' % (self.parent, c, ref))
+                    for c in COLLECTIONS]
+        return [self._collection(c).list(parent=self.parent, pageSize=100,
+                                         filter=self._name_filter(ref))
+                for c in COLLECTIONS]
+
+    @staticmethod
+    def _name_filter(ref):
+        if '/' in ref:
+            raise UserInputError('job %r: expected a job name, a numeric id or a job\'s full '
+                                 'resource name (projects/P/locations/R/customJobs/ID)' % ref)
+        return api.equals_filter('display_name', ref, 'job')
 
     def list(self, limit=50, filter_expr=None):
         """Jobs of both kinds, newest first, at most `limit`."""
@@ -261,8 +280,11 @@ class VertexJobs:
     def resolve(self, ref):
         """A job resource name from a resource name, a numeric id or a display name.
 
+        Only jobs displayed exactly as `ref` count, whatever the filter matched.
+
         Raises:
           ApiError: no such job, or a display name shared by several jobs.
+          UserInputError: a name no lookup takes (`api.equals_filter`).
         """
         if parse_job_name(ref):
             return ref
@@ -276,8 +298,8 @@ class VertexJobs:
                         raise
             raise ApiError('no custom or hyperparameter tuning job with id %s in %s'
                            % (ref, self.parent))
-        matches = [job['name'] for job in
-                   self.list(limit=100, filter_expr='display_name="%s"' % ref)]
+        matches = [job['name'] for job in self.list(limit=100, filter_expr=self._name_filter(
+            ref)) if job.get('displayName') == ref]
         if not matches:
             raise ApiError('no job named %r in %s (`list` shows the jobs there; '
                            'pass --region if it ran elsewhere)' % (ref, self.parent))

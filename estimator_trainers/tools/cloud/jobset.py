@@ -1,4 +1,5 @@
-"""Kubernetes `JobSet` manifest (jobset.x-k8s.io/v1alpha2, kubernetes-sigs/jobset v0.12).
+"""Kubernetes `JobSet` manifest (jobset.x-k8s.io/v1alpha2), accepted by
+kubernetes-sigs/jobset v0.8 through v0.12 (`SUPPORTED`).
 
 JobSet is the maintained Kubernetes API for a job of several replicated
 roles (Kueue runs it; Kubeflow Trainer v2 builds on it), with nothing
@@ -8,7 +9,8 @@ TensorFlow-specific: the pods derive their TF_CONFIG themselves
 - One replicated job per role (`cluster.START_ORDER`: ps, chief, worker,
   evaluator), named after it, each one Indexed Job of all the role's pods:
   pod `<i>` of role `<role>` is task `<i>` at
-  `<name>-<role>-0-<i>.<name>:2222` (the JobSet's headless service).
+  `<name>-<role>-0-<i>.<name>:2222` (the JobSet's headless service). The
+  name is short enough for JobSet's webhook (`k8s.resource_name`).
 - In-order start-up: each replicated job starts once the one before is ready
   (`dependsOn`), parameter servers first.
 - Success when the chief and the evaluators have finished (`successPolicy`);
@@ -21,8 +23,17 @@ TensorFlow-specific: the pods derive their TF_CONFIG themselves
   restarts every Job, at most `k8s.restarts` times; each restart resumes
   from the last checkpoint. A pod evicted or preempted (`DisruptionTarget`)
   is recreated without counting.
+- `maxRunningTime` is each Job's `activeDeadlineSeconds`: a Job past it
+  fails with `DeadlineExceeded`, which fails the JobSet (`DEADLINE_RULE`);
+  without that rule JobSet's default action would restart it, with a new
+  deadline, up to `maxRestarts` times. A restart for another reason starts
+  Jobs with a deadline of their own: JobSet has no deadline over restarts.
+- What JobSet before v0.11 requires is stated (`status: "True"` of a pod
+  condition, which Kubernetes defaults when absent).
 - The same requests, GPUs, labels and NetworkPolicy as `tfjob` (`k8s`).
 """
+from typing import List
+
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import k8s
@@ -30,14 +41,18 @@ from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud import roles
 
-TARGET = 'jobset'
+TARGET: k8s.Target = 'jobset'
+# The JobSet releases whose CRD and webhook the manifests are tested against
+# (tests/k8s_crds); the ones between share their rules.
+SUPPORTED = ('v0.8.0', 'v0.12.0')
 JOBSET_NAME_LABEL = 'jobset.sigs.k8s.io/jobset-name'  # JobSet's label on every pod
 PORT_NAME = 'tf-server'
 # JobSet's failure policy rule names: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$.
 FAIL_RULE = 'failOnExitCodesNotWorthARestart'
+DEADLINE_RULE = 'failPastMaxRunningTime'
 
 
-def manifest(plan):
+def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
     """The JobSet and its NetworkPolicy of `plan` (`k8s.Manifest`).
 
     Raises:
@@ -51,11 +66,12 @@ def manifest(plan):
                              'entrypoint would look for the TF_CONFIG that JobSet does not set '
                              '(this project\'s trainers and bootstrap derive it); use --target '
                              'tfjob', flag='--target')
-    name = k8s.resource_name(plan.name)
+    name = k8s.resource_name(plan, TARGET)
     labels, notes = k8s.labels(plan)
     pools = {pool.role: pool for pool in plan.config.pools}
+    deadline = k8s.deadline_secs(plan)
     env = replicas.jobset_env({role: pool.replica_count for role, pool in pools.items()})
-    replicated_jobs = []
+    replicated_jobs: List[k8s.Object] = []
     for role in cluster_lib.START_ORDER:
         if role not in pools:
             continue
@@ -69,18 +85,24 @@ def manifest(plan):
                 {'action': 'FailJob', 'onExitCodes': {
                     'containerName': k8s.CONTAINER, 'operator': 'In',
                     'values': k8s.non_retryable_exit_codes()}},
-                {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget'}]}]},
+                {'action': 'Ignore', 'onPodConditions': [
+                    {'type': 'DisruptionTarget', 'status': 'True'}]}]},
             'template': k8s.pod_template(plan, pool, k8s.container(plan, pool, PORT_NAME, env),
                                          labels, restartPolicy='Never'),
         }
-        if k8s.deadline_secs(plan):
-            job_spec['activeDeadlineSeconds'] = k8s.deadline_secs(plan)
-        replicated = {'name': role, 'replicas': 1}
+        if deadline:
+            job_spec['activeDeadlineSeconds'] = deadline
+        replicated: k8s.Object = {'name': role, 'replicas': 1}
         if replicated_jobs:
             replicated['dependsOn'] = [{'name': replicated_jobs[-1]['name'], 'status': 'Ready'}]
         replicated['template'] = {'spec': job_spec}
         replicated_jobs.append(replicated)
-    metadata = {'name': name}
+    rules = [{'name': FAIL_RULE, 'action': 'FailJobSet',
+              'onJobFailureReasons': ['PodFailurePolicy']}]
+    if deadline:
+        rules.append({'name': DEADLINE_RULE, 'action': 'FailJobSet',
+                      'onJobFailureReasons': ['DeadlineExceeded']})
+    metadata: k8s.Object = {'name': name}
     if labels:
         metadata['labels'] = labels
     jobset = {
@@ -89,12 +111,10 @@ def manifest(plan):
             'network': {'enableDNSHostnames': True, 'publishNotReadyAddresses': True},
             'successPolicy': {'operator': 'All', 'targetReplicatedJobs': [
                 role for role in (roles.CHIEF, roles.EVALUATOR) if role in pools]},
-            'failurePolicy': {'maxRestarts': k8s.restarts(plan), 'rules': [
-                {'name': FAIL_RULE, 'action': 'FailJobSet',
-                 'onJobFailureReasons': ['PodFailurePolicy']}]},
+            'failurePolicy': {'maxRestarts': k8s.restarts(plan), 'rules': rules},
             'replicatedJobs': replicated_jobs,
         },
     }
-    note = k8s.not_applied(plan, TARGET)
+    said = (k8s.name_note(plan, TARGET),) + notes + (k8s.not_applied(plan, TARGET),)
     return k8s.Manifest((jobset, k8s.network_policy(name, JOBSET_NAME_LABEL)),
-                        notes + ((note,) if note else ()))
+                        tuple(note for note in said if note))

@@ -1,14 +1,23 @@
 """What the Kubernetes targets (`tfjob`, `jobset`) share, decided once.
 
-- Names: Kubernetes names each task's Service or pod after the job
-  (`<job>-<role>-<i>`, `<job>-<role>-0-<i>` under JobSet), and a name over
-  63 characters is never created: the tasks never find each other
-  (kubeflow/trainer#1101). `resource_name` makes a DNS-1035 label short
-  enough for the longest of them, a long name cut with a hash of the whole
-  so that two long names never collide.
+- Names: the controllers name each task's pod (and Service) after the job:
+  the operator `<job>-<role>-<i>`, JobSet `<jobset>-<role>-0-<i>` plus the
+  Job controller's random `-abcde`; a name over 63 characters is never
+  created (kubeflow/trainer#1101), and JobSet's webhook refuses the JobSet
+  whose longest pod name would be. `resource_name` makes the job's name a
+  DNS-1035 label short enough for the longest pod name of the plan's roles
+  and replica counts (`longest_pod_name`).
+- One job name, one Kubernetes name: a job's objects are found by name in
+  their namespace, so two job names that read the same to Kubernetes
+  (`Nightly_Run`, `nightly_run_`: both `nightly-run`) would meet there
+  (`kubectl apply` of the second changes or keeps the first instead of
+  starting a run). A name Kubernetes cannot take as written (upper case, a
+  trailing `_`) or that is cut ends with a hash of the whole name, with one
+  note (`name_note`); a lower-case name only has its `_` made `-`, which no
+  other lower-case job name (`[a-z][a-z0-9_]*`) turns into.
 - Labels: Vertex AI's label syntax allows what Kubernetes refuses (`_alice`,
   international letters); `labels` converts what it can, with a note, and
-  refuses the rest.
+  refuses the rest, and two keys that would become one (`team`, `team_`).
 - Sizes: each pool's machine type becomes the pod's CPU and memory requests
   (and a memory limit: an over-grown task is ended as it would be on the
   machine, not its neighbours), the machine's vCPUs and memory less what GKE
@@ -18,8 +27,8 @@
   selector.
 - Restarts: the exit-code contract of `errors` (codes from 128 up, a
   preempted or lost peer, are retried; a user's mistake is not), at most
-  `RESTARTS` times (none with `disableRetries`); `maxRunningTime` bounds the
-  job.
+  `RESTARTS` times (none with `disableRetries`; the TFJob operator holds only
+  the none: `tfjob`); no restart past `maxRunningTime`.
 - The network: TensorFlow's gRPC servers are unauthenticated, so a
   NetworkPolicy lets only the job's own pods reach their port.
 - `not_applied`: one note naming every config setting Kubernetes does not do.
@@ -28,7 +37,7 @@ import dataclasses
 import hashlib
 import math
 import re
-from typing import Tuple
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple
 
 import yaml
 
@@ -38,12 +47,25 @@ from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.configs import Pool
+from estimator_trainers.tools.cloud.plan import JobPlan
+
+Target = Literal['jobset', 'tfjob']
+Object = Dict[str, Any]  # a Kubernetes object or a part of one, as YAML writes it
 
 PORT = replicas.PORT
 CONTAINER = 'tensorflow'  # the container name the Kubeflow operator looks for
-# The longest name made of the job's: `<job>-evaluator-0-<index>` (a JobSet
-# pod's host name), within a DNS label's 63 characters.
-MAX_NAME_CHARS = 63 - len('-%s-0-' % roles.EVALUATOR) - len(str(configs.MAX_REPLICAS - 1))
+MAX_NAME_CHARS = 63  # a DNS-1035 label's, every name a pod or Service is given
+# What the Job controller adds to the name of each pod of an Indexed Job
+# (`<job>-<index>-` + 5 random characters); JobSet's webhook counts it as
+# `-abcde` (pkg/webhooks/jobset_webhook.go).
+JOB_POD_SUFFIX = '-abcde'
+# The longest name each target's controllers make of the job's, for pod `i`
+# of a role: JobSet's `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>` (one
+# job per replicated job: index 0) and the Job controller's suffix; the
+# operator's `<job>-<role>-<i>`, its pods' and Services' names.
+POD_NAMES: Dict[Target, str] = {'jobset': '%s-%s-0-%d' + JOB_POD_SUFFIX, 'tfjob': '%s-%s-%d'}
+KINDS: Dict[Target, str] = {'jobset': 'JobSet', 'tfjob': 'TFJob'}
 HASH_CHARS = 6
 # Restarts of a failing job before it fails for good (Kubernetes Jobs default
 # to 6; each restart resumes from the last checkpoint).
@@ -59,6 +81,8 @@ GKE_SPOT_LABEL = 'cloud.google.com/gke-spot'
 SYSTEM_PODS_CPU = 0.5
 SYSTEM_PODS_GIB = 1.0
 _DNS1035_RE = re.compile(r'[a-z]([-a-z0-9]*[a-z0-9])?')
+# A job name (`plan.JOB_NAME_RE`) Kubernetes takes as written, but for `_`.
+_AS_WRITTEN_RE = re.compile(r'[a-z]([a-z0-9_]*[a-z0-9])?')
 _LABEL_RE = re.compile(r'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')
 MAX_LABEL_CHARS = 63
 
@@ -66,7 +90,7 @@ MAX_LABEL_CHARS = 63
 @dataclasses.dataclass(frozen=True)
 class Manifest:
     """What a Kubernetes target renders: its objects, and what to tell the user first."""
-    documents: Tuple[dict, ...]
+    documents: Tuple[Object, ...]
     notes: Tuple[str, ...] = ()
 
     @property
@@ -79,7 +103,7 @@ class _Dumper(yaml.SafeDumper):
     """Writes every object out (no YAML aliases), a list of numbers on one line
     (the exit codes of a pod failure policy)."""
 
-    def ignore_aliases(self, data):
+    def ignore_aliases(self, data: Any) -> bool:
         return True
 
 
@@ -88,20 +112,54 @@ _Dumper.add_representer(list, lambda dumper, items: dumper.represent_sequence(
         isinstance(item, int) for item in items)))
 
 
-def resource_name(job_name):
-    """`job_name` as the name of a TFJob or JobSet: a DNS-1035 label of at most
-    `MAX_NAME_CHARS`, a longer one cut and ended with a hash of the whole."""
-    name = re.sub(r'[^a-z0-9-]', '-', job_name.lower()).strip('-')
+def longest_pod_name(plan: JobPlan, target: Target, name: str) -> str:
+    """The longest pod name `target`'s controllers make of `name` for the
+    plan's roles and replica counts (the last pod of the longest role)."""
+    return max((POD_NAMES[target] % (name, roles.role(pool.role).kubernetes.lower(),
+                                     pool.replica_count - 1)
+                for pool in plan.config.pools), key=len)
+
+
+def _name(plan: JobPlan, target: Target) -> Tuple[str, List[str]]:
+    """`(name, why)`: the Kubernetes name of the plan's job, and why it is more
+    than the job's name with `_` made `-` (nothing when it is not)."""
+    name = re.sub(r'[^a-z0-9-]', '-', plan.name.lower()).strip('-')
     if not name or not name[0].isalpha():
         name = 'job-' + name
-    if len(name) > MAX_NAME_CHARS:
-        digest = hashlib.sha256(job_name.encode('utf-8')).hexdigest()[:HASH_CHARS]
-        name = '%s-%s' % (name[:MAX_NAME_CHARS - HASH_CHARS - 1].rstrip('-'), digest)
-    assert _DNS1035_RE.fullmatch(name), name
-    return name
+    room = MAX_NAME_CHARS - len(longest_pod_name(plan, target, ''))
+    why = []
+    if not _AS_WRITTEN_RE.fullmatch(plan.name):
+        why.append('Kubernetes names are lower case and end with a letter or digit')
+    cut = len(name) > room
+    if why or cut:
+        digest = hashlib.sha256(plan.name.encode('utf-8')).hexdigest()[:HASH_CHARS]
+        name = '%s-%s' % (name[:room - HASH_CHARS - 1].rstrip('-'), digest)
+    longest = longest_pod_name(plan, target, name)
+    if cut:
+        why.append('cut so that its longest pod name, %s, fits %d characters'
+                   % (longest, MAX_NAME_CHARS))
+    assert _DNS1035_RE.fullmatch(longest) and len(longest) <= MAX_NAME_CHARS, longest
+    return name, why
 
 
-def check_plan(plan, target):
+def resource_name(plan: JobPlan, target: Target) -> str:
+    """The name of the plan's TFJob or JobSet: a DNS-1035 label short enough
+    for its longest pod name (`longest_pod_name`), ended with a hash of the
+    job's name when it is cut or Kubernetes cannot take it as written."""
+    return _name(plan, target)[0]
+
+
+def name_note(plan: JobPlan, target: Target) -> Optional[str]:
+    """One line saying the Kubernetes name when it is more than the job's
+    name with `_` made `-`, or None."""
+    name, why = _name(plan, target)
+    if not why:
+        return None
+    return ('job name %s is %s %s on Kubernetes (%s; a hash of the whole name keeps it apart '
+            'from other job names)' % (plan.name, KINDS[target], name, '; '.join(why)))
+
+
+def check_plan(plan: JobPlan, target: Target) -> None:
     """Refuses a plan a cluster cannot run from the manifest alone.
 
     Raises:
@@ -117,7 +175,7 @@ def check_plan(plan, target):
                              '--target %s' % (plan.config.source, target), flag='--target')
 
 
-def labels(plan):
+def labels(plan: JobPlan) -> Tuple[Dict[str, str], Tuple[str, ...]]:
     """`(labels, notes)`: the config's labels as Kubernetes takes them.
 
     A key or value that starts or ends with `_` or `-` (Vertex AI allows it,
@@ -125,9 +183,12 @@ def labels(plan):
 
     Raises:
       UserInputError: a label Kubernetes cannot take even so (international
-        letters, 64 characters).
+        letters, 64 characters), or two keys that would become one (`team`,
+        `team_`): keeping either value would lose the other silently, and
+        renaming one would break the selectors written for it.
     """
-    converted, notes = {}, []
+    converted: Dict[str, str] = {}
+    notes = []
     for key, value in plan.config.labels.items():
         new = []
         for what, text in (('key', key), ('value', value)):
@@ -137,10 +198,18 @@ def labels(plan):
                 new.append(fixed)
                 continue
             raise UserInputError(
-                'labels.%s: label %s %r is not a Kubernetes label %s (at most %d letters, '
-                'digits, -, _ or . of ASCII, starting and ending with a letter or digit); '
-                'rename it for the Kubernetes targets' % (key, what, text, what,
-                                                          MAX_LABEL_CHARS),
+                '%s: labels.%s: label %s %r is not a Kubernetes label %s (at most %d '
+                'letters, digits, -, _ or . of ASCII, starting and ending with a letter or '
+                'digit); rename it for the Kubernetes targets'
+                % (plan.config.source, key, what, text, what, MAX_LABEL_CHARS),
+                path=plan.config.source)
+        if new[0] in converted:
+            first = next(k for k in plan.config.labels if k.strip('_-') == new[0])
+            raise UserInputError(
+                '%s: labels.%s: label key %s becomes %s on Kubernetes, as labels.%s does, and '
+                'one would be lost (Kubernetes labels start and end with a letter or digit); '
+                'rename one of them for the Kubernetes targets'
+                % (plan.config.source, key, key, new[0], first),
                 path=plan.config.source)
         if new != [key, value]:
             notes.append('label %s: %s became %s: %s (Kubernetes labels start and end with '
@@ -149,7 +218,7 @@ def labels(plan):
     return converted, tuple(notes)
 
 
-def _allocatable(vcpus, gib):
+def _allocatable(vcpus: float, gib: float) -> Tuple[float, float]:
     """`(CPUs, GiB)` a GKE node of this size leaves to pods (GKE's node
     allocatable page: CPU 6% of the first core, 1% of the second, 0.5% of the
     next two, 0.25% of the rest; memory 25% of the first 4 GiB, 20% of the
@@ -162,20 +231,21 @@ def _allocatable(vcpus, gib):
     return vcpus - cpu, gib - memory - 100 / 1024
 
 
-def resources(pool):
+def resources(pool: Pool) -> Object:
     """A pool's container `resources`: CPU and memory requests (memory limit
     alike) that fit one node of its machine type, and its GPUs."""
     cpus, gib = _allocatable(*machines.shape(pool.machine_type))
     memory = '%dMi' % int((gib - SYSTEM_PODS_GIB) * 1024)
+    limits: Dict[str, Any] = {'memory': memory}
     spec = {'requests': {'cpu': '%dm' % (int((cpus - SYSTEM_PODS_CPU) * 100) * 10),
                          'memory': memory},
-            'limits': {'memory': memory}}
+            'limits': limits}
     if pool.accelerator_count:
-        spec['limits'][GPU_RESOURCE] = pool.accelerator_count
+        limits[GPU_RESOURCE] = pool.accelerator_count
     return spec
 
 
-def node_selector(plan, pool):
+def node_selector(plan: JobPlan, pool: Pool) -> Optional[Dict[str, str]]:
     """GKE's node labels for a pool's GPU type and for Spot VMs, or None."""
     selector = {}
     if pool.accelerator_count:
@@ -185,10 +255,11 @@ def node_selector(plan, pool):
     return selector or None
 
 
-def container(plan, pool, port_name, env=None):
+def container(plan: JobPlan, pool: Pool, port_name: str,
+              env: Optional[List[Object]] = None) -> Object:
     """The one container of a pool's pods: what `plan.launch` runs, its size and port."""
     launch = plan.launch(pool.role)
-    spec = {'name': CONTAINER, 'image': launch.image}
+    spec: Object = {'name': CONTAINER, 'image': launch.image}
     if launch.command:
         spec['command'] = list(launch.command)
     spec['args'] = list(launch.args)
@@ -199,35 +270,36 @@ def container(plan, pool, port_name, env=None):
     return spec
 
 
-def pod_template(plan, pool, container_spec, pod_labels, **pod_fields):
+def pod_template(plan: JobPlan, pool: Pool, container_spec: Object,
+                 pod_labels: Dict[str, str], **pod_fields: Any) -> Object:
     """A pool's PodTemplateSpec: its container, node selector and labels."""
-    spec = {'containers': [container_spec]}
+    spec: Object = {'containers': [container_spec]}
     selector = node_selector(plan, pool)
     if selector:
         spec['nodeSelector'] = selector
     spec.update(pod_fields)
-    template = {'metadata': {'labels': dict(pod_labels)}} if pod_labels else {}
+    template: Object = {'metadata': {'labels': dict(pod_labels)}} if pod_labels else {}
     template['spec'] = spec
     return template
 
 
-def restarts(plan):
+def restarts(plan: JobPlan) -> int:
     """How often a failing job is restarted: `RESTARTS`, none with `disableRetries`."""
     return 0 if plan.config.scheduling.get('disableRetries') else RESTARTS
 
 
-def deadline_secs(plan):
+def deadline_secs(plan: JobPlan) -> Optional[int]:
     """`maxRunningTime` in whole seconds (`activeDeadlineSeconds`), or None."""
     timeout = plan.config.scheduling.get('timeout')
     return math.ceil(float(timeout[:-1])) if timeout else None
 
 
-def non_retryable_exit_codes():
+def non_retryable_exit_codes() -> List[int]:
     """The exit codes a restart would not cure (`errors.retryable`)."""
     return [code for code in range(1, errors.FIRST_RETRYABLE) if not errors.retryable(code)]
 
 
-def network_policy(name, pod_label):
+def network_policy(name: str, pod_label: str) -> Object:
     """A NetworkPolicy that lets only the job's own pods (`pod_label`: the label
     its controller puts on them, valued `name`) reach their TensorFlow port."""
     pods = {'matchLabels': {pod_label: name}}
@@ -241,7 +313,8 @@ def network_policy(name, pod_label):
     }
 
 
-def not_applied(plan, target, also=()):
+def not_applied(plan: JobPlan, target: Target,
+                also: Sequence[Tuple[str, str]] = ()) -> Optional[str]:
     """One note naming every setting of the plan `target` does not apply, or None.
 
     Args:

@@ -23,6 +23,7 @@ AI adds later needs a line here.
 """
 import difflib
 import re
+from typing import Tuple
 
 # family -> sizes (the part after the family's last dash).
 FAMILIES = {
@@ -88,7 +89,7 @@ GKE_ACCELERATORS = {
 }
 
 
-def shape(machine_type):
+def shape(machine_type: str) -> Tuple[float, float]:
     """`(vCPUs, GiB of memory)` of a Vertex AI training machine (`MACHINE_TYPES`)."""
     if machine_type in FIXED_SHAPES:
         return FIXED_SHAPES[machine_type]

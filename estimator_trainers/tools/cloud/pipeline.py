@@ -10,25 +10,42 @@ these steps:
    and stops: nothing is uploaded for a cluster the user applies it to (its
    replicas' start-up was checked in that target's environment);
 3. the project and credentials (`location`): none for a dry run, or for a
-   rehearsal against a storage emulator;
+   rehearsal against a storage emulator; a rehearsal that finds none (or
+   is asked to, `--local-storage`, `--local-input`) uses local storage
+   instead, and says so in one line; one note says where the project and
+   region came from when no flag gave them; then the estimate
+   (`estimate.for_plan`): prices per pool, the predicted time and cost; a job
+   above its budget stops here, one below it gets the `scheduling.timeout`
+   that bounds it, every job a run id label;
 4. what the pools install is built: a user's package and its `--packages`,
    this repository's sdist for a prebuilt image, the build context of this
    project's image; a user's package is installed into a fresh virtualenv
    (its requirements against this project's pins) and its module read
    (`source_checks`), never run;
 5. the request body, checked against the discovery schema; a dry run prints
-   the staging plan and the request and stops;
-6. the bucket checks (`preflight.check_storage`), a second job of the same
-   name refused where the front asks (AI Platform's rule), the archives
-   staged;
-7. a rehearsal runs the job on this machine from that very body and stops;
+   the staging plan and the request (or the spec `gcloud ai ... create
+   --config` takes: `vertex_spec`) and stops;
+6. on local storage: it starts (`local_storage`: the buckets of the
+   job-dir and staging made, the job-dir's earlier contents loaded from its
+   mirror) and the `--local-input` directories are copied in; then the
+   bucket checks (`preflight.check_storage`; on local storage a missing
+   input names `--local-input`), a second job of the same name refused where
+   the front asks (AI Platform's rule), the archives staged;
+7. a rehearsal runs the job on this machine from that very body and stops
+   (on local storage the job-dir is then written back to its mirror and the
+   storage stopped);
 8. this project's image built (or found by its sources' hash);
 9. the job created, the front told (`Action.on_created`), and followed
    until it ends when asked.
+
+The serving actions (`deploy`, `remove`) and `cancel` have their orders
+below; their dry runs need no credentials and no network.
 """
+import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import tempfile
 from typing import Callable, Optional
@@ -37,14 +54,18 @@ from google.auth.credentials import AnonymousCredentials
 
 from estimator_trainers import google_api
 from estimator_trainers import logs as logs_lib
+from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools import local_storage
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import endpoints
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import jobset
+from estimator_trainers.tools.cloud import local_inputs
 from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import packages
@@ -54,11 +75,19 @@ from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import source_checks
 from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud import tfjob
+from estimator_trainers.tools.cloud import vertex_spec
 
 SUBMIT, DRY_RUN, REHEARSE = 'submit', 'dry-run', 'rehearse'
+# What a dry run prints: the staging plan and the request (JSON), or the spec
+# Google's `gcloud ai ... create --config` takes (`vertex_spec`, YAML).
+DRY_RUN_FORMATS = ('json', 'yaml')
+# Prints the estimate (and its figures as JSON on stdout) and stops: a sweep's sum.
+ESTIMATE = 'estimate'
 JOBSET, TFJOB = jobset.TARGET, tfjob.TARGET
 # Manifest targets -> their renderers (`k8s.Manifest`), in the order --target lists them.
 MANIFESTS = {JOBSET: jobset.manifest, TFJOB: tfjob.manifest}
+# The project a rehearsal on local storage names when none is given (no account).
+LOCAL_PROJECT = 'local-rehearsal'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,21 +95,36 @@ class Action:
     """What to do with a plan, and how the front wants to hear of it.
 
     Attributes:
-      kind: SUBMIT, DRY_RUN, REHEARSE or a manifest target (JOBSET, TFJOB).
-      project: `--project`, or None (the environment's, the credentials').
+      kind: SUBMIT, DRY_RUN, REHEARSE, ESTIMATE or a manifest target (JOBSET, TFJOB).
+      project: `--project`, or None (`location`'s rule: the environment's,
+        gcloud's configuration's, the credentials').
+      region_flag: `--region`, or None: the plan's region then came from
+        `location`'s rule, and the note says where from.
       repository: the Artifact Registry repository of this project's image.
       stream_logs: follow the job until it ends (exit 0 only if it succeeded).
       poll_interval: seconds between polls of the job, its logs, image builds.
       max_replicas: replicas a rehearsal starts per pool at most.
+      dry_run_format: `DRY_RUN_FORMATS`: json, the staging plan and the request;
+        yaml, the `vertex_spec` of the request.
+      local_storage: rehearse on local storage even with credentials.
+      local_inputs: `local_inputs.Mapping`s copied into local storage (which they imply).
       on_created: `(plan, job resource, out, err)`, called once the job exists.
+      max_cost: `--max-cost` USD (`estimate.for_plan`), or None.
+      throughput_from: a run record to estimate the time from, or None.
     """
     kind: str = SUBMIT
     project: Optional[str] = None
+    region_flag: Optional[str] = None
     repository: str = build_lib.DEFAULT_REPOSITORY
     stream_logs: bool = False
     poll_interval: float = 30.0
     max_replicas: int = rehearsal.DEFAULT_MAX_REPLICAS
+    dry_run_format: str = 'json'
+    local_storage: bool = False
+    local_inputs: tuple = ()
     on_created: Optional[Callable] = None
+    max_cost: Optional[float] = None
+    throughput_from: Optional[str] = None
 
 
 def run(plan, action, backend=None, out=None, err=None, environ=None):
@@ -93,6 +137,9 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
     backend = backend or location.Backend()
     out, err = out or sys.stdout, err or sys.stderr
     environ = os.environ if environ is None else environ
+    if action.kind != REHEARSE and (action.local_storage or action.local_inputs):
+        raise UserInputError('--local-storage and --local-input go with --rehearse',
+                             flag='--local-input' if action.local_inputs else '--local-storage')
     for note in plan.notes:
         err.write('note: %s\n' % note)
     for warning in plan.warnings:
@@ -108,12 +155,24 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         out.write(manifest.text)
         return 0
 
-    credentials = adc_project = None
-    if action.kind == SUBMIT or (action.kind == REHEARSE and
-                                 not environ.get(rehearsal.EMULATOR_VAR)):
+    credentials = adc_project = local = None
+    if action.kind == SUBMIT:
         credentials, adc_project = backend.credentials()
-    plan = dataclasses.replace(plan, project=location.project_id(action.project, environ,
-                                                                 adc_project))
+    elif action.kind == REHEARSE and not environ.get(rehearsal.EMULATOR_VAR):
+        credentials, adc_project, local = _rehearsal_credentials(action, backend, environ)
+    emulated = action.kind == REHEARSE and bool(local or environ.get(rehearsal.EMULATOR_VAR))
+    settings = location.Settings(environ, location.TRAINING)
+    project = settings.project(action.project,
+                               adc_project or (LOCAL_PROJECT if emulated else None))
+    said = location.note(project, settings.region(action.region_flag, plan.config.region))
+    if said:
+        err.write('note: %s\n' % said)
+    plan = dataclasses.replace(plan, project=project.value)
+    plan, found = estimate.for_plan(plan, checked.parsed, action.max_cost,
+                                    action.throughput_from, environ, err)
+    if action.kind == ESTIMATE:
+        out.write(estimate.as_json(found) + '\n')
+        return 0
 
     with tempfile.TemporaryDirectory(prefix='estimator-trainers-submit-') as tmp:
         archives = _archives(plan, tmp)
@@ -133,23 +192,41 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         plan = plan.resolved(package_uris=[_staged_uri(plan, a) for a in archives]
                              + [p for p in _given_packages(plan) if p.startswith('gs://')])
         body = jobs.job_body(plan)
+        if action.kind == DRY_RUN and action.dry_run_format == 'yaml':
+            _print_spec(out, err, plan, body, archives, context)
+            return 0
         if action.kind == DRY_RUN:
             _print_dry_run(out, plan, body, archives, context, build_body, action.repository)
             return 0
 
-        storage_client = backend.storage(plan.project, credentials)
-        preflight.check_storage(preflight.BucketChecks(storage_client, plan.project), plan,
-                                checked.parsed)
-        vertex = None
-        if action.kind == SUBMIT:
-            vertex = backend.vertex(plan.project, plan.region, credentials)
-            if plan.unique_name:
-                _refuse_existing(vertex, plan)
-        for archive in archives:
-            _stage(storage_client, archive, _staged_uri(plan, archive), err)
+        with _local_storage(plan, local, action.local_inputs, err, environ) if local else \
+                contextlib.nullcontext() as work_dir:
+            storage_client = backend.storage(plan.project, credentials)
+            hint = None
+            if emulated:
+                local_inputs.copy(storage_client, action.local_inputs, err)
+                hint = _missing_hint(plan)
+            checks = preflight.BucketChecks(storage_client, plan.project, missing_hint=hint)
+            preflight.check_storage(checks, plan, checked.parsed)
+            if emulated and checked.parsed is None:
+                _note_missing_inputs(checks, plan, err)
+            vertex = None
+            if action.kind == SUBMIT:
+                vertex = backend.vertex(plan.project, plan.region, credentials)
+                if plan.unique_name:
+                    _refuse_existing(vertex, plan)
+            for archive in archives:
+                _stage(storage_client, archive, _staged_uri(plan, archive), err)
+            if action.kind == REHEARSE:
+                code = rehearsal.rehearse(body, storage_client,
+                                          max_replicas=action.max_replicas, out=out, err=err,
+                                          work_dir=work_dir, build_dir=tmp)
         if action.kind == REHEARSE:
-            return rehearsal.rehearse(body, storage_client, max_replicas=action.max_replicas,
-                                      out=out, err=err, build_dir=tmp)
+            if code == 0:  # on local storage, from the job-dir's mirror it was kept in
+                estimate.keep_rehearsal(plan, err, environ, job_dir=local_storage.mirrored(
+                    local_storage.default_mirror(environ), plan.trainer_job_dir)
+                                        if local and plan.trainer_job_dir else None)
+            return code
         if context:
             _build_image(backend, credentials, plan, action, storage_client, context,
                          build_body, err)
@@ -161,6 +238,73 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
         return 0
     final = logs.follow_job(backend, credentials, vertex, job['name'], action.poll_interval, out)
     return 0 if final.get('state') == jobs.SUCCEEDED else 1
+
+
+def _rehearsal_credentials(action, backend, environ):
+    """`(credentials, their project, why the rehearsal uses local storage or None)`."""
+    if action.local_storage or action.local_inputs:
+        return None, None, '--local-storage' if action.local_storage else '--local-input'
+    try:
+        credentials, project = backend.credentials()
+    except UserInputError:
+        if local_storage.credentials_configured(environ):
+            raise  # set up, but broken: its line says what to fix
+        return None, None, 'no Application Default Credentials found'
+    return credentials, project, None
+
+
+@contextlib.contextmanager
+def _local_storage(plan, why, inputs, err, environ):
+    """Local storage for a rehearsal, its environment in this process meanwhile.
+
+    Started with the buckets of the job-dir and staging, the job-dir loaded
+    from its mirror (what earlier rehearsals left there); on leaving, the
+    job-dir is written back to the mirror and the storage stopped. Yields the
+    rehearsal's work dir, where the storage's log is too.
+    """
+    work_dir = tempfile.mkdtemp(prefix='rehearsal-')
+    mirror = local_storage.default_mirror(environ)
+    kept = [plan.job_dir] if plan.job_dir else []
+    buckets = {gcs_paths.split(uri)[0] for uri in kept + [plan.staging] if uri}
+    local_storage.say(err, why, ['gs://' + b for b in buckets | {gcs_paths.split(m.uri)[0]
+                                                              for m in inputs}],
+                      mirror, plan.project if plan.project == LOCAL_PROJECT else None)
+    with local_storage.serving(os.path.join(work_dir, 'storage'), mirror, kept, buckets,
+                               err):
+        yield work_dir
+
+
+def _missing_hint(plan):
+    """`(flag, path) -> text` for a data path missing on local storage: the
+    `--local-input` that gives it, with this checkout's data directory of the
+    trainer when that is where the flag points and it holds the data."""
+    trainer = plan.declared
+    data = trainer.data_trainer(plan.task_args()) if trainer is not None else None
+    local_dir = os.path.join(staging.REPO_ROOT, 'data', data.name) if data else None
+
+    def hint(flag, path):
+        suggested = None
+        if data is not None and data.data_args(local_dir) == [flag, local_dir] and \
+                data.data_ready(local_dir):
+            suggested = os.path.relpath(local_dir)
+        return local_inputs.missing_hint(path, suggested)
+    return hint
+
+
+def _note_missing_inputs(checks, plan, err):
+    """For a package whose flags are not known here: a note for each gs:// path in
+    its args (not its job-dir or staging) that local storage does not hold."""
+    outputs = [uri for uri in (plan.job_dir, plan.staging) if uri]
+    for arg in plan.task_args():
+        value = arg if arg.startswith(gcs_paths.SCHEME) else arg.partition('=')[2]
+        if not value.startswith(gcs_paths.SCHEME) or any(
+                value == uri or value.startswith(uri + '/') for uri in outputs):
+            continue
+        try:
+            checks.check_data(arg, value)
+        except UserInputError:
+            err.write('note: %s (in the job\'s args) is not on local storage; if the job '
+                      'reads it, give it with %s %s=DIR\n' % (value, local_inputs.FLAG, value))
 
 
 def _variant(plan):
@@ -238,7 +382,8 @@ def _stage(storage_client, archive, destination, err):
 
 
 def _refuse_existing(vertex, plan):
-    existing = vertex.list(limit=1, filter_expr='display_name="%s"' % plan.name)
+    existing = [job for job in vertex.list(limit=100, filter_expr=api.equals_filter(
+        'display_name', plan.name, 'JOB')) if job.get('displayName') == plan.name]
     if existing:
         raise UserInputError('job %s already exists in %s (%s): AI Platform refused a second '
                              'job of one name, and describe/stream-logs/cancel need one; '
@@ -295,6 +440,21 @@ def _print_dry_run(out, plan, body, archives, context, build_body, repository):
     out.write(json.dumps(printed, indent=2) + '\n')
 
 
+def _print_spec(out, err, plan, body, archives, context):
+    """The request as `gcloud ai ... create --config` takes it (`vertex_spec`); what
+    it names that a dry run does not upload or build, and the command, on `err`."""
+    written = vertex_spec.spec(body, plan.collection, plan.project, plan.region)
+    missing = [_staged_uri(plan, a) for a in archives] + (
+        [plan.project_image] if context else [])
+    if missing:
+        err.write('note: the spec names what a dry run does not upload or build: %s; a submit '
+                  'stages and builds them (--rehearse stages the archives)\n'
+                  % ', '.join(missing))
+    err.write('note: the spec is the --config of: %s\n' % ' '.join(
+        shlex.quote(word) for word in written.command))
+    out.write(written.text)
+
+
 def request_json(request):
     """An unsent googleapiclient request as `{method, uri[, body]}` (no body: a GET)."""
     printed = {'method': request.method, 'uri': request.uri}
@@ -307,6 +467,10 @@ def request_json(request):
 
 
 DEPLOY, REMOVE = 'deploy', 'remove'
+# Why a dry run's lookups were not made (the command itself says what to do).
+NO_CREDENTIALS = 'no usable Application Default Credentials'
+# TensorFlow's retries of a gs:// request (its default: 10, minutes of back-off).
+GCS_RETRIES_VAR = 'GCS_RETRY_CONFIG_MAX_RETRIES'
 
 
 def deploy(plan, action, backend=None, out=None, err=None, environ=None):
@@ -340,15 +504,17 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
     environ = os.environ if environ is None else environ
     for note in plan.notes:
         err.write('note: %s\n' % note)
-    checked = _check_export(plan, err)
+    checked = _check_export(plan, err, dry_run=action.kind == DRY_RUN)
     plan = dataclasses.replace(plan, origin=checked.export_dir)
-    parsed = endpoints.parse_endpoint_name(plan.model)
     if action.kind == DRY_RUN:
-        project = parsed['project'] if parsed else location.project_id(action.project, environ)
-        _print_deploy_dry_run(out, dataclasses.replace(plan, project=project), checked)
+        project, region = location.resolve(endpoints.parse_endpoint_name(plan.model),
+                                           action.project, action.region_flag, environ,
+                                           location.SERVING, err)
+        _print_deploy_dry_run(out, dataclasses.replace(plan, project=project, region=region),
+                              checked)
         return 0
-    vertex, _ = location.connect_serving(backend, plan.model, action.project, plan.region,
-                                         environ)
+    vertex, _ = location.connect_serving(backend, plan.model, action.project,
+                                         action.region_flag, environ, err)
     plan = dataclasses.replace(plan, project=vertex.project, region=vertex.region)
     endpoint = endpoints.find_model(vertex, plan.model)
     for deployed in endpoint.get('deployedModels') or []:
@@ -362,11 +528,27 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
     return 0
 
 
-def _check_export(plan, err):
-    """The check before anything is uploaded (TensorFlow loads here, not before)."""
-    logs_lib.import_tensorflow()
+def _check_export(plan, err, dry_run=False):
+    """The check before anything is uploaded (TensorFlow loads here, not before).
+
+    An export Cloud Storage does not give (no network, no access) is one line:
+    an error, or for a dry run a note (the check is then not made), after one
+    retry instead of TensorFlow's ten (minutes of back-off offline).
+    """
+    if dry_run and 'tensorflow' not in sys.modules:
+        # Read when TensorFlow's gs:// file system is made, at its import.
+        os.environ.setdefault(GCS_RETRIES_VAR, '1')
+    tf = logs_lib.import_tensorflow()
     from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
-    checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)
+    try:
+        checked = serving.check_export(plan.origin, plan.signature_name, plan.check_instances)
+    except tf.errors.OpError as e:
+        problem = '--origin %s: cannot read it (%s)' % (plan.origin, first_line(e))
+        if not dry_run:
+            raise UserInputError(problem, flag='--origin') from None
+        err.write('note: %s; the export is not checked, the requests serve it as given\n'
+                  % problem)
+        return serving.Checked(plan.origin, None, None, note='not checked: %s' % problem)
     if checked.export_dir != plan.origin:
         err.write('note: --origin %s holds exports; serving the newest, %s\n'
                   % (plan.origin, checked.export_dir))
@@ -473,19 +655,38 @@ def _model_id(name):
     return (name or '').rsplit('/models/', 1)[-1].split('@')[0]
 
 
+def offline_serving(model, project_flag, region_flag, environ, err):
+    """The serving client of a dry run that looks nothing up: no credentials, its
+    requests built and printed, never sent. `model`'s endpoint resource name
+    names its project and region, else `location`'s rule (its note on `err`)."""
+    project, region = location.resolve(endpoints.parse_endpoint_name(model or ''),
+                                       project_flag, region_flag, environ, location.SERVING,
+                                       err)
+    return endpoints.VertexServing(project, region, credentials=AnonymousCredentials())
+
+
+def endpoint_placeholder(vertex, model):
+    """`model`'s endpoint as a dry run names it before any lookup: its resource
+    name, or `<parent>/endpoints/ENDPOINT_OF_<model>` (a name a lookup takes:
+    `endpoints.model_filter`)."""
+    if endpoints.parse_endpoint_name(model):
+        return model
+    endpoints.model_filter(model)
+    return '%s/endpoints/ENDPOINT_OF_%s' % (vertex.parent, model)
+
+
 def _print_deploy_dry_run(out, plan, checked):
     """The check's result and the requests of a deploy, as JSON."""
     offline = endpoints.VertexServing(plan.project, plan.region,
                                       credentials=AnonymousCredentials())
     parsed = endpoints.parse_endpoint_name(plan.model)
-    endpoint_name = plan.model if parsed else '%s/endpoints/ENDPOINT_OF_%s' % (
-        offline.parent, plan.model)
+    endpoint_name = endpoint_placeholder(offline, plan.model)
     model_name = '%s/models/UPLOADED_MODEL_ID' % offline.parent
     requests = []
     if not parsed:
         requests.append(dict(step='find model %s: the endpoint displayed as %s' % (
             plan.model, plan.model), **request_json(offline.list_endpoints_request(
-                'display_name="%s"' % plan.model))))
+                endpoints.model_filter(plan.model)))))
     requests.append(dict(
         step='upload the SavedModel to the Model Registry (an operation, polled)',
         **request_json(offline.upload_request(endpoints.upload_body(plan)))))
@@ -560,6 +761,45 @@ def remove(vertex, model, version, action, out, err):
                     s.description for s in steps[i:])), e.status) from None
         removed.append(step.done)
     return removed
+
+
+def remove_dry_run(backend, model, version, action, out, err, environ):
+    """`remove`'s dry run, removing nothing: with credentials its lookups (reads) are
+    made and the exact requests printed; without credentials, or when Vertex AI
+    cannot be reached, the requests are printed with placeholders for what the
+    lookups find, and one line says why."""
+    parsed = endpoints.parse_endpoint_name(model)
+    try:
+        credentials, adc_project = backend.credentials()
+    except UserInputError:
+        why = NO_CREDENTIALS
+        vertex = offline_serving(model, action.project, action.region_flag, environ, err)
+    else:
+        vertex = backend.serving(*location.resolve(
+            parsed, action.project, action.region_flag, environ, location.SERVING, err,
+            adc_project), credentials)
+        try:
+            remove(vertex, model, version, action, out, err)
+            return
+        except api.Unreachable as e:
+            why = str(e)
+    endpoint = endpoint_placeholder(vertex, model)
+    deployed = 'DEPLOYED_MODEL_OF_%s' % version if version else 'DEPLOYED_MODEL_ID'
+    steps = [] if parsed else [
+        dict(step='find model %s: the endpoint displayed as %s' % (model, model),
+             **request_json(vertex.list_endpoints_request(endpoints.model_filter(model))))]
+    steps.append(dict(step='undeploy %s: each of its deployed models the lookup finds' % (
+        'version %s' % version if version else 'every version'), **request_json(
+            vertex.undeploy_request(endpoint, endpoints.undeploy_body(deployed)))))
+    steps.append(dict(step='delete the Vertex AI model this tool uploaded for each, unless '
+                           'deployed elsewhere', **request_json(vertex.delete_model_request(
+                               '%s/models/MODEL_ID' % vertex.parent))))
+    if version is None:
+        steps.append(dict(step='delete endpoint %s (model %s)' % (endpoint, model),
+                          **request_json(vertex.delete_endpoint_request(endpoint))))
+    err.write('note: not looked up (%s): the requests name what the lookups find by '
+              'placeholders\n' % why)
+    out.write(json.dumps({'remove': steps, 'keep': []}, indent=2) + '\n')
 
 
 def _removal_steps(vertex, endpoint, version):
@@ -641,3 +881,55 @@ def _undeploy_step(vertex, endpoint, deployed):
 def _run_step(vertex, step, poll_interval, err):
     operation = vertex.start(step.request, step.description)
     vertex.wait(operation, step.what, err, poll_interval)
+
+
+# ------------------------------------------------------------------- cancel
+
+
+def cancel(backend, job, action, out, err, environ):
+    """`jobs cancel JOB`: the job found (by resource name, numeric id or name)
+    and cancelled; returns its resource name.
+
+    A dry run cancels nothing and prints the requests: a job named by its
+    resource name needs no credentials; a name or an id is looked up with
+    the credentials (a read), and without credentials, or when Vertex AI
+    cannot be reached, the lookups and the cancel are printed with a
+    placeholder, and one line says why.
+    """
+    if action.kind != DRY_RUN:
+        vertex, _, name = location.connect(backend, job, action.project, action.region_flag,
+                                           environ, err)
+        vertex.cancel(name)
+        return name
+    parsed = jobs.parse_job_name(job)
+    credentials = adc_project = why = None
+    if not parsed:
+        try:
+            credentials, adc_project = backend.credentials()
+        except UserInputError:
+            why = NO_CREDENTIALS
+    project, region = location.resolve(parsed, action.project, action.region_flag, environ,
+                                       location.TRAINING, err, adc_project)
+    if parsed or why:
+        vertex = jobs.VertexJobs(project, region, credentials=AnonymousCredentials())
+    else:
+        vertex = backend.vertex(project, region, credentials)
+    steps = []
+    name = job if parsed else None
+    if name is None and why is None:
+        try:
+            name = vertex.resolve(job)
+        except api.Unreachable as e:
+            why = str(e)
+    if name is None:
+        err.write('note: not looked up (%s): the cancel names the job by a placeholder\n' % why)
+        steps = [dict(step='find job %s' % job, **request_json(request))
+                 for request in vertex.find_requests(job)]
+        name = '%s/%s/%s' % (vertex.parent, jobs.COLLECTIONS[0],
+                             job if job.isdigit() else 'JOB_ID_OF_%s' % job)
+    steps.append(dict(step='cancel job %s%s' % (name, ' (or its hyperparameter tuning job, '
+                                                      'whichever the lookup finds)'
+                                                if why and job.isdigit() else ''),
+                      **request_json(vertex.cancel_request(name))))
+    out.write(json.dumps({'requests': steps}, indent=2) + '\n')
+    return name

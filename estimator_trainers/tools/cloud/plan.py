@@ -213,7 +213,7 @@ class JobPlan:
         reads. A user's package gets the job-dir as AI Platform gave it and
         writes its logs to `$AIP_TENSORBOARD_LOG_DIR` itself.
         """
-        if self.tensorboard_name and self.job_dir and isinstance(self.program, Trainer):
+        if self.tensorboard_name and self.job_dir and self.declared is not None:
             return self.job_dir + '/logs'
         return self.job_dir
 
@@ -250,14 +250,20 @@ class JobPlan:
     def task_args(self, job_dir_flag: bool = True) -> Tuple[str, ...]:
         """The flags of every task.
 
+        A trainer of this project gets the same flags whichever front made the
+        plan: `train-cloud.sh MODEL` (a `Trainer`) or `ai-platform.sh ...
+        --package-path cifar10_estimator` (a `Package` of it).
+
         Args:
-          job_dir_flag: add `--job-dir` for a declared trainer. Vertex tuning
-            trials go without it, so that each defaults to its own
-            `$AIP_MODEL_DIR`. A user's package or container gets it always,
-            as AI Platform gave it.
+          job_dir_flag: add `--job-dir` for a trainer of this project. Vertex
+            tuning trials go without it, so that each defaults to its own
+            `$AIP_MODEL_DIR`, and get `--hypertune-metric` to report the
+            study's metric. A user's package or container gets `--job-dir`
+            always, as AI Platform gave it (the package adds the trial id
+            itself), and no flag it may not define.
         """
         args = list(self.args)
-        if not isinstance(self.program, Trainer):
+        if self.declared is None:
             return tuple(args + (['--job-dir=%s' % self.job_dir] if self.job_dir else []))
         if job_dir_flag and self.job_dir:
             args.append('--job-dir=%s' % self.trainer_job_dir)

@@ -42,8 +42,9 @@ VERTEX = 'vertex'
 # Target -> the environment of each replica of a plan, given {role: replicas}.
 ENVIRONMENTS = {
     VERTEX: lambda plan, counts: replicas_lib.vertex(counts),
-    'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan.name)),
-    'jobset': lambda plan, counts: replicas_lib.jobset(counts, k8s.resource_name(plan.name)),
+    'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan, 'tfjob')),
+    'jobset': lambda plan, counts: replicas_lib.jobset(counts,
+                                                       k8s.resource_name(plan, 'jobset')),
 }
 # A job-dir's model_params.json is a few hundred bytes; a larger one is not read.
 MAX_MODEL_PARAMS_BYTES = 1024 * 1024
@@ -191,14 +192,21 @@ class BucketChecks:
     of retrying for two minutes.
     """
 
-    def __init__(self, client, project):
+    def __init__(self, client, project, missing_hint=None):
         """
         Args:
           client: a `google.cloud.storage.Client` (`cli.Backend.storage`).
           project: the project, for messages.
+          missing_hint: `(flag, path) -> text` added to the line of a data path that
+            is not there (on local storage: the flag that gives it), or None.
         """
         self.client = client
         self.project = project
+        self.missing_hint = missing_hint
+
+    def _missing(self, flag, path, why):
+        hint = self.missing_hint(flag, path) if self.missing_hint else ''
+        return UserInputError('%s %s: %s%s' % (flag, path, why, hint), flag=flag)
 
     def _run(self, call, action):
         return google_api.storage_call(call, action, self.project, self.client.api_endpoint)
@@ -213,7 +221,7 @@ class BucketChecks:
             if _GLOB_CHARS.search(name):
                 if not self._run(lambda: self._glob_matches(bucket, name),
                                  'listing gs://%s/%s for %s' % (bucket, name, flag)):
-                    raise UserInputError('%s %s: no object matches' % (flag, path), flag=flag)
+                    raise self._missing(flag, path, 'no object matches')
                 return
             if name and self._blob(bucket, name, 'checking %s %s' % (flag, path)):
                 return
@@ -223,12 +231,11 @@ class BucketChecks:
                 timeout=google_api.TIMEOUT_SECS, retry=None)), 'listing %s for %s' % (path, flag))
         except google_api.ApiError as e:
             if e.status == 404:  # a listing answers 404 only for the bucket
-                raise UserInputError('%s %s: bucket gs://%s does not exist'
-                                     % (flag, path, bucket), flag=flag) from None
+                raise self._missing(flag, path, 'bucket gs://%s does not exist'
+                                    % bucket) from None
             raise
         if not found:
-            raise UserInputError('%s %s: no such object or directory in the bucket'
-                                 % (flag, path), flag=flag)
+            raise self._missing(flag, path, 'no such object or directory in the bucket')
 
     def _blob(self, bucket, name, action):
         """The object's metadata (a `Blob`), or None when there is none."""

@@ -28,9 +28,12 @@ instead of `customJobs.create`, plays Vertex AI's part from that very body:
    (`run_record`: succeeded, its final step, its export), else a SavedModel
    written under the job's output directory; it ends with a summary.
 
-The bucket is the real one, or a local emulator when `STORAGE_EMULATOR_HOST`
-is set (TensorFlow's gs:// client then also needs the proxy settings in
-docs/cloud.md). Machine types and accelerators are not rehearsed.
+The bucket is the real one; or, without credentials or with
+`--local-storage`, local storage the pipeline starts (`local_storage`), into
+which `--local-input` copies the job's inputs from this machine; or an
+emulator `STORAGE_EMULATOR_HOST` names (TensorFlow's gs:// client then also
+needs the proxy settings in docs/cloud.md). Machine types and accelerators
+are not rehearsed.
 """
 import dataclasses
 import json
@@ -49,6 +52,7 @@ from estimator_trainers import run_record
 from estimator_trainers.cluster import CHIEF, START_ORDER
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher as launcher_lib
+from estimator_trainers.tools.cloud import local_inputs
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import replicas as replicas_lib
 from estimator_trainers.tools.cloud import roles
@@ -87,6 +91,12 @@ def add_flags(parser):
                              'instead of creating it: install the package from the '
                              'bucket into a fresh virtualenv and start every pool\'s '
                              'replicas with the environment Vertex AI gives them.')
+    parser.add_argument('--local-storage', action='store_true',
+                        help='With --rehearse: stage to and run against local storage '
+                             '(fake-gcs-server) standing in for the job\'s buckets, even '
+                             'with credentials; the default when there are none. The '
+                             'job-dir is kept in ~/.cache/estimator-trainers/local-storage.')
+    local_inputs.add_flag(parser)
     parser.add_argument('--max-replicas', type=flags.positive_int,
                         default=DEFAULT_MAX_REPLICAS,
                         help='With --rehearse: most replicas started per worker pool '
@@ -299,7 +309,8 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     if code:
         return code
     try:
-        lines = _outcome(plan, storage_client, metric_file, started_at)
+        lines = _outcome(plan, storage_client, metric_file, started_at,
+                         elsewhere=(work_dir,))
     except _Failed as e:
         errors.report(e, err)
         return launcher_lib.EXIT_FAILED
@@ -312,13 +323,16 @@ class _Failed(errors.TaskFailure):
     """The tasks ended well but the job did not do its job."""
 
 
-def _outcome(plan, storage_client, metric_file, started_at):
+def _outcome(plan, storage_client, metric_file, started_at, elsewhere=()):
     """Summary lines of a finished job; raises `_Failed` without an export or metric.
 
     A trainer of this project says what it did in its job-dir's run record
     (`run_record`: the final step, the export); for any other module, the
     export is a `saved_model.pb` written under the job's output directory
     during the rehearsal (none needed when the job has no output directory).
+    One written under `elsewhere` instead (the tasks' working directory: a
+    relative path the package hard-codes) is named: on Vertex AI it would stay
+    on the replica's disk, gone with the job.
     """
     chief = next(r for r in plan.replicas if r.role == CHIEF)
     job_dir = _job_dir(chief)
@@ -335,6 +349,15 @@ def _outcome(plan, storage_client, metric_file, started_at):
         exports = _new_saved_models(storage_client, plan.base_dir, started_at) \
             if plan.base_dir else []
         if plan.base_dir and not exports:
+            strays = saved_models_written(elsewhere, started_at)
+            if strays:
+                raise _Failed(
+                    'the chief finished but wrote its SavedModel to %s%s, outside the job\'s '
+                    'output directory %s: on Vertex AI that is the replica\'s own disk, gone '
+                    'when the job ends; save it under --job-dir (or $AIP_MODEL_DIR)'
+                    % (os.path.dirname(strays[0]),
+                       ' (and %d more)' % (len(strays) - 1) if len(strays) > 1 else '',
+                       plan.base_dir))
             raise _Failed('the chief finished but no SavedModel export exists under %s'
                           % plan.base_dir)
         export = exports[-1].rsplit('/', 1)[0] if exports else None
@@ -456,6 +479,35 @@ def _new_saved_models(storage_client, base_dir, since):
                   storage_client.list_blobs(bucket, prefix=prefix)
                   if blob.name.endswith('/saved_model.pb') and
                   blob.time_created and blob.time_created.timestamp() >= since - 1)
+
+
+# Bounds on looking for a SavedModel written outside the job's output directory.
+_STRAY_SEARCH_DEPTH = 6
+_STRAY_SEARCH_ENTRIES = 50000
+# What the rehearsal itself put in its working directory.
+_REHEARSAL_DIRS = ('venv', 'package', 'logs', 'hypertune', 'rehearsal-sdist')
+
+
+def saved_models_written(roots, since):
+    """Local `saved_model.pb` files under `roots` modified at or after `since`
+    (epoch seconds), newest first; the rehearsal's own directories, hidden
+    directories and anything past `_STRAY_SEARCH_DEPTH` levels or
+    `_STRAY_SEARCH_ENTRIES` entries are not looked into."""
+    found = []
+    seen = 0
+    for root in dict.fromkeys(os.path.abspath(r) for r in roots if r):
+        for directory, dirs, files in os.walk(root):
+            depth = os.path.relpath(directory, root).count(os.sep)
+            seen += len(dirs) + len(files)
+            if seen > _STRAY_SEARCH_ENTRIES:
+                return sorted(found, key=os.path.getmtime, reverse=True)
+            dirs[:] = [] if depth >= _STRAY_SEARCH_DEPTH else [
+                d for d in dirs if not d.startswith('.') and not (
+                    directory == root and d in _REHEARSAL_DIRS)]
+            path = os.path.join(directory, 'saved_model.pb')
+            if 'saved_model.pb' in files and os.path.getmtime(path) >= since - 1:
+                found.append(path)
+    return sorted(found, key=os.path.getmtime, reverse=True)
 
 
 def _exists(storage_client, path):

@@ -128,9 +128,11 @@ def build_package(package_path, out_dir):
     check_package_files(path, root if built_from_root else path, flag)
     os.makedirs(out_dir, exist_ok=True)
     if built_from_root:
-        return _build(root, out_dir, 'the sdist of %s (with %s)' % (flag, next(
-            os.path.join(root, f) for f in BUILD_FILES
-            if os.path.isfile(os.path.join(root, f)))))
+        build_file = next(os.path.join(root, f) for f in BUILD_FILES
+                          if os.path.isfile(os.path.join(root, f)))
+        check_setup_py(build_file, name, flag)
+        return _build(root, out_dir, 'the sdist of %s (with %s)' % (flag, build_file),
+                      build_file=build_file)
     with tempfile.TemporaryDirectory(prefix='package-', dir=out_dir) as source:
         _copy_sources(path, os.path.join(source, name))
         with open(os.path.join(source, 'setup.py'), 'w') as f:
@@ -139,8 +141,39 @@ def build_package(package_path, out_dir):
                       copy=False)
 
 
-def _build(source, out_dir, what, copy=True):
-    """`python -m build --sdist` of `source` (a copy of it, unless `copy` is False)."""
+# A setup.py is read whole to see whether it holds code; a real one is a few KiB.
+SETUP_PY_LIMITS = user_files.Limits(bytes=1 << 20,
+                                    expected='a setup.py is a few dozen lines')
+# The last line of a Python traceback: `ValueError: ...`, `pkg.SomeError: ...`.
+_EXCEPTION_LINE = re.compile(r'^[A-Za-z_][\w.]*(Error|Exception|Exit): .+')
+
+
+def check_setup_py(build_file, package, flag):
+    """Refuses an empty `setup.py` beside the package (only blank lines and
+    comments), in one line naming it: it builds no package, and the build
+    backend's own words do not say so (`ERROR Backend subprocess exited`).
+
+    Raises:
+      UserInputError: naming the file and what to do.
+    """
+    if os.path.basename(build_file) != 'setup.py':
+        return
+    text = user_files.read_text(build_file, build_file, SETUP_PY_LIMITS, flag='--package-path')
+    if any(line.strip() and not line.strip().startswith('#') for line in text.splitlines()):
+        return
+    raise UserInputError(
+        '%s: %s is empty, so it builds no package (gcloud built the package with the '
+        'setup.py beside it); make it call setuptools.setup(name=..., packages='
+        'find_packages()), or delete it to pack %s/ alone with a generated one'
+        % (flag, build_file, package), flag='--package-path')
+
+
+def _build(source, out_dir, what, copy=True, build_file=None):
+    """`python -m build --sdist` of `source` (a copy of it, unless `copy` is False).
+
+    A failure is one line: the build's own error (the exception its backend
+    raised, else its last line), naming `build_file` where it is the user's.
+    """
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='build-', dir=out_dir) as work:
         tree = source
@@ -154,10 +187,13 @@ def _build(source, out_dir, what, copy=True):
             cwd=work, capture_output=True, text=True, check=False)
         archives = glob.glob(os.path.join(dist, '*.tar.gz'))
         if proc.returncode or len(archives) != 1:
-            lines = [line for line in (proc.stderr + proc.stdout).strip().splitlines()
+            lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines()
                      if line.strip()]
-            raise UserInputError('building %s failed: %s'
-                                 % (what, lines[-1].strip() if lines else 'no archive written'))
+            raised = [line for line in lines if _EXCEPTION_LINE.match(line)]
+            reason = (raised or lines or ['no archive written'])[-1]
+            raise UserInputError('building %s failed: %s%s'
+                                 % (what, '%s: ' % build_file if build_file and raised else '',
+                                    reason))
         path = os.path.join(out_dir, os.path.basename(archives[0]))
         shutil.move(archives[0], path)
     return Sdist(path=path, sha256=content_sha256(path), size=os.path.getsize(path),

@@ -3,12 +3,13 @@
     python -m estimator_trainers.tools.cloud submit MODEL [--config FILE] [options] [-- TRAINER_FLAGS]
     python -m estimator_trainers.tools.cloud status|cancel|logs JOB
     python -m estimator_trainers.tools.cloud list
+    python -m estimator_trainers.tools.cloud prices show|refresh
 
 A front: it turns its words into a `plan.JobPlan` (`make_plan`) and hands
 it to `pipeline.run`, which owns the order of everything that follows.
-Settings come from flags, then the environment (PROJECT_ID, BUCKET_NAME,
-REGION), then the config (`trainingInput.region`, `jobDir`), then
-Application Default Credentials (project only).
+The project and region follow `location`'s rule (flags, then gcloud's and
+this project's variables, then gcloud's active configuration, then the
+config's `trainingInput.region`); the bucket is `--bucket`, else BUCKET_NAME.
 """
 import argparse
 import os
@@ -20,6 +21,7 @@ from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import location
@@ -97,11 +99,20 @@ def build_parser():
                         'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
+    submit.add_argument('--format', choices=pipeline.DRY_RUN_FORMATS, default='json',
+                        help='What --dry-run prints: json (the staging plan and the request) '
+                             'or yaml (the spec `gcloud ai custom-jobs create --config`, or '
+                             '`gcloud ai hp-tuning-jobs create --config` for a tuning config, '
+                             'takes; the command on stderr).')
+    submit.add_argument('--estimate-only', action='store_true',
+                        help='Print the estimate (and its figures as one JSON line on '
+                             'stdout) and stop: nothing is built or sent.')
     submit.add_argument('--stream-logs', action='store_true',
                         help='Print the replicas\' log lines ([chief-0] ...) until the '
                              'job ends; exit 0 only if it succeeded.')
     _add_poll_flag(submit)
     rehearsal.add_flags(submit)
+    estimate.add_flags(submit)
 
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
@@ -118,17 +129,15 @@ def build_parser():
                          help='Most jobs to show.')
     listing.add_argument('--filter', help='Vertex AI list filter, e.g. '
                          'state="JOB_STATE_RUNNING".')
+    estimate.add_prices_command(commands)
     return parser
 
 
 def _add_location_flags(parser):
     flags.add_console_flag(parser)
-    parser.add_argument('--project', default=os.environ.get('PROJECT_ID'),
-                        help='Google Cloud project (env PROJECT_ID, else the '
-                             'Application Default Credentials project).')
-    parser.add_argument('--region', default=os.environ.get('REGION'),
-                        help='Vertex AI region (env REGION, else '
-                             'trainingInput.region, else %s).' % location.DEFAULT_REGION)
+    parser.add_argument('--project', help=location.PROJECT_HELP)
+    parser.add_argument('--region', help='Vertex AI region (%s).'
+                        % location.region_help(location.TRAINING, with_config=True))
 
 
 def _add_poll_flag(parser):
@@ -159,13 +168,19 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
         rehearsal.check_options(args)
         action = pipeline.Action(
             kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
-                  if args.rehearse else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
-            project=args.project, repository=args.repository, stream_logs=args.stream_logs,
-            poll_interval=args.poll_interval, max_replicas=args.max_replicas,
-            on_created=print_submitted)
+                  if args.rehearse else pipeline.ESTIMATE if args.estimate_only
+                  else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
+            project=args.project, region_flag=args.region, repository=args.repository,
+            stream_logs=args.stream_logs, poll_interval=args.poll_interval,
+            max_replicas=args.max_replicas, dry_run_format=args.format,
+            local_storage=args.local_storage, local_inputs=tuple(args.local_input),
+            on_created=print_submitted, max_cost=args.max_cost,
+            throughput_from=args.throughput_from)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)
-    return manage(args, backend, out, environ)
+    if args.command == 'prices':
+        return estimate.prices_command(args, backend, out, err, environ)
+    return manage(args, backend, out, environ, err)
 
 
 def data_defaults(trainer, bucket_uri, given):
@@ -191,11 +206,13 @@ def make_plan(args, trainer_flags, environ):
         args.job_name or plan_lib.default_job_name(trainer.name))
     notes = []
     if args.job_dir is not None:
-        job_dir, note = gcs_paths.normalized(gcs_paths.directory(args.job_dir, '--job-dir'))
+        job_dir, note = gcs_paths.normalized(args.job_dir)
+        job_dir = gcs_paths.directory(job_dir, '--job-dir')
         notes += [note] if note else []
     else:  # trainingInput.jobDir passed the same rule in `configs`
         job_dir = (config.job_dir or '%s/jobs/%s' % (bucket_uri, job_name)).rstrip('/')
-    given = list(config.args) + list(trainer_flags)
+    given, given_notes = gcs_paths.normalized_args(list(config.args) + list(trainer_flags))
+    notes += [note for note in given_notes if note not in notes]
     if has_flag(given, '--job-dir'):
         raise UserInputError('--job-dir is a submit option (before --) or '
                              'trainingInput.jobDir, not a trainer flag, so that Vertex '
@@ -245,10 +262,13 @@ def print_submitted(plan, job, out, err):
            job['name']))
 
 
-def manage(args, backend, out, environ):
-    """status, cancel, logs, list."""
+def manage(args, backend, out, environ, err=None):
+    """status, cancel, logs, list; a finished job's status and logs end with its
+    metered cost beside its estimate (`estimate.after_job`); `err` also hears where
+    the project and region came from."""
+    err = err or sys.stderr
     vertex, credentials, name = location.connect(
-        backend, getattr(args, 'job', None), args.project, args.region, environ)
+        backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'list':
         for job in vertex.list(limit=args.limit, filter_expr=args.filter):
             info = jobs.parse_job_name(job.get('name', '')) or {}
@@ -259,11 +279,15 @@ def manage(args, backend, out, environ):
         return 0
     if args.command == 'logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.poll_interval, out)
+        estimate.print_cost(final, err, environ)
         return 0 if final.get('state') == jobs.SUCCEEDED else 1
     if args.command == 'cancel':
         vertex.cancel(name)
         out.write('cancel requested for %s; `status` shows when it has stopped\n' % name)
         return 0
-    for line in jobs.describe(vertex.get(name)):
+    job = vertex.get(name)
+    for line in jobs.describe(job):
         out.write(line + '\n')
+    estimate.print_cost(job, out, environ)
     return 0
+

@@ -6,14 +6,23 @@ Checks the whole sweep file first (one `error:` line naming the key), then
 runs every point that is not done yet into `<out>/runs/<point>` with a
 progress line per point and an ETA for the sweep, and writes `results.csv`,
 `results.md`, `plots/*.png` and the HParams experiment of the sweep.
+
+A `rehearse` sweep without credentials (or with `--local-storage` or
+`--local-input` among `rehearse.options`) runs on local storage that this
+command starts for the whole invocation (`local_storage`): every point's
+rehearsal and the results read it, and the points' job-dirs are kept in
+`<out>/local-storage`, from where a later invocation loads them again.
 """
+import contextlib
 import os
 import shlex
 import sys
 
 from estimator_trainers import flags
+from estimator_trainers import gcs
 from estimator_trainers import logs
 from estimator_trainers import safe_io
+from estimator_trainers.tools import local_storage
 from estimator_trainers.tools.experiment import execute
 from estimator_trainers.tools.experiment import outputs
 from estimator_trainers.tools.experiment import plots
@@ -75,14 +84,36 @@ def main(argv=None, stream=None):
         execute.dry_run(sweep, layout, stream)
         return 0
     safe_io.check_writable_directory(out, '--out')
-    if '://' in layout.job_base:
-        logs.import_tensorflow()  # gs:// records are read through it: without its noise
-    _check_records(sweep, layout)  # a changed sweep is refused before anything is written
-    with outputs.faults_as_lines(out):
-        os.makedirs(out, exist_ok=True)
-        with outputs.Lock(out, argv):
-            # Read again under the lock: another sweep may have run points meanwhile.
-            return _run(sweep, layout, _check_records(sweep, layout), stream)
+    with _storage(sweep, layout, stream):
+        if '://' in layout.job_base:
+            logs.import_tensorflow()  # gs:// records are read through it: without its noise
+        _check_records(sweep, layout)  # a changed sweep is refused before anything is written
+        with outputs.faults_as_lines(out):
+            os.makedirs(out, exist_ok=True)
+            with outputs.Lock(out, argv):
+                # Read again under the lock: another sweep may have run points meanwhile.
+                return _run(sweep, layout, _check_records(sweep, layout), stream)
+
+
+@contextlib.contextmanager
+def _storage(sweep, layout, stream):
+    """Local storage for a rehearse sweep that runs without an account, its
+    environment in this process (and so in every point's) meanwhile; the
+    job-dirs loaded from `<out>/local-storage` and written back at the end."""
+    options = sweep.cloud.get('options', []) if sweep.target == 'rehearse' else []
+    asked = [o.split('=')[0] for o in options if o.split('=')[0] in (
+        '--local-storage', '--local-input')]
+    if sweep.target != 'rehearse' or os.environ.get(local_storage.EMULATOR_VAR) or not (
+            asked or local_storage.credentials_missing()):
+        yield
+        return
+    mirror = os.path.join(layout.out, 'local-storage')
+    local_storage.say(stream, 'rehearse.options has %s' % asked[0] if asked else
+                      'no Application Default Credentials found',
+                      ['gs://' + gcs.split(layout.job_base)[0]], mirror)
+    with local_storage.serving(os.path.join(layout.out, execute.LOGS_DIR), mirror,
+                               [layout.job_base], [gcs.split(layout.job_base)[0]], stream):
+        yield
 
 
 def _check_records(sweep, layout):

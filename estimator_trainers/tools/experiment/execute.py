@@ -38,6 +38,7 @@ from estimator_trainers import safe_io
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local
+from estimator_trainers.tools.cloud import estimate
 from estimator_trainers.tools.experiment import sweep as sweep_lib
 
 CLOUD_CLI = (sys.executable, '-m', 'estimator_trainers.tools.cloud')
@@ -397,10 +398,30 @@ class Runner:
         if self.sweep.target == 'local':
             self._prepare_data()
         if self.sweep.target == 'vertex':
+            for line in self.sweep_estimate(todo):
+                self.stream.write(line + '\n')
             self._run_vertex(todo, progress)
         else:
             for point, done in todo:
                 self._run_point(point, done, progress)
+
+    def sweep_estimate(self, todo):
+        """What the sweep's remaining Vertex AI jobs will cost, summed before any starts
+        (each point's `--estimate-only`, `tools/cloud/estimate.py`); a point the cloud
+        CLI cannot estimate is said and left out of the sum."""
+        figures, lines = [], []
+        for point, session in todo:
+            argv = self._argv(point, session)
+            split = argv.index('--') if '--' in argv else len(argv)
+            proc = subprocess.run(argv[:split] + ['--estimate-only'] + argv[split:],
+                                  env=self.env, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, check=False)
+            try:
+                figures.append(user_files.loads(proc.stdout.strip().splitlines()[-1]))
+            except (IndexError, ValueError):
+                lines.append('note: point %s: no estimate (%s)' % (point.label, (
+                    proc.stderr.strip().splitlines() or ['exit %d' % proc.returncode])[-1]))
+        return lines + (estimate.sweep_lines(figures) if figures else [])
 
     def _prepare_data(self):
         if not self.sweep.uses_data_args:

@@ -41,7 +41,7 @@ def verbosity(given: Optional[str] = None) -> str:
     return value if value in _LEVELS else DEFAULT_VERBOSITY
 
 
-def quiet_console(given: Optional[str] = None) -> str:
+def quiet_console(given: Optional[str] = None, *, for_children: bool = False) -> str:
     """The start of every entry point, before TensorFlow or a Google client is
     imported: the console shows what the job does, not its libraries' start-up.
 
@@ -55,11 +55,14 @@ def quiet_console(given: Optional[str] = None) -> str:
     `configure` does the rest for TensorFlow's Python logger. At DEBUG every
     line comes back (`TF_CPP_MIN_LOG_LEVEL=0`).
 
-    Returns the level (`verbosity(given)`), also exported in `VERBOSITY_ENV`
-    for the processes this one starts.
+    Returns the level (`verbosity(given)`). A tool that starts trainers
+    (`for_children`) exports it in `VERBOSITY_ENV`, their --verbosity default;
+    a process that starts none leaves it (its own default, taxi predict's
+    WARN, is no one else's).
     """
     level = verbosity(given)
-    os.environ[VERBOSITY_ENV] = level
+    if for_children:
+        os.environ[VERBOSITY_ENV] = level
     # Called again with another level (a flag read after an early call): ours go.
     warnings.filters[:] = [f for f in warnings.filters if f not in _QUIET_FILTERS]
     if level == DEBUG:

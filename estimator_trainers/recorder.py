@@ -36,6 +36,9 @@ from estimator_trainers.errors import first_line
 # records (`Recorder.finished`).
 WORKER_RECORD_WAIT_SECS = 15
 
+# After this long closing the training session, a line says what it waits for.
+CLOSING_NOTICE_SECS = 5.0
+
 # What a session spends its time on after its last training step, besides
 # checkpointing, evaluating and exporting: each a phase of the run record.
 # `closing_hooks_secs`: the training hooks' ends (the progress writers'
@@ -45,9 +48,6 @@ WORKER_RECORD_WAIT_SECS = 15
 # for the evaluation's preparing thread (`evaluation.Evaluator.settle`);
 # `writing_summaries_secs`: the HParams session's end; `waiting_for_workers_secs`:
 # a cluster's chief waits for the other tasks' records.
-# After this long closing the training session, a line says what it waits for.
-CLOSING_NOTICE_SECS = 5.0
-
 EndingPhase = Literal['closing_hooks_secs', 'closing_session_secs',
                       'waiting_for_evaluation_thread_secs', 'writing_summaries_secs',
                       'waiting_for_workers_secs']

@@ -196,7 +196,7 @@ def run_passing_signals(command, env=None):
 
 def main(argv=None):
     args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
-    logs.quiet_console(args.verbosity)  # for the data step and the tasks too
+    logs.quiet_console(args.verbosity, for_children=True)  # the data step, the tasks
     if args.help:
         sys.stdout.write(usage(registry.discover()))
         return 0

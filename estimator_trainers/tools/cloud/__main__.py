@@ -7,5 +7,5 @@ from estimator_trainers.errors import run_cli
 from estimator_trainers.tools.cloud import train_cloud
 
 if __name__ == '__main__':
-    logs.quiet_console(flags.verbosity_in(sys.argv[1:]))
+    logs.quiet_console(flags.verbosity_in(sys.argv[1:]), for_children=True)
     run_cli(train_cloud.main)

@@ -226,7 +226,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     argv, user_args = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
-    logs_lib.quiet_console(args.verbosity)
+    logs_lib.quiet_console(args.verbosity, for_children=True)
     out, err = out or sys.stdout, err or sys.stderr
     backend = backend or location.Backend()
     if user_args is not None and (args.group, args.command) not in (
@@ -840,5 +840,5 @@ def _formatted_list(records, fmt):
                          flag='--format')
 
 if __name__ == '__main__':
-    logs_lib.quiet_console(flags.verbosity_in(sys.argv[1:]))
+    logs_lib.quiet_console(flags.verbosity_in(sys.argv[1:]), for_children=True)
     errors.run_cli(main)

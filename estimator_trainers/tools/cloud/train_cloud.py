@@ -158,7 +158,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                              'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
                              flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
-    logs_lib.quiet_console(args.verbosity)
+    logs_lib.quiet_console(args.verbosity, for_children=True)
     backend = backend or location.Backend()
     out = out or sys.stdout
     err = err or sys.stderr

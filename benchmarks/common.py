@@ -37,7 +37,7 @@ def env(extra: Optional[Dict[str, str]] = None, root: str = REPO_ROOT) -> Dict[s
 def quiet_tensorflow() -> None:
     """Keeps TensorFlow's start-up and deprecation noise out of the tables."""
     from estimator_trainers import logs  # pylint: disable=g-import-not-at-top
-    logs.quiet_tensorflow_native_logs()
+    logs.quiet_console()
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.get_logger().setLevel('ERROR')
 

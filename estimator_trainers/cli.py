@@ -16,15 +16,15 @@ from estimator_trainers import logs
 
 def main(trainer, argv=None):
     """Parses `argv` with `trainer`'s flags and runs one task. Returns the exit code."""
-    logs.quiet_tensorflow_native_logs()
     argv, notes = gcs.normalized_args(sys.argv[1:] if argv is None else argv)
     args = trainer.parse_args(argv)
+    level = logs.quiet_console(args.verbosity)
     for note in notes:
         sys.stderr.write('note: %s\n' % note)
     warning = gcs.modular_filesystem_warning(flag_values(args))
     if warning:
         sys.stderr.write(warning + '\n')
-    logs.configure(args.verbosity)
+    logs.configure(level)
     # The crossing into the runtime (TensorFlow), once the flags parsed.
     from estimator_trainers import runner  # pylint: disable=g-import-not-at-top
     runner.run(trainer, args)

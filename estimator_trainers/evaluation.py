@@ -25,6 +25,7 @@ import contextlib
 import re
 import threading
 import time
+from typing import Iterator, Optional
 
 import tensorflow as tf
 
@@ -292,17 +293,21 @@ class PrepareInBackground(tf.compat.v1.train.SessionRunHook):
 class Clock:
     """Seconds this process spent evaluating, and how many evaluations it ran."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = 0.0
         self.count = 0
+        self.last_secs = 0.0  # the latest evaluation's
+        self.running_since: Optional[float] = None  # when the one under way started
 
     @contextlib.contextmanager
-    def timing(self):
-        start = time.time()
+    def timing(self) -> Iterator[None]:
+        start = self.running_since = time.time()
         try:
             yield
         finally:
-            self.seconds += time.time() - start
+            self.running_since = None
+            self.last_secs = time.time() - start
+            self.seconds += self.last_secs
             self.count += 1
 
 

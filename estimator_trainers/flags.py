@@ -9,9 +9,11 @@ are never mutated after parsing. A refused command line raises
 """
 import argparse
 import os
+from typing import List, Optional, Sequence
 
 from estimator_trainers import checkpoints
 from estimator_trainers import distribution
+from estimator_trainers import logs
 from estimator_trainers.errors import FlagError
 
 VERBOSITY_LEVELS = ('DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL')
@@ -332,6 +334,54 @@ def metric_tag(eval_metrics, trainer):
     return parse
 
 
+def last_wins(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
+    """`argv` with each of `parser`'s flags given once: where several words set one
+    flag (`--train-steps=1000 ... --train-steps 200`, `--sync ... --no-sync`), only
+    the last stays, where it was: what argparse would take, readable in one pass.
+    Words `parser` does not know stay as they are."""
+    argv = list(argv)
+    settings = []  # (dest or None, the words)
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        action = (parser._option_string_actions.get(word.split('=', 1)[0])  # pylint: disable=protected-access
+                  if word.startswith('--') else None)
+        end = index + 1
+        if action is not None and '=' not in word and action.nargs != 0:
+            if action.nargs in ('+', '*'):
+                while end < len(argv) and not argv[end].startswith('--'):
+                    end += 1
+            else:
+                end += action.nargs if isinstance(action.nargs, int) else 1
+        settings.append((action.dest if action is not None else None, argv[index:end]))
+        index = end
+    last = {dest: i for i, (dest, _) in enumerate(settings) if dest is not None}
+    return [word for i, (dest, words) in enumerate(settings)
+            if dest is None or last[dest] == i for word in words]
+
+
+def verbosity_in(argv: Sequence[str]) -> Optional[str]:
+    """The value of the last `--verbosity` in `argv` before `--` (None: none), for an
+    entry point that sets up its console before it parses its flags."""
+    argv, _ = split_at_dashes(list(argv))
+    found = None
+    for index, arg in enumerate(argv):
+        if arg == '--verbosity' and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif arg.startswith('--verbosity='):
+            found = arg.split('=', 1)[1]
+    return found
+
+
+def add_console_flag(parser: argparse.ArgumentParser) -> None:
+    """`--verbosity` of a tool that starts trainers (train-local.sh, the cloud CLI)."""
+    parser.add_argument(
+        '--verbosity', type=str.upper, choices=VERBOSITY_LEVELS, default=None,
+        help='DEBUG also prints TensorFlow\'s and the Google libraries\' own start-up '
+             'lines and warnings, here and in the tasks this command starts (default: '
+             'INFO, one line per event of the job).')
+
+
 def add_runtime_flags(parser, *, eval_metrics=('loss',), trainer='this'):
     """Seed, log verbosity and the tuning metric (one of `eval_metrics`, the
     metrics the evaluations of `trainer` report)."""
@@ -343,8 +393,13 @@ def add_runtime_flags(parser, *, eval_metrics=('loss',), trainer='this'):
              'TensorFlow op determinism; docs/experiments.md). Default: none, each '
              'run differs.')
     group.add_argument(
-        '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
-        type=str.upper, help='Log level.')
+        '--verbosity', choices=VERBOSITY_LEVELS, default=logs.verbosity(),
+        type=str.upper,
+        help='Log level (default: INFO, or $%s, which the local cluster, '
+             'train-local.sh --verbosity and the cloud tools\' --verbosity set). INFO '
+             'prints one line per event of the job (progress, evaluations, '
+             'checkpoints, the summary, warnings); DEBUG also TensorFlow\'s own '
+             'start-up and internals.' % logs.VERBOSITY_ENV)
     group.add_argument(
         '--hypertune-metric', default=None, type=metric_tag(eval_metrics, trainer),
         help='Evaluation metric to report to a Vertex AI hyperparameter tuning '

@@ -4,7 +4,9 @@ checkpoints.
 A `Session.run` may train several steps (`--steps-per-loop`): the hooks
 count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
+import threading
 import time
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +14,10 @@ from tensorflow.python.training import training_util  # pylint: disable=g-direct
 
 from estimator_trainers import run_steps
 from estimator_trainers import summaries
+
+# At least one progress line this often, whatever a step takes (float16 on a
+# CPU trains ~180x slower than bfloat16, and 100 steps took ten minutes).
+PROGRESS_SECS = 30.0
 
 
 def format_duration(seconds):
@@ -40,9 +46,18 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     job-dir; in a distributed job every training task also writes its own
     rate, `examples_per_sec/worker`, into its own directory
     (`job_dir.worker_dir`), so no two tasks write one event file. Time spent
-    evaluating in this process (`evaluation.Clock`) is left out of the rates,
-    as is the first run after a (re)start, which includes graph warm-up, from
-    the average.
+    evaluating in this process (`evaluation.Clock`) is left out of this
+    task's own rates, and of the job's when it trains `alone` (other tasks
+    train on meanwhile); the first run after a (re)start, which includes
+    graph warm-up, is left out of the averages. At the end of a cluster's
+    job the chief sums the tasks' own counts over one interval
+    (`run_record.job_throughput`).
+
+    A line is also logged after any run that ends `PROGRESS_SECS` or more
+    after the last line, and while a run takes longer than that a thread
+    says every `PROGRESS_SECS` which step is running and for how long
+    (`step 3/1000, 0.018 steps/s, ETA 15h20m: step 4 running for 41s`), so
+    a slow path is never silent.
 
     With `summary_dir` it is also the chief's one writer of the model's
     training summaries (Estimator's own summary hook is off, see
@@ -53,7 +68,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(self, *, examples_per_step, every_n_steps, train_steps,
                  examples_per_global_step=None, summary_dir=None, worker_dir=None,
-                 save_summary_steps=None, eval_clock=None):
+                 save_summary_steps=None, eval_clock=None, alone=True):
         """Creates the hook.
 
         Args:
@@ -67,6 +82,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
           save_summary_steps: write the model's training summaries into
             `summary_dir` at multiples of this (None or 0: never).
           eval_clock: `evaluation.Clock` of evaluations run by this process.
+          alone: this is the job's only training task: while it evaluates, the
+            job trains no step.
         """
         self._examples_per_step = examples_per_step
         self._examples_per_global_step = examples_per_global_step or examples_per_step
@@ -76,6 +93,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._worker_dir = worker_dir
         self._save_summary_steps = save_summary_steps
         self._eval_clock = eval_clock
+        self._alone = alone
         self.first_step = None
         self.last_step = None
         self.local_steps = 0  # steps this task trained
@@ -93,6 +111,8 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_time = None
         self._next_log = None
         self._interval_steps = 0
+        self._last_line = time.time()
+        self._heartbeat = None
 
     @staticmethod
     def _writer_for(directory):
@@ -102,6 +122,32 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         del coord  # unused
         # Where the first run starts: it may end at a summary step already.
         self._session_step = int(session.run(tf.compat.v1.train.get_global_step()))
+        self._created_at = self._last_line = time.time()
+        self._heartbeat = _Heartbeat(self._still_running)
+
+    def stop_heartbeat(self) -> None:
+        """Ends the thread of `_still_running` lines (training has ended, or failed)."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+
+    def _still_running(self, now: float) -> None:
+        """The line of a run under way `PROGRESS_SECS` after the last line (the
+        heartbeat thread's; reads this hook's figures, runs nothing)."""
+        if now - self._last_line < PROGRESS_SECS:
+            return
+        self._last_line = now
+        step = self._session_step if self.last_step is None else self.last_step
+        secs = self._training_secs(own=self._alone)
+        done = None if self.first_step is None else self.last_step - self._first_run_end
+        rate = done / secs if done and secs else None
+        evaluating = self._eval_clock.running_since if self._eval_clock else None
+        doing = ('evaluating for %s' % format_duration(now - evaluating) if evaluating else
+                 'step %d running for %s' % (step + 1, format_duration(now - (
+                     self._ended_at if self.first_step is not None else self._created_at))))
+        tf.compat.v1.logging.info(
+            'step %d/%d, %s steps/s, ETA %s: %s', step, self._train_steps,
+            '%.3g' % rate if rate else 'n/a',
+            format_duration((self._train_steps - step) / rate) if rate else 'n/a', doing)
 
     def before_run(self, run_context):
         fetches = {'values': self._tensors, 'step': self._step_fetches}
@@ -145,23 +191,26 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             return
         self._interval_steps += steps
         self.last_step = step
-        if step < self._next_log and step < self._train_steps:
+        if (step < self._next_log and step < self._train_steps
+                and now - self._last_line < PROGRESS_SECS):
             return
         elapsed = now - self._last_time - self._eval_secs_since(self._last_eval_secs)
-        self._log(step, elapsed, results['values'])
+        job_elapsed = elapsed if self._alone else now - self._last_time
+        self._log(step, elapsed, job_elapsed, results['values'])
         self._start_interval(now, step)
 
     def _eval_secs_since(self, mark):
         return self._eval_clock.seconds - mark if self._eval_clock else 0.0
 
-    def _log(self, step, elapsed, values):
+    def _log(self, step, elapsed, job_elapsed, values):
         rate = self._interval_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
-        steps_per_sec = (step - self._last_step) / elapsed if elapsed > 0 else 0.0
+        steps_per_sec = (step - self._last_step) / job_elapsed if job_elapsed > 0 else 0.0
         job_rate = steps_per_sec * self._examples_per_global_step
         average = self.average_examples_per_sec()
         if average is None:
             average = job_rate
         eta = ((self._train_steps - step) / steps_per_sec if steps_per_sec > 0 else 0.0)
+        self._last_line = time.time()
         tf.compat.v1.logging.info(
             'step %d/%d, %.1f steps/s, ETA %s: %s (%.1f examples/sec, average %.1f)',
             step, self._train_steps, steps_per_sec, format_duration(eta),
@@ -183,12 +232,13 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._worker_writer.flush()
 
     def average_examples_per_sec(self):
-        """Examples the job trained on per second since this task's first run.
+        """Examples the job trained on per second since this task's first run, as
+        the global step counts them.
 
-        Time this process spent evaluating is left out, and so is the first
-        run (graph warm-up); None before a second run.
+        The first run (graph warm-up) is left out, and so is the time this
+        process spent evaluating when it trains `alone`; None before a second run.
         """
-        secs = self._training_secs()
+        secs = self._training_secs(own=self._alone)
         if secs is None or self.last_step <= self._first_run_end:
             return None
         return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
@@ -196,15 +246,29 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     def average_worker_examples_per_sec(self):
         """Examples this task trained on per second since its first run (None: too few)."""
         secs = self._training_secs()
-        if secs is None or self.local_steps <= self._first_run_steps:
+        if secs is None or not self.measured_examples():
             return None
-        return (self.local_steps - self._first_run_steps) * self._examples_per_step / secs
+        return self.measured_examples() / secs
 
-    def _training_secs(self):
+    def measured_examples(self) -> int:
+        """Examples this task trained on after its first run (0 before a second)."""
+        if self.first_step is None:
+            return 0
+        return max(0, self.local_steps - self._first_run_steps) * self._examples_per_step
+
+    def measured_interval(self) -> Optional[Tuple[float, float]]:
+        """(start, end), `time.time()` at the end of this task's first and last runs,
+        or None before its first."""
+        return None if self.first_step is None else (self._started_at, self._ended_at)
+
+    def _training_secs(self, own: bool = True) -> Optional[float]:
+        """Seconds from the end of the first run to the last; `own`: without the
+        time this process spent evaluating."""
         if self.first_step is None:
             return None
-        secs = (self._ended_at - self._started_at
-                - (self._eval_secs_at_end - self._eval_secs_at_start))
+        secs = self._ended_at - self._started_at
+        if own:
+            secs -= self._eval_secs_at_end - self._eval_secs_at_start
         return secs if secs > 0 else None
 
     @property
@@ -212,6 +276,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         return self._examples_per_global_step
 
     def end(self, session):
+        self.stop_heartbeat()
         for writer in (self._writer, self._worker_writer):
             if writer is not None:
                 writer.flush()
@@ -220,6 +285,26 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_time, self._last_step, self._interval_steps = now, step, 0
         self._last_eval_secs = self._eval_secs_since(0.0)
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
+
+
+class _Heartbeat:
+    """Calls `check(time.time())` ten times per `PROGRESS_SECS` in a daemon thread
+    until `stop`."""
+
+    def __init__(self, check: Callable[[float], None]) -> None:
+        self._check = check
+        self._tick = PROGRESS_SECS / 10
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name='progress-heartbeat',
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self._tick):
+            self._check(time.time())
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
@@ -430,6 +515,7 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
         self._resumed = False
+        self._saved_step = None
         self._set_steps_per_run(steps_per_run)
 
     def after_create_session(self, session, coord):
@@ -448,7 +534,18 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
             return False
         if not session.run(self._all_finite):
             raise Diverged(int(step))
+        self._saved_step = int(step)
         return super()._save(session, step)
+
+    def end(self, session):
+        # TensorFlow's end saves unless its timer triggered at the last step; the
+        # aligned timer remembers the multiple instead, so a last step past one
+        # (an asynchronous job's overshoot, 3005 of 3000) was saved twice.
+        if int(session.run(self._global_step_tensor)) == self._saved_step:
+            for listener in self._listeners:
+                listener.end(session, self._saved_step)
+            return
+        super().end(session)
 
     def begin(self):
         self._all_finite = all_variables_finite()

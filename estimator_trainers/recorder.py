@@ -15,8 +15,10 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 import uuid
+from typing import Iterator, Literal, Optional
 
 import tensorflow as tf
 
@@ -33,6 +35,25 @@ from estimator_trainers.errors import first_line
 # How long a cluster's chief waits, once done, for the other training tasks'
 # records (`Recorder.finished`).
 WORKER_RECORD_WAIT_SECS = 15
+
+# After this long closing the training session, a line says what it waits for.
+CLOSING_NOTICE_SECS = 5.0
+
+# What a session spends its time on after its last training step, besides
+# checkpointing, evaluating and exporting: each a phase of the run record.
+# `closing_hooks_secs`: the training hooks' ends (the progress writers'
+# flush; the final save is checkpointing); `closing_session_secs`: the
+# training session's close (its threads joined) and Estimator's return;
+# `waiting_for_evaluation_thread_secs`: a run that leaves training early waits
+# for the evaluation's preparing thread (`evaluation.Evaluator.settle`);
+# `writing_summaries_secs`: the HParams session's end; `waiting_for_workers_secs`:
+# a cluster's chief waits for the other tasks' records.
+EndingPhase = Literal['closing_hooks_secs', 'closing_session_secs',
+                      'waiting_for_evaluation_thread_secs', 'writing_summaries_secs',
+                      'waiting_for_workers_secs']
+ENDING_PHASES: tuple[EndingPhase, ...] = (
+    'closing_hooks_secs', 'closing_session_secs', 'waiting_for_evaluation_thread_secs',
+    'writing_summaries_secs', 'waiting_for_workers_secs')
 
 
 def gpus():
@@ -106,14 +127,21 @@ class Recorder:
         self._checkpoints = 0
         self._checkpoint_secs = 0.0
         self._export_secs = 0.0
-        # (time, checkpoint secs, evaluation secs) at the first and last step's end.
+        # (time, checkpoint secs, evaluation secs) at the first and last step's end,
+        # when the training hooks had ended and when training returned.
         self._first = None
         self._last = None
+        self._hooks_ended = None
+        self._training_returned = None
+        self._closing_notice = None
+        self._ending = {name: 0.0 for name in ENDING_PHASES}
         self._written = False
         self._warned = False
         self._session_id = uuid.uuid4().hex
-        # Each training task's figures, as the chief last recorded them.
+        # Each training task's figures and the job's examples/sec, as the chief
+        # last recorded them.
         self.workers = {}
+        self.examples_per_sec = None
 
     @property
     def is_chief(self):
@@ -150,6 +178,45 @@ class Recorder:
         runs after saving, and its time is the evaluation's)."""
         return _CheckpointTimer(self)
 
+    def closing_hook(self) -> tf.compat.v1.train.SessionRunHook:
+        """A hook noting when the training hooks have ended: put it last."""
+        return _HooksEndedHook(self)
+
+    def training_returned(self) -> None:
+        """Training has returned to the driver, its session closed (call once it
+        returns, normally or not)."""
+        if self._closing_notice is not None:
+            self._closing_notice.cancel()
+        if self._hooks_ended is not None:
+            self._training_returned = self._mark(time.time())
+
+    def _hooks_end(self) -> None:
+        """The training hooks have ended: the session closes next.
+
+        Closing it destroys the training input's iterator, which waits for
+        tf.data's autotuning thread to wake from its sleep (TensorFlow 2.15
+        does not wake it); the sleeps double up to a minute while training
+        runs, so a long run can sit silent that long after its last
+        checkpoint (32 and 38 s in two of four 40-second CIFAR-10 runs). Past
+        `CLOSING_NOTICE_SECS` one line says so.
+        """
+        self._hooks_ended = self._mark(time.time())
+        if not self.is_chief:
+            # Its figures are final: recorded now, the chief need not wait for the close.
+            self._write(run_record.SUCCEEDED, 0, None, None, None)
+        self._closing_notice = threading.Timer(CLOSING_NOTICE_SECS, _closing_notice)
+        self._closing_notice.daemon = True
+        self._closing_notice.start()
+
+    @contextlib.contextmanager
+    def timing(self, phase: EndingPhase) -> Iterator[None]:
+        """Adds the block's seconds to `phase`."""
+        start = time.time()
+        try:
+            yield
+        finally:
+            self._ending[phase] += time.time() - start
+
     @contextlib.contextmanager
     def timing_export(self):
         start = time.time()
@@ -167,7 +234,8 @@ class Recorder:
         the record and the summary block have every task's steps.
         """
         if self.is_chief:
-            self._wait_for_workers()
+            with self.timing('waiting_for_workers_secs'):
+                self._wait_for_workers()
         self._write(run_record.SUCCEEDED, 0, None, metrics, export_dir)
 
     def _wait_for_workers(self):
@@ -227,8 +295,11 @@ class Recorder:
         self._write(run_record.ABORTED, None,
                     'the process was ended before the session completed', None, None)
 
+    def _mark(self, now: float) -> tuple[float, float, float]:
+        return (now, self._checkpoint_secs, self.eval_clock.seconds)
+
     def _step_ended(self, now):
-        mark = (now, self._checkpoint_secs, self.eval_clock.seconds)
+        mark = self._mark(now)
         if self._first is None:
             self._first = mark
         self._last = mark
@@ -279,11 +350,15 @@ class Recorder:
             self._warned = True
             sys.stderr.write('warning: run record not written: %s\n' % first_line(error))
 
-    def _own_throughput(self):
+    def _own_throughput(self) -> dict:
+        """This task's own figures (`run_record.job_throughput` sums them)."""
         if not self._trained:
-            return {'examples_per_sec': None, 'steps': 0}
+            return {'examples_per_sec': None, 'steps': 0, 'examples': 0}
+        interval = self._progress.measured_interval()
         return {'examples_per_sec': self._progress.average_worker_examples_per_sec(),
-                'steps': self._progress.local_steps}
+                'steps': self._progress.local_steps,
+                'examples': self._progress.measured_examples(),
+                'trained_from_unix': interval[0], 'trained_to_unix': interval[1]}
 
     def session(self, status, exit_code, error, metrics, export_dir):
         """The session dict (see the module docstring)."""
@@ -301,6 +376,11 @@ class Recorder:
         else:
             phases['startup_secs'] = max(0.0, wall - sum(phases.values()))
             phases['training_secs'] = 0.0
+        phases.update(self._ending)
+        if self._last is not None:
+            phases['closing_hooks_secs'] = _between(self._last, self._hooks_ended)
+            phases['closing_session_secs'] = _between(self._hooks_ended or self._last,
+                                                      self._training_returned)
         phases['other_secs'] = wall - sum(phases.values())
         metrics = {k: (int(v) if k == 'global_step' else float(v))
                    for k, v in (metrics or {}).items()}
@@ -313,7 +393,12 @@ class Recorder:
             for label, throughput in run_record.worker_entries(self.args.job_dir,
                                                                self._job_id):
                 workers.setdefault(label, throughput)
+        examples_per_sec = progress.average_examples_per_sec() if trained else None
+        interval = None
+        if trained and self._task.cluster.is_distributed:
+            examples_per_sec, workers, interval = run_record.job_throughput(workers)
         self.workers = workers
+        self.examples_per_sec = examples_per_sec
         flags = vars(self.args)
         return {
             'status': status, 'exit_code': exit_code, 'error': error,
@@ -326,7 +411,8 @@ class Recorder:
                       'to': metrics.get('global_step',
                                         progress.last_step if trained else None),
                       'target': self._train_steps},
-            'examples_per_sec': progress.average_examples_per_sec() if trained else None,
+            'examples_per_sec': examples_per_sec,
+            'examples_per_sec_interval_secs': interval,
             'examples_per_global_step': progress.examples_per_global_step if progress else None,
             'workers': workers,
             'checkpoints': {'count': self._checkpoints, 'secs': self._checkpoint_secs,
@@ -334,6 +420,8 @@ class Recorder:
                                           if self._checkpoints else None),
                             'every_steps': self._checkpoint_every},
             'evaluations': {'count': self.eval_clock.count, 'secs': eval_secs,
+                            # The driver's final evaluation is the session's last.
+                            'final_secs': self.eval_clock.last_secs if metrics else None,
                             'every_steps': self._eval_every,
                             'precise_batch_norm_secs': (self.evaluator.calibration_secs
                                                         if self.evaluator else 0.0)},
@@ -349,6 +437,22 @@ class Recorder:
             'job_id': self._job_id,
             'session_id': self._session_id,
         }
+
+
+def _closing_notice() -> None:
+    tf.compat.v1.logging.info(
+        'Closing the training session: tf.data stops the input\'s autotuning thread '
+        'when it next wakes, up to a minute after a long run (closing_session_secs in '
+        'the run record)')
+
+
+def _between(start: Optional[tuple[float, float, float]],
+             end: Optional[tuple[float, float, float]]) -> float:
+    """Seconds from mark `start` to mark `end` (`Recorder._mark`) that were neither
+    checkpointing nor evaluating; 0 when either is missing."""
+    if start is None or end is None:
+        return 0.0
+    return max(0.0, (end[0] - start[0]) - (end[1] - start[1]) - (end[2] - start[2]))
 
 
 def _cpu_secs():
@@ -380,6 +484,16 @@ class _TimelineHook(tf.compat.v1.train.SessionRunHook):
 
     def after_run(self, run_context, run_values):
         self._recorder._step_ended(time.time())  # pylint: disable=protected-access
+
+
+class _HooksEndedHook(tf.compat.v1.train.SessionRunHook):
+    """Notes when the training hooks before it have ended (last in the list)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def end(self, session: tf.compat.v1.Session) -> None:
+        self._recorder._hooks_end()  # pylint: disable=protected-access
 
 
 class _CheckpointTimer(tf.compat.v1.train.CheckpointSaverListener):

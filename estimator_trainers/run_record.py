@@ -23,9 +23,16 @@ A SESSION (all times in seconds, rates in examples/sec):
   machine it varies much less than the wall time.
 - `phases`: `startup_secs` (process start to the end of the first training
   step: imports, input checks, graph, session, restore), `training_secs`
-  (first to last step, without evaluating and checkpointing), `evaluating_secs`,
-  `checkpointing_secs`, `export_secs`, `other_secs` (the rest: final
-  evaluation set-up, shutdown). They add up to `wall_secs`.
+  (first to last step, without evaluating and checkpointing), `evaluating_secs`
+  (the final evaluation included), `checkpointing_secs`, `export_secs`, and
+  what the end of a session spends besides (`recorder.ENDING_PHASES`):
+  `closing_hooks_secs` (the training hooks' ends: writers flushed),
+  `closing_session_secs` (the training session's close: its threads joined;
+  tf.data's autotuning thread ends its sleep first, which can take up to a
+  minute after a long run), `waiting_for_evaluation_thread_secs`,
+  `writing_summaries_secs` (the HParams session's end),
+  `waiting_for_workers_secs` (a cluster's chief waiting for the other tasks'
+  records); `other_secs` is the rest. They add up to `wall_secs`.
 - `steps`: `from` (the global step it started at), `to` (the global step
   of the final evaluation), `target` (`--train-steps`).
 - `examples_per_sec`: the whole job's average while training, as the
@@ -39,7 +46,7 @@ A SESSION (all times in seconds, rates in examples/sec):
   one at the session's end included), `secs` spent saving (saving alone:
   evaluations need no checkpoint), `mean_secs`, `every_steps`.
 - `evaluations`: `count`, `secs` (the in-memory snapshots they evaluate
-  included), `every_steps` (the in-training interval; None where evaluator
+  included), `final_secs` (the final evaluation's), `every_steps` (the in-training interval; None where evaluator
   tasks or the end alone evaluate), `precise_batch_norm_secs` (of `secs`,
   re-estimating batch norm's statistics); `final_metrics` (with
   `global_step`); `export_dir`.
@@ -182,6 +189,35 @@ def json_value(value):
     if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
     return str(value)
+
+
+def job_throughput(tasks: dict) -> tuple:
+    """(the job's examples/sec, `tasks` with each task's share, the interval's
+    seconds) of a cluster's training tasks, from their own figures
+    (`recorder.Recorder`): the examples every task trained after its first
+    run, over one interval, from the earliest task's first run's end to the
+    latest task's last step. Each task's `examples_per_sec` becomes its
+    examples over that interval, so the job's figure is their sum; its own
+    rate while it trained stays as `own_examples_per_sec`. A task that
+    trained no step counts 0; one without those figures (a record written
+    before them) keeps its own and is not counted. (None, `tasks`, None) when
+    no task has them.
+    """
+    timed = {label: figures for label, figures in tasks.items()
+             if figures.get('trained_from_unix') is not None}
+    counted = {label for label, figures in tasks.items()
+               if label in timed or not figures.get('steps')}
+    if not timed:
+        return None, tasks, None
+    secs = (max(figures['trained_to_unix'] for figures in timed.values())
+            - min(figures['trained_from_unix'] for figures in timed.values()))
+    if secs <= 0:
+        return None, tasks, None
+    shared = {label: (dict(figures, own_examples_per_sec=figures.get('examples_per_sec'),
+                           examples_per_sec=(figures.get('examples') or 0) / secs)
+                      if label in counted else figures)
+              for label, figures in tasks.items()}
+    return sum(shared[label]['examples_per_sec'] for label in counted), shared, secs
 
 
 def worker_entries(job_dir, job_id):

@@ -22,6 +22,7 @@ from tensorboard.plugins.hparams import summary_v2 as hparams_v2
 
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import summaries
 
 TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
 # Flags that name places or logging rather than choices: not hyperparameters.
@@ -69,13 +70,24 @@ def _write(writer, summary):
     writer.flush()
 
 
+def write_average(job_dir: str, step: int, examples_per_sec: float) -> None:
+    """Writes the job's examples/sec (the summary block's) into the job-dir's
+    training run at `step`, as `summaries.EXAMPLES_PER_SEC_AVERAGE`."""
+    writer = tf.compat.v1.summary.FileWriterCache.get(job_dir)
+    writer.add_summary(tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(
+        tag=summaries.EXAMPLES_PER_SEC_AVERAGE, simple_value=examples_per_sec)]), step)
+    writer.flush()
+
+
 def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per_sec,
                   eval_clock, metrics, job_dir, export_dir, tasks=None):
     """The lines a run ends with (a string of several lines).
 
-    `examples_per_sec` is the progress lines' average (the last one's is this
-    figure); `tasks` ({task: {"steps", "examples_per_sec"}}, a cluster's
-    training tasks as the run record has them) adds a row per task.
+    `examples_per_sec` is the job's figure of the run record: one process's
+    is its progress lines' average (the last one's is this figure); a
+    cluster's is the sum of its training tasks' over one interval, `tasks`
+    ({task: {"steps", "examples_per_sec", "own_examples_per_sec"}}, as the
+    run record has them), a row each.
     """
     global_step = int(metrics.get('global_step', last_step or 0))
     if first_step is None:
@@ -90,8 +102,9 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
             _duration(wall_secs), _duration(eval_clock.seconds),
             100 * share, eval_clock.count, '' if eval_clock.count == 1 else 's')),
         ('steps', steps),
-        ('examples/sec', 'average %.1f (job-wide, while training: the progress lines\' '
-                         'average)' % examples_per_sec if examples_per_sec else 'n/a'),
+        ('examples/sec', ('average %.1f (%s)' % (examples_per_sec, (
+            'the job\'s: the sum of the tasks\' below' if tasks else
+            'while training: the progress lines\' average')) if examples_per_sec else 'n/a')),
         ('final metrics', ', '.join('%s = %.4f' % (k, float(v)) for k, v in
                                     sorted(metrics.items()) if k != 'global_step')),
         ('checkpoints', job_dir),
@@ -113,10 +126,13 @@ def _task_order(label):
 
 
 def _task_row(label, figures):
-    """`worker-1: 168 steps, 4210.5 examples/sec` (its own average)."""
-    rate = figures.get('examples_per_sec')
-    return '%-9s %6d steps, %s' % (label + ':', figures.get('steps') or 0,
-                                   '%.1f examples/sec' % rate if rate else 'n/a examples/sec')
+    """`worker-1:    168 steps, 4210.5 examples/sec (5012.3 while it trained)`: its
+    share of the job's figure, and its own rate."""
+    rate, own = figures.get('examples_per_sec'), figures.get('own_examples_per_sec')
+    return '%-9s %6d steps, %s%s' % (
+        label + ':', figures.get('steps') or 0,
+        '%.1f examples/sec' % rate if rate is not None else 'n/a examples/sec',
+        ' (%.1f while it trained)' % own if own else '')
 
 
 def _duration(secs):

@@ -118,8 +118,8 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
         train_distribute=task.train_distribute, train_steps=plan.train_steps)
     distribution_lib.wait_for_peers(task.distribution, _log)
     watch = distribution_lib.watch_peers(task.distribution)
-    tf.compat.v1.logging.info('%d examples per step on this task (progress lines: '
-                              'step/target)', plan.examples_per_step)
+    tf.compat.v1.logging.debug('%d examples per step on this task (progress lines: '
+                               'step/target)', plan.examples_per_step)
     train_input_fn, eval_input_fn = runtime.input_fns(args, task, plan)
     loop = training.LoopSettings.from_flags(
         args, train_steps=plan.train_steps, examples_per_step=plan.examples_per_step,
@@ -212,9 +212,11 @@ def _check_batch(plan, task):
             'example twice' % (plan.batch_flag, plan.examples_per_step,
                                plan.train_examples), flag=plan.batch_flag)
     if task.num_gpus:
-        _log('Memory: not estimated for GPUs')
+        tf.compat.v1.logging.debug('Memory: not estimated for GPUs')
         return
-    faults.check_memory(plan.memory, plan.examples_per_step, plan.batch_flag, _log)
+    # The estimate is said at DEBUG; the console hears of memory when it is short.
+    faults.check_memory(plan.memory, plan.examples_per_step, plan.batch_flag,
+                        tf.compat.v1.logging.debug)
 
 
 def examples_per_global_step(plan, task):

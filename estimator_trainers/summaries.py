@@ -5,7 +5,8 @@ Runs (directories) of a job-dir, as TensorBoard lists them:
 - `.` (the job-dir): training, written by the chief: `loss`, `accuracy` (and
   `auc` for binary classifiers) of the training batches, `learning_rate/<optimizer>`
   for each optimizer, `examples_per_sec` and `global_step/sec` of the whole
-  job, input `images` (CIFAR, rarely), the graph and the HParams of the run.
+  job, `examples_per_sec/average` (the run summary's figure, at the last
+  step), input `images` (CIFAR, rarely), the graph and the HParams of the run.
 - `eval`: each evaluated checkpoint: `loss`, `accuracy`, `auc`, ... under the
   same names as in training, so both runs share one chart per metric.
 - `workers/<task>` (distributed runs only): `examples_per_sec/worker`, the
@@ -26,6 +27,8 @@ from estimator_trainers import run_steps
 LOSS = 'loss'
 LEARNING_RATE = 'learning_rate'
 EXAMPLES_PER_SEC = 'examples_per_sec'
+# The job's examples/sec of the run summary and the run record, at the last step.
+EXAMPLES_PER_SEC_AVERAGE = 'examples_per_sec/average'
 GLOBAL_STEPS_PER_SEC = 'global_step/sec'
 WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
 IMAGES = 'images'

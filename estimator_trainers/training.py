@@ -149,7 +149,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
             summary_dir=job_dir if is_chief else None,
             worker_dir=(job_dir_lib.worker_dir(job_dir, _worker_label(cluster))
                         if cluster.is_distributed else None),
-            save_summary_steps=loop.save_summary_steps, eval_clock=clock)
+            save_summary_steps=loop.save_summary_steps, eval_clock=clock,
+            alone=cluster.num_workers <= 1)
         # A global step of several tasks' batches: synchronous replicas.
         synchronous = (loop.examples_per_global_step or 0) > loop.examples_per_step
         waiting = ([hooks.WaitForChiefHook(estimator.config, loop.train_steps,
@@ -170,15 +171,20 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                           if recorder else [])
                        + hooks.checkpoint_saver_hooks(checkpoint_plan, listeners,
                                                       loop.steps_per_loop)
-                       + evaluating)
+                       + evaluating + ([recorder.closing_hook()] if recorder else []))
         trained, train_input_fn = _looped(estimator, train_input_fn, loop, checkpoint_plan)
         if recorder and is_chief:
             hparams_writer = run_report.start_session(job_dir, recorder.args,
                                                       recorder.hparams_facts())
         try:
-            metrics = _checked(job_dir, lambda: _train(
-                trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
-                checkpoint_plan.eval_every_secs))
+            try:
+                metrics = _checked(job_dir, lambda: _train(
+                    trained, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
+                    checkpoint_plan.eval_every_secs))
+            finally:
+                progress.stop_heartbeat()
+                if recorder:
+                    recorder.training_returned()
         except hooks.Diverged as e:
             divergence.annotated(e)
             if checkpoint_plan.directory and e.unverified_steps:
@@ -187,7 +193,10 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                 resume.drop_checkpoints(checkpoint_plan.directory, e.unverified_steps)
             raise
         finally:
-            evaluate.settle()  # the process must not exit under its preparing thread
+            # The process must not exit under its preparing thread.
+            with (recorder.timing('waiting_for_evaluation_thread_secs') if recorder
+                  else contextlib.nullcontext()):
+                evaluate.settle()
 
     if not is_chief:
         if recorder:
@@ -210,9 +219,14 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         ', '.join('%s = %.4f' % (k, float(v)) for k, v in sorted(metrics.items())
                   if k != 'global_step'))
     if progress is not None and recorder:
-        run_report.end_session(hparams_writer)
+        with recorder.timing('writing_summaries_secs'):
+            run_report.end_session(hparams_writer)
+    examples_per_sec = progress.average_examples_per_sec() if progress else None
     if recorder:
         recorder.finished(metrics, export_dir)
+        examples_per_sec = recorder.examples_per_sec
+    if examples_per_sec and progress is not None:
+        run_report.write_average(job_dir, global_step, examples_per_sec)
     tf.compat.v1.logging.info('%s', run_report.summary_block(
         wall_secs=time.time() - started,
         # Where this session started: in an asynchronous job the chief's own
@@ -220,7 +234,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         first_step=(step or 0) if progress else None,
         last_step=progress.last_step if progress else None,
         train_steps=loop.train_steps,
-        examples_per_sec=progress.average_examples_per_sec() if progress else None,
+        examples_per_sec=examples_per_sec,
         eval_clock=clock, metrics=metrics, job_dir=job_dir, export_dir=export_dir,
         tasks=recorder.workers if recorder and cluster.is_distributed else None))
     _end_together(estimator, cluster)

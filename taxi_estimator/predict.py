@@ -183,8 +183,8 @@ def _csv_instances(reader: _csv.Reader, where: str) -> List[schema.Instance]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logs.quiet_tensorflow_native_logs()
     args = parse_args(argv)
+    level = logs.quiet_console(args.verbosity)
     path = args.json_instances or args.csv_instances
     flag = '--json-instances' if args.json_instances else '--csv-instances'
     # Read once: a process substitution <(...) works too.
@@ -195,7 +195,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not instances:
         raise UserInputError('%s %s: no instances' % (flag, path))
     # Flags and instances are read without TensorFlow; the model needs it.
-    logs.configure(args.verbosity)
+    logs.configure(level)
     from estimator_trainers import serving  # pylint: disable=g-import-not-at-top
     from taxi_estimator import predictor  # pylint: disable=g-import-not-at-top
     predict = predictor.make_predictor(serving.find_export(args.model_dir))

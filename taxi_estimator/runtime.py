@@ -77,7 +77,7 @@ class TaxiRuntime(declaration.Runtime):
                      args.num_epochs, args.train_size or train_data.rows, global_batch),
                  ','.join(map(str, hidden_units)))
         for column in sorted(stats):
-            log.info('Normalisation of %s: mean %.6g, std %.6g', column,
+            log.debug('Normalisation of %s: mean %.6g, std %.6g', column,
                      stats[column]['mean'], stats[column]['std'])
         return declaration.Plan(
             train_steps=train_steps, examples_per_step=args.batch_size,

@@ -182,8 +182,10 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
     """
     # Imported now: the checkpoint is read in the short while the chief is down.
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    # At DEBUG: TensorFlow's own lines (TF_CONFIG, the restore) are checked below.
     cluster = launch(job_dir, ['--parameter-server-count', '1', '--worker-count', '2',
-                               '--max-restarts', '1'], trainer_command)
+                               '--max-restarts', '1'],
+                     [*trainer_command, '--verbosity', 'debug'])
     cluster.wait_for(lambda: '[worker-0] ' in cluster.output and
                      'Done running local_init_op' in task_log(job_dir, 'worker-0'),
                      'worker-0 training')

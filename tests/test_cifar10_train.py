@@ -115,7 +115,8 @@ def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
            '20', '--keep-checkpoint-max', '10')
     assert listed_checkpoints(job_dir) == [0, 20, 40, 50]
     proc = _train(cifar10_data_dir, job_dir, '--train-steps', '90',
-                  '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10')
+                  '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10',
+                  '--verbosity', 'debug')  # TensorFlow's restore line is checked
     assert 'Resuming from global step 50' in proc.stderr
     assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-50') in proc.stderr
     # Resumed off a multiple, saves return to multiples of 20 (Estimator's own

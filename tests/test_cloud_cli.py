@@ -80,6 +80,14 @@ def test_dry_run_prints_the_staging_plan_and_the_exact_request():
     assert body['jobSpec']['baseOutputDirectory'] == {'outputUriPrefix': job_dir}
 
 
+def test_verbosity_debug_shows_the_libraries_notices():
+    """What `_dry_run` finds absent by default (#48): google-api-core's notice."""
+    proc = run_module(MODULE, 'submit', 'taxi', '--config', _config('config_ps.yaml'),
+                      '--dry-run', '--image-uri', CONTAINER, '--verbosity', 'debug',
+                      env=OFFLINE_ENV, timeout=120, check=0)
+    assert 'FutureWarning: You are using a Python version' in proc.stderr
+
+
 def test_dry_run_of_a_tuning_config_and_the_default_job_name():
     proc = _dry_run('cifar10', '--config', _config('hptuning_config.yaml'), '--dry-run',
                     '--image-uri', CONTAINER)

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+import console_lines
 import processes
 from conftest import cli_env, REPO_ROOT
 from estimator_trainers import cluster as cluster_lib
@@ -226,6 +227,10 @@ def test_rehearses_the_taxi_parameter_server_config(gcs, gcs_taxi_data, tmp_path
     step, _ = _assert_passed(gcs, proc, tmp_path, 'taxi-data', 'taxi_ps',
                              'chief 1, worker 2 of 4, ps 1', staged=True)
     assert 200 <= step <= 210
+    # A quiet console (#48): the tasks' and the rehearsal's events, nothing of their
+    # libraries (no C++ start-up line after `rehearsal passed`, no warning).
+    console_lines.assert_kinds(proc.stdout + proc.stderr, console_lines.REHEARSAL | {
+        'staged', 'step target', 'parameter server'}, maybe={'waiting for peers'})
     for label in ('ps-0', 'chief-0', 'worker-0', 'worker-1'):
         assert re.search(r'^\[%s\] ' % label, proc.stdout, re.M), label
         assert '[launcher] started %s' % label in proc.stderr
@@ -346,6 +351,10 @@ def test_rehearses_every_shipped_config(gcs, gcs_cifar10_data, tmp_path, config)
         'config_mwms.yaml': 'chief 1, worker 1 of 2',
         'hptuning_config.yaml': 'chief 1'}[config],
                                 model_dir='/1/model' if job == 'hptuning_config' else '')
+    console_lines.assert_kinds(proc.stdout + proc.stderr, console_lines.REHEARSAL | {
+        'cmle_config_gpu.yaml': {'parameter server'},
+        'config_mwms.yaml': {'waiting for peers'},
+        'hptuning_config.yaml': {'tuning'}}[config], maybe={'waiting for peers'})
     if config == 'hptuning_config.yaml':
         assert re.search(r'  trial 1 \(--learning-rate=0\.0632456, --weight-decay=0\.0001\): '
                          r'accuracy = [\d.]+ reported', summary)

@@ -32,12 +32,14 @@ def _model_flags(train_steps, checkpoint_steps):
 
     Workers start at most 5 s late (Estimator's delay lets the chief initialise
     the variables first; a worker that finds them uninitialised re-checks only
-    30 s later).
+    30 s later). At DEBUG: TensorFlow's own lines (TF_CONFIG, the final loss,
+    the strategy) are checked.
     """
     return ['--num-layers', '8', '--train-batch-size', '32', '--eval-batch-size', '50',
             '--log-step-count-steps', '20', '--random-seed', '7',
             '--train-steps', str(train_steps), '--checkpoint-num-steps', str(checkpoint_steps),
-            '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120']
+            '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120',
+            '--verbosity', 'debug']
 
 
 def _trainer(data_dir, job_dir, train_steps, checkpoint_steps, *extra):

@@ -39,8 +39,10 @@ def data_dir(tmp_path_factory):
 
 
 def _model_flags(train_steps, checkpoint_steps):
-    """Small batches, a fixed seed, workers at most 5 s late (see test_cluster_cifar10)."""
+    """Small batches, a fixed seed, workers at most 5 s late (see test_cluster_cifar10);
+    at DEBUG, as TensorFlow's own lines are checked (TF_CONFIG, the final loss)."""
     return ['--batch-size', '64', '--random-seed', '3', '--log-step-count-steps', '50',
+            '--verbosity', 'debug',
             '--train-steps', str(train_steps), '--checkpoint-num-steps', str(checkpoint_steps),
             '--max-worker-delay-secs', '5', '--peer-timeout-secs', '120']
 

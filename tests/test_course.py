@@ -21,6 +21,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
+import console_lines
 import taxi_trips
 from cluster_helpers import Cluster, launch, task_log
 from conftest import REPO_ROOT, run_module
@@ -71,11 +72,17 @@ def _scalars(directory, tag):
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-def _train_local(*args, env=None):
+# What the main job's console says (`console_lines`); a resumed run says so too.
+MAIN_JOB = {'data', 'checkpoint', 'progress', 'evaluation', 'export', 'final evaluation',
+            'summary'}
+
+
+def _train_local(*args, env=None, console=MAIN_JOB):
     """`bash scripts/train-local.sh ARGS` as the script runs it (it execs this module)."""
     proc = run_module('estimator_trainers.tools.local', *args, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-6000:]
     assert error_lines(proc.stdout + proc.stderr) == []
+    console_lines.assert_kinds(proc.stdout + proc.stderr, console)
     return proc
 
 
@@ -92,7 +99,7 @@ def test_hw3_checkpoint_commands(cifar10_data_dir, tmp_path):
     assert len(steps) >= 5 and steps[-1] == 1000, steps
 
     _train_local('cifar10', '--job-dir', first, *data, '--', *SMALL_RESNET,
-                 '--train-steps=2000')
+                 '--train-steps=2000', console=MAIN_JOB | {'resumed'})
     assert _checkpoints(first) == [0, 1000, 2000]  # 1000, resumed from, is not saved again
     resumed = [s for s, _ in _scalars(first / 'eval', 'loss') if s > 1000]
     assert len(resumed) >= 5 and resumed[-1] == 2000, resumed
@@ -177,13 +184,43 @@ def taxi_data(tmp_path_factory):
     return taxi_trips.write_data_step_files(tmp_path_factory.mktemp('course_taxi'), 8600, 2150)
 
 
-def _train_local_cluster(data_dir, job_dir, cluster_flags, trainer_flags=()):
+# What a local cluster's console says (`console_lines`); a worker that starts
+# before the chief listens says it waits for it.
+CLUSTER = MAIN_JOB | {'launcher', 'step target'}
+
+
+def _train_local_cluster(data_dir, job_dir, cluster_flags, trainer_flags=(), *, console,
+                         maybe=()):
     cluster = Cluster(['bash', os.path.join(REPO_ROOT, 'scripts', 'train-local.sh'), 'taxi',
                        '--job-dir', str(job_dir), '--data-dir', str(data_dir),
                        '--distributed', *cluster_flags, '--', *trainer_flags])
     assert cluster.finish() == 0, cluster.output[-6000:]
     assert error_lines(cluster.output) == []
+    console_lines.assert_kinds(cluster.output, console, maybe)
     return cluster.output
+
+
+def _assert_throughput_adds_up(output, job_dir):
+    """The job's examples/sec is the sum of its tasks' (issue #48), the same figure
+    in the console, the run record and TensorBoard, and the tasks' own counts agree
+    with the global steps the job made (within 2%). Returns the tasks' steps."""
+    summary = output[output.index('INFO Run summary:'):]
+    job = float(re.search(r'^\[chief-0\]   examples/sec +average ([\d.]+) \(the job\'s: '
+                          r'the sum of the tasks\' below\)$', summary, re.M).group(1))
+    rows = re.findall(r'^\[chief-0\]   tasks +(\S+): +(\d+) steps, ([\d.]+) examples/sec '
+                      r'\([\d.]+ while it trained\)$', summary, re.M)
+    assert job == pytest.approx(sum(float(rate) for _, _, rate in rows), abs=0.05 * len(rows))
+    (session,) = run_record.read(str(job_dir))
+    assert '%.1f' % session['examples_per_sec'] == '%.1f' % job
+    assert sum(w['examples_per_sec'] for w in session['workers'].values()) == pytest.approx(
+        session['examples_per_sec'])
+    assert _scalars(job_dir, 'examples_per_sec/average')[-1] == (
+        session['steps']['to'], pytest.approx(session['examples_per_sec'], rel=1e-6))
+    trained = (session['steps']['to'] - session['steps']['from']) * session[
+        'examples_per_global_step']
+    assert sum(w['examples'] for w in session['workers'].values()) == pytest.approx(
+        trained, rel=0.02)
+    return {label: int(steps) for label, steps, _ in rows}
 
 
 @pytest.mark.slow
@@ -200,9 +237,9 @@ def test_every_worker_of_a_parameter_server_job_trains(taxi_data, tmp_path):
     job_dir = tmp_path / 'job'
     output = _train_local_cluster(
         taxi_data, job_dir, ['--parameter-server-count', '1', '--worker-count', '4'],
-        ['--train-steps', '3000'])
-    tasks = {label: int(steps) for label, steps in re.findall(
-        r'^\[chief-0\]   tasks +(\S+): +(\d+) steps, ', output, re.M)}
+        ['--train-steps', '3000'], console=CLUSTER | {'parameter server'},
+        maybe={'waiting for peers'})
+    tasks = _assert_throughput_adds_up(output, job_dir)
     assert sorted(tasks) == ['chief', 'worker-0', 'worker-1', 'worker-2', 'worker-3'], output
     assert all(steps > 0 for steps in tasks.values()), tasks
     assert sum(tasks.values()) >= 3000
@@ -241,6 +278,8 @@ def test_a_multi_worker_mirrored_job_ends_together_without_error_lines(taxi_data
     assert cluster.finish() == 0, cluster.output[-6000:]
     output = cluster.output
     assert error_lines(output) == []
+    console_lines.assert_kinds(output, CLUSTER | {'waiting for peers'})
+    assert sorted(_assert_throughput_adds_up(output, job_dir)) == ['chief', 'worker-0']
     assert output.index('INFO Run summary:') < output.index('[launcher] worker-0 finished')
     assert output.index('[launcher] worker-0 finished') < output.index(
         '[launcher] chief-0 finished')

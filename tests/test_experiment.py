@@ -36,6 +36,8 @@ import processes
 import taxi_trips
 from conftest import cli_env, one_error_line, REPO_ROOT, run_module
 from estimator_trainers import checkpoints
+from estimator_trainers import flags
+from estimator_trainers import registry
 from estimator_trainers import run_record
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.experiment import cli as experiment_cli
@@ -179,9 +181,19 @@ def test_results_table_and_plots(toy):
         means = [sum(float(r['eval_mse']) for r in rows if r['batch-size'] == str(b)
                      and r['checkpoint-num-steps'] == str(every)) / 2 for b in (8, 16)]
         assert lines['checkpoint-num-steps=%d' % every] == pytest.approx(means)
-    figure = plots.metric_vs_time_figure(sweep, curves, sweep.points)
+    # Times and rates on axes from zero; the load each run ran under, and the note.
+    ran = [r for r in collected if r['status'] == run_record.SUCCEEDED]
+    titles = {label for _, label in results.QUANTITIES} | {plots.LOAD_LABEL}
+    assert titles <= {a.get_title() for a in figure.axes}
+    assert all(a.get_ylim()[0] == 0 for a in figure.axes if a.get_title() in titles)
+    (load,) = [a for a in figure.axes if a.get_title() == plots.LOAD_LABEL]
+    assert sorted(y for line in load.lines if line.get_marker() == 'o'
+                  for y in line.get_ydata()) == sorted(results.load_of(r) for r in ran)
+    assert figure.texts[-1].get_text() == plots.load_note(ran, 'batch-size')  # the note
+    figure = plots.metric_vs_time_figure(sweep, curves, sweep.points, collected)
     assert sorted(line.get_label() for line in figure.axes[0].lines) == sorted(
         p.label for p in sweep.points)
+    assert figure.axes[0].get_xlim()[0] == 0
     assert plots.throughput_figure(sweep, collected) is None  # one training task throughout
 
 
@@ -196,6 +208,44 @@ def test_results_of_a_sweep_whose_every_point_failed_have_no_plots(tmp_path):
     assert 'plots:   none (no point measured anything)\n' in stream.getvalue()
     assert os.listdir(os.path.join(layout.out, plots.PLOTS_DIR)) == []
     assert 'Not succeeded: ' in (tmp_path / 'out' / results.RESULTS_MD).read_text()
+
+
+def _loaded(rows, load, where=lambda row: True):
+    """Copies of `rows`, those `where` says at 1-minute load `load`."""
+    return [dict(r, load_average_start=load, load_average_end=load) if where(r) else dict(r)
+            for r in rows]
+
+
+def test_figures_and_table_say_when_the_load_and_the_spread_decide(toy):
+    """Which points ran under load, in the note and circled; which differences the
+    repeats cannot resolve, in the table (issue #48)."""
+    path, out, _, _, _ = toy
+    sweep = sweep_lib.load(path)
+    collected, _ = results.collect(sweep, execute.Layout.of(sweep, str(out)))
+    cores = collected[0]['cpu_cores']
+    quiet = _loaded(collected, cores / 4)
+    figure = plots.by_axis_figure(sweep, quiet, 'batch-size')
+    assert figure.texts[-1].get_text().endswith('no point measured under load.')
+    assert not [line for a in figure.axes for line in a.lines
+                if line.get_markeredgecolor() == 'tab:red']
+    busy = _loaded(quiet, cores + 3.5, lambda row: row['batch-size'] == '16')
+    figure = plots.by_axis_figure(sweep, busy, 'batch-size')
+    assert figure.texts[-1].get_text() == (
+        'Measured under load (circled): batch-size=16 ran with a 1-minute load average up '
+        'to %.1f on %d cores, so their times and rates include waiting for a CPU.'
+        % (cores + 3.5, cores))
+    circled = [line for line in figure.axes[0].lines if line.get_markeredgecolor() == 'tab:red']
+    assert [list(line.get_xdata()) for line in circled] == [[16], [16]]  # a line per interval
+    table = results.markdown(sweep, busy)
+    first, *others = [line for line in table.splitlines() if re.match(r'\| (8|16) \|', line)]
+    assert 'not resolved' not in first and '(under load)' not in first
+    assert all(line.endswith(' (under load) |') for line in others if '| 16 |' in line)
+    # Points apart by more than their spread are resolved; within it, not.
+    apart = [dict(r, wall_secs=100.0 * (r['batch-size'] == '16') + r['seed']) for r in busy]
+    lines = [line for line in results.markdown(sweep, apart).splitlines()
+             if re.match(r'\| (8|16) \|', line)]
+    wall = [line.split(' | ')[4] for line in lines]
+    assert ['not resolved' in cell for cell in wall] == [False, True, False, False], wall
 
 
 def test_a_second_invocation_skips_everything(toy):
@@ -564,6 +614,23 @@ def test_dry_run_prints_each_local_command(tmp_path):
         assert '-m toy_estimator.trainer --data-dir %s' % (tmp_path / 'data') in command
     assert '--random-seed=2' in commands[2] and '--batch-size=8' in commands[2]
     assert not out.exists() and not (tmp_path / 'data').exists()
+
+
+def test_dry_run_prints_each_flag_once_as_the_trainer_takes_it(tmp_path):
+    """CIFAR-10's local default --train-steps=1000 and a sweep's 200 were both on the
+    line; the point's own value is the one left, once, where it was given."""
+    path = tmp_path / 'cifar.yaml'
+    path.write_text(yaml.safe_dump({'trainer': 'cifar10', 'flags': {
+        'num-layers': 8, 'train-steps': 200, 'sync': True}, 'points': [{'sync': False}]}))
+    proc = _experiment(path, '--out', tmp_path / 'out', '--dry-run')
+    (command,) = [line for line in proc.stdout.splitlines() if 'cifar10_main' in line]
+    words = command.split()
+    assert [w for w in words if 'train-steps' in w] == ['--train-steps=200']
+    assert [w for w in words if w.endswith('sync')] == ['--no-sync']
+    parser = registry.get('cifar10').make_parser()
+    assert flags.last_wins(['--train-steps=1000', '--num-layers', '8', '--train-steps', '20',
+                            '--sync', '--hidden', '--no-sync'], parser) == [
+        '--num-layers', '8', '--train-steps', '20', '--hidden', '--no-sync']
 
 
 def test_a_sweep_writes_under_experiments_by_default(tmp_path):

@@ -326,10 +326,15 @@ def test_model_larger_than_the_memory_is_refused_with_the_estimate(files, tmp_pa
 
 
 def test_memory_estimate_is_logged_before_training(files, tmp_path):
+    """At DEBUG: the console hears of memory when it is short (above)."""
     proc = run_module(TASK, *files, '--job-dir', tmp_path / 'job', '--train-steps', '1',
-                      *FAST, check=0)
+                      *FAST, '--verbosity', 'debug', check=0)
     assert re.search(r'Memory: about [\d.]+ [KM]iB for one step of 64 examples .*; '
                      r'[\d.]+ GiB available', proc.stderr)
+    # DEBUG brings back what the default console leaves out (#48): TensorFlow's C++
+    # start-up lines and its Python INFO lines.
+    assert 'oneDNN custom operations are on' in proc.stderr
+    assert 'INFO Using config: ' in proc.stderr
 
 
 # --- distributed faults --------------------------------------------------------------------

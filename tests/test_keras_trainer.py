@@ -333,7 +333,8 @@ def test_cifar10_mlp_learns_and_serves(cifar10_data_dir, tmp_path):
 def test_l2_is_part_of_the_cifar10_mlp_loss(cifar10_data_dir, tmp_path):
     """A huge --weight-decay dominates the loss; mnist_cnn has no L2 to weigh."""
     proc = _train(cifar10_data_dir, tmp_path / 'job', *CIFAR, '--train-steps', '1',
-                  '--weight-decay', '1000', '--log-step-count-steps', '1')
+                  '--weight-decay', '1000', '--log-step-count-steps', '1',
+                  '--verbosity', 'debug')  # Estimator's final-loss line
     loss = float(re.search(r'Loss for final step: ([\d.e+]+?)\.?$', proc.stderr,
                            re.M).group(1))
     assert loss > 1000
@@ -443,7 +444,7 @@ def test_multi_worker_mirrored_with_two_workers(mnist_data_dir, mnist_source, tm
     job_dir = tmp_path / 'job'
     cluster = _train_local_cluster(
         mnist_data_dir, job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
-        ['--train-steps', '60', '--checkpoint-num-steps', '20'])
+        ['--train-steps', '60', '--checkpoint-num-steps', '20', '--verbosity', 'debug'])
     assert final_step(cluster.output) == 60  # synchronous: no overshoot
     for label in ('chief-0', 'worker-0'):
         log = task_log(job_dir, label)
@@ -466,7 +467,7 @@ def test_parameter_servers(cifar10_data_dir, tmp_path):
     cluster = _train_local_cluster(
         cifar10_data_dir, job_dir, ['--parameter-server-count', '1', '--worker-count', '1'],
         [*CIFAR, '--train-steps', '100', '--checkpoint-num-steps', '50',
-         '--max-worker-delay-secs', '0'])
+         '--max-worker-delay-secs', '0', '--verbosity', 'debug'])
     assert '[launcher] stopping ps-0' in cluster.output
     assert 100 <= final_step(cluster.output) <= 110  # asynchronous: a few steps over
     graph = (job_dir / 'graph.pbtxt').read_text()

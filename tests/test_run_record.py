@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
+import console_lines
 import mnist_archive
 import processes
 import taxi_trips
@@ -40,6 +41,11 @@ TRAINERS = {
     'keras': ('keras_estimator.trainer', ['--batch-size', '32', '--train-steps', '30',
                                           '--checkpoint-num-steps', '10']),
 }
+# What each trainer's console says by default (`console_lines`).
+CONSOLE = {trainer: {'data', 'checkpoint', 'progress', 'evaluation', 'export',
+                     'final evaluation', 'summary'} | extra
+           for trainer, extra in (('taxi', {'step target'}), ('cifar10', set()),
+                                  ('keras', set()))}
 # An evaluation at every checkpoint's step (no time budget: the same steps in both
 # runs), training summaries every 5 steps, progress lines every 10.
 CADENCE = ['--eval-every-steps', '10', '--eval-frequency-secs', '0',
@@ -119,9 +125,20 @@ def test_the_record_says_what_the_run_did(twice):
     assert session['steps'] == {'from': 0, 'to': target, 'target': target}
     phases = session['phases']
     assert set(phases) == {'startup_secs', 'training_secs', 'evaluating_secs',
-                           'checkpointing_secs', 'export_secs', 'other_secs'}
-    assert all(phases[p] > 0 for p in phases if p != 'other_secs'), phases
+                           'checkpointing_secs', 'export_secs', 'closing_hooks_secs',
+                           'closing_session_secs', 'waiting_for_evaluation_thread_secs',
+                           'writing_summaries_secs', 'waiting_for_workers_secs',
+                           'other_secs'}
+    assert all(phases[p] > 0 for p in ('startup_secs', 'training_secs', 'evaluating_secs',
+                                       'checkpointing_secs', 'export_secs',
+                                       'closing_session_secs', 'writing_summaries_secs')), phases
+    assert phases['waiting_for_workers_secs'] < 0.1  # one process: no other task
     assert sum(phases.values()) == pytest.approx(session['wall_secs'])
+    # Every second named: what is left is the driver's own few lines.
+    assert 0 <= phases['other_secs'] < 1, phases
+    # A quiet console: one line per event of the run (issue #48).
+    console_lines.assert_kinds(stderr, CONSOLE[trainer])
+    assert 0 < session['evaluations']['final_secs'] <= phases['evaluating_secs']
     assert 0 < session['cpu_secs']
     # Rates and counts as the run itself printed them.
     block = _summary_block(stderr)

@@ -22,7 +22,7 @@ from estimator_trainers import sentinel
 BLOCKED = textwrap.dedent('''\
     import ctypes, sys
     from estimator_trainers import logs
-    logs.quiet_tensorflow_native_logs()
+    logs.quiet_console()
     logs.import_tensorflow()
     from estimator_trainers import errors, faults
 

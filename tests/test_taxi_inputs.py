@@ -275,7 +275,7 @@ def test_feature_stats_are_checked_used_and_recorded(tmp_path, good_lines):
     supplied = tmp_path / 'stats.json'
     supplied.write_text(json.dumps(_stats(fare={'mean': 12.5, 'std': 9.5})))
     proc = run_module('taxi_estimator.task', *common, '--job-dir', tmp_path / 'job',
-                      '--feature-stats', supplied, check=0)
+                      '--feature-stats', supplied, '--verbosity', 'debug', check=0)
     assert 'Using the normalisation statistics from %s' % supplied in proc.stderr
     assert 'Normalisation of fare: mean 12.5, std 9.5' in proc.stderr
     recorded = tmp_path / 'job' / 'feature_stats.json'

@@ -146,7 +146,7 @@ def test_console_each_message_once_with_eta_and_summary_block(request, which):
     messages = _messages(stderr)
     repeated = [a for a, b in zip(messages, messages[1:]) if a == b]
     assert not repeated, repeated
-    assert sum('Using config' in m for m in messages) == 1
+    assert not any('Using config' in m for m in messages)  # TensorFlow's, at DEBUG only
     assert 'signatures can only accept' not in stderr
     assert 'Signatures EXCLUDED' not in stderr
     assert 'Calling checkpoint listeners' not in stderr

@@ -26,6 +26,7 @@ import sys
 from estimator_trainers import declaration
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import logs
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
@@ -53,6 +54,8 @@ Options:
   --data-dir DIR   data directory, prepared by the model's data step when
                    empty (default: ./data/<model>, ./data/cifar10 for keras
                    --model cifar10_mlp; env DATA_DIR)
+  --verbosity LEVEL  INFO (default): one line per event of the job; DEBUG also
+                   TensorFlow's own start-up and internals, in every task
   -h, --help       show this help
 
 Distributed (a TensorFlow cluster on this machine, one process per task, like
@@ -99,6 +102,7 @@ def parse_args(argv):
     parser.add_argument('--job-dir', default=os.environ.get('JOB_DIR') or None)
     parser.add_argument('--data-dir', default=os.environ.get('DATA_DIR') or None)
     parser.add_argument('--distributed', action='store_true')
+    parser.add_argument('--verbosity', type=str.upper)
     parser.add_argument('--package-path', default=None)
     parser.add_argument('--module-name', default=None)
     for option in LAUNCHER_OPTIONS:
@@ -111,6 +115,9 @@ def parse_args(argv):
         if value is not None and not value.strip():  # not the shared /tmp default
             raise UserInputError('%s: expected a path, got %r (an unset variable?)'
                                  % (flag, value), flag=flag)
+    if args.verbosity is not None and args.verbosity not in flags.VERBOSITY_LEVELS:
+        raise UserInputError('--verbosity %s: expected one of %s' % (
+            args.verbosity, ', '.join(flags.VERBOSITY_LEVELS)), flag='--verbosity')
     args.model = model
     return args, trainer_flags
 
@@ -189,6 +196,7 @@ def run_passing_signals(command, env=None):
 
 def main(argv=None):
     args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
+    logs.quiet_console(args.verbosity, for_children=True)  # the data step, the tasks
     if args.help:
         sys.stdout.write(usage(registry.discover()))
         return 0

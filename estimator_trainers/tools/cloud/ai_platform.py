@@ -168,7 +168,11 @@ def _add_global_flags(parser):
     parser.add_argument('--project', help=location.PROJECT_HELP)
     parser.add_argument('--quiet', '-q', action='store_true',
                         help='Accepted: nothing here prompts.')
-    parser.add_argument('--verbosity', help='Accepted, not used.')
+    parser.add_argument('--verbosity', type=str.lower, choices=GCLOUD_VERBOSITIES,
+                        help='debug also prints TensorFlow\'s and the Google '
+                             'libraries\' own start-up lines and warnings, here and in '
+                             'the tasks this command starts; the others are accepted '
+                             '(default: one line per event).')
 
 
 def _add_region_flag(parser):
@@ -222,6 +226,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     argv, user_args = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
+    logs_lib.quiet_console(args.verbosity, for_children=True)
     out, err = out or sys.stdout, err or sys.stderr
     backend = backend or location.Backend()
     if user_args is not None and (args.group, args.command) not in (
@@ -401,6 +406,8 @@ def print_submitted(plan, job, out, err, fmt='yaml'):
 
 
 SERVING_GROUPS = ('models', 'versions', 'predict')
+# gcloud's --verbosity values.
+GCLOUD_VERBOSITIES = ('debug', 'info', 'warning', 'error', 'critical', 'none')
 # versions create flags of gcloud that this tool does not carry over: the line each gets.
 REFUSED_VERSION_FLAGS = {
     '--config': 'pass the version\'s fields as flags (--origin, --machine-type, --min-nodes, '
@@ -662,7 +669,6 @@ def local_predict(args, out):
                              '(--framework tensorflow)' % args.framework, flag='--framework')
     read = _instances_of(args)
     # The instances are read without TensorFlow; the export needs it.
-    logs_lib.quiet_tensorflow_native_logs()
     logs_lib.import_tensorflow()
     from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
     signature = serving.load(serving.find_export(args.model_dir), args.signature_name)
@@ -834,5 +840,5 @@ def _formatted_list(records, fmt):
                          flag='--format')
 
 if __name__ == '__main__':
-    logs_lib.quiet_google_python_notice()
+    logs_lib.quiet_console(flags.verbosity_in(sys.argv[1:]), for_children=True)
     errors.run_cli(main)

@@ -45,7 +45,7 @@ def build(api: str, version: str, http: Any, endpoint: Optional[str] = None) -> 
         emulators), with its scheme.
     """
     # Imported on first use: it brings google-api-core, whose import warns
-    # (FutureWarning) before a command can quiet it (`logs.quiet_google_python_notice`).
+    # (FutureWarning) before a command can quiet it (`logs.quiet_console`).
     from googleapiclient import discovery  # pylint: disable=g-import-not-at-top
     options = {'api_endpoint': endpoint} if endpoint else None
     return discovery.build(api, version, http=http, client_options=options,

@@ -555,7 +555,6 @@ def _check_export(plan, err, dry_run=False):
     if dry_run and 'tensorflow' not in sys.modules:
         # Read when TensorFlow's gs:// file system is made, at its import.
         os.environ.setdefault(GCS_RETRIES_VAR, '1')
-    logs_lib.quiet_tensorflow_native_logs()
     tf = logs_lib.import_tensorflow()
     from estimator_trainers import serving  # pylint: disable=import-outside-toplevel
     try:

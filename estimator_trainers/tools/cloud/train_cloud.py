@@ -16,6 +16,7 @@ import os
 import sys
 
 from estimator_trainers import flags
+from estimator_trainers import logs as logs_lib
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import build as build_lib
@@ -133,6 +134,7 @@ def build_parser():
 
 
 def _add_location_flags(parser):
+    flags.add_console_flag(parser)
     parser.add_argument('--project', help=location.PROJECT_HELP)
     parser.add_argument('--region', help='Vertex AI region (%s).'
                         % location.region_help(location.TRAINING, with_config=True))
@@ -156,6 +158,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                              'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
                              flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
+    logs_lib.quiet_console(args.verbosity, for_children=True)
     backend = backend or location.Backend()
     out = out or sys.stdout
     err = err or sys.stderr

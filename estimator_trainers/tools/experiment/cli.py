@@ -68,7 +68,7 @@ def default_out(sweep_name, full=False):
 
 def main(argv=None, stream=None):
     """Runs the command; returns the exit code."""
-    logs.quiet_tensorflow_native_logs()
+    logs.quiet_console()
     # This process reads gs:// run records that the points' jobs rewrite. TF's
     # gs:// client keeps a 5-second stat cache, read when TF loads, and a stale
     # size fails the next read with "File contents are inconsistent".

@@ -29,8 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, List
 
 from estimator_trainers import errors
+from estimator_trainers import flags
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
@@ -105,12 +107,15 @@ def environment(sweep, environ=None):
     return env
 
 
-def trainer_argv(sweep, point, session, job_dir):
-    """`python -m MODULE ...` of one session of a local point."""
+def trainer_argv(sweep: Any, point: Any, session: int, job_dir: str) -> List[str]:
+    """`python -m MODULE ...` of one session of a local point: the data flags, the
+    job-dir, the trainer's local defaults, the point's flags and its seed, each
+    flag once (`flags.last_wins`: the point's own value over a local default)."""
     data = sweep.trainer.data_args(sweep.data_dir) if sweep.uses_data_args else []
-    return ([sys.executable, '-m', sweep.module] + data + ['--job-dir', job_dir]
-            + list(sweep.trainer.local_args) + list(point.sessions[session])
-            + ['--random-seed=%d' % point.seed])
+    return [sys.executable, '-m', sweep.module] + flags.last_wins(
+        data + ['--job-dir', job_dir] + list(sweep.trainer.local_args)
+        + list(point.sessions[session]) + ['--random-seed=%d' % point.seed],
+        sweep.trainer.make_parser())
 
 
 def command(sweep, layout, point, session, dry_run=False):

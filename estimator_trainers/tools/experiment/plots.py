@@ -2,19 +2,24 @@
 
 - `by-<axis>.png`: each measured quantity (`results.QUANTITIES` and the
   evaluation metric) against the axis, one panel per quantity: the mean over
-  the repeats with the standard deviation as error bars, a line per
-  combination of the other axes' values.
+  the repeats with the standard deviation as error bars and each run as a
+  dot, a line per combination of the other axes' values; times and rates on
+  axes that start at zero; a last panel with the 1-minute load average each
+  run ran under beside the machine's cores, and a note under the figure
+  naming the points measured under load (circled in red on every panel).
 - `metric-vs-wall-time.png`: the evaluation metric of every run against the
   time since its job started, all runs on one chart.
 - `throughput-vs-training-tasks.png` (when the number of training tasks
-  varies): the job's examples/sec against the training tasks, a line per
-  strategy, with the ideal linear scaling of the one-task throughput.
+  varies): the job's examples/sec (the sum of its tasks') against the
+  training tasks, a line per strategy, with the ideal linear scaling of the
+  one-task throughput, and the same load marks and note.
 
 Each `*_figure` function returns the figure (tests read its series);
 `write_all` saves them.
 """
 import io
 import os
+from typing import Any, Dict, List, Optional
 
 import matplotlib
 matplotlib.use('Agg')
@@ -28,6 +33,9 @@ PLOTS_DIR = 'plots'
 METRIC_VS_TIME = 'metric-vs-wall-time.png'
 THROUGHPUT = 'throughput-vs-training-tasks.png'
 IDEAL_LABEL = 'ideal (linear)'
+LOAD_PANEL = 'load'
+LOAD_LABEL = 'load average (1 min) of each run'
+_LOADED_COLOUR = 'tab:red'
 
 
 def by_axis_name(axis):
@@ -44,10 +52,8 @@ def _number(text):
 def quantities(sweep, rows):
     """(column, label) of every quantity some succeeded row measured, the metric last."""
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED]
-    clusters = any((r.get('training_tasks') or 1) > 1 for r in ran)
     found = [(c, label) for c, label in results.QUANTITIES
-             if any(isinstance(r.get(c), (int, float)) for r in ran)
-             and (clusters or c != 'tasks_examples_per_sec')]
+             if any(isinstance(r.get(c), (int, float)) for r in ran)]
     metric = results.eval_column(sweep.metric)
     if any(isinstance(r.get(metric), (int, float)) for r in ran):
         found.append((metric, 'eval %s' % sweep.metric))
@@ -55,7 +61,10 @@ def quantities(sweep, rows):
 
 
 def by_axis_figure(sweep, rows, axis):
-    """Each quantity against `axis`, error bars over the repeats; None when no
+    """Each quantity against `axis`: the mean over the repeats with their standard
+    deviation as error bars and each repeat as a dot, times and rates on axes from
+    zero; a last panel shows the load each point ran under, and a note names the
+    points measured under load (`results.under_load`, circled in red). None when no
     point measured anything (every point failed)."""
     columns = results.axis_columns(sweep)
     others = [c for c in columns if c != axis]
@@ -63,6 +72,7 @@ def by_axis_figure(sweep, rows, axis):
     panels = quantities(sweep, rows)
     if not panels:
         return None
+    panels += [(LOAD_PANEL, LOAD_LABEL)]
     values = []
     for row in rows:
         if row.get(axis) not in values:
@@ -71,45 +81,111 @@ def by_axis_figure(sweep, rows, axis):
     positions = {v: (_number(v) if numeric else i) for i, v in enumerate(values)}
     cols = min(3, max(1, len(panels)))
     nrows = (len(panels) + cols - 1) // cols
-    figure, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.4 * nrows),
+    figure, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.4 * nrows + 0.6),
                                 squeeze=False)
     lines = {}
     for row in ran:
         lines.setdefault(tuple(row.get(o) for o in others), []).append(row)
     for panel, (column, label) in zip(axes.flat, panels):
-        for key, members in lines.items():
-            xs, means, spreads = [], [], []
-            for value in values:
-                stats = results.summary([r.get(column) for r in members
-                                         if r.get(axis) == value])
-                if stats:
-                    xs.append(positions[value])
-                    means.append(stats[0])
-                    spreads.append(stats[1])
+        for index, (key, members) in enumerate(lines.items()):
             name = ', '.join('%s=%s' % (k, _shown(v)) for k, v in zip(others, key)) \
                 or sweep.name
-            panel.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, label=name)
+            at = {value: [r for r in members if r.get(axis) == value] for value in values}
+            if column == LOAD_PANEL:
+                _load_series(panel, at, positions, 'C%d' % (index % 10), name)
+            else:
+                _quantity_series(panel, at, positions, column, 'C%d' % (index % 10), name)
         panel.set_title(label)
         panel.set_xlabel(axis)
         panel.set_xticks(list(positions.values()))
         panel.set_xticklabels([_shown(v) for v in values], rotation=0 if numeric else 20)
         panel.grid(alpha=0.3)
+        if column != results.eval_column(sweep.metric):
+            panel.set_ylim(bottom=0)  # times, rates and loads start at zero
     unused = list(axes.flat)[len(panels):]
     for panel in unused:
         panel.axis('off')
-    figure.suptitle('%s: against %s (mean ± sd over %d repeat%s)' % (
+    figure.suptitle('%s: against %s (mean ± sd over %d repeat%s, dots: each run)' % (
         sweep.name, axis, sweep.repeats, '' if sweep.repeats == 1 else 's'))
-    bottom = 0
+    bottom = 0.06
     if len(lines) > 1:
         handles = axes.flat[0].get_legend_handles_labels()
         if unused:  # in a free panel
             unused[0].legend(*handles, loc='center', fontsize='small')
         else:  # below the panels
             figure.legend(*handles, loc='lower center', fontsize='small',
-                          ncol=min(3, len(lines)))
-            bottom = 0.03 * ((len(lines) + 2) // 3 + 1)
-    figure.tight_layout(rect=(0, bottom, 1, 1))
+                          ncol=min(3, len(lines)), bbox_to_anchor=(0.5, 0.04))
+            bottom += 0.03 * ((len(lines) + 2) // 3 + 1)
+    _note(figure, ran, load_note(ran, axis))
+    figure.tight_layout(rect=(0, bottom, 1, 0.97))
     return figure
+
+
+def _quantity_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+                     column: str, colour: str, name: str) -> None:
+    """One line of a panel: means with sd error bars, the runs as dots, the points
+    measured under load circled."""
+    xs, means, spreads = [], [], []
+    for value, members in at.items():
+        stats = results.summary([r.get(column) for r in members])
+        if not stats:
+            continue
+        xs.append(positions[value])
+        means.append(stats[0])
+        spreads.append(stats[1])
+        runs = [r.get(column) for r in members if isinstance(r.get(column), (int, float))]
+        panel.plot([positions[value]] * len(runs), runs, '.', color=colour, alpha=0.45)
+        if any(results.under_load(r) for r in members):
+            panel.plot([positions[value]], [stats[0]], 'o', markersize=13,
+                       markerfacecolor='none', markeredgecolor=_LOADED_COLOUR)
+    panel.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, color=colour, label=name)
+
+
+def _load_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+                 colour: str, name: str) -> None:
+    """The load panel's line: each run's 1-minute load average (the higher of its
+    start and end), and the machine's cores as a dashed line."""
+    xs, loads, cores = [], [], set()
+    for value, members in at.items():
+        for row in members:
+            if results.load_of(row) is not None:
+                xs.append(positions[value])
+                loads.append(results.load_of(row))
+            if row.get('cpu_cores'):
+                cores.add(row['cpu_cores'])
+    panel.plot(xs, loads, 'o', color=colour, alpha=0.7, label=name)
+    for count in cores:
+        panel.axhline(count, linestyle='--', color='grey', linewidth=1)
+        panel.text(min(positions.values()), count, ' %d cores' % count, va='bottom',
+                   fontsize='x-small', color='grey')
+
+
+def load_note(rows: List[dict], axis: Optional[str] = None) -> str:
+    """The figure's note on the load: which points ran with more runnable work than
+    cores (their times and rates include waiting for a CPU), or that none did."""
+    loaded = [r for r in rows if results.under_load(r)]
+    cores = sorted({r['cpu_cores'] for r in rows if r.get('cpu_cores')})
+    if not loaded:
+        loads = [results.load_of(r) for r in rows if results.load_of(r) is not None]
+        return ('1-minute load average %s–%s, at most the %s cores: no point measured '
+                'under load.' % (_compact(min(loads)), _compact(max(loads)),
+                                 '/'.join(map(str, cores))) if loads else
+                'The load the runs ran under was not recorded.')
+    points = []
+    for row in loaded:
+        label = ('%s=%s' % (axis, _shown(row.get(axis))) if axis and axis != 'point'
+                 else row.get('point'))
+        if label not in points:
+            points.append(label)
+    return ('Measured under load (circled): %s ran with a 1-minute load average up to %s '
+            'on %s cores, so their times and rates include waiting for a CPU.' % (
+                'every run' if len(loaded) == len(rows) else ', '.join(points),
+                _compact(max(results.load_of(r) for r in loaded)),
+                '/'.join(map(str, cores))))
+
+
+def _compact(value: float) -> str:
+    return '%.1f' % value
 
 
 def _shown(value):
@@ -117,13 +193,14 @@ def _shown(value):
     return '–' if value is None else str(value)
 
 
-def metric_vs_time_figure(sweep, curves, points):
-    """The evaluation metric of every run against the time since its job started;
-    None when no run evaluated."""
+def metric_vs_time_figure(sweep, curves, points, rows=()):
+    """The evaluation metric of every run against the time since its job started
+    (from zero), with the note on the load of `rows` (the runs' rows); None when no
+    run evaluated."""
     if not any(sessions and sweep.metric in events
                for events, sessions in (curves.get(p.id, ({}, [])) for p in points)):
         return None
-    figure, axis = plt.subplots(figsize=(8, 5))
+    figure, axis = plt.subplots(figsize=(8, 5.3))
     colours, styles = {}, ('-', '--', ':', '-.')
     for point in points:
         events, sessions = curves.get(point.id, ({}, []))
@@ -137,29 +214,37 @@ def metric_vs_time_figure(sweep, curves, points):
                   marker='.', color=colour, linestyle=styles[point.repeat % len(styles)],
                   label=point.label)
     axis.set_xlabel('wall time since the job started (s)')
+    axis.set_xlim(left=0)
     axis.set_ylabel('eval %s' % sweep.metric)
     axis.set_title('%s: eval %s of every run' % (sweep.name, sweep.metric))
     axis.grid(alpha=0.3)
     if axis.lines:
         axis.legend(fontsize='x-small', loc='best')
-    figure.tight_layout()
+    ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED]
+    _note(figure, ran, load_note(ran, 'point') if ran else '')
+    figure.tight_layout(rect=(0, 0.05 if ran else 0, 1, 1))
     return figure
+
+
+def _note(figure: Any, rows: List[dict], text: str) -> None:
+    """`text` under the figure, red when a run was measured under load."""
+    figure.text(0.01, 0.01, text, fontsize='small', wrap=True,
+                color=_LOADED_COLOUR if any(results.under_load(r) for r in rows) else 'black')
 
 
 def throughput_figure(sweep, rows):
     """Examples/sec against training tasks, a line per strategy, and the ideal.
 
-    Two figures per strategy: the job's rate as the chief's progress hook
-    accounts it (global steps it saw pass while it trained), and the sum of
-    every task's own rate; where they differ, the tasks did not train at the
-    same time (a chief busy evaluating, a worker that started late).
+    The job's figure is the sum of its training tasks' over one interval
+    (`run_record.job_throughput`); error bars and dots as `by_axis_figure`'s,
+    the axis from zero, points measured under load circled and named below.
     """
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED
            and r.get('examples_per_sec') and r.get('training_tasks')]
     tasks = sorted({r['training_tasks'] for r in ran})
     if len(tasks) < 2:
         return None
-    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    figure, axis = plt.subplots(figsize=(7.5, 5.2))
     # One process starts every strategy's line (it has no strategy of its own).
     strategies = []
     for row in ran:
@@ -171,30 +256,22 @@ def throughput_figure(sweep, rows):
                 and (count == 1 or _strategy(r) == name)]
 
     for index, name in enumerate(strategies or [_strategy(ran[0])]):
-        for column, style, what in (('examples_per_sec', '-', 'job (chief\'s hook)'),
-                                    ('tasks_examples_per_sec', ':', 'sum of the tasks\'')):
-            xs, means, spreads = [], [], []
-            for count in tasks:
-                stats = results.summary([r.get(column) for r in members(name, count)])
-                if stats:
-                    xs.append(count)
-                    means.append(stats[0])
-                    spreads.append(stats[1])
-            if xs:
-                axis.errorbar(xs, means, yerr=spreads, marker='o', capsize=4,
-                              linestyle=style, color='C%d' % index,
-                              label='%s: %s' % (name, what))
+        _quantity_series(axis, {count: members(name, count) for count in tasks},
+                         {count: count for count in tasks}, 'examples_per_sec',
+                         'C%d' % index, name)
     base = results.summary([r['examples_per_sec'] for r in ran
                             if r['training_tasks'] == tasks[0]])
     axis.plot(tasks, [base[0] * count / tasks[0] for count in tasks], linestyle='--',
               color='grey', label=IDEAL_LABEL)
     axis.set_xlabel('training tasks (chief + workers)')
-    axis.set_ylabel('examples/sec')
+    axis.set_ylabel('examples/sec (the job: the sum of its tasks\')')
     axis.set_xticks(tasks)
+    axis.set_ylim(bottom=0)
     axis.set_title('%s: throughput against training tasks' % sweep.name)
     axis.grid(alpha=0.3)
     axis.legend(fontsize='small')
-    figure.tight_layout()
+    _note(figure, ran, load_note(ran, 'training_tasks'))
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     return figure
 
 
@@ -213,7 +290,7 @@ def write_all(sweep, rows, curves, out):
     os.makedirs(directory, exist_ok=True)
     figures = [(by_axis_name(axis), by_axis_figure(sweep, rows, axis))
                for axis in results.axis_columns(sweep)]
-    figures.append((METRIC_VS_TIME, metric_vs_time_figure(sweep, curves, sweep.points)))
+    figures.append((METRIC_VS_TIME, metric_vs_time_figure(sweep, curves, sweep.points, rows)))
     figures.append((THROUGHPUT, throughput_figure(sweep, rows)))
     written = []
     for name, figure in figures:

@@ -22,6 +22,7 @@ import os
 import socket
 import statistics
 import time
+from typing import Any, Dict, Optional
 
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat import tf as tensorboard_tf
@@ -40,18 +41,20 @@ EVAL_DIR = 'eval'
 # TensorBoard reads a directory's event files by this start of their names.
 EVENT_FILES = 'events.out.tfevents'
 # Measured quantities of a row, as (column, what it is); the plots draw each.
+# All are times or rates: their plots' axes start at zero.
 QUANTITIES = (
     ('wall_secs', 'wall time (s)'),
     ('cpu_secs', 'CPU time (s)'),
     ('training_secs', 'training (s)'),
     ('examples_per_sec', 'examples/sec (job)'),
-    ('tasks_examples_per_sec', 'examples/sec (sum of the tasks\')'),
     ('checkpointing_secs', 'checkpointing (s)'),
     ('checkpoint_mean_secs', 'one checkpoint (s)'),
     ('evaluating_secs', 'evaluating (s)'),
 )
 PHASES = ('startup_secs', 'training_secs', 'evaluating_secs', 'checkpointing_secs',
-          'export_secs', 'other_secs')
+          'export_secs', 'closing_hooks_secs', 'closing_session_secs',
+          'waiting_for_evaluation_thread_secs', 'writing_summaries_secs',
+          'waiting_for_workers_secs', 'other_secs')
 
 
 def eval_column(metric):
@@ -319,37 +322,62 @@ def _mean_sd(stats, digits=3):
                                                              _fmt(spread, 2))
 
 
+# The figures the table compares between points, (column, its heading).
+_COMPARED = (('wall_secs', 'wall time (s)'), ('training_secs', 'training (s)'),
+             ('examples_per_sec', 'examples/sec'), ('checkpoint_mean_secs',
+                                                    'one checkpoint (s)'),
+             ('evaluating_secs', 'evaluating (s)'))
+NOT_RESOLVED = 'not resolved'
+
+
 def markdown(sweep, rows, machine=None):
-    """`results.md`: one line per point (its repeats aggregated), machine and load noted."""
+    """`results.md`: one line per point (its repeats aggregated), machine and load noted.
+
+    A figure that differs from the first point's by no more than their repeats'
+    spread (`resolved`) says `not resolved`: the sweep cannot tell them apart.
+    A point measured under load (`under_load`) is marked in the load column.
+    """
     metric = eval_column(sweep.metric)
     keys = axis_columns(sweep)
-    clusters = any((r.get('training_tasks') or 1) > 1 for r in rows)
-    header = keys + ['runs', 'seeds', 'wall time (s)', 'training (s)', 'examples/sec'] + (
-        ['examples/sec, sum of the tasks\''] if clusters else []) + [
-        'checkpoints', 'one checkpoint (s)', 'evaluating (s)',
-        'eval %s' % sweep.metric, '%s range over seeds' % sweep.metric]
+    header = keys + ['runs', 'seeds'] + [heading for _, heading in _COMPARED[:3]] + [
+        'checkpoints', _COMPARED[3][1], _COMPARED[4][1],
+        'eval %s' % sweep.metric, '%s range over seeds' % sweep.metric, 'load (1 min)']
     lines = ['# %s' % sweep.name, '']
     if sweep.description:
         lines += [sweep.description, '']
     if machine:
         lines += [machine, '']
     lines += ['| %s |' % ' | '.join(header), '|' + '---|' * len(header)]
+    reference = None
     for values, members in groups(sweep, rows):
         ran = [r for r in members if r.get('status') == run_record.SUCCEEDED]
-        stats = {c: summary([r.get(c) for r in ran]) for c, _ in QUANTITIES}
+        stats = {c: summary([r.get(c) for r in ran]) for c, _ in _COMPARED}
         metric_stats = summary([r.get(metric) for r in ran])
         checkpoints = summary([r.get('checkpoints') for r in ran])
+        current = dict(stats, **{metric: metric_stats})
+        first, reference = reference is None, reference or current
+
+        def compare(column, cell):
+            if first or current[column] is None or resolved(current[column],
+                                                            reference[column]):
+                return cell
+            return '%s (%s)' % (cell, NOT_RESOLVED)
+
+        loads = [load_of(r) for r in ran if load_of(r) is not None]
+        load = ('n/a' if not loads else '%s%s' % (
+            '%.1f' % min(loads) if min(loads) == max(loads) else '%.1f – %.1f' % (
+                min(loads), max(loads)),
+            ' (under load)' if any(under_load(r) for r in ran) else ''))
         cells = ['–' if v is None else str(v) for v in values] + [
             '%d of %d' % (len(ran), len(members)),
-            ','.join(str(r['seed']) for r in members),
-            _mean_sd(stats['wall_secs']), _mean_sd(stats['training_secs']),
-            _mean_sd(stats['examples_per_sec'])] + (
-                [_mean_sd(stats['tasks_examples_per_sec'])] if clusters else []) + [
+            ','.join(str(r['seed']) for r in members)] + [
+            compare(c, _mean_sd(stats[c])) for c, _ in _COMPARED[:3]] + [
             _fmt(checkpoints[0]) if checkpoints else 'n/a',
-            _mean_sd(stats['checkpoint_mean_secs'], 2), _mean_sd(stats['evaluating_secs']),
-            _mean_sd(metric_stats, 4),
+            compare(_COMPARED[3][0], _mean_sd(stats[_COMPARED[3][0]], 2)),
+            compare(_COMPARED[4][0], _mean_sd(stats[_COMPARED[4][0]])),
+            compare(metric, _mean_sd(metric_stats, 4)),
             ('%s – %s' % (_fmt(metric_stats[2], 4), _fmt(metric_stats[3], 4))
-             if metric_stats else 'n/a')]
+             if metric_stats else 'n/a'), load]
         lines.append('| %s |' % ' | '.join(cells))
     failed = [r for r in rows if r.get('status') not in (run_record.SUCCEEDED,)]
     if failed:
@@ -364,8 +392,39 @@ def markdown(sweep, rows, machine=None):
                       for r in unrecorded)]
     lines += ['', 'Mean ± standard deviation over the repeats (seeds); every run and '
               'session is a row of %s. A point stopped and resumed adds up the times of '
-              'its sessions (`record_sessions`).' % RESULTS_CSV, '']
+              'its sessions (`record_sessions`). "%s": the figure differs from the first '
+              'row\'s by no more than the two standard deviations together (or either has '
+              'one run): these repeats cannot tell the two apart. The load column is the '
+              '1-minute load average at the runs\' starts and ends; "under load": above '
+              'the machine\'s cores, so times and rates include waiting for a CPU.'
+              % (RESULTS_CSV, NOT_RESOLVED), '']
     return '\n'.join(lines)
+
+
+def load_of(row: Dict[str, Any]) -> Optional[float]:
+    """The higher of a run's 1-minute load averages at its start and its end (None:
+    not recorded)."""
+    loads = [v for v in (row.get('load_average_start'), row.get('load_average_end'))
+             if v is not None]
+    return max(loads) if loads else None
+
+
+def under_load(row: Dict[str, Any]) -> bool:
+    """Whether a run ran with more runnable work than the machine has cores (its
+    1-minute load average above them at its start or end): its times and rates
+    include waiting for a CPU. A cluster of more tasks than cores loads the
+    machine itself."""
+    load, cores = load_of(row), row.get('cpu_cores')
+    return load is not None and cores is not None and load > cores
+
+
+def resolved(stats: Optional[tuple], reference: Optional[tuple]) -> bool:
+    """Whether two points' figures (`summary` tuples) differ by more than their
+    repeats' spread (the sum of their standard deviations); False when either
+    has a single run, whose spread is unknown."""
+    if stats is None or reference is None or stats[4] < 2 or reference[4] < 2:
+        return False
+    return abs(stats[0] - reference[0]) > stats[1] + reference[1]
 
 
 def machine_line(rows):

@@ -91,7 +91,8 @@ def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUC
     defaults = train_cloud.data_defaults(trainer, 'gs://' + BUCKET, list(args))
     return plan_lib.JobPlan(
         name='j', program=plan_lib.Trainer(trainer), config=config, project='my-project',
-        region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)))
+        region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)),
+        staging='gs://%s/staging/j' % BUCKET)
 
 
 def test_the_course_config_dry_runs_with_its_warning(tmp_path):

@@ -26,6 +26,7 @@ before it spends it at the table's rates. `labels` carry the run id billing
 exports group by, and the estimate, which `after_job` reads back beside the
 metered time (`startTime` to `endTime`) of a finished job.
 """
+import argparse
 import dataclasses
 import datetime
 import hashlib
@@ -33,15 +34,17 @@ import json
 import math
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from estimator_trainers import perf_model
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import pricing
+from estimator_trainers.tools.cloud.plan import JobPlan
 
 # A vCPU of the cloud machine against a CPU of the machine that measured: N1
 # vCPUs are hyperthreads of cores older than this machine's (an assumption).
@@ -581,19 +584,15 @@ def after_job(job: Mapping[str, Any], table: pricing.PriceTable,
 # ------------------------------------------------------- the pipeline's one call
 
 
-def pool_specs(pools: Sequence[Any]) -> List[PoolSpec]:
+def pool_specs(pools: Sequence[configs.Pool]) -> List[PoolSpec]:
     """`configs.Pool`s as priced."""
-    return [PoolSpec(p.role, p.replica_count, p.machine_type, p.accelerator_type,
+    return [PoolSpec(p.role.name, p.replica_count, p.machine_type, p.accelerator_type,
                      p.accelerator_count) for p in pools]
 
 
-def _secs(duration: str) -> float:
-    return float(duration[:-1])
-
-
-def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from: Optional[str],
-             environ: Mapping[str, str], err: Any, today: Optional[datetime.date] = None
-             ) -> Tuple[Any, Estimate]:
+def for_plan(plan: JobPlan, parsed: Optional[argparse.Namespace], max_cost: Optional[float],
+             throughput_from: Optional[str], environ: Mapping[str, str], err: TextIO,
+             today: Optional[datetime.date] = None) -> Tuple[JobPlan, Estimate]:
     """Prints the estimate of `plan` (a `plan.JobPlan`) and returns it with the plan to
     run: labelled with a run id and the estimate, and with a budget (`max_cost`, else
     `budget.maxCostUsd`) refused above it or bounded by `scheduling.timeout`.
@@ -607,29 +606,28 @@ def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from:
     evidence = (read_evidence(throughput_from) if throughput_from else
                 remembered(rehearsal_key(plan.program.module, plan.task_args()), environ))
     config = plan.config
-    hp = config.hyperparameters or {}
+    hp = config.hyperparameters
     found = make(pool_specs(config.pools), plan.region,
-                 config.scheduling.get('strategy') == 'SPOT', workload(trainer, parsed), table,
+                 config.scheduling.strategy == configs.SPOT, workload(trainer, parsed), table,
                  evidence, today)
-    if config.is_tuning:
-        found = trials(found, int(hp['maxTrials']), int(hp['maxParallelTrials']))
+    if hp is not None:
+        found = trials(found, hp.max_trials, hp.max_parallel_trials)
     for line in lines(found):
         err.write(line + '\n')
-    scheduling = dict(config.scheduling)
+    scheduling = config.scheduling
     budget = max_cost if max_cost is not None else config.max_cost_usd
     if budget is not None:
         flag = '--max-cost' if max_cost is not None else 'budget.maxCostUsd'
         check_budget(found, budget, flag)
         # A tuning job's timeout bounds each trial: all of them within the budget.
-        share = (budget * int(hp['maxParallelTrials']) / int(hp['maxTrials'])
-                 if config.is_tuning else budget)
+        share = budget * hp.max_parallel_trials / hp.max_trials if hp is not None else budget
         timeout = budget_timeout(found, share)
-        if timeout and ('timeout' not in scheduling or
-                        _secs(timeout) < _secs(scheduling['timeout'])):
-            scheduling['timeout'] = timeout
+        if timeout and (scheduling.timeout_secs is None or
+                        float(timeout[:-1]) < scheduling.timeout_secs):
+            scheduling = dataclasses.replace(scheduling, timeout=timeout)
             err.write('note: %s %.2f: scheduling.timeout %s, the time %s at %s/h\n' % (
                 flag, budget, timeout, 'each of the %d trials may take to spend its share'
-                % int(hp['maxTrials']) if config.is_tuning else 'the job takes to spend it',
+                % hp.max_trials if hp is not None else 'the job takes to spend it',
                 _usd(found.usd_per_hour)))
     added = labels(found, run_id(plan.name))
     if len(config.labels) + len(added) > 64:
@@ -656,7 +654,7 @@ def trials(found: Estimate, max_trials: int, parallel: int) -> Estimate:
                                          'time)' % (max_trials, parallel, waves),))
 
 
-def keep_rehearsal(plan: Any, err: Any, environ: Mapping[str, str],
+def keep_rehearsal(plan: JobPlan, err: TextIO, environ: Mapping[str, str],
                    job_dir: Optional[str] = None) -> None:
     """After a rehearsal passed: keeps its run record's measurements for the
     estimates of the same job (`remembered`), when its job-dir is on this machine

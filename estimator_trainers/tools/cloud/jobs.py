@@ -71,15 +71,16 @@ def tuning_job_body(plan):
     trainers default to it.
     """
     hp = plan.config.hyperparameters
+    assert hp is not None, 'a tuning job has a study'
     body = {
         'displayName': plan.name,
         'studySpec': study_spec(hp),
-        'maxTrialCount': hp['maxTrials'],
-        'parallelTrialCount': hp['maxParallelTrials'],
+        'maxTrialCount': hp.max_trials,
+        'parallelTrialCount': hp.max_parallel_trials,
         'trialJobSpec': _job_spec(plan, job_dir_flag=False),
     }
-    if 'maxFailedTrials' in hp:
-        body['maxFailedTrialCount'] = hp['maxFailedTrials']
+    if hp.max_failed_trials is not None:
+        body['maxFailedTrialCount'] = hp.max_failed_trials
     return _with_labels_and_key(body, plan)
 
 
@@ -92,29 +93,28 @@ def _with_labels_and_key(body, plan):
 
 
 def study_spec(hp):
-    """Legacy `hyperparameters` -> Vertex `StudySpec`."""
-    spec = {'metrics': [{'metricId': hp['hyperparameterMetricTag'], 'goal': hp['goal']}],
-            'parameters': [_parameter_spec(p) for p in hp['params']]}
-    if hp['algorithm'] != 'ALGORITHM_UNSPECIFIED':
-        spec['algorithm'] = hp['algorithm']
+    """A study (`configs.Hyperparameters`) -> Vertex `StudySpec`."""
+    spec = {'metrics': [{'metricId': hp.metric_tag, 'goal': hp.goal}],
+            'parameters': [_parameter_spec(p) for p in hp.params]}
+    if hp.algorithm != 'ALGORITHM_UNSPECIFIED':
+        spec['algorithm'] = hp.algorithm
     return spec
 
 
 def _parameter_spec(param):
-    spec = {'parameterId': param['parameterName']}
-    kind = param['type']
-    if kind == 'DOUBLE':
-        spec['doubleValueSpec'] = {'minValue': float(param['minValue']),
-                                   'maxValue': float(param['maxValue'])}
-    elif kind == 'INTEGER':
-        spec['integerValueSpec'] = {'minValue': str(int(param['minValue'])),
-                                    'maxValue': str(int(param['maxValue']))}
-    elif kind == 'CATEGORICAL':
-        spec['categoricalValueSpec'] = {'values': list(param['categoricalValues'])}
+    spec = {'parameterId': param.name}
+    if param.type == 'DOUBLE':
+        spec['doubleValueSpec'] = {'minValue': float(param.min_value),
+                                   'maxValue': float(param.max_value)}
+    elif param.type == 'INTEGER':
+        spec['integerValueSpec'] = {'minValue': str(int(param.min_value)),
+                                    'maxValue': str(int(param.max_value))}
+    elif param.type == 'CATEGORICAL':
+        spec['categoricalValueSpec'] = {'values': list(param.categorical_values)}
     else:
-        spec['discreteValueSpec'] = {'values': [float(v) for v in param['discreteValues']]}
-    if param.get('scaleType', 'NONE') != 'NONE':
-        spec['scaleType'] = param['scaleType']
+        spec['discreteValueSpec'] = {'values': [float(v) for v in param.discrete_values]}
+    if param.scale_type not in (None, 'NONE'):
+        spec['scaleType'] = param.scale_type
     return spec
 
 
@@ -127,8 +127,8 @@ def _job_spec(plan, job_dir_flag):
         spec['baseOutputDirectory'] = {'outputUriPrefix': plan.job_dir}
     if plan.enable_web_access:
         spec['enableWebAccess'] = True
-    if config.scheduling:
-        spec['scheduling'] = dict(config.scheduling)
+    if config.scheduling.as_json():
+        spec['scheduling'] = config.scheduling.as_json()
     if config.service_account:
         spec['serviceAccount'] = config.service_account
     if config.network:
@@ -164,11 +164,10 @@ def tensorboard(plan):
 
 def worker_pool_specs(plan, job_dir_flag):
     """Pools in `roles` order; a missing role below a present one is `{}`."""
-    present = {pool.role: pool for pool in plan.config.pools}
-    last = max(roles.role(name).pool for name in present)
+    last = plan.config.pools[-1].role.pool
     specs = []
     for role in roles.ROLES[:last + 1]:
-        pool = present.get(role.name)
+        pool = plan.config.pool(role.name)
         if pool is None:
             specs.append({})
             continue

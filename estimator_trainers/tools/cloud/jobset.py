@@ -68,7 +68,7 @@ def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
                              'tfjob', flag='--target')
     name = k8s.resource_name(plan, TARGET)
     labels, notes = k8s.labels(plan)
-    pools = {pool.role: pool for pool in plan.config.pools}
+    pools = {pool.role.name: pool for pool in plan.config.pools}
     deadline = k8s.deadline_secs(plan)
     env = replicas.jobset_env({role: pool.replica_count for role, pool in pools.items()})
     replicated_jobs: List[k8s.Object] = []

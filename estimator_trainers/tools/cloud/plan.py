@@ -25,12 +25,15 @@ A version to serve is a `ServingPlan` (`versions create`'s words, for
 import dataclasses
 import datetime
 import re
-from typing import Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.configs import TENSORBOARD_RE
 from estimator_trainers.tools.cloud.configs import TrainingConfig
+from estimator_trainers.tools.cloud.roles import RoleName
 
 CHIEF = roles.CHIEF
 # The module this project's image runs a user's package with.
@@ -39,18 +42,20 @@ BOOTSTRAP_MODULE = 'estimator_trainers.tools.cloud.bootstrap'
 # (`pythonPackageSpec.executorImageUri`); any other image that runs a package
 # must be this project's (it has `bootstrap`).
 PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
-CUSTOM_JOBS = 'customJobs'
-TUNING_JOBS = 'hyperparameterTuningJobs'
+# The Vertex AI collections of training jobs.
+Collection = Literal['customJobs', 'hyperparameterTuningJobs']
+CUSTOM_JOBS: Collection = 'customJobs'
+TUNING_JOBS: Collection = 'hyperparameterTuningJobs'
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 
 
-def default_job_name(model, now=None):
+def default_job_name(model: str, now: Optional[datetime.datetime] = None) -> str:
     """`train_<model>_<YYYYmmdd_HHMMSS>` (UTC), as the reference scripts named jobs."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return 'train_%s_%s' % (model, now.strftime('%Y%m%d_%H%M%S'))
 
 
-def check_job_name(name):
+def check_job_name(name: str) -> str:
     """Job names double as AI Platform job ids and storage paths: `[A-Za-z][A-Za-z0-9_]*`."""
     if not JOB_NAME_RE.fullmatch(name):
         raise UserInputError(
@@ -105,7 +110,7 @@ class Container:
     Attributes:
       commands: {role: command} of pools given `containerCommand`.
     """
-    commands: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    commands: Mapping[RoleName, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     declared = None
     module = None
@@ -152,8 +157,9 @@ class JobPlan:
       project: the project, when known (dry runs and rehearsals may go without).
       staging: gs:// prefix the local archives and the build context go under.
       staging_flag: the flag that named it, for messages.
-      images: {role: image} given per pool (`--master-image-uri`, `--image-uri`
-        for all); a pool without one runs this project's image.
+      images: {role: image} given per pool present (`--master-image-uri`,
+        `--image-uri` for all); a pool without one runs the chief's, else this
+        project's image.
       executor_image: an image given as one that installs packages itself
         (`--executor-image-uri`), like Vertex AI's prebuilt images.
       primary: TF_CONFIG's name of pool 0 for packages run by `bootstrap`
@@ -175,9 +181,9 @@ class JobPlan:
     project: Optional[str] = None
     staging: Optional[str] = None
     staging_flag: str = '--staging-bucket'
-    images: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    images: Mapping[RoleName, str] = dataclasses.field(default_factory=dict)
     executor_image: Optional[str] = None
-    primary: str = CHIEF
+    primary: roles.Primary = CHIEF
     enable_web_access: bool = False
     kms_key: Optional[str] = None
     tensorboard: Optional[str] = None
@@ -187,8 +193,15 @@ class JobPlan:
     package_uris: Tuple[str, ...] = ()
     project_image: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        """Refuses a plan no front may make (each front checks the user's words
+        first, naming the flag): whichever made it, a plan holds these."""
+        problems = [problem for problem in _plan_problems(self) if problem]
+        if problems:
+            raise ValueError('job plan %r: %s' % (self.name, '; '.join(problems)))
+
     @property
-    def collection(self) -> str:
+    def collection(self) -> Collection:
         return TUNING_JOBS if self.config.is_tuning else CUSTOM_JOBS
 
     @property
@@ -217,7 +230,7 @@ class JobPlan:
             return self.job_dir + '/logs'
         return self.job_dir
 
-    def image_for(self, role: str) -> Optional[str]:
+    def image_for(self, role: RoleName) -> Optional[str]:
         """The image a pool runs: its own, else the chief's (as AI Platform), else
         this project's (`project_image`, None until resolved)."""
         return self.images.get(role) or self.images.get(CHIEF) or self.project_image
@@ -225,22 +238,23 @@ class JobPlan:
     @property
     def builds_image(self) -> bool:
         """Some pool runs this project's image, built from the Dockerfile."""
-        return any(not (self.images.get(pool.role) or self.images.get(CHIEF))
+        return any(not (self.images.get(pool.role.name) or self.images.get(CHIEF))
                    for pool in self.config.pools)
 
     def installs_packages(self, image: Optional[str]) -> bool:
         """`image` installs the packages and runs the module itself (`pythonPackageSpec`):
         a prebuilt Vertex AI image, or one given as such."""
-        return bool(image) and (image == self.executor_image or
-                                image.startswith(PREBUILT_IMAGE_PREFIX))
+        return image is not None and (image == self.executor_image or
+                                      image.startswith(PREBUILT_IMAGE_PREFIX))
 
     @property
     def stages_repository(self) -> bool:
         """A `Trainer` on an image that installs packages installs this repository's sdist."""
         return isinstance(self.program, Trainer) and any(
-            self.installs_packages(self.image_for(pool.role)) for pool in self.config.pools)
+            self.installs_packages(self.image_for(pool.role.name)) for pool in self.config.pools)
 
-    def resolved(self, package_uris=None, project_image=None) -> 'JobPlan':
+    def resolved(self, package_uris: Optional[Sequence[str]] = None,
+                 project_image: Optional[str] = None) -> 'JobPlan':
         """This plan with what building revealed."""
         return dataclasses.replace(
             self, package_uris=tuple(package_uris if package_uris is not None
@@ -267,15 +281,21 @@ class JobPlan:
             return tuple(args + (['--job-dir=%s' % self.job_dir] if self.job_dir else []))
         if job_dir_flag and self.job_dir:
             args.append('--job-dir=%s' % self.trainer_job_dir)
-        if self.config.is_tuning:
-            args.append('--hypertune-metric=%s'
-                        % self.config.hyperparameters['hyperparameterMetricTag'])
+        if self.config.hyperparameters is not None:
+            args.append('--hypertune-metric=%s' % self.config.hyperparameters.metric_tag)
         return tuple(args)
 
-    def launch(self, role: str, job_dir_flag: bool = True) -> Launch:
-        """What the replicas of pool `role` run."""
+    def launch(self, role: RoleName, job_dir_flag: bool = True) -> Launch:
+        """What the replicas of pool `role` run.
+
+        Raises:
+          ValueError: the pool runs this project's image, not yet `resolved`.
+        """
         args = self.task_args(job_dir_flag)
         image = self.image_for(role)
+        if image is None:
+            raise ValueError('job plan %r: pool %s runs this project\'s image, named once '
+                             'built (`resolved`)' % (self.name, role))
         program = self.program
         if isinstance(program, Container):
             command = program.commands.get(role) or program.commands.get(CHIEF)
@@ -292,7 +312,31 @@ class JobPlan:
                                                 self.primary, args, program.unpinned)))
 
 
-def bootstrap_args(package_uris, module, primary, args, unpinned=()):
+def _plan_problems(plan: JobPlan) -> Iterable[Optional[str]]:
+    """What makes `plan` one no front may make (None: each of these holds)."""
+    present = {pool.role.name for pool in plan.config.pools}
+    commands = plan.program.commands if isinstance(plan.program, Container) else {}
+    yield None if JOB_NAME_RE.fullmatch(plan.name) else 'not a job name'
+    yield None if set(plan.images) <= present and set(commands) <= present else \
+        'an image or a command for a pool it does not have'
+    yield None if plan.executor_image is None or \
+        plan.executor_image in plan.images.values() else 'an executor image no pool runs'
+    yield None if plan.primary in (CHIEF, roles.MASTER) else 'pool 0 named %r' % plan.primary
+    yield None if all(uri.startswith(gcs_paths.SCHEME) for uri in (
+        plan.job_dir or gcs_paths.SCHEME, plan.staging or gcs_paths.SCHEME,
+        *plan.package_uris)) else 'a job-dir, staging or package URI not on Cloud Storage'
+    yield None if plan.staging or not (plan.builds_image or plan.stages_repository or (
+        isinstance(plan.program, Package) and (plan.program.package_path or
+                                               plan.program.local_packages))) else \
+        'something to stage (a package, this project\'s image) and no staging'
+    yield None if plan.tensorboard is None or TENSORBOARD_RE.fullmatch(plan.tensorboard) \
+        else 'a TensorBoard %r' % plan.tensorboard
+    yield None if not isinstance(plan.program, Container) or plan.images.get(CHIEF) else \
+        'a container of its own with no image for pool 0'
+
+
+def bootstrap_args(package_uris: Iterable[str], module: str, primary: roles.Primary,
+                   args: Iterable[str], unpinned: Iterable[str] = ()) -> List[str]:
     """The args of `python -m bootstrap`: install these packages (with these
     requirements free of this project's pins), then run `module` with `args`."""
     return (['--package-uri=%s' % uri for uri in package_uris]
@@ -307,7 +351,7 @@ def bootstrap_args(package_uris, module, primary, args, unpinned=()):
 SERVING_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 
 
-def check_serving_name(name, what):
+def check_serving_name(name: str, what: str) -> str:
     """`name` if it is an AI Platform model or version name (`what`: `MODEL`, `--model`...)."""
     if not SERVING_NAME_RE.fullmatch(name):
         raise UserInputError('%s %r: expected a letter followed by letters, digits or '
@@ -354,6 +398,6 @@ class ServingPlan:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
     signature_name: Optional[str] = None
-    check_instances: Tuple = ()
+    check_instances: Tuple[Any, ...] = ()
     wait: bool = True
     notes: Tuple[str, ...] = ()

@@ -102,7 +102,7 @@ def check_replicas(plan, target=VERTEX):
     parsed = parse_trainer_args(trainer, argv)
     trials = [parse_trainer_args(trainer, argv + extra)
               for extra in _tuned_flag_samples(plan.config)]
-    pools = {pool.role: pool for pool in plan.config.pools}
+    pools = {pool.role.name: pool for pool in plan.config.pools}
     renamed = isinstance(plan.program, plan_lib.Package) and \
         not plan.installs_packages(plan.image_for(roles.CHIEF))
     notes = {}  # note -> the pools it applies to
@@ -144,7 +144,7 @@ def _check_tuning_metric(trainer, config):
     (the trial would fail after training, at its report)."""
     if not config.is_tuning:
         return
-    tag = config.hyperparameters['hyperparameterMetricTag']
+    tag = config.hyperparameters.metric_tag
     if tag.startswith('eval/'):
         tag = tag[len('eval/'):]
     if tag not in trainer.eval_metrics:
@@ -157,21 +157,10 @@ def _check_tuning_metric(trainer, config):
 def _tuned_flag_samples(config):
     """`[--name=value]` lists for each tuned parameter at its bounds and values,
     as Vertex AI will pass them to trials."""
-    if not config.is_tuning:
+    if config.hyperparameters is None:
         return []
-    samples = []
-    for param in config.hyperparameters['params']:
-        kind = param['type']
-        if kind in ('DOUBLE', 'INTEGER'):
-            values = [param['minValue'], param['maxValue']]
-            if kind == 'INTEGER':
-                values = [int(v) for v in values]
-        elif kind == 'CATEGORICAL':
-            values = param['categoricalValues']
-        else:
-            values = param['discreteValues']
-        samples.extend(['--%s=%s' % (param['parameterName'], value)] for value in values)
-    return samples
+    return [['--%s=%s' % (param.name, value)] for param in config.hyperparameters.params
+            for value in param.samples()]
 
 
 def data_paths(trainer, parsed):

@@ -55,16 +55,18 @@ def test_the_config_is_parsed_once_into_typed_values():
 
 @pytest.mark.parametrize('fields, problem', [
     (dict(name='1st_job'), 'not a job name'),
-    (dict(images={roles.WORKER: IMAGE}), 'an image or a command for a pool it does not have'),
+    (dict(images={roles.WORKER: IMAGE}), 'an image for a pool it does not have'),
     (dict(executor_image=IMAGE), 'an executor image no pool runs'),
     (dict(primary='ps'), "pool 0 named 'ps'"),
     (dict(job_dir='/tmp/job'), 'a job-dir, staging or package URI not on Cloud Storage'),
     (dict(package_uris=('dist/p.tar.gz',)), 'not on Cloud Storage'),
     (dict(staging=None), 'something to stage'),
+    (dict(program=plan_lib.Package('trainer.task', package_path='trainer'),
+          images={roles.CHIEF: IMAGE}, staging=None), 'a package to stage and no staging'),
     (dict(tensorboard='tb-1'), "a TensorBoard 'tb-1'"),
     (dict(program=CONTAINER), 'a container of its own with no image for pool 0'),
     (dict(program=plan_lib.Container(commands={roles.EVALUATOR: ('run',)}),
-          images={roles.CHIEF: IMAGE}), 'an image or a command for a pool'),
+          images={roles.CHIEF: IMAGE}), 'a command for a pool it does not have'),
 ])
 def test_a_plan_no_front_makes_cannot_be_built(fields, problem):
     _plan()  # the plan a front makes

@@ -206,6 +206,11 @@ def rehearsal_key(module: Optional[str], args: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps([module, kept]).encode()).hexdigest()[:16]
 
 
+def _rehearsal_key(plan: JobPlan) -> str:
+    """`rehearsal_key` of a plan: only a trainer of this project's rehearsals are kept."""
+    return rehearsal_key(plan.declared.module if plan.declared else None, plan.task_args())
+
+
 def rehearsals_dir(environ: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(os.path.dirname(pricing.cache_path(environ)), 'rehearsals')
 
@@ -604,7 +609,7 @@ def for_plan(plan: JobPlan, parsed: Optional[argparse.Namespace], max_cost: Opti
     table = pricing.load(environ, warn=lambda text: err.write('warning: %s\n' % text))
     trainer = plan.declared.name if plan.declared else None
     evidence = (read_evidence(throughput_from) if throughput_from else
-                remembered(rehearsal_key(plan.program.module, plan.task_args()), environ))
+                remembered(_rehearsal_key(plan), environ))
     config = plan.config
     hp = config.hyperparameters
     found = make(pool_specs(config.pools), plan.region,
@@ -671,7 +676,7 @@ def keep_rehearsal(plan: JobPlan, err: TextIO, environ: Mapping[str, str],
     except UserInputError as e:
         err.write('note: the rehearsal\'s measurements are not kept: %s\n' % e)
         return
-    path = remember(rehearsal_key(plan.program.module, plan.task_args()), evidence, environ)
+    path = remember(_rehearsal_key(plan), evidence, environ)
     err.write('note: the rehearsal\'s measurements are kept for this job\'s estimates (%s)\n'
               % path)
 

@@ -61,7 +61,7 @@ def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
         set), a label Kubernetes refuses.
     """
     k8s.check_plan(plan, TARGET)
-    if isinstance(plan.program, plan_lib.Container):
+    if not plan.program.derives_tf_config():
         raise UserInputError('--target jobset runs this project\'s image: a container\'s own '
                              'entrypoint would look for the TF_CONFIG that JobSet does not set '
                              '(this project\'s trainers and bootstrap derive it); use --target '

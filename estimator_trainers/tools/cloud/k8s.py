@@ -46,7 +46,6 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import replicas
-from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud.configs import Pool
 from estimator_trainers.tools.cloud.plan import JobPlan
 

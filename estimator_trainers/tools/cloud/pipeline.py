@@ -190,7 +190,7 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
                                               _variant(plan))
             plan = plan.resolved(project_image=image)
         plan = plan.resolved(package_uris=[_staged_uri(plan, a) for a in archives]
-                             + [p for p in _given_packages(plan) if p.startswith('gs://')])
+                             + list(plan.program.given_packages()))
         body = jobs.job_body(plan)
         if action.kind == DRY_RUN and action.dry_run_format == 'yaml':
             _print_spec(out, err, plan, body, archives, context)
@@ -311,24 +311,11 @@ def _variant(plan):
     return build_lib.variant(plan.config.uses_gpus)
 
 
-def _given_packages(plan):
-    return plan.program.packages if isinstance(plan.program, plan_lib.Package) else ()
-
-
 def _archives(plan, tmp):
     """The local archives the pools install: a user's package built from
     `--package-path` and its local `--packages`, or this repository's sdist
     for a prebuilt Vertex AI image."""
-    archives = []
-    program = plan.program
-    if plan.stages_repository:
-        archives.append(staging.build_sdist(os.path.join(tmp, 'sdist')))
-    if isinstance(program, plan_lib.Package):
-        if program.package_path is not None:
-            archives.append(staging.build_package(program.package_path,
-                                                  os.path.join(tmp, 'sdist')))
-        for path in program.local_packages:
-            archives.append(staging.archive(path, '--packages'))
+    archives = plan.program.archives(plan, tmp)
     for archive in archives:
         found = credential_files.in_archive(archive.path)
         if found:
@@ -346,8 +333,8 @@ def _check_archives(plan, archives, tmp, environ, err):
         problem = staging.python_mismatch(archives[0].requires_python, executor)
         if problem:
             raise UserInputError(problem)
-    program = plan.program
-    if not isinstance(program, plan_lib.Package):
+    user = plan.program.installed()
+    if user is None:
         return
     if not archives:
         err.write('note: the packages are all gs:// URIs: the checks before upload do not '
@@ -355,11 +342,11 @@ def _check_archives(plan, archives, tmp, environ, err):
         return
     python = packages.install([a.path for a in archives], os.path.join(tmp, 'check-venv'),
                               environ, what=', '.join(a.filename for a in archives),
-                              unpinned=program.unpinned)
-    if program.declared is not None:
+                              unpinned=user.unpinned)
+    if not user.read_sources:
         return  # this project's trainer: `check_replicas` parsed its flags
     sources = source_checks.read_sources([a.path for a in archives])
-    for note in source_checks.check(sources, program.module, plan.task_args(), python,
+    for note in source_checks.check(sources, user.module, plan.task_args(), python,
                                     environ):
         err.write('note: %s\n' % note)
 

@@ -24,13 +24,16 @@ A version to serve is a `ServingPlan` (`versions create`'s words, for
 """
 import dataclasses
 import datetime
+import os
 import re
-from typing import Any, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, Iterator, List, Literal, Mapping, Optional, Protocol
+from typing import Sequence, Tuple
 
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud import staging
 from estimator_trainers.tools.cloud.configs import TENSORBOARD_RE
 from estimator_trainers.tools.cloud.configs import TrainingConfig
 from estimator_trainers.tools.cloud.roles import RoleName
@@ -64,9 +67,65 @@ def check_job_name(name: str) -> str:
     return name
 
 
+class Program(Protocol):
+    """What a plan runs: each kind (`Trainer`, `Package`, `Container`) answers
+    what the pipeline and the renderings ask of it."""
+
+    @property
+    def declared(self) -> Optional[declaration.Trainer]:
+        """This project's trainer it runs, whose flags and every replica's
+        start-up are checked before anything is uploaded; None: a user's code."""
+
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        """What the replicas of pool `role` run on `image`, given `args`."""
+
+    def ships_repository(self) -> bool:
+        """It is this repository's code: on an image that installs packages
+        itself, this repository's sdist is staged for it (`JobPlan.stages_repository`)."""
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        """The archives built on this machine (under `build_dir`) for the pools to
+        install, in the order they install them."""
+
+    def given_packages(self) -> Tuple[str, ...]:
+        """The gs:// archives the pools install as given (nothing to build)."""
+
+    def installed(self) -> Optional['Installed']:
+        """The user's code the checks before upload install in a fresh
+        virtualenv (`packages.install`), or None: nothing of the user's to install."""
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        """Its replicas see pool 0 named `plan.primary` (`bootstrap` renames it)."""
+
+    def derives_tf_config(self) -> bool:
+        """It derives TF_CONFIG from a JobSet pod's variables (this project's
+        trainers and `bootstrap` do; a container's own entrypoint does not)."""
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        """What makes it one `plan` cannot run (`JobPlan.__post_init__`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Installed:
+    """A user's package as the checks before upload install it.
+
+    Attributes:
+      module: what the pools run (`python -m`).
+      unpinned: requirements it may choose over this project's pins.
+      read_sources: its module is read (`source_checks`): not this project's
+        trainer, whose own parser checks the flags instead.
+    """
+    module: str
+    unpinned: Tuple[str, ...]
+    read_sources: bool
+
+
 @dataclasses.dataclass(frozen=True)
 class Trainer:
-    """A trainer of this project (`registry`)."""
+    """A trainer of this project (`registry`): `python -m <module>` in this
+    project's image, or from this repository's sdist on an image that installs
+    packages itself."""
     trainer: declaration.Trainer
 
     @property
@@ -77,10 +136,42 @@ class Trainer:
     def declared(self) -> declaration.Trainer:
         return self.trainer
 
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        if plan.installs_packages(image):
+            return Launch(image=image, args=args, module=self.module,
+                          package_uris=plan.package_uris)
+        return Launch(image=image, args=args, command=('python', '-m', self.module))
+
+    def ships_repository(self) -> bool:
+        return True
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        if not plan.stages_repository:
+            return []
+        return [staging.build_sdist(os.path.join(build_dir, 'sdist'))]
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return ()
+
+    def installed(self) -> None:
+        return None
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return False
+
+    def derives_tf_config(self) -> bool:
+        return True
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        return iter(())
+
 
 @dataclasses.dataclass(frozen=True)
 class Package:
-    """A user's package and the module every pool runs.
+    """A user's package and the module every pool runs: installed at start-up
+    by this project's image (`bootstrap`), or by an image that installs
+    packages itself (`pythonPackageSpec`).
 
     Attributes:
       module: `python -m` runs it.
@@ -100,7 +191,41 @@ class Package:
 
     @property
     def local_packages(self) -> Tuple[str, ...]:
-        return tuple(p for p in self.packages if not p.startswith('gs://'))
+        return tuple(p for p in self.packages if not p.startswith(gcs_paths.SCHEME))
+
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        if plan.installs_packages(image):
+            return Launch(image=image, args=args, module=self.module,
+                          package_uris=plan.package_uris)
+        return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
+                      args=tuple(bootstrap_args(plan.package_uris, self.module, plan.primary,
+                                                args, self.unpinned)))
+
+    def ships_repository(self) -> bool:
+        return False
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        built = [staging.build_package(self.package_path, os.path.join(build_dir, 'sdist'))
+                 if self.package_path is not None else None]
+        return [a for a in built if a] + [staging.archive(path, '--packages')
+                                          for path in self.local_packages]
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return tuple(p for p in self.packages if p.startswith(gcs_paths.SCHEME))
+
+    def installed(self) -> Installed:
+        return Installed(self.module, self.unpinned, read_sources=self.declared is None)
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return not plan.installs_packages(plan.image_for(CHIEF))
+
+    def derives_tf_config(self) -> bool:
+        return True
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        if (self.package_path or self.local_packages) and not plan.staging:
+            yield 'a package to stage and no staging'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,15 +233,44 @@ class Container:
     """A user's own containers (`*Config.imageUri`), run with their entrypoints.
 
     Attributes:
-      commands: {role: command} of pools given `containerCommand`.
+      commands: {role: command} of pools given `containerCommand` (a pool
+        without one runs the chief's, else the image's entrypoint).
     """
     commands: Mapping[RoleName, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
-    declared = None
-    module = None
+    @property
+    def declared(self) -> None:
+        """A container of the user's runs no trainer of this project that is checked."""
+        return None
 
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        command = self.commands.get(role) or self.commands.get(CHIEF)
+        return Launch(image=image, args=args, command=tuple(command) if command else None)
 
-Program = Union[Trainer, Package, Container]
+    def ships_repository(self) -> bool:
+        return False
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        return []
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return ()
+
+    def installed(self) -> None:
+        return None
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return False
+
+    def derives_tf_config(self) -> bool:
+        return False
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        if not set(self.commands) <= {pool.role.name for pool in plan.config.pools}:
+            yield 'a command for a pool it does not have'
+        if not plan.images.get(CHIEF):
+            yield 'a container of its own with no image for pool 0'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +350,7 @@ class JobPlan:
     def __post_init__(self) -> None:
         """Refuses a plan no front may make (each front checks the user's words
         first, naming the flag): whichever made it, a plan holds these."""
-        problems = [problem for problem in _plan_problems(self) if problem]
+        problems = list(_plan_problems(self))
         if problems:
             raise ValueError('job plan %r: %s' % (self.name, '; '.join(problems)))
 
@@ -250,7 +404,7 @@ class JobPlan:
     @property
     def stages_repository(self) -> bool:
         """A `Trainer` on an image that installs packages installs this repository's sdist."""
-        return isinstance(self.program, Trainer) and any(
+        return self.program.ships_repository() and any(
             self.installs_packages(self.image_for(pool.role.name)) for pool in self.config.pools)
 
     def resolved(self, package_uris: Optional[Sequence[str]] = None,
@@ -296,43 +450,28 @@ class JobPlan:
         if image is None:
             raise ValueError('job plan %r: pool %s runs this project\'s image, named once '
                              'built (`resolved`)' % (self.name, role))
-        program = self.program
-        if isinstance(program, Container):
-            command = program.commands.get(role) or program.commands.get(CHIEF)
-            return Launch(image=image, args=args,
-                          command=tuple(command) if command else None)
-        if self.installs_packages(image):
-            return Launch(image=image, args=args, module=program.module,
-                          package_uris=self.package_uris)
-        if isinstance(program, Trainer):
-            return Launch(image=image, args=args,
-                          command=('python', '-m', program.module))
-        return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
-                      args=tuple(bootstrap_args(self.package_uris, program.module,
-                                                self.primary, args, program.unpinned)))
+        return self.program.launch(self, role, image, args)
 
 
-def _plan_problems(plan: JobPlan) -> Iterable[Optional[str]]:
-    """What makes `plan` one no front may make (None: each of these holds)."""
-    present = {pool.role.name for pool in plan.config.pools}
-    commands = plan.program.commands if isinstance(plan.program, Container) else {}
-    yield None if JOB_NAME_RE.fullmatch(plan.name) else 'not a job name'
-    yield None if set(plan.images) <= present and set(commands) <= present else \
-        'an image or a command for a pool it does not have'
-    yield None if plan.executor_image is None or \
-        plan.executor_image in plan.images.values() else 'an executor image no pool runs'
-    yield None if plan.primary in (CHIEF, roles.MASTER) else 'pool 0 named %r' % plan.primary
-    yield None if all(uri.startswith(gcs_paths.SCHEME) for uri in (
-        plan.job_dir or gcs_paths.SCHEME, plan.staging or gcs_paths.SCHEME,
-        *plan.package_uris)) else 'a job-dir, staging or package URI not on Cloud Storage'
-    yield None if plan.staging or not (plan.builds_image or plan.stages_repository or (
-        isinstance(plan.program, Package) and (plan.program.package_path or
-                                               plan.program.local_packages))) else \
-        'something to stage (a package, this project\'s image) and no staging'
-    yield None if plan.tensorboard is None or TENSORBOARD_RE.fullmatch(plan.tensorboard) \
-        else 'a TensorBoard %r' % plan.tensorboard
-    yield None if not isinstance(plan.program, Container) or plan.images.get(CHIEF) else \
-        'a container of its own with no image for pool 0'
+def _plan_problems(plan: JobPlan) -> Iterator[str]:
+    """What makes `plan` one no front may make (nothing: a plan to run)."""
+    if not JOB_NAME_RE.fullmatch(plan.name):
+        yield 'not a job name'
+    if not set(plan.images) <= {pool.role.name for pool in plan.config.pools}:
+        yield 'an image for a pool it does not have'
+    if plan.executor_image is not None and plan.executor_image not in plan.images.values():
+        yield 'an executor image no pool runs'
+    if plan.primary not in (CHIEF, roles.MASTER):
+        yield 'pool 0 named %r' % plan.primary
+    if not all(uri.startswith(gcs_paths.SCHEME) for uri in (
+            plan.job_dir or gcs_paths.SCHEME, plan.staging or gcs_paths.SCHEME,
+            *plan.package_uris)):
+        yield 'a job-dir, staging or package URI not on Cloud Storage'
+    if (plan.builds_image or plan.stages_repository) and not plan.staging:
+        yield 'something to stage (this project\'s image or sdist) and no staging'
+    if plan.tensorboard is not None and not TENSORBOARD_RE.fullmatch(plan.tensorboard):
+        yield 'a TensorBoard %r' % plan.tensorboard
+    yield from plan.program.problems(plan)
 
 
 def bootstrap_args(package_uris: Iterable[str], module: str, primary: roles.Primary,

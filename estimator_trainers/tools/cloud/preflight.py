@@ -29,9 +29,7 @@ from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import k8s
-from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import replicas as replicas_lib
-from estimator_trainers.tools.cloud import roles
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
@@ -103,8 +101,7 @@ def check_replicas(plan, target=VERTEX):
     trials = [parse_trainer_args(trainer, argv + extra)
               for extra in _tuned_flag_samples(plan.config)]
     pools = {pool.role.name: pool for pool in plan.config.pools}
-    renamed = isinstance(plan.program, plan_lib.Package) and \
-        not plan.installs_packages(plan.image_for(roles.CHIEF))
+    renamed = plan.program.renames_primary(plan)
     notes = {}  # note -> the pools it applies to
     for replica in ENVIRONMENTS[target](plan, {role: pool.replica_count
                                                for role, pool in pools.items()}):

@@ -24,9 +24,9 @@ import cloud_fakes
 import vertex_fake
 from conftest import run_module
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import train_cloud
 from test_cloud_cli import FakeBackend
@@ -40,7 +40,7 @@ HOSTILE = [INJECTION, 'a\\" OR display_name:*', 'taxi\nmodel', 'x\x7f', '', 'm' 
 NOT_LOOKED_UP = ('note: not looked up (%s): ' % pipeline.NO_CREDENTIALS)
 
 
-class NoCredentials(location.Backend):
+class NoCredentials(backend_lib.Backend):
     """The real backend without usable credentials, and a transport that fails loudly."""
 
     def __init__(self):
@@ -178,7 +178,7 @@ def _serving_fake():
     return fake
 
 
-class Serving(location.Backend):
+class Serving(backend_lib.Backend):
     def __init__(self, fake):
         self.fake = fake
 

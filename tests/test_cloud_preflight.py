@@ -23,7 +23,7 @@ from conftest import run_module
 from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import location
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import preflight
 from estimator_trainers.tools.cloud import plan as plan_lib
@@ -290,7 +290,7 @@ def test_a_huge_model_params_file_is_not_downloaded(gcs):
 # ------------------------------------------- refusals in a full submission
 
 
-class Backend(location.Backend):
+class Backend(backend_lib.Backend):
     """Real storage client on the emulator, recorded Vertex AI answers."""
 
     def __init__(self, storage_client):

@@ -30,10 +30,10 @@ from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import serving
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import endpoints
 from estimator_trainers.tools.cloud import instances as instances_lib
-from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import schema
 
 BUCKET = 'serving-bkt'
@@ -103,7 +103,7 @@ def env(gcs_env, monkeypatch):  # pylint: disable=redefined-outer-name
     return dict(os.environ, PROJECT_ID='my-project')
 
 
-class ServingBackend(location.Backend):
+class ServingBackend(backend_lib.Backend):
     """Credentials and the fake Vertex AI; counts credential lookups."""
 
     def __init__(self, fake):

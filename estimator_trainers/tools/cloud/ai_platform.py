@@ -50,6 +50,7 @@ from estimator_trainers import google_api
 from estimator_trainers import logs as logs_lib
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import launcher
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import endpoints
@@ -223,7 +224,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
     out, err = out or sys.stdout, err or sys.stderr
-    backend = backend or location.Backend()
+    backend = backend or backend_lib.Backend()
     if user_args is not None and (args.group, args.command) not in (
             ('jobs', 'submit'), ('local', 'train')):
         raise UserInputError('arguments after -- go with jobs submit training or local train')
@@ -242,7 +243,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
         if not args.dry_run:
             err.write('Cancelled job [%s].\n' % args.job)
         return 0
-    vertex, credentials, name = location.connect(
+    vertex, credentials, name = backend_lib.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'describe':
         job = vertex.get(name)
@@ -607,7 +608,7 @@ def serving_command(args, backend, out, err, environ):
                              region_flag=args.region, poll_interval=args.poll_interval)
     if action.kind == pipeline.DRY_RUN:
         return serving_dry_run(args, model, action, backend, out, err, environ)
-    vertex, _ = location.connect_serving(backend, model, args.project, args.region, environ,
+    vertex = backend_lib.connect_serving(backend, model, args.project, args.region, environ,
                                          err)
     if args.group == 'models':
         if args.command == 'list':
@@ -690,7 +691,7 @@ def create_model(args, backend, out, err, environ):
         out.write(json.dumps({'request': pipeline.request_json(
             offline.create_endpoint_request(body))}, indent=2) + '\n')
         return 0
-    vertex, _ = location.connect_serving(backend, None, args.project, region, environ, err)
+    vertex = backend_lib.connect_serving(backend, None, args.project, region, environ, err)
     created = endpoints.create_model(vertex, args.model, err, args.description, args.labels,
                                      args.enable_logging, args.poll_interval)
     err.write('Created ai platform model [projects/%s/models/%s] as Vertex AI endpoint [%s]; '
@@ -752,7 +753,7 @@ def online_predict(args, backend, out, err, environ):
         out.write(json.dumps({'request': pipeline.request_json(offline.predict_request(
             pipeline.endpoint_placeholder(offline, args.model), body))}, indent=2) + '\n')
         return 0
-    vertex, _ = location.connect_serving(backend, args.model, args.project, args.region,
+    vertex = backend_lib.connect_serving(backend, args.model, args.project, args.region,
                                          environ, err)
     endpoint = endpoints.find_model(vertex, args.model)
     response = endpoints.predict(vertex, endpoint, args.version, body)

@@ -32,6 +32,7 @@ from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import instances as instances_lib
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import schema
@@ -58,8 +59,6 @@ TYPICAL = {'upload': 'uploads usually take a minute or two',
            'deploy': 'deploys usually take 5 to 20 minutes'}
 PROGRESS_EVERY_SECS = 60
 
-_ENDPOINT_RE = re.compile(r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
-                          r'endpoints/(?P<id>[^/]+)')
 _MODEL_OF_OPERATION_RE = re.compile(r'(projects/[^/]+/locations/[^/]+/models/[^/]+)/'
                                     r'operations/[^/]+')
 _SCHEMAS = {
@@ -72,9 +71,8 @@ _SCHEMAS = {
 
 
 def parse_endpoint_name(name):
-    """`projects/P/locations/R/endpoints/ID` -> match dict, or None."""
-    match = _ENDPOINT_RE.fullmatch(name or '')
-    return match.groupdict() if match else None
+    """`projects/P/locations/R/endpoints/ID` -> its parts, or None."""
+    return location.parse_name(name, location.SERVING)
 
 
 def model_filter(model):

@@ -15,6 +15,7 @@ from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud.plan import CUSTOM_JOBS, TUNING_JOBS
@@ -33,9 +34,6 @@ SUCCEEDED = 'JOB_STATE_SUCCEEDED'
 FINAL_STATES = (SUCCEEDED, 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
                 'JOB_STATE_EXPIRED', 'JOB_STATE_PARTIALLY_SUCCEEDED')
 
-_JOB_NAME_RE = re.compile(
-    r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
-    r'(?P<collection>customJobs|hyperparameterTuningJobs)/(?P<id>[^/]+)')
 
 def endpoint(region):
     """Regional Vertex AI endpoint (the scheme is required by client_options)."""
@@ -43,9 +41,8 @@ def endpoint(region):
 
 
 def parse_job_name(name):
-    """`projects/P/locations/R/<collection>/ID` -> match dict, or None."""
-    match = _JOB_NAME_RE.fullmatch(name)
-    return match.groupdict() if match else None
+    """`projects/P/locations/R/<collection>/ID` -> its parts, or None."""
+    return location.parse_name(name, location.TRAINING)
 
 
 # ---------------------------------------------------------------- bodies

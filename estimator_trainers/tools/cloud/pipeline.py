@@ -58,6 +58,7 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local_storage
 from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import endpoints
@@ -134,7 +135,7 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
       UserInputError: the first check that fails, before anything is uploaded.
       google_api.ApiError: a Google API refused a call.
     """
-    backend = backend or location.Backend()
+    backend = backend or backend_lib.Backend()
     out, err = out or sys.stdout, err or sys.stderr
     environ = os.environ if environ is None else environ
     if action.kind != REHEARSE and (action.local_storage or action.local_inputs):
@@ -486,7 +487,7 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
       UserInputError: a failed check, an unknown model, an existing version.
       google_api.ApiError: a Google API refused a call or an operation failed.
     """
-    backend = backend or location.Backend()
+    backend = backend or backend_lib.Backend()
     out, err = out or sys.stdout, err or sys.stderr
     environ = os.environ if environ is None else environ
     for note in plan.notes:
@@ -494,13 +495,12 @@ def deploy(plan, action, backend=None, out=None, err=None, environ=None):
     checked = _check_export(plan, err, dry_run=action.kind == DRY_RUN)
     plan = dataclasses.replace(plan, origin=checked.export_dir)
     if action.kind == DRY_RUN:
-        project, region = location.resolve(endpoints.parse_endpoint_name(plan.model),
-                                           action.project, action.region_flag, environ,
-                                           location.SERVING, err)
+        project, region = location.resolve(plan.model, location.SERVING, action.project,
+                                           action.region_flag, environ, err)
         _print_deploy_dry_run(out, dataclasses.replace(plan, project=project, region=region),
                               checked)
         return 0
-    vertex, _ = location.connect_serving(backend, plan.model, action.project,
+    vertex = backend_lib.connect_serving(backend, plan.model, action.project,
                                          action.region_flag, environ, err)
     plan = dataclasses.replace(plan, project=vertex.project, region=vertex.region)
     endpoint = endpoints.find_model(vertex, plan.model)
@@ -647,9 +647,8 @@ def offline_serving(model, project_flag, region_flag, environ, err):
     """The serving client of a dry run that looks nothing up: no credentials, its
     requests built and printed, never sent. `model`'s endpoint resource name
     names its project and region, else `location`'s rule (its note on `err`)."""
-    project, region = location.resolve(endpoints.parse_endpoint_name(model or ''),
-                                       project_flag, region_flag, environ, location.SERVING,
-                                       err)
+    project, region = location.resolve(model, location.SERVING, project_flag, region_flag,
+                                       environ, err)
     return endpoints.VertexServing(project, region, credentials=AnonymousCredentials())
 
 
@@ -764,7 +763,7 @@ def remove_dry_run(backend, model, version, action, out, err, environ):
         vertex = offline_serving(model, action.project, action.region_flag, environ, err)
     else:
         vertex = backend.serving(*location.resolve(
-            parsed, action.project, action.region_flag, environ, location.SERVING, err,
+            model, location.SERVING, action.project, action.region_flag, environ, err,
             adc_project), credentials)
         try:
             remove(vertex, model, version, action, out, err)
@@ -885,7 +884,7 @@ def cancel(backend, job, action, out, err, environ):
     placeholder, and one line says why.
     """
     if action.kind != DRY_RUN:
-        vertex, _, name = location.connect(backend, job, action.project, action.region_flag,
+        vertex, _, name = backend_lib.connect(backend, job, action.project, action.region_flag,
                                            environ, err)
         vertex.cancel(name)
         return name
@@ -896,8 +895,8 @@ def cancel(backend, job, action, out, err, environ):
             credentials, adc_project = backend.credentials()
         except UserInputError:
             why = NO_CREDENTIALS
-    project, region = location.resolve(parsed, action.project, action.region_flag, environ,
-                                       location.TRAINING, err, adc_project)
+    project, region = location.resolve(job, location.TRAINING, action.project,
+                                       action.region_flag, environ, err, adc_project)
     if parsed or why:
         vertex = jobs.VertexJobs(project, region, credentials=AnonymousCredentials())
     else:

@@ -18,6 +18,7 @@ import sys
 from estimator_trainers import flags
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import estimate
@@ -156,7 +157,7 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                              'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
                              flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
-    backend = backend or location.Backend()
+    backend = backend or backend_lib.Backend()
     out = out or sys.stdout
     err = err or sys.stderr
     if trainer_flags and args.command != 'submit':
@@ -264,7 +265,7 @@ def manage(args, backend, out, environ, err=None):
     metered cost beside its estimate (`estimate.after_job`); `err` also hears where
     the project and region came from."""
     err = err or sys.stderr
-    vertex, credentials, name = location.connect(
+    vertex, credentials, name = backend_lib.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'list':
         for job in vertex.list(limit=args.limit, filter_expr=args.filter):

@@ -27,7 +27,6 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import train_cloud
 from test_cloud_cli import FakeBackend
 
@@ -37,7 +36,7 @@ BASE = 'https://us-central1-aiplatform.googleapis.com/v1/projects/my-project/loc
 # The issue's name (#49), and what else could end a quoted filter string.
 INJECTION = 'no_such_model" OR display_name!="'
 HOSTILE = [INJECTION, 'a\\" OR display_name:*', 'taxi\nmodel', 'x\x7f', '', 'm' * 129]
-NOT_LOOKED_UP = ('note: not looked up (%s): ' % pipeline.NO_CREDENTIALS)
+NOT_LOOKED_UP = ('note: not looked up (%s): ' % backend_lib.NO_CREDENTIALS)
 
 
 class NoCredentials(backend_lib.Backend):

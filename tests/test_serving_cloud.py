@@ -592,7 +592,7 @@ def test_predictions_as_gcloud_printed_them():
 
 def test_an_origin_with_empty_segments_reads_as_the_job_dir_does():
     """`--origin $MODEL_DIR/export` with `MODEL_DIR=gs://b/`: one slash, one note."""
-    plan = endpoints.version_plan('v1', 'm', 'gs://my-bucket//taxi/export/', 'us-central1')
+    plan = endpoints.version_plan('v1', 'm', 'gs://my-bucket//taxi/export/')
     assert plan.origin == 'gs://my-bucket/taxi/export'
     assert plan.notes == ('gs://my-bucket//taxi/export/ is read as gs://my-bucket/taxi/export '
                           '(empty path segments dropped)',)

@@ -12,6 +12,7 @@ line naming the call, the resource and what to check (`google_api.status_error`)
 import json
 from typing import Any, Dict, Optional
 
+from google.auth import credentials as credentials_lib
 from google.auth import exceptions as auth_exceptions
 import google_auth_httplib2
 from googleapiclient import errors
@@ -37,6 +38,13 @@ Json = Dict[str, Any]
 class Unreachable(ApiError):
     """No answer came back: no network, or the API's (or the token endpoint's) host
     cannot be reached. A dry run says so in one line and goes on without it."""
+
+
+def anonymous_credentials() -> Any:
+    """Credentials that sign nothing: a dry run's clients, whose requests are
+    built and printed, never sent."""
+    # google-auth's AnonymousCredentials is not annotated.
+    return credentials_lib.AnonymousCredentials()  # type: ignore[no-untyped-call]
 
 
 def authorized_http(credentials: Any) -> Http:
@@ -90,8 +98,9 @@ def execute(request: Request, action: str, api: str, project: Optional[str],
 def api_error(error: errors.HttpError, action: str, api: str,
               project: Optional[str]) -> ApiError:
     """An `HttpError` -> `ApiError` whose message says what to check."""
-    return google_api.status_error(error.resp.status, error.reason or 'no details', action,
-                                   api, project)
+    found: ApiError = google_api.status_error(error.resp.status, error.reason or 'no details',
+                                              action, api, project)
+    return found
 
 
 def equals_filter(field: str, value: str, what: str, flag: Optional[str] = None) -> str:

@@ -21,6 +21,9 @@ from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import location
 
 CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
+# Why there are no credentials; also why a dry run made no lookups (the command
+# itself says what to do).
+NO_CREDENTIALS = 'no usable Application Default Credentials'
 # google-auth's credentials (untyped: any of its credential classes).
 Credentials = Any
 
@@ -42,9 +45,9 @@ class Backend:
             return default(scopes=[CLOUD_PLATFORM_SCOPE])
         except auth_exceptions.DefaultCredentialsError as e:
             raise UserInputError(
-                'no usable Application Default Credentials (%s): run `gcloud auth '
-                'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
-                'to a service account key file' % _credentials_reason(e)) from None
+                '%s (%s): run `gcloud auth application-default login`, or set '
+                'GOOGLE_APPLICATION_CREDENTIALS to a service account key file'
+                % (NO_CREDENTIALS, _credentials_reason(e))) from None
         except Exception as e:  # pylint: disable=broad-except
             # A malformed key fails in whichever parser reads it (ValueError,
             # PyAsn1Error, ...), whose message may quote the key: name the

@@ -510,7 +510,8 @@ class ServingPlan:
       version: the version's name (the deployed model's display name).
       origin: the gs:// SavedModel directory (or a directory of timestamped
         exports: the newest is served).
-      region: where the endpoint is; `project`: when known.
+      region, project: where the endpoint is, once the serving pipeline has
+        resolved it (None until then).
       image: the serving container (TF 2.15's prebuilt prediction image, or
         `--image-uri`).
       machine_type, accelerator_type, accelerator_count: each node's machine.
@@ -526,7 +527,7 @@ class ServingPlan:
     version: str
     origin: str
     image: str
-    region: str = 'us-central1'
+    region: Optional[str] = None
     project: Optional[str] = None
     machine_type: str = 'n1-standard-2'
     accelerator_type: Optional[str] = None

@@ -224,11 +224,11 @@ class CreateModel(_Serving):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Predict(_Serving):
-    """`predict --model MODEL [--version VERSION]`: `body` sent to the model's
-    endpoint; `on_predicted` hears the response `(response, out)`."""
+    """`predict --model MODEL [--version VERSION]`: `instances` sent to the
+    model's endpoint; `on_predicted` hears the response `(response, out)`."""
     model: str
     version: Optional[str] = None
-    body: Json
+    instances: Sequence[Any]
     on_predicted: Callable[[Json, TextIO], None]
 
 

@@ -271,12 +271,11 @@ def create_model(args: argparse.Namespace, err: TextIO,
 def predict(args: argparse.Namespace, err: TextIO, common: Dict[str, Any]) -> actions.Predict:
     """`predict --model M [--version V]`: the endpoint's :predict, printed as gcloud did."""
     read = _instances_of(args, instances.ONLINE_MAX_INSTANCES)
-    body = endpoints.predict_body(read.values)
     if args.signature_name:
         err.write('note: --signature-name %s: not sent; Vertex AI\'s TensorFlow image calls '
                   'serving_default (`local predict --signature-name` calls others)\n'
                   % args.signature_name)
-    return actions.Predict(model=args.model, version=args.version, body=body,
+    return actions.Predict(model=args.model, version=args.version, instances=read.values,
                            on_predicted=functools.partial(gcloud_output.print_predictions,
                                                           fmt=args.format), **common)
 

@@ -36,6 +36,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import perf_model
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
@@ -44,6 +45,7 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import pricing
+from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud.plan import JobPlan
 
 # A vCPU of the cloud machine against a CPU of the machine that measured: N1
@@ -58,7 +60,8 @@ LABEL_RUN_ID = 'et-run-id'
 LABEL_COST = 'et-estimate-cents'
 LABEL_SECS = 'et-estimate-secs'
 LABEL_TABLE = 'et-price-table'
-CLUSTER_ROLES = ('chief', 'worker')
+# The roles that train (a global step is their batches).
+CLUSTER_ROLES = (roles.CHIEF, roles.WORKER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,8 +164,7 @@ def evidence_of(session: Mapping[str, Any], source: str) -> Optional[Evidence]:
         return None
     phases = session.get('phases') or {}
     cluster = session.get('cluster') or {}
-    tasks = sum(int(v) for k, v in cluster.items() if k in ('chief', 'master', 'worker', 'ps',
-                                                             'evaluator')) or 1
+    tasks = sum(int(v) for k, v in cluster.items() if k in cluster_lib.TASK_TYPES) or 1
     cpus = int((session.get('hardware') or {}).get('cpu_cores') or 1)
     share = cpus / tasks  # the CPUs one local task could have
     wall = float(session.get('wall_secs') or 0)
@@ -303,11 +305,11 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
                    threads: Optional[float], batch: int) -> Tuple[Optional[Tuple[float, float]],
                                                                  str]:
     """(low, high) examples/sec of the training tasks together, and the model used."""
-    chief = pools['chief']
+    chief = pools[roles.CHIEF]
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
     vcpus = machines.shape(chief.machine_type)[0]
     single = _rate_range(cpu_per_example, vcpus, threads)
-    if trainers == 1 and 'ps' not in pools:
+    if trainers == 1 and roles.PS not in pools:
         return single, 'one machine'
     moved = work.traffic_bytes
     if moved is None:
@@ -318,18 +320,18 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
         params = perf_model.Params(perf_model.FITTED.f_secs * spread,
                                    perf_model.FITTED.beta_secs_per_byte * spread)
         cores = (min(vcpus, threads) if threads else vcpus) * speed
-        if 'ps' in pools:
-            ps_vcpus = machines.shape(pools['ps'].machine_type)[0]
+        if roles.PS in pools:
+            ps_vcpus = machines.shape(pools[roles.PS].machine_type)[0]
             share = perf_model.PS_SHARE.get(work.model_key or '', 0.2)
             found = perf_model.predict_ps(batch, cpu_per_example, moved, share, params,
-                                          trainers, cores, ps_vcpus * speed * pools['ps'].replicas,
+                                          trainers, cores, ps_vcpus * speed * pools[roles.PS].replicas,
                                           perf_model.network_gbits(ps_vcpus))
             rates.append(found.examples_per_sec)
         else:
             rates.append(perf_model.predict_allreduce(batch, cpu_per_example, moved, params,
                                                       trainers, cores,
                                                       perf_model.network_gbits(vcpus)))
-    kind = ('parameter servers: %s' % perf_model.FITTED_SOURCE if 'ps' in pools else
+    kind = ('parameter servers: %s' % perf_model.FITTED_SOURCE if roles.PS in pools else
             'all-reduce: each worker\'s batch, the gradients over the VM network plus f (not '
             'fitted on all-reduce)')
     return (min(rates), max(rates)), kind
@@ -369,9 +371,9 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
     uses_gpus = any(p.accelerator_count for p in pools if p.role in CLUSTER_ROLES)
     if uses_gpus:
         source = 'unknown: GPU throughput is not modelled'
-    elif cpu and steps and batch and 'chief' in by_role:
+    elif cpu and steps and batch and roles.CHIEF in by_role:
         rates, kind = _cluster_rates(by_role, work, cpu, threads, batch)
-        if 'ps' not in by_role:  # all-reduce: a global step is every worker's batch
+        if roles.PS not in by_role:  # all-reduce: a global step is every worker's batch
             batch *= sum(by_role[r].replicas for r in CLUSTER_ROLES if r in by_role)
         if rates is None:
             source = 'unknown: %s' % kind
@@ -407,9 +409,9 @@ def _cheaper_shape(pools: Mapping[str, PoolSpec], prices: Sequence[PoolPrice],
     """One line when one machine of the chief's pool beats the cluster: the cluster is
     predicted slower, or dearer per example by more than the model's spread."""
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
-    if trainers == 1 and 'ps' not in pools:
+    if trainers == 1 and roles.PS not in pools:
         return []
-    chief = pools['chief']
+    chief = pools[roles.CHIEF]
     alone = price_pool(table, region, dataclasses.replace(chief, replicas=1), spot)
     total = [p.usd_per_hour for p in prices]
     if alone.usd_per_hour is None or any(t is None for t in total):
@@ -544,7 +546,7 @@ def job_pools(job: Mapping[str, Any]) -> List[PoolSpec]:
         machine = (pool or {}).get('machineSpec')
         if not machine:
             continue
-        found.append(PoolSpec(('chief', 'worker', 'ps', 'evaluator')[min(index, 3)],
+        found.append(PoolSpec(roles.NAMES[min(index, len(roles.NAMES) - 1)],
                               int(pool.get('replicaCount') or 1), machine['machineType'],
                               machine.get('acceleratorType'),
                               int(machine.get('acceleratorCount') or 0)))

@@ -85,9 +85,12 @@ def run(action: actions.ServingAction, backend: Optional[Backend] = None,
         _remove_dry_run(action, backend, out, err, environ)
         return 0
     model = action.model if isinstance(action, (actions.Remove, actions.Predict)) else None
+    # A predict's body, refused at Vertex AI's size before any credential.
+    body = endpoints.predict_body(action.instances) if isinstance(
+        action, actions.Predict) else {}
     if action.dry_run:
         offline = _offline(model, action, environ, err)
-        out.write(json.dumps({'request': api.request_json(_request(offline, action))},
+        out.write(json.dumps({'request': api.request_json(_request(offline, action, body))},
                              indent=2) + '\n')
         return 0
     vertex = backend_lib.connect_serving(backend, model, action.project, action.region_flag,
@@ -103,7 +106,7 @@ def run(action: actions.ServingAction, backend: Optional[Backend] = None,
         action.on_created(vertex.project, created, err)
     elif isinstance(action, actions.Predict):
         response = endpoints.predict(vertex, endpoints.find_model(vertex, action.model),
-                                     action.version, action.body)
+                                     action.version, body)
         action.on_predicted(response, out)
     else:
         action.on_listed(vertex.list_endpoints(), vertex.project, vertex.region, out, err)
@@ -120,14 +123,14 @@ def _offline(model: Optional[str], action: actions.ServingAction, environ: locat
     return VertexServing(project, region, credentials=api.anonymous_credentials())
 
 
-def _request(offline: VertexServing, action: actions.ServingAction) -> api.Request:
-    """The one unsent request of a create, a predict or a list."""
+def _request(offline: VertexServing, action: actions.ServingAction, body: Json
+             ) -> api.Request:
+    """The one unsent request of a create, a predict (`body`) or a list."""
     if isinstance(action, actions.CreateModel):
         return offline.create_endpoint_request(endpoints.endpoint_body(
             action.model, action.description, action.labels, action.access_logging))
     if isinstance(action, actions.Predict):
-        return offline.predict_request(endpoint_placeholder(offline, action.model),
-                                       action.body)
+        return offline.predict_request(endpoint_placeholder(offline, action.model), body)
     return offline.list_endpoints_request()
 
 

@@ -443,7 +443,7 @@ def _pool(check: Checker, role: roles.Role, shape: Mapping[str, Any], notes: Lis
     if count_field is not None:
         count = _int64(shape.get(count_field, 0))
         check.count(count, prefix + count_field, maximum=MAX_REPLICAS)
-    machine = shape.get(type_field)
+    machine: Any = shape.get(type_field)
     if count and machine is None:
         check.fail(prefix + str(count_field), '%d replicas need %s%s'
                    % (count, prefix, type_field))

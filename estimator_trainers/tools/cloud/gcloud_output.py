@@ -8,7 +8,7 @@ list tables, the closing lines of a submission or a deploy. The front
 else and call nothing.
 """
 import json
-from typing import Any, Mapping, Optional, Sequence, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 import yaml
 

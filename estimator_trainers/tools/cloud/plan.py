@@ -130,7 +130,9 @@ class Trainer:
 
     @property
     def module(self) -> str:
-        return self.trainer.module
+        module = self.trainer.module
+        assert module is not None, 'a declared trainer names its module'
+        return module
 
     @property
     def declared(self) -> declaration.Trainer:
@@ -337,7 +339,7 @@ class JobPlan:
     staging_flag: str = '--staging-bucket'
     images: Mapping[RoleName, str] = dataclasses.field(default_factory=dict)
     executor_image: Optional[str] = None
-    primary: roles.Primary = CHIEF
+    primary: roles.Primary = roles.VERTEX_PRIMARY
     enable_web_access: bool = False
     kms_key: Optional[str] = None
     tensorboard: Optional[str] = None

@@ -29,6 +29,7 @@ EVALUATOR: Final = cast(RoleName, cluster.EVALUATOR)
 # What TF_CONFIG calls pool 0: `chief` (Vertex AI), or `master` as AI Platform did.
 Primary = Literal['chief', 'master']
 MASTER: Final = cast(Primary, cluster.MASTER)
+VERTEX_PRIMARY: Final = cast(Primary, cluster.CHIEF)
 NAMES: Final = cast(Tuple[RoleName, ...], tuple(cluster.POOL_ORDER))
 
 

@@ -82,15 +82,6 @@ class Cifar10Runtime(declaration.Runtime):
 
     def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
         dist = cast(distribution_lib.Distribution, task.distribution)
-        if args.sync and dist.synchronous:
-            raise UserInputError(
-                '--sync wraps the optimizer for parameter servers; '
-                '--distribution-strategy=%s is synchronous already' % dist.strategy)
-        if args.sync and (args.steps_per_loop or 1) > 1:
-            raise UserInputError(
-                '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
-                'hands each worker one token per Session.run, not per step); use '
-                '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
         mixed_precision: model.Precision = devices_lib.resolve_mixed_precision(
             args.mixed_precision, task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s', devices_lib.describe_mixed_precision(

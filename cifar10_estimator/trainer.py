@@ -14,7 +14,9 @@ from typing import Dict, List, Mapping, Tuple
 from cifar10_estimator import layout
 from estimator_trainers import cli
 from estimator_trainers import declaration
+from estimator_trainers import distribution as distribution_lib
 from estimator_trainers import flags
+from estimator_trainers.errors import UserInputError
 
 DATA_MODULE = 'cifar10_estimator.generate_cifar10_tfrecords'
 
@@ -83,6 +85,19 @@ class Cifar10Trainer(declaration.Trainer):
         group.add_argument('--sync', action=argparse.BooleanOptionalAction, default=False,
                            help='Synchronous training across workers (SyncReplicasOptimizer'
                                 ' with parameter servers).')
+
+    def check_flags(self, args: argparse.Namespace,
+                    distribution: distribution_lib.Distribution) -> None:
+        if args.sync and distribution.synchronous:
+            raise UserInputError(
+                '--sync wraps the optimizer for parameter servers; '
+                '--distribution-strategy=%s is synchronous already' % distribution.strategy,
+                flag='--sync')
+        if args.sync and (args.steps_per_loop or 1) > 1:
+            raise UserInputError(
+                '--steps-per-loop=%d cannot run with --sync (SyncReplicasOptimizer '
+                'hands each worker one token per Session.run, not per step); use '
+                '--steps-per-loop 1' % args.steps_per_loop, flag='--steps-per-loop')
 
     def data_args(self, data_dir: str) -> List[str]:
         return ['--data-dir', data_dir]

@@ -34,8 +34,10 @@ training cluster); with `master`, the evaluator's exported TF_CONFIG names it
 `chief`, since RunConfig refuses an evaluator beside a `master`.
 """
 import dataclasses
+import ipaddress
 import json
 import os
+import re
 
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
@@ -316,6 +318,11 @@ def _validated(cluster, task, environment, source):
                 or not all(isinstance(a, str) and ':' in a for a in addresses)):
             raise UserInputError('%s: cluster.%s must be a non-empty list of '
                                  '"host:port" strings' % (source, job))
+        for index, address in enumerate(addresses):
+            problem = address_problem(address)
+            if problem:
+                raise UserInputError('%s: cluster.%s[%d] %r: %s' % (source, job, index,
+                                                                     address, problem))
     if CHIEF in cluster and MASTER in cluster:
         raise UserInputError('%s: cluster has both "chief" and "master"; use one' % source)
     for job in (CHIEF, MASTER):
@@ -353,6 +360,43 @@ def _validated(cluster, task, environment, source):
     return ClusterInfo(cluster=cluster, task_type=task_type if cluster else None,
                        task_index=task_index if cluster else 0,
                        environment=environment, num_evaluators=len(evaluators or ()))
+
+
+# A host name: dot-separated labels of letters, digits, '-' and '_' (RFC 1123,
+# with the underscores some resolvers take), at most 253 characters.
+_HOST_LABEL = re.compile(r'^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$')
+MAX_PORT = 65535
+
+
+def address_problem(address):
+    """Why `address` cannot be a task's `host:port`, or None.
+
+    A port outside 1-65535 or a host no resolver takes is the user's typo:
+    waiting `--peer-timeout-secs` for it and then exiting with the retryable
+    code (a restart cures nothing) made controllers retry it. A well-formed
+    address nobody answers at stays a peer not up yet.
+    """
+    host, _, port = address.rpartition(':')
+    if not port.isascii() or not port.isdigit() or not 0 < int(port) <= MAX_PORT:
+        return 'the port must be a number from 1 to %d' % MAX_PORT
+    if host.startswith('[') and host.endswith(']'):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return 'not an IPv6 address in brackets'
+        return None
+    if ':' in host:
+        return 'an IPv6 address goes in brackets: [%s]:%s' % (host, port)
+    labels = host[:-1].split('.') if host.endswith('.') else host.split('.')
+    if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        return ('the host must be a name (letters, digits, - and _, dot-separated) or '
+                'an IP address')
+    if all(label.isdigit() for label in labels):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return 'not an IPv4 address (four numbers from 0 to 255)'
+    return None
 
 
 def _refuse_shared_addresses(cluster, source):

@@ -122,8 +122,14 @@ class Trainer:
       local_args: trainer flags `train-local.sh` adds before the user's.
       data_source_env: the environment variable `train-local.sh` passes on to
         the data step as its `--source` (a file downloaded elsewhere), if any.
-      eval_metrics: names of the metrics each evaluation reports (what a
-        tuning study may optimise: `--hypertune-metric`).
+      eval_metrics: names of the metrics each evaluation reports: the
+        `eval_metric_ops` of the model_fn's evaluation spec (a canned
+        Estimator's head: its documented names) and `loss`, which Estimator
+        adds. What a tuning study may optimise (`--hypertune-metric` refuses
+        any other as it is parsed), known without building the graph; the evaluation
+        graph, once built, is checked against the metric a run needs
+        (`evaluation.Evaluator`), and tests hold each trainer's list to what
+        its evaluation reports.
       exports: the chief exports a SavedModel at the end of a run.
     """
     name = None
@@ -199,9 +205,25 @@ class Trainer:
         flags.add_performance_flags(parser, mixed_precision=self.mixed_precision,
                                     num_intra_threads=self.num_intra_threads,
                                     num_inter_threads=self.num_inter_threads)
-        flags.add_runtime_flags(parser)
+        flags.add_runtime_flags(parser, eval_metrics=self.eval_metrics, trainer=self.name)
         flags.add_distribution_flags(parser)
         return parser
+
+    def check_flags(self, args, distribution):
+        """Refuses flag values the task's decided `distribution.Distribution` cannot
+        run (default: none); checks of a flag alone belong to `parse_args`.
+
+        `startup.decide` calls it for every task before TensorFlow runs, and
+        the cloud pre-submit checks for every replica of a job before upload.
+
+        Raises:
+          UserInputError: naming the flag.
+        """
+
+    def unknown_metric(self, tag):
+        """Why `tag` (`auc`, or `eval/auc` as TensorBoard names it) is not a metric
+        this trainer's evaluations report, or None (also for no tag)."""
+        return flags.unknown_metric(tag, self.eval_metrics, self.name)
 
     def parse_args(self, argv=None):
         """Parsed flags; raises `errors.FlagError` for a command line it refuses."""

@@ -24,9 +24,9 @@ docs' advice for Vertex AI); `retryable` is its one rule:
 |---|---|---|
 | 0 | succeeded | - |
 | 1 (`EXIT_FAILED`) | failed in a way a restart repeats (a diverged loss, a bug, a full disk) | no |
-| 2 (`EXIT_USAGE`) | the user's input: a flag, a file, TF_CONFIG | no |
+| 2 (`EXIT_USAGE`) | the user's input: a flag, a file, TF_CONFIG (an address no task can have: a port outside 1-65535, a malformed host) | no |
 | 128 + N | stopped by signal N: 143 SIGTERM (preemption, cancel), 137 SIGKILL (out of memory, grace exceeded) | yes |
-| 203 (`EXIT_RETRYABLE`) | the cluster, not the input: a peer not reachable at start-up or lost during training, a collective set-up that never completed, Cloud Storage unreachable | yes |
+| 203 (`EXIT_RETRYABLE`) | the cluster, not the input: a peer at a well-formed address not reachable at start-up or lost during training, a collective set-up that never completed, Cloud Storage unreachable | yes |
 
 Codes from 128 up are retried, as the Kubeflow training operator's
 `ExitCode` policy does (its `IsRetryableExitCode`: exit code >= 128); 203 is

@@ -17,7 +17,9 @@ made frequent evaluation expensive. A chief that evaluates while it trains
 prepares them in a thread as training starts (`PrepareInBackground`), so that
 one-off cost overlaps training instead of pausing it. With a calibration
 input (`--precise-batch-norm`), each evaluation first re-estimates the
-batch-norm statistics from training batches (`precise_bn`).
+batch-norm statistics from training batches (`precise_bn`). The graph, once
+built, must report the metrics the run needs (`required_metrics`: the tuning
+metric), else the first evaluation ends the run in one line.
 """
 import contextlib
 import re
@@ -28,6 +30,7 @@ import tensorflow as tf
 
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import precise_bn
+from estimator_trainers.errors import TaskFailure
 from estimator_trainers import run_steps
 
 # How long a run that leaves training early (a stop signal, an error) waits for a
@@ -48,14 +51,16 @@ class Evaluator:
     """
 
     def __init__(self, estimator, input_fn, steps=None, clock=None,
-                 calibration_input_fn=None):
+                 calibration_input_fn=None, required_metrics=()):
         """`calibration_input_fn`: training batches for precise batch norm
-        (`precise_bn`), or None to evaluate with the moving averages as saved."""
+        (`precise_bn`), or None to evaluate with the moving averages as saved.
+        `required_metrics`: `(flag, metric)` pairs the graph must report."""
         self._estimator = estimator
         self._input_fn = input_fn
         self._steps = steps
         self._clock = clock or Clock()
         self._calibration_input_fn = calibration_input_fn
+        self._required_metrics = tuple(required_metrics)
         self._calibration = None
         self._calibrated = False
         self._session = None
@@ -150,6 +155,13 @@ class Evaluator:
         self._scaffold, self._update_op, self._metrics, self._hooks = (
             scaffold, update_op, metrics, hooks)
         self._step = metrics['global_step']
+        for flag, name in self._required_metrics:
+            if name not in metrics:
+                raise TaskFailure(
+                    '%s %s: the trainer declares it among its eval_metrics, but its '
+                    'evaluation graph reports %s; the declaration is wrong' % (
+                        flag, name, ', '.join(sorted(k for k in metrics
+                                                     if k != 'global_step'))), flag=flag)
 
     def __call__(self, checkpoint_path=None):
         """Metrics (with `global_step`) of `checkpoint_path` (None: the latest)."""

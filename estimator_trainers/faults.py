@@ -38,6 +38,7 @@ from estimator_trainers import lease as lease_lib
 from estimator_trainers import process
 from estimator_trainers import safe_io
 from estimator_trainers import sentinel as sentinel_lib
+from estimator_trainers.errors import Error
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import TransientFailure
@@ -454,15 +455,48 @@ class Termination:
             reason, 'the job-dir keeps %s' % kept if kept else 'no checkpoint was saved')
 
     @contextlib.contextmanager
+    def stop_wins(self):
+        """After a stop signal, whatever else ends the block ends it as the stop.
+
+        A stop lands anywhere, TensorFlow's own error handling included: when a
+        peer dies, TensorFlow raises its failure while the job's stop signal
+        arrives, and either may come out (a worker whose ps was SIGKILLed
+        printed a 60-line traceback in 1 of 3 runs). So once a stop signal
+        came, an exception that is not one of our own errors (`errors.Error`,
+        one line already) becomes `Terminated`: the run records and says the
+        stop.
+        """
+        try:
+            yield
+        except Exception as e:  # pylint: disable=broad-except
+            if self.signum is None or isinstance(e, Error):
+                raise
+            raise Terminated(self.signum) from None
+
+    @contextlib.contextmanager
     def ending_run(self):
         """Turns a stop signal the main thread handled into the one-line `TaskFailure`
-        (a parameter server's stop, or one at the job's end: an INFO line instead).
+        (`stop_wins`: also what TensorFlow raised meanwhile; a parameter server's
+        stop, or one at the job's end: an INFO line instead).
+
+        A `Terminated` raised inside a finalizer (`__del__`, which Python
+        cannot propagate and reports as "Exception ignored in ..." with a
+        traceback) is dropped silently: the stop stays requested, and the
+        training hook or the watchdog ends the task.
 
         After the run, the signals get their default actions back (the process
         is ending anyway; no exception may surface during interpreter shutdown).
         """
+        previous_hook = sys.unraisablehook
+
+        def unraisable(args):
+            if not isinstance(args.exc_value, Terminated):
+                previous_hook(args)
+
+        sys.unraisablehook = unraisable
         try:
-            yield self
+            with self.stop_wins():
+                yield self
         except Terminated as e:
             if self._serves:
                 self._log(self.served_line(e.signum))
@@ -473,6 +507,7 @@ class Termination:
                 raise SystemExit(0) from None
             raise self.failure(e.signum) from None
         finally:
+            sys.unraisablehook = previous_hook
             for signum in STOP_SIGNALS:
                 signal.signal(signum, signal.SIG_DFL)
 

@@ -304,8 +304,37 @@ def add_performance_flags(parser, *, mixed_precision=False, num_intra_threads=0,
     return group
 
 
-def add_runtime_flags(parser):
-    """Seed and log verbosity."""
+def metric_key(tag):
+    """The evaluation's name of a tuning metric tag: `eval/auc` -> `auc`."""
+    return tag[len('eval/'):] if tag.startswith('eval/') else tag
+
+
+def unknown_metric(tag, eval_metrics, trainer):
+    """Why `tag` (`auc`, or `eval/auc` as TensorBoard names it) is not among the
+    `eval_metrics` that `trainer`'s evaluations report, or None (also for no tag)."""
+    if not tag or metric_key(tag) in eval_metrics:
+        return None
+    return ('%r is not a metric the %s trainer evaluates (expected one of: %s)'
+            % (tag, trainer, ', '.join(eval_metrics)))
+
+
+def metric_tag(eval_metrics, trainer):
+    """argparse type: a metric `trainer`'s evaluations report (`unknown_metric`).
+
+    The tuning metric is met only after training and the export: a name the
+    evaluation never reports ended a whole run in a traceback there.
+    """
+    def parse(text):
+        problem = unknown_metric(text, eval_metrics, trainer)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
+    return parse
+
+
+def add_runtime_flags(parser, *, eval_metrics=('loss',), trainer='this'):
+    """Seed, log verbosity and the tuning metric (one of `eval_metrics`, the
+    metrics the evaluations of `trainer` report)."""
     group = parser.add_argument_group('runtime')
     group.add_argument(
         '--random-seed', type=int, default=None,
@@ -317,9 +346,10 @@ def add_runtime_flags(parser):
         '--verbosity', choices=VERBOSITY_LEVELS, default='INFO',
         type=str.upper, help='Log level.')
     group.add_argument(
-        '--hypertune-metric', default=None,
+        '--hypertune-metric', default=None, type=metric_tag(eval_metrics, trainer),
         help='Evaluation metric to report to a Vertex AI hyperparameter tuning '
-             'study after the final evaluation (set by the job submission).')
+             'study after the final evaluation (set by the job submission): one of '
+             '%s, or eval/<metric>.' % ', '.join(eval_metrics))
     return group
 
 
@@ -338,7 +368,9 @@ def add_distribution_flags(parser):
         '--peer-timeout-secs', type=positive_float, default=600,
         help='Fail, naming the address, when a cluster task this one needs (the '
              'ps tasks and chief, or the other workers) does not accept '
-             'connections for this many seconds, at start-up or later in training.')
+             'connections for this many seconds, at start-up or later in training. '
+             'Under multi_worker_mirrored also the heartbeat timeout of TensorFlow\'s '
+             'coordination service (at least 60 s).')
     group.add_argument(
         '--max-worker-delay-secs', type=non_negative_int, default=None,
         help='Cap on the start-up delay Estimator gives worker i, (i + 1) * 5 s, '

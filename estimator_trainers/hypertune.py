@@ -9,6 +9,9 @@ import os
 import hypertune
 import tensorflow as tf
 
+from estimator_trainers.flags import metric_key
+from estimator_trainers.errors import TaskFailure
+
 
 def in_tuning_trial(environ=None):
     """True when this process runs as a hyperparameter tuning trial."""
@@ -30,10 +33,11 @@ def report_metric(metric_tag, metrics, global_step):
     """
     if not metric_tag:
         return None
-    key = metric_tag[len('eval/'):] if metric_tag.startswith('eval/') else metric_tag
-    if key not in metrics:
-        raise KeyError('--hypertune-metric %r is not an evaluation metric (have %s)'
-                       % (metric_tag, ', '.join(sorted(metrics))))
+    key = metric_key(metric_tag)
+    if key not in metrics:  # the flag's parser and `evaluation.Evaluator` check first
+        raise TaskFailure('--hypertune-metric %r is not an evaluation metric (have %s)'
+                          % (metric_tag, ', '.join(sorted(metrics))),
+                          flag='--hypertune-metric')
     value = float(metrics[key])
     hypertune.HyperTune().report_hyperparameter_tuning_metric(
         hyperparameter_metric_tag=metric_tag, metric_value=value,

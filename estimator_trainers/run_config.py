@@ -4,6 +4,9 @@ import contextlib
 import os
 
 import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.errors import first_line
@@ -174,6 +177,7 @@ def train_distribute(distribution, log=None, inside_tensorflow=None):
                     '(--peer-timeout-secs)'
                     % (distribution.label, peers, distribution.peer_timeout_secs),
                     flag='--peer-timeout-secs'))
+    configure_coordination(distribution)
     try:
         with guard:
             return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
@@ -188,6 +192,47 @@ def train_distribute(distribution, log=None, inside_tensorflow=None):
             'TF_CONFIG) failed: %s; did one of them die? (--peer-timeout-secs)'
             % (distribution.label, peers, first_line(e)),
             flag='--peer-timeout-secs') from None
+
+
+# The coordination service's heartbeat timeout is --peer-timeout-secs, and at least
+# this: the tasks of a finished job leave within it, however loaded their machines.
+MIN_HEARTBEAT_TIMEOUT_SECS = 60
+# A day at most (the end-of-job barrier's own bound, `training.END_BARRIER_SECS`).
+MAX_HEARTBEAT_TIMEOUT_SECS = 24 * 3600
+
+
+def heartbeat_timeout_secs(peer_timeout_secs):
+    """The coordination service's heartbeat timeout for `--peer-timeout-secs`."""
+    return min(max(peer_timeout_secs, MIN_HEARTBEAT_TIMEOUT_SECS),
+               MAX_HEARTBEAT_TIMEOUT_SECS)
+
+
+def configure_coordination(distribution):
+    """Configures the coordination service multi_worker_mirrored starts, as it would
+    (in the chief, over the chief and the workers of TF_CONFIG), but with a heartbeat
+    timeout of `heartbeat_timeout_secs`.
+
+    TensorFlow's default is 10 s, with a heartbeat every 5 s, and the tasks of
+    a finished job leave the end-of-job barrier (`training._end_together`) at
+    once but exit seconds apart (interpreter teardown, seconds more on a
+    loaded machine). A chief still alive 10 s after a worker's last heartbeat
+    declared it failed ("heartbeat timeout", "Coordination agent is set to
+    ERROR", collectives aborted); a worker still alive at its next heartbeat
+    after the chief had gone logged the failed heartbeat. Nothing in a
+    finished job takes a heartbeat interval, half the timeout, to leave. A
+    peer that dies while training is still found at once by the collectives'
+    own failed calls, and one that stops answering within
+    `--peer-timeout-secs` (`distribution.watch_peers`).
+    """
+    spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
+            for job in ('chief', 'worker') if job in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type='standalone',
+        service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs,
+        heartbeat_timeout_in_ms=int(heartbeat_timeout_secs(
+            distribution.peer_timeout_secs) * 1000))
 
 
 @contextlib.contextmanager

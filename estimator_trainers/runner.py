@@ -90,7 +90,7 @@ def run(trainer, args):
                                 lease_timeout_secs=args.lease_timeout_secs):
             recorder = recorder_lib.Recorder(args, task, started,
                                              job_id=lease.cluster_id(cluster))
-            with recorder.recording_failures(termination.job_ended):
+            with recorder.recording_failures(termination.job_ended), termination.stop_wins():
                 return _train(trainer, runtime, args, task, plan, termination, recorder,
                               steps_per_loop)
 

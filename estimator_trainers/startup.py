@@ -3,8 +3,9 @@
 What a task decides from its flags and its environment before it runs any
 TensorFlow op: its place in the cluster (`cluster.load_cluster`), its
 devices, its distribution strategy (`distribution.resolve`) and its steps per
-`Session.run`. The runner makes these decisions here for the task it runs,
-and the cloud tools make them here for every replica of a job before
+`Session.run`; and that the trainer takes its flags under that strategy
+(`Trainer.check_flags`). The runner makes these decisions here for the task
+it runs, and the cloud tools make them here for every replica of a job before
 anything is uploaded (`tools/cloud/preflight.check_replicas`), so a job that
 any replica would refuse is refused on the user's machine, in the same words.
 
@@ -52,7 +53,8 @@ def decide(trainer, args, environ, *, visible_gpus, cpu_devices=('/cpu:0',)):
 
     Raises:
       UserInputError: the task would refuse to start (naming the flag or
-        TF_CONFIG and why).
+        TF_CONFIG and why), or the trainer refuses its flags under the
+        decided strategy (`Trainer.check_flags`).
     """
     cluster = cluster_lib.load_cluster(environ)
     num_gpus = getattr(args, 'num_gpus', None)
@@ -72,6 +74,7 @@ def decide(trainer, args, environ, *, visible_gpus, cpu_devices=('/cpu:0',)):
                      "runtime 2.1): multi_worker_mirrored trains it as the 'chief', "
                      "synchronously with the workers")
     dist = distribution_lib.from_flags(args, cluster, devices, visible_gpus=visible_gpus)
+    trainer.check_flags(args, dist)
     steps_per_loop = distribution_lib.steps_per_loop(
         args.steps_per_loop, trainer.steps_per_loop, dist)
     return Startup(cluster=cluster, distribution=dist, devices=devices, num_gpus=num_gpus,

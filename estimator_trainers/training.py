@@ -24,6 +24,7 @@ from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import resume
 from estimator_trainers import run_report
 from estimator_trainers import steps_loop
+from estimator_trainers.flags import metric_key
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
@@ -120,7 +121,9 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     clock = recorder.eval_clock if recorder else evaluation.Clock()
     evaluate = evaluation.Evaluator(
         estimator, eval_input_fn, loop.eval_steps, clock,
-        calibration_input_fn=_in_scope(calibration_input_fn) if calibration_input_fn else None)
+        calibration_input_fn=_in_scope(calibration_input_fn) if calibration_input_fn else None,
+        required_metrics=([('--hypertune-metric', metric_key(loop.hypertune_metric))]
+                          if loop.hypertune_metric else []))
     if recorder:
         recorder.evaluator = evaluate
 

@@ -13,7 +13,9 @@
 # when uv is there, else through pip, with the same pins and constraints.
 #
 # Usage: bash scripts/setup-venv.sh [--dev | --experiments]
-# (--experiments adds the plotting requirements of scripts/experiment.sh;
+# (by default requirements-tools.txt: the runtime plus what the scripts need
+# on this machine, the local storage of a rehearsal without an account;
+# --experiments adds the plotting requirements of scripts/experiment.sh;
 # --dev the test requirements, which include those.)
 set -euo pipefail
 
@@ -127,7 +129,7 @@ install_into() {
 setup_venv() {
   local extra="${1:-}"
   local venv="${_repo_root}/.venv"
-  local reqs=("${_repo_root}/requirements.txt")
+  local reqs=("${_repo_root}/requirements-tools.txt")
   [[ "${extra}" == "--dev" ]] && reqs=("${_repo_root}/requirements-dev.txt")
   [[ "${extra}" == "--experiments" ]] && reqs=("${_repo_root}/requirements-experiments.txt")
 
@@ -156,6 +158,7 @@ setup_venv() {
   local stamp="${venv}/.installed-${extra#--}"
   local digest
   digest="$(cat "${reqs[@]}" "${_repo_root}/requirements.txt" \
+    "${_repo_root}/requirements-tools.txt" \
     "${_repo_root}/requirements-experiments.txt" \
     "${_repo_root}/constraints.txt" "${_repo_root}/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${digest}" ]]; then

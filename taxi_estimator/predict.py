@@ -33,7 +33,12 @@ from taxi_estimator import schema
 
 # Instances are read into memory at once, as `gcloud ai-platform local predict` did.
 INSTANCES_LIMITS = user_files.Limits(
-    bytes=64 << 20, expected='predict reads its instances into memory at once: split the file')
+    bytes=64 << 20, values=4 << 20,
+    expected='predict reads its instances into memory at once: split the file')
+# One line of instances: an object of the 16 features, counted before it is parsed.
+LINE_LIMITS = user_files.Limits(
+    bytes=INSTANCES_LIMITS.bytes, values=1000,
+    expected='a line is one instance, an object of %d features' % len(schema.FEATURES))
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -94,16 +99,22 @@ def read_json_instances(path: str, text: str) -> List[schema.Instance]:
         if not line.strip():
             continue
         where = '--json-instances %s line %d' % (path, number)
-        raw = user_files.json_object(line, where, 'a JSON object of features')
+        raw = user_files.json_object(line, where, 'a JSON object of features', LINE_LIMITS)
         instances.append(check_instance(raw, where))
     return instances
 
 
 def _serving_request(text: str) -> Optional[Mapping[str, object]]:
-    """The parsed body if `text` is one JSON object with `instances`, else None."""
+    """The parsed body if `text` is one JSON object with `instances`, else None.
+
+    Text showing more values than `INSTANCES_LIMITS` allows is not parsed whole
+    (newline-delimited instances may hold that many; their lines are read one
+    by one, each within `LINE_LIMITS`).
+    """
     try:
+        user_files.check_values(text, '--json-instances', INSTANCES_LIMITS)
         body = user_files.loads(text)
-    except ValueError:
+    except (ValueError, UserInputError):
         return None
     return body if isinstance(body, dict) and 'instances' in body else None
 

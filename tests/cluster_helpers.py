@@ -199,6 +199,8 @@ def check_worker_and_chief_restart(job_dir, trainer_command, train_steps,
         os.path.join(str(job_dir), 'model.ckpt-%d' % checkpoint_step), 'global_step'))
     assert cluster.finish() == 0, cluster.output[-6000:]
     output = cluster.output
+    # A peer's death mid-step is TensorFlow's session recovery, never a traceback.
+    assert 'Traceback' not in output, output[-6000:]
 
     for label in ('worker-0', 'chief-0'):
         assert ('[launcher] %s failed (signal SIGKILL); restarting it with the same '

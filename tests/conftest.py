@@ -1,5 +1,6 @@
 """Shared test helpers: run the real CLIs in subprocesses, CIFAR-10 test data, gs:// emulator."""
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -112,6 +113,14 @@ def directory_of_another_user(path):
     path.mkdir()
     os.chown(path, 65534, 65534)
     return path
+
+
+def reported_metrics(stderr):
+    """The metric names of a run's `Final evaluation at global step N: a = 1, ...` line:
+    a trainer's declared `eval_metrics` must be these (what tuning may name)."""
+    match = re.search(r'Final evaluation at global step \d+: (.*)', stderr)
+    assert match, stderr[-3000:]
+    return sorted(pair.split(' = ')[0] for pair in match.group(1).split(', '))
 
 
 def one_error_line(proc, startswith):

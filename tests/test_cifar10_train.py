@@ -14,7 +14,8 @@ from cifar10_estimator import data
 from cifar10_estimator import model
 from cifar10_estimator import runtime
 from cluster_helpers import listed_checkpoints
-from conftest import cli_env, run_module, REPO_ROOT
+from conftest import cli_env, reported_metrics, run_module, REPO_ROOT
+from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 
 MAIN = 'cifar10_estimator.cifar10_main'
@@ -58,6 +59,7 @@ def test_training_learns_far_above_chance(trained):
     job_dir, stderr = trained
     step, accuracy = _final_metrics(stderr)
     assert step == 150
+    assert reported_metrics(stderr) == sorted(registry.get('cifar10').eval_metrics)
     assert accuracy > 0.5, 'chance is 0.1'
     progress = re.findall(r'step (\d+)/150, [\d.]+ steps/s, ETA \w+: accuracy = [\d.]+, '
                           r'learning_rate/momentum = 0.1, loss = [\d.]+ '

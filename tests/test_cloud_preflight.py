@@ -60,6 +60,11 @@ def _one_error_line(proc, expected):
     ('taxi', ['--batch-size=0'],
      "trainer flags: argument --batch-size: expected an integer > 0, got '0' "
      '(python -m taxi_estimator.task --help lists them)'),
+    # Met only after training and the export: checked against the declaration.
+    ('cifar10', ['--hypertune-metric=acuracy'],
+     "trainer flags: argument --hypertune-metric: 'acuracy' is not a metric the cifar10 "
+     'trainer evaluates (expected one of: accuracy, loss) (python -m '
+     'cifar10_estimator.cifar10_main --help lists them)'),
 ])
 def test_the_trainers_own_parser_refuses_a_dry_run(model, flags, expected):
     proc = run_module(MODULE, 'submit', model, '--config', _config('cmle_config.yaml'),
@@ -149,7 +154,11 @@ def test_num_gpus_above_a_pools_gpus_is_refused_naming_the_pool():
     ('cmle_config.yaml', ['--distribution-strategy=none'],
      r'^worker pool 0 \(chief, n1-standard-16 with no GPUs\), replica 0 would refuse to '
      r'start: --distribution-strategy=none does not use parameter servers'),
-], ids=['mirrored-with-workers', 'mwms-with-ps', 'none-with-ps'])
+    # The trainer's own checks of its flags (cifar10's --sync), before upload too.
+    ('config_mwms.yaml', ['--sync'],
+     r'^worker pool 0 .*would refuse to start: --sync wraps the optimizer for parameter '
+     r'servers; --distribution-strategy=multi_worker_mirrored is synchronous already$'),
+], ids=['mirrored-with-workers', 'mwms-with-ps', 'none-with-ps', 'sync-under-mwms'])
 def test_a_job_one_replica_would_refuse_is_refused_naming_the_pool(config, flags, message):
     with pytest.raises(UserInputError, match=message):
         preflight.check_replicas(_submission(configs.load_config(_config(config)), args=flags))

@@ -229,24 +229,70 @@ def test_malformed_tf_config_is_one_clear_error(text, message):
     assert message in text and '\n' not in text
 
 
-@pytest.mark.parametrize('cluster, task, pair', [
-    ({'chief': ['127.0.0.1:2222'], 'worker': ['127.0.0.1:2222']}, 'chief',
-     'chief-0 and worker-0'),
-    ({'chief': ['h:1'], 'worker': ['h:2', 'h:3'], 'ps': ['h:3']}, 'worker', 'ps-0 and worker-1'),
-    ({'master': ['h:1'], 'evaluator': ['h:1']}, 'evaluator', 'evaluator-0 and master-0'),
+@pytest.mark.parametrize('address, problem', [
+    ('ps0:99999', 'the port must be a number from 1 to 65535'),
+    ('ps0:0', 'the port must be a number from 1 to 65535'),
+    ('ps0:-1', 'the port must be a number from 1 to 65535'),
+    ('ps0: 2222', 'the port must be a number from 1 to 65535'),
+    ('ps0:22x', 'the port must be a number from 1 to 65535'),
+    (':2222', 'the host must be a name (letters, digits, - and _, dot-separated) or an '
+              'IP address'),
+    ('ps 0:2222', 'the host must be a name (letters, digits, - and _, dot-separated) or an '
+                  'IP address'),
+    ('ps0..svc:2222', 'the host must be a name (letters, digits, - and _, dot-separated) '
+                      'or an IP address'),
+    ('10.0.0.300:2222', 'not an IPv4 address (four numbers from 0 to 255)'),
+    ('::1:2222', 'an IPv6 address goes in brackets: [::1]:2222'),
+    ('[::g]:2222', 'not an IPv6 address in brackets'),
 ])
-def test_two_tasks_on_one_address_are_named_at_start_up(tmp_path, cluster, task, pair):
-    """The second could not listen there: the chief waited ~8 s and asked "did one of
-    them die?". Now the trainer's start-up names them, exit 2, nothing written."""
-    address = next(a for a in sum(cluster.values(), []) if sum(cluster.values(), []).count(a) > 1)
+def test_an_address_out_of_range_is_the_users_error(address, problem):
+    """A typo is exit 2 at once, not a wait and the retryable "cannot reach" (203)."""
+    config = {'cluster': {'chief': ['c:1'], 'ps': ['p:1', address]},
+              'task': {'type': 'chief', 'index': 0}}
+    with pytest.raises(UserInputError) as raised:
+        cluster_lib.load_cluster({'TF_CONFIG': json.dumps(config)})
+    assert str(raised.value) == 'TF_CONFIG: cluster.ps[1] %r: %s' % (address, problem)
+
+
+@pytest.mark.parametrize('address', [
+    'workerpool0-0:2222', 'job-chief-0-0.job:2222', 'chief-0.default.svc.cluster.local.:2222',
+    'my_host:1', '10.0.0.255:65535', '[::1]:2222', '[fe80::1%eth0]:2222'])
+def test_addresses_of_every_target_are_taken(address):
+    config = {'cluster': {'chief': [address]}, 'task': {'type': 'evaluator', 'index': 0}}
+    assert cluster_lib.load_cluster({'TF_CONFIG': json.dumps(config)}).cluster == {
+        'chief': [address]}
+
+
+@pytest.mark.parametrize('cluster, task, message', [
+    ({'chief': ['127.0.0.1:2222'], 'worker': ['127.0.0.1:2222']}, 'chief',
+     'chief-0 and worker-0 have the same address 127.0.0.1:2222; each task needs a '
+     'host:port of its own'),
+    ({'chief': ['h:1'], 'worker': ['h:2', 'h:3'], 'ps': ['h:3']}, 'worker',
+     'ps-0 and worker-1 have the same address h:3; each task needs a host:port of its own'),
+    # Not `cannot reach ps-0` after --peer-timeout-secs with exit 203: controllers
+    # retried the typo (a well-formed address nobody answers keeps 203: test_shutdown).
+    ({'chief': ['127.0.0.1:2222'], 'ps': ['127.0.0.1:99999']}, 'chief',
+     "cluster.ps[0] '127.0.0.1:99999': the port must be a number from 1 to 65535"),
+], ids=['chief-and-worker', 'ps-and-worker', 'port-99999'])
+def test_a_tf_config_typo_ends_the_trainer_at_start_up(tmp_path, cluster, task, message):
+    """A second task at one address could not listen there: the chief waited ~8 s and
+    asked "did one of them die?". The trainer's start-up names it, exit 2, nothing
+    written, before any wait for a peer."""
     train, evals = taxi_trips.write_layout_files(tmp_path, train_rows=100, eval_rows=20)
     config = {'cluster': cluster, 'task': {'type': task, 'index': 0}}
     proc = run_module('taxi_estimator.task', '--train-files', train, '--eval-files', evals,
                       '--job-dir', tmp_path / 'job', env={'TF_CONFIG': json.dumps(config)},
                       timeout=300)
-    one_error_line(proc, 'TF_CONFIG: %s have the same address %s; each task needs a '
-                   'host:port of its own' % (pair, address))
+    one_error_line(proc, 'TF_CONFIG: ' + message)
     assert not (tmp_path / 'job').exists()
+
+
+def test_an_evaluator_beside_the_master_at_its_address_is_named():
+    config = {'cluster': {'master': ['h:1'], 'evaluator': ['h:1']},
+              'task': {'type': 'evaluator', 'index': 0}}
+    with pytest.raises(UserInputError, match='^TF_CONFIG: evaluator-0 and master-0 have the '
+                       'same address h:1; each task needs a host:port of its own$'):
+        cluster_lib.load_cluster({'TF_CONFIG': json.dumps(config)})
 
 
 def test_unknown_vertex_pool_is_an_error():

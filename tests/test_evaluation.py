@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainers import errors
 from estimator_trainers import evaluation
 
 
@@ -84,6 +85,23 @@ def test_a_failed_preparation_is_raised_by_the_evaluation(trained):
     evaluator.prepare_in_background()
     with pytest.raises(ValueError, match='no eval data here'):
         evaluator(None)
+
+
+def test_a_declared_metric_the_graph_lacks_ends_the_first_evaluation(trained):
+    """A trainer whose `eval_metrics` names what its model_fn does not report is
+    found once the evaluation graph is built (in the background, as training
+    starts), not after training and the export at the tuning report."""
+    evaluator = evaluation.Evaluator(trained, _input_fn(),
+                                     required_metrics=[('--hypertune-metric', 'auc')])
+    evaluator.prepare_in_background()
+    with pytest.raises(errors.TaskFailure) as raised:
+        evaluator(None)
+    assert str(raised.value) == (
+        '--hypertune-metric auc: the trainer declares it among its eval_metrics, but its '
+        'evaluation graph reports error, loss; the declaration is wrong')
+    reported = evaluation.Evaluator(trained, _input_fn(),
+                                    required_metrics=[('--hypertune-metric', 'error')])
+    assert reported(None)['global_step'] == 10
 
 
 def test_evaluation_input_runs_without_autotuning_or_rewrites():

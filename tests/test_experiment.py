@@ -38,6 +38,7 @@ from conftest import cli_env, one_error_line, REPO_ROOT, run_module
 from estimator_trainers import checkpoints
 from estimator_trainers import run_record
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.experiment import cli as experiment_cli
 from estimator_trainers.tools.experiment import execute
 from estimator_trainers.tools.experiment import plots
 from estimator_trainers.tools.experiment import results
@@ -182,6 +183,19 @@ def test_results_table_and_plots(toy):
     assert sorted(line.get_label() for line in figure.axes[0].lines) == sorted(
         p.label for p in sweep.points)
     assert plots.throughput_figure(sweep, collected) is None  # one training task throughout
+
+
+def test_results_of_a_sweep_whose_every_point_failed_have_no_plots(tmp_path):
+    """Nothing measured, nothing drawn: the sweep then ends with its "N point(s) failed"
+    line (a plot of no panels ended it in a matplotlib traceback)."""
+    sweep = sweep_lib.load(_toy_sweep(tmp_path))
+    layout = execute.Layout.of(sweep, str(tmp_path / 'out'))
+    os.makedirs(layout.out)
+    stream = io.StringIO()
+    experiment_cli.write_results(sweep, layout, stream)
+    assert 'plots:   none (no point measured anything)\n' in stream.getvalue()
+    assert os.listdir(os.path.join(layout.out, plots.PLOTS_DIR)) == []
+    assert 'Not succeeded: ' in (tmp_path / 'out' / results.RESULTS_MD).read_text()
 
 
 def test_a_second_invocation_skips_everything(toy):

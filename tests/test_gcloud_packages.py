@@ -8,6 +8,7 @@ are the shapes users wrote: the course's line with --runtime-version,
 sample's custom-container line; the structured-data sample with its own
 setup.py, REQUIRED_PACKAGES and a STANDARD_1 config.yaml.
 """
+import importlib.metadata
 import io
 import json
 import os
@@ -15,6 +16,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 
 import pytest
 import yaml
@@ -27,6 +30,7 @@ from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud import source_checks
 from test_cloud_cli import FakeBackend, OFFLINE_ENV, PARENT, _entry
 from test_gcs import taxi_data_flags
 
@@ -145,6 +149,68 @@ def test_a_flag_the_module_refuses_stops_before_upload(package, user_args, messa
                         err=err)
     assert str(raised.value).startswith(message)
     assert out.getvalue() == ''
+
+
+def test_a_package_named_like_a_standard_module_stops_before_upload(tmp_path):
+    """`python -m json.task` failed on Vertex AI with `No module named json.task`."""
+    package = tmp_path / 'json'
+    package.mkdir()
+    (package / '__init__.py').write_text('')
+    (package / 'task.py').write_text('print("training")\n')
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(UserInputError) as raised:
+        ai_platform.main(['jobs', 'submit', 'training', 'shadowing', '--project', 'my-project',
+                          '--job-dir', 'gs://my-bucket/out', '--module-name', 'json.task',
+                          '--package-path', str(package), '--dry-run'],
+                         backend=FakeBackend(), out=out, err=err)
+    assert str(raised.value) == (
+        "--package-path %s: its package json has the name of a Python standard-library "
+        "module: on Vertex AI, python -m json.task finds the standard library's json first "
+        "(No module named json.task); rename the package" % package)
+    assert out.getvalue() == ''
+
+
+def _wheel(path, files, name='helper'):
+    with zipfile.ZipFile(path, 'w') as wheel:
+        wheel.writestr('%s-1.0.dist-info/METADATA' % name, 'Name: %s\nVersion: 1.0\n' % name)
+        for member in files:
+            wheel.writestr(member, '')
+    return str(path)
+
+
+def test_top_level_names_taken_twice_or_shared_as_namespaces():
+    """A package named like an installed distribution's module (this environment's:
+    PyYAML's yaml) is refused; a namespace package (no __init__.py) merges with the
+    image's; two regular packages of one name do not; a distribution's own names are
+    its own."""
+    installed = {'google': ['protobuf', 'google-auth'], 'helper': ['helper']}
+    with tempfile.TemporaryDirectory() as tmp:
+        yaml_like = _wheel(os.path.join(tmp, 'y.whl'), ['yaml/__init__.py', 'yaml/task.py'],
+                           name='trainer')
+        with pytest.raises(UserInputError) as raised:
+            source_checks.check_top_level_names([('--packages Y', yaml_like)], 'yaml.task',
+                                                importlib.metadata.packages_distributions())
+        assert str(raised.value) == (
+            '--packages Y: its package yaml has the name of a module the image installs '
+            '(PyYAML): pip would install one over the other and python -m yaml.task would '
+            'import either; rename the package')
+        namespace = _wheel(os.path.join(tmp, 'a.whl'), ['google/mine/task.py'])
+        own = _wheel(os.path.join(tmp, 'b.whl'), ['helper/__init__.py'])
+        assert source_checks.top_level(namespace).names == {'google': False}
+        source_checks.check_top_level_names([('--packages A', namespace),
+                                             ('--packages B', own)], 'google.mine.task',
+                                            installed)
+        regular = _wheel(os.path.join(tmp, 'c.whl'), ['google/__init__.py'], name='mine')
+        with pytest.raises(UserInputError, match=r'^--packages C: its package google has '
+                           r'the name of a module the image installs \(google-auth, '
+                           r'protobuf\)'):
+            source_checks.check_top_level_names([('--packages C', regular)], 'x.task',
+                                                installed)
+        twice = _wheel(os.path.join(tmp, 'd.whl'), ['helper.py'], name='other')
+        with pytest.raises(UserInputError, match=r'^--packages B and --packages D both '
+                           r'install the top-level name helper'):
+            source_checks.check_top_level_names([('--packages B', own),
+                                                 ('--packages D', twice)], 'x.task', {})
 
 
 def test_a_requirement_that_does_not_install_stops_before_upload(tmp_path):

@@ -26,7 +26,7 @@ import mnist_archive
 import processes
 import resources
 from cluster_helpers import assert_all_exited, Cluster, final_step, task_log
-from conftest import cli_env, REPO_ROOT, run_module
+from conftest import cli_env, REPO_ROOT, reported_metrics, run_module
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local
@@ -269,6 +269,7 @@ def test_mnist_cnn_learns_far_above_chance(mnist_trained):
     step, accuracy = _final_metrics(stderr)
     assert step == 100
     assert accuracy > 0.6, 'chance is 0.1'
+    assert reported_metrics(stderr) == sorted(registry.get('keras').eval_metrics)
     progress = re.findall(r'step (\d+)/100, .*: accuracy = [\d.]+, '
                           r'learning_rate/momentum = 0.01, loss = [\d.e-]+ \(', stderr)
     assert [int(s) for s in progress] == list(range(20, 101, 20))

@@ -25,6 +25,7 @@ import pytest
 
 import cloud_fakes
 import processes
+import resources
 import vertex_fake
 from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import serving
@@ -329,6 +330,29 @@ def test_malformed_instances_are_one_line(env, tmp_path, content, message):
     assert str(raised.value).startswith('--json-instances %s%s' % (path, message))
     assert '\n' not in str(raised.value)
     assert fake.requests == []
+
+
+@pytest.mark.parametrize('line', [
+    '[%s]' % ','.join(['[12,34,56]'] * 2_700_000),  # pixel lists: 10.8M values
+    '[%s]' % ','.join(['"a,b"'] * 5_000_000),  # short strings, commas inside them
+], ids=['numbers', 'strings'])
+def test_a_30_mb_line_is_refused_before_it_is_parsed(tmp_path, line):
+    """It took 7-11 s and 1.3 GB to refuse: its values were counted after parsing.
+    Measured in memory (the peak of the process), not in time."""
+    big, small = tmp_path / 'big.json', tmp_path / 'small.json'
+    big.write_text(line + '\n')
+    small.write_text('[1, 2\n')
+    assert big.stat().st_size > 28 << 20
+    runs = {}
+    for path in (big, small):
+        runs[path] = resources.run_measured(
+            'estimator_trainers.tools.cloud.ai_platform', 'local', 'predict',
+            '--model-dir', tmp_path / 'no-export', '--json-instances', path, timeout=120)
+    one_error_line(runs[big][0], '--json-instances %s line 1: more than 4194304 values; '
+                   'split the instances into several files' % big)
+    one_error_line(runs[small][0], '--json-instances %s line 1: not valid JSON' % small)
+    # The file itself is read into memory (30 MB), and nothing of its size besides.
+    assert runs[big][1] < runs[small][1] + (100 << 20), (runs[big][1], runs[small][1])
 
 
 def test_instances_the_signature_cannot_take_are_one_line(env, tmp_path):

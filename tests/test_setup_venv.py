@@ -27,7 +27,7 @@ import interpreters
 from conftest import REPO_ROOT
 
 SETUP_FILES = ('scripts/setup-venv.sh', 'scripts/fetch_uv.py', 'requirements.txt',
-               'requirements-experiments.txt', 'requirements-dev.txt', 'constraints.txt',
+               'requirements-tools.txt', 'requirements-experiments.txt', 'requirements-dev.txt', 'constraints.txt',
                'pyproject.toml')
 COREUTILS = ('dirname', 'cat', 'sha256sum', 'cut', 'mkdir', 'mktemp', 'rm', 'mv')
 UV_VERSION = re.search(r'^_uv_version="([^"]+)"$',
@@ -171,7 +171,7 @@ def expected_uv_calls(box):
     return [(managed_python_dir(box), 'python install --quiet --no-bin 3.11'),
             (managed_python_dir(box), 'venv --quiet --seed --managed-python --python 3.11 %s'
              % box.venv),
-            ('', 'pip install --quiet --compile-bytecode --python %s -r %s/requirements.txt '
+            ('', 'pip install --quiet --compile-bytecode --python %s -r %s/requirements-tools.txt '
                  '-c %s/constraints.txt' % (python, box.repo, box.repo)),
             ('', 'pip install --quiet --compile-bytecode --python %s --no-deps '
                  '--no-build-isolation '
@@ -384,6 +384,7 @@ def test_pip_installs_without_uv_and_again_only_when_pins_change(box):
     build_requirements = [installed_wheel(box.tmp / 'wheels', name)
                           for name in ('wheel', 'packaging')]
     (box.repo / 'requirements.txt').write_text('pinned_dep\nwheel\npackaging\n')
+    (box.repo / 'requirements-tools.txt').write_text('-r requirements.txt\n')
     (box.repo / 'constraints.txt').write_text(
         'pinned_dep==1.0\n' + ''.join('%s==%s\n' % pin for pin in build_requirements))
     (box.repo / 'pyproject.toml').write_text(

@@ -279,26 +279,49 @@ def test_sigterm_to_the_launcher_lets_the_chief_save_before_the_ps_stop(data_dir
     assert_all_exited(cluster.pids())
 
 
-@pytest.mark.slow
-def test_killed_parameter_server_ends_the_job_within_seconds(data_dir, tmp_path):
-    job_dir = tmp_path / 'job'
-    cluster = _launch(data_dir, job_dir)
-    _training(cluster)
-    cluster.kill('ps-0')
-    killed = time.monotonic()
-    assert cluster.finish(60) == 1, cluster.output[-3000:]
-    assert time.monotonic() - killed <= SLACK_SECS + faults.QUICK_EXIT_SECS
+# Kills of a peer mid-step in one run of the test below: 1 in the suite, more by hand
+# (e.g. 20, docs/reliability.md); the victim alternates, ps-0 first.
+KILL_REPEATS = int(os.environ.get('ESTIMATOR_TRAINERS_KILL_REPEATS', '1'))
+
+
+def _killed_parameter_server_ends_the_job(cluster):
     output = cluster.output
     assert output.strip().splitlines()[-1].startswith(
         'error: ps-0 exited (signal SIGKILL), but parameter servers only stop when the job '
-        'ends; stopped the other tasks.')
+        'ends; stopped the other tasks.'), output[-3000:]
     assert re.search(r'^\[chief-0\] error: chief-0: stopped on SIGTERM; no final checkpoint '
                      r'\(ps-0 at 127\.0\.0\.1:\d+ unreachable\); the job-dir keeps \S+$',
                      output, re.M), output[-3000:]
-    assert '[worker-0] error: worker-0: stopped on SIGTERM\n' in output
+    assert '[worker-0] error: worker-0: stopped on SIGTERM\n' in output, output[-3000:]
+
+
+def _killed_worker_ends_the_job(cluster):
+    output = cluster.output
+    assert output.strip().splitlines()[-1].startswith(
+        'error: worker-0 failed (signal SIGKILL); stopped the other tasks.'), output[-3000:]
+    assert re.search(r'^\[chief-0\] error: chief-0: stopped on SIGTERM; saved checkpoint \S+$',
+                     output, re.M), output[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('repeat', range(KILL_REPEATS))
+def test_a_peer_killed_mid_step_ends_the_job_without_a_traceback(data_dir, tmp_path, repeat):
+    """A ps (or, on odd repeats, a worker) SIGKILLed while the others train: the job
+    ends within seconds, each task with one line. In 1 of 3 runs a worker printed a
+    60-line traceback: the stop signal landed while TensorFlow was raising the
+    peer's failure."""
+    victim, ends = [('ps-0', _killed_parameter_server_ends_the_job),
+                    ('worker-0', _killed_worker_ends_the_job)][repeat % 2]
+    cluster = _launch(data_dir, tmp_path / 'job')
+    _training(cluster)
+    cluster.kill(victim)
+    killed = time.monotonic()
+    assert cluster.finish(60) == 1, cluster.output[-3000:]
+    assert time.monotonic() - killed <= SLACK_SECS + faults.QUICK_EXIT_SECS
+    ends(cluster)
     # TensorFlow's session recovery in one line, without the failing op's definition trace.
     for noise in ('Traceback', 'killing', 'An error was raised', '(most recent call last)'):
-        assert noise not in output, noise
+        assert noise not in cluster.output, (noise, cluster.output[-6000:])
     assert_all_exited(cluster.pids())
 
 
@@ -364,3 +387,47 @@ def test_session_recovery_messages_are_one_line_naming_the_cause(capsys):
         'INFO A connected task failed (From /job:worker/replica:0/task:0: Collective ops is '
         'aborted by: Connection reset by peer); TensorFlow creates a new session and waits '
         'for it (bounded by --peer-timeout-secs)'), lines
+
+
+@pytest.fixture
+def stop_handlers():
+    """The stop signals' handlers as they were (`ending_run` leaves the defaults)."""
+    saved = {signum: signal.getsignal(signum) for signum in faults.STOP_SIGNALS}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_after_a_stop_whatever_tensorflow_raises_ends_the_run_as_the_stop(stop_handlers,
+                                                                           monkeypatch):
+    """A stop signal landing while TensorFlow raises a dead peer's failure: the run ends
+    with the stop's one line whichever exception comes out (it was a traceback in 1 of 3
+    kills of a ps); before any stop, and for our own errors, nothing changes."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    termination = faults.Termination('worker-0', lambda line: None)
+    with pytest.raises(tf.errors.UnavailableError):
+        with termination.ending_run():
+            raise tf.errors.UnavailableError(None, None, 'Connection reset by peer')
+    termination.signum = signal.SIGTERM  # as its handler or watchdog records it
+    with pytest.raises(errors.TaskFailure) as raised:
+        with termination.ending_run():
+            raise tf.errors.UnavailableError(None, None, 'Connection reset by peer')
+    assert errors.line(raised.value) == 'error: worker-0: stopped on SIGTERM'
+    assert raised.value.exit_code == 143 and raised.value.__cause__ is None
+    with pytest.raises(errors.UserInputError, match='^bad flag$'):
+        with termination.ending_run():
+            raise errors.UserInputError('bad flag')
+
+    class Finalized:
+        def __init__(self, error):
+            self.error = error
+
+        def __del__(self):
+            raise self.error
+
+    unraisable = []  # what Python would report as "Exception ignored in ..."
+    monkeypatch.setattr(sys, 'unraisablehook', lambda args: unraisable.append(args.exc_value))
+    with termination.ending_run():  # a stop inside a finalizer is dropped, no other
+        Finalized(faults.Terminated(signal.SIGTERM))
+        Finalized(ValueError('a finalizer of its own'))
+    assert [type(e) for e in unraisable] == [ValueError]

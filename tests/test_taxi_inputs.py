@@ -128,6 +128,30 @@ def test_bad_csv_is_one_error_line_and_leaves_the_job_dir(tmp_path, good_lines, 
     assert os.listdir(job_dir) == ['notes.txt']
 
 
+def test_misspelled_tuning_metric_is_refused_before_training(tmp_path, good_lines):
+    """The metric is met after training and the export: it is checked against the
+    trainer's declared metrics first (it trained, exported, then ended in a traceback)."""
+    good = _write(tmp_path / 'good.csv', good_lines)
+    job_dir = tmp_path / 'job'
+    job_dir.mkdir()
+    proc = run_module('taxi_estimator.task', '--train-files', good, '--eval-files', good,
+                      '--job-dir', job_dir, '--train-steps', '10',
+                      '--hypertune-metric', 'acuracy', check=2)
+    assert _error_line(proc) == (
+        "error: argument --hypertune-metric: 'acuracy' is not a metric the taxi trainer "
+        'evaluates (expected one of: accuracy, accuracy_baseline, auc, '
+        'auc_precision_recall, average_loss, label/mean, loss, precision, prediction/mean, '
+        'recall) (see --help)')
+    assert os.listdir(job_dir) == []
+    for tag in ('auc', 'eval/auc', 'label/mean'):  # TensorBoard's spelling too
+        assert taxi_trainer.TRAINER.parse_args(['--train-files=t', '--eval-files=e', '--job-dir=j',
+                                '--hypertune-metric', tag]).hypertune_metric == tag
+    for tag in ('eval/', 'global_step', 'eval/eval/auc'):
+        with pytest.raises(errors.FlagError, match='is not a metric the taxi trainer'):
+            taxi_trainer.TRAINER.parse_args(['--train-files=t', '--eval-files=e', '--job-dir=j',
+                             '--hypertune-metric', tag])
+
+
 def test_eval_files_matching_nothing(tmp_path, good_lines):
     good = _write(tmp_path / 'good.csv', good_lines)
     pattern = str(tmp_path / 'eval-*.csv')
@@ -436,11 +460,13 @@ def test_crlf_and_a_missing_last_line_break_are_read(tmp_path, good_lines):
         assert input_lib.scan([str(path)], '--train-files').rows == len(good_lines) - 1
 
 
-@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe', 'deep JSON'])
+@pytest.mark.parametrize('case', ['long field', 'CR line ends', 'pipe', 'deep JSON',
+                                  'a million values'])
 def test_predict_instances_at_the_parsers_limits(tmp_path, good_lines, case):
     """predict reads CR-only CSV and a process substitution (it reads its input once);
     a field beyond csv's limit and JSON nested too deeply are one line (they were
-    `_csv.Error` and `RecursionError` tracebacks)."""
+    `_csv.Error` and `RecursionError` tracebacks); a line of a million values is
+    refused before it is parsed (it was parsed whole first)."""
     instances = tmp_path / 'instances.csv'
     flag = '--csv-instances'
     if case == 'long field':
@@ -450,10 +476,14 @@ def test_predict_instances_at_the_parsers_limits(tmp_path, good_lines, case):
     elif case == 'pipe':
         _write(tmp_path / 'rows.csv', good_lines[:3])
         instances = '<(cat %s)' % (tmp_path / 'rows.csv')
-    else:
+    elif case == 'deep JSON':
         flag = '--json-instances'
         instances = tmp_path / 'instances.json'
         instances.write_text('{"instances": ' + '[' * 50000 + ']' * 50000 + '}')
+    else:
+        flag = '--json-instances'
+        instances = tmp_path / 'instances.json'
+        instances.write_text('{"fare": [%s]}\n' % ','.join(['0'] * 1000000))
     command = 'exec %s -m taxi_estimator.predict --model-dir %s %s %s' % (
         sys.executable, tmp_path / 'nothing', flag, instances)
     proc = processes.run(['bash', '-c', command], 300, cwd=REPO_ROOT, env=cli_env())
@@ -466,6 +496,9 @@ def test_predict_instances_at_the_parsers_limits(tmp_path, good_lines, case):
         assert line == ('error: --json-instances %s line 1: not valid JSON (nested too '
                         'deeply: more levels of [ and { than Python\'s JSON reader allows)'
                         % instances)
+    elif case == 'a million values':
+        assert line == ('error: --json-instances %s line 1: more than 1000 values; a line '
+                        'is one instance, an object of 16 features' % instances)
     else:  # the instances were read: the missing model is what stops it
         assert line == ('error: --model-dir %s: no SavedModel there (expected '
                         '<job-dir>/export/<timestamp> or <job-dir>/export)'

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 import taxi_trips
 from cluster_helpers import listed_checkpoints
-from conftest import run_module
+from conftest import reported_metrics, run_module
+from estimator_trainers import registry
 from taxi_trips import assert_beats_baselines, exports, final_metrics
 from taxi_estimator import schema
 
@@ -66,6 +67,7 @@ def test_trains_evaluates_and_exports(files, trained):
     job_dir, stderr = trained
     step, metrics = final_metrics(stderr)
     assert step == 200
+    assert reported_metrics(stderr) == sorted(registry.get('taxi').eval_metrics)
     # Majority class ("no tip") scores 0.73 and the Credit-Card rule 0.715 here.
     assert_beats_baselines(metrics, files['eval'], margin=0.03)
     assert 'Training data: 803 rows in 1 file(s); eval data: 200 rows' in stderr

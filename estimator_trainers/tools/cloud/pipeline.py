@@ -47,6 +47,7 @@ serving commands have their own pipeline (`serving_pipeline`).
 """
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
 import os
 import shlex
@@ -263,6 +264,10 @@ def _check_archives(plan: JobPlan, archives: Sequence[staging.Sdist], tmp: str,
         err.write('note: the packages are all gs:// URIs: the checks before upload do not '
                   'install them; --rehearse does\n')
         return
+    # A name the image already has would shadow it (or be shadowed) at start-up.
+    source_checks.check_top_level_names(
+        zip(user.labels, [a.path for a in archives]), user.module,
+        importlib.metadata.packages_distributions())
     python = packages.install([a.path for a in archives], os.path.join(tmp, 'check-venv'),
                               environ, what=', '.join(a.filename for a in archives),
                               unpinned=user.unpinned)

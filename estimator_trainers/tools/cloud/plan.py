@@ -115,10 +115,13 @@ class Installed:
       unpinned: requirements it may choose over this project's pins.
       read_sources: its module is read (`source_checks`): not this project's
         trainer, whose own parser checks the flags instead.
+      labels: how messages name each archive `Program.archives` builds, in
+        its order (`--package-path DIR`, `--packages FILE`).
     """
     module: str
     unpinned: Tuple[str, ...]
     read_sources: bool
+    labels: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +220,10 @@ class Package:
         return tuple(p for p in self.packages if p.startswith(gcs_paths.SCHEME))
 
     def installed(self) -> Installed:
-        return Installed(self.module, self.unpinned, read_sources=self.declared is None)
+        return Installed(self.module, self.unpinned, read_sources=self.declared is None,
+                         labels=(('--package-path %s' % self.package_path,)
+                                 if self.package_path is not None else ())
+                         + tuple('--packages %s' % path for path in self.local_packages))
 
     def renames_primary(self, plan: 'JobPlan') -> bool:
         return not plan.installs_packages(plan.image_for(CHIEF))

@@ -141,14 +141,10 @@ def _check_tuning_metric(trainer, config):
     (the trial would fail after training, at its report)."""
     if not config.is_tuning:
         return
-    tag = config.hyperparameters.metric_tag
-    if tag.startswith('eval/'):
-        tag = tag[len('eval/'):]
-    if tag not in trainer.eval_metrics:
-        raise UserInputError(
-            'trainingInput.hyperparameters.hyperparameterMetricTag: %r is not a metric '
-            'the %s trainer evaluates (expected one of: %s)'
-            % (tag, trainer.name, ', '.join(trainer.eval_metrics)))
+    problem = trainer.unknown_metric(config.hyperparameters.metric_tag)
+    if problem:
+        raise UserInputError('trainingInput.hyperparameters.hyperparameterMetricTag: %s'
+                             % problem)
 
 
 def _tuned_flag_samples(config):

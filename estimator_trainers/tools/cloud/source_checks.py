@@ -20,16 +20,25 @@ Python files are read from its built archives and parsed with `ast`:
 
 What only running the module can find (a value its parser refuses, a
 failure at import) is found by `--rehearse`, which runs it.
+
+Before any of it, `check_top_level_names` refuses a package whose top-level
+name is already taken where the job runs: a standard-library module (Vertex
+AI's `python -m json.task` then imports the standard library's `json`: "No
+module named json.task"), a module a distribution of the image installs, or
+one another archive of the job holds (pip installs one over the other).
 """
 import ast
 import dataclasses
+import email.parser
 import json
 import os
 import subprocess
 import sys
 import tarfile
 import zipfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+
+from packaging.utils import canonicalize_name
 
 from estimator_trainers import safe_io
 from estimator_trainers.errors import UserInputError
@@ -130,6 +139,95 @@ def _members(archive):
                     yield name, lambda n, m=member: tar.extractfile(m).read(n)
     except (OSError, tarfile.TarError, zipfile.BadZipFile) as e:
         raise UserInputError('%s: not a readable archive (%s)' % (archive, e)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class TopLevel:
+    """What an archive installs at the top of site-packages.
+
+    Attributes:
+      distribution: its distribution's name (`Name:` of its metadata), or None.
+      names: {top-level module or package: True when it is a module or a
+        regular package (an `__init__.py`), False for a namespace package}.
+    """
+    distribution: Optional[str]
+    names: Dict[str, bool]
+
+
+def top_level(archive: str) -> TopLevel:
+    """The distribution name and the top-level names an sdist or a wheel installs.
+
+    The names are its metadata's `top_level.txt` (setuptools writes one), else
+    the first part of the path of each Python file (`setup.py` and `tests/`
+    left out).
+
+    Raises:
+      UserInputError: an archive that cannot be read.
+    """
+    distribution, declared, files = None, None, []
+    for name, read in _members(archive):
+        parts = name.split('/')
+        if name == 'PKG-INFO' or (len(parts) == 2 and parts[0].endswith('.dist-info')
+                                  and parts[1] == 'METADATA'):
+            text = read(MAX_SOURCE_BYTES).decode('utf-8', errors='replace')
+            distribution = email.parser.Parser().parsestr(text).get('Name') or distribution
+        elif len(parts) == 2 and parts[1] == 'top_level.txt' and parts[0].endswith(
+                ('.egg-info', '.dist-info')):
+            declared = read(MAX_SOURCE_BYTES).decode('utf-8', errors='replace').split()
+        elif name.endswith('.py') and name != 'setup.py' and parts[0] not in ('tests', 'test'):
+            files.append(name)
+    tops = declared if declared is not None else sorted(
+        {path.split('/')[0] if '/' in path else path[:-3] for path in files})
+    return TopLevel(distribution=distribution, names={
+        top: top + '.py' in files or top + '/__init__.py' in files or not any(
+            path.startswith(top + '/') for path in files) for top in tops})
+
+
+def check_top_level_names(archives: Iterable[Tuple[str, str]], module: str,
+                          installed: Mapping[str, List[str]],
+                          own: Iterable[str] = ()) -> None:
+    """Refuses an archive whose top-level name is taken where the job runs.
+
+    Args:
+      archives: `(how to name it, path)` of the user's archives
+        (`--package-path DIR`, `--packages FILE`).
+      module: the job's `--module-name`, for the message.
+      installed: {top-level name: [distributions]} of the environment that
+        stands for the image (`importlib.metadata.packages_distributions()`).
+      own: distribution names of the job's other archives (this repository's
+        sdist): what they install is theirs, not the image's.
+
+    Raises:
+      UserInputError: one line naming the archive, the name and who has it.
+    """
+    found = [(label, top_level(path)) for label, path in archives]
+    mine = {canonicalize_name(n) for n in own} | {
+        canonicalize_name(t.distribution) for _, t in found if t.distribution}
+    holders: Dict[str, str] = {}
+    for label, tops in found:
+        for name, regular in sorted(tops.names.items()):
+            run = ('python -m %s' % module if module.split('.')[0] == name
+                   else 'import %s' % name)
+            if name in sys.stdlib_module_names:
+                raise UserInputError(
+                    '%s: its package %s has the name of a Python standard-library module: '
+                    'on Vertex AI, %s finds the standard library\'s %s first (No module '
+                    'named %s); rename the package' % (
+                        label, name, run, name,
+                        module if module.split('.')[0] == name else '%s.<module>' % name))
+            others = [d for d in installed.get(name, ())
+                      if canonicalize_name(d) not in mine]
+            if regular and others:
+                raise UserInputError(
+                    '%s: its package %s has the name of a module the image installs (%s): '
+                    'pip would install one over the other and %s would import either; '
+                    'rename the package' % (label, name, ', '.join(sorted(others)), run))
+            if regular and name in holders:
+                raise UserInputError('%s and %s both install the top-level name %s: pip '
+                                     'would install one over the other; rename one'
+                                     % (holders[name], label, name))
+            if regular:
+                holders[name] = label
 
 
 @dataclasses.dataclass

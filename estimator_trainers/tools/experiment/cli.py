@@ -170,6 +170,7 @@ def write_results(sweep, layout, stream):
     results.write_hparams_experiment(sweep, layout, rows)
     stream.write('\n%s\nresults: %s, %s\nplots:   %s\nTensorBoard (HParams compares the '
                  'points): bash scripts/tensorboard.sh %s\n' % (
-                     table, csv_path, md_path, ', '.join(written),
+                     table, csv_path, md_path,
+                     ', '.join(written) or 'none (no point measured anything)',
                      shlex.quote(layout.job_base)))
     stream.flush()

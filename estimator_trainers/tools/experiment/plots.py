@@ -55,11 +55,14 @@ def quantities(sweep, rows):
 
 
 def by_axis_figure(sweep, rows, axis):
-    """Each quantity against `axis`, error bars over the repeats."""
+    """Each quantity against `axis`, error bars over the repeats; None when no
+    point measured anything (every point failed)."""
     columns = results.axis_columns(sweep)
     others = [c for c in columns if c != axis]
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED]
     panels = quantities(sweep, rows)
+    if not panels:
+        return None
     values = []
     for row in rows:
         if row.get(axis) not in values:
@@ -115,7 +118,11 @@ def _shown(value):
 
 
 def metric_vs_time_figure(sweep, curves, points):
-    """The evaluation metric of every run against the time since its job started."""
+    """The evaluation metric of every run against the time since its job started;
+    None when no run evaluated."""
+    if not any(sessions and sweep.metric in events
+               for events, sessions in (curves.get(p.id, ({}, [])) for p in points)):
+        return None
     figure, axis = plt.subplots(figsize=(8, 5))
     colours, styles = {}, ('-', '--', ':', '-.')
     for point in points:

@@ -124,8 +124,22 @@ class Installed:
     labels: Tuple[str, ...] = ()
 
 
+class _NothingOfTheUsers:
+    """What a program with no package of the user's answers: no gs:// archives
+    given, nothing installed by the checks, pool 0 as Vertex AI names it."""
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return ()
+
+    def installed(self) -> None:
+        return None
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return False
+
+
 @dataclasses.dataclass(frozen=True)
-class Trainer:
+class Trainer(_NothingOfTheUsers):
     """A trainer of this project (`registry`): `python -m <module>` in this
     project's image, or from this repository's sdist on an image that installs
     packages itself."""
@@ -155,15 +169,6 @@ class Trainer:
         if not plan.stages_repository:
             return []
         return [staging.build_sdist(os.path.join(build_dir, 'sdist'))]
-
-    def given_packages(self) -> Tuple[str, ...]:
-        return ()
-
-    def installed(self) -> None:
-        return None
-
-    def renames_primary(self, plan: 'JobPlan') -> bool:
-        return False
 
     def derives_tf_config(self) -> bool:
         return True
@@ -237,7 +242,7 @@ class Package:
 
 
 @dataclasses.dataclass(frozen=True)
-class Container:
+class Container(_NothingOfTheUsers):
     """A user's own containers (`*Config.imageUri`), run with their entrypoints.
 
     Attributes:
@@ -261,15 +266,6 @@ class Container:
 
     def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
         return []
-
-    def given_packages(self) -> Tuple[str, ...]:
-        return ()
-
-    def installed(self) -> None:
-        return None
-
-    def renames_primary(self, plan: 'JobPlan') -> bool:
-        return False
 
     def derives_tf_config(self) -> bool:
         return False

@@ -45,7 +45,7 @@ CASES = (('taxi', 'ps', 6000, 300), ('taxi', 'mwms', 3000, 150),
 
 def _shape(name: str) -> Tuple[int, int]:
     """(training tasks besides the chief, parameter servers) of a shipped config."""
-    pools = {p.role: p.replica_count for p in configs.load_config(
+    pools = {p.role.name: p.replica_count for p in configs.load_config(
         os.path.join(common.REPO_ROOT, 'configs', CONFIGS[name])).pools}
     return pools.get('worker', 0), pools.get('ps', 0)
 

@@ -22,9 +22,9 @@ from conftest import cli_env
 from conftest import run_module
 from estimator_trainers import google_api
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import build
-from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
@@ -452,7 +452,7 @@ def gcs(gcs):  # pylint: disable=redefined-outer-name
         yield client
 
 
-class Backend(location.Backend):
+class Backend(backend_lib.Backend):
     def __init__(self, responses, storage_client):
         self.http = cloud_fakes.RecordingHttp(responses)
         self.storage_client = storage_client

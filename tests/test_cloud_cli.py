@@ -16,7 +16,7 @@ import cloud_fakes
 import processes
 from conftest import REPO_ROOT
 from conftest import run_module
-from estimator_trainers.tools.cloud import location
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
@@ -148,7 +148,7 @@ def test_train_cloud_sh_usage():
 # ------------------------------------------------- in-process submissions
 
 
-class FakeBackend(location.Backend):
+class FakeBackend(backend_lib.Backend):
     """Credentials and clients for the in-process runs: recorded Vertex AI
     answers and the emulator's storage client."""
 
@@ -300,15 +300,15 @@ def test_a_missing_bucket_is_an_error_before_any_upload(gcs):
 
 class RealStorage(FakeBackend):
     """Recorded credentials, and the storage client the environment names (as
-    `location.Backend` makes it: local storage, when the pipeline starts one)."""
+    `backend_lib.Backend` makes it: local storage, when the pipeline starts one)."""
 
     def storage(self, project, credentials):
         self.calls.append('storage')
-        return location.Backend.storage(self, project, credentials)
+        return backend_lib.Backend.storage(self, project, credentials)
 
 
 class NoCredentials(RealStorage):
-    """A machine without Application Default Credentials, as `location.Backend` says it."""
+    """A machine without Application Default Credentials, as `backend_lib.Backend` says it."""
 
     def credentials(self):
         self.calls.append('credentials')

@@ -43,7 +43,7 @@ SHIPPED = {
 
 
 def _shape(config):
-    return {p.role: (p.replica_count, p.machine_type, p.accelerator_type,
+    return {p.role.name: (p.replica_count, p.machine_type, p.accelerator_type,
                      p.accelerator_count) for p in config.pools}
 
 
@@ -67,13 +67,13 @@ def test_shipped_config_validates_and_translates(name):
 def test_shipped_special_settings():
     mwms = configs.load_config(os.path.join(REPO_ROOT, 'configs', 'config_mwms.yaml'))
     assert mwms.args == ('--distribution-strategy=multi_worker_mirrored',)
-    assert mwms.training_input['useChiefInTfConfig'] is True
-    hp = configs.load_config(os.path.join(REPO_ROOT, 'configs', 'hptuning_config.yaml'))
-    assert hp.hyperparameters['hyperparameterMetricTag'] == 'accuracy'
-    assert hp.hyperparameters['goal'] == 'MAXIMIZE'
-    assert [p['parameterName'] for p in hp.hyperparameters['params']] == [
-        'learning-rate', 'weight-decay']
-    assert (hp.hyperparameters['maxTrials'], hp.hyperparameters['maxParallelTrials']) == (8, 2)
+    assert mwms.use_chief_in_tf_config is True
+    study = configs.load_config(os.path.join(REPO_ROOT, 'configs',
+                                             'hptuning_config.yaml')).hyperparameters
+    assert study is not None
+    assert (study.metric_tag, study.goal) == ('accuracy', 'MAXIMIZE')
+    assert [p.name for p in study.params] == ['learning-rate', 'weight-decay']
+    assert (study.max_trials, study.max_parallel_trials) == (8, 2)
 
 
 def test_legacy_machine_table_uses_gpus_vertex_knows():
@@ -154,8 +154,8 @@ trainingInput:
     assert _shape(config) == {'chief': (1, 'a2-highgpu-2g', 'NVIDIA_TESLA_A100', 2),
                               'evaluator': (1, 'g2-standard-8', 'NVIDIA_L4', 1)}
     assert config.pools[0].boot_disk == {'bootDiskType': 'pd-ssd', 'bootDiskSizeGb': 200}
-    assert config.scheduling == {'timeout': '7200s', 'maxWaitDuration': '600s',
-                                 'strategy': 'FLEX_START'}
+    assert config.scheduling.as_json() == {'timeout': '7200s', 'maxWaitDuration': '600s',
+                                           'strategy': 'FLEX_START'}
     assert config.warnings == ()
 
 
@@ -166,8 +166,9 @@ trainingInput:
   tensorboard: projects/my-project/locations/us-central1/tensorboards/123
   scheduling: {strategy: SPOT, restartJobOnWorkerRestart: true, disableRetries: false}
 """)
-    assert config.scheduling == {'strategy': 'SPOT', 'restartJobOnWorkerRestart': True,
-                                 'disableRetries': False}
+    assert config.scheduling.as_json() == {'strategy': 'SPOT',
+                                           'restartJobOnWorkerRestart': True,
+                                           'disableRetries': False}
     assert config.tensorboard == 'projects/my-project/locations/us-central1/tensorboards/123'
 
 

@@ -50,7 +50,7 @@ def _submission(config, model='cifar10', image_uri=None, args=('--train-steps=10
     return plan_lib.JobPlan(
         name=JOB, program=plan_lib.Trainer(trainer), config=config, project=PROJECT,
         region=REGION, job_dir=JOB_DIR, args=tuple(defaults + given),
-        images={plan_lib.CHIEF: image_uri or CPU_IMAGE},
+        staging='gs://b/staging/' + JOB, images={plan_lib.CHIEF: image_uri or CPU_IMAGE},
         package_uris=() if image_uri else (PACKAGE,))
 
 

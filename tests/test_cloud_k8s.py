@@ -480,7 +480,7 @@ def test_settings_kubernetes_does_not_apply_are_named_in_one_note():
 def test_manifest_needs_an_image_and_no_tuning(target):
     plan = _plan('config_ps.yaml')
     with pytest.raises(UserInputError, match='^--target %s needs --image-uri' % target):
-        TARGETS[target](dataclasses.replace(plan, images={}))
+        TARGETS[target](dataclasses.replace(plan, images={}, staging='gs://b/staging'))
     with pytest.raises(UserInputError, match='hyperparameter tuning runs on Vertex AI only'):
         TARGETS[target](_plan('hptuning_config.yaml', model='cifar10'))
 

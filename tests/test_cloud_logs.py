@@ -10,8 +10,8 @@ import pytest
 
 import cloud_fakes
 from estimator_trainers import google_api
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import logs
@@ -103,7 +103,7 @@ def test_time_key_orders_fractions_of_any_length():
         '2026-01-01T00:00:01.000000001Z']
 
 
-class Backend(location.Backend):
+class Backend(backend_lib.Backend):
     def __init__(self, responses):
         self.http = cloud_fakes.RecordingHttp(responses)
 

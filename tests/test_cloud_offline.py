@@ -24,10 +24,9 @@ import cloud_fakes
 import vertex_fake
 from conftest import run_module
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import location
-from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import train_cloud
 from test_cloud_cli import FakeBackend
 
@@ -37,10 +36,10 @@ BASE = 'https://us-central1-aiplatform.googleapis.com/v1/projects/my-project/loc
 # The issue's name (#49), and what else could end a quoted filter string.
 INJECTION = 'no_such_model" OR display_name!="'
 HOSTILE = [INJECTION, 'a\\" OR display_name:*', 'taxi\nmodel', 'x\x7f', '', 'm' * 129]
-NOT_LOOKED_UP = ('note: not looked up (%s): ' % pipeline.NO_CREDENTIALS)
+NOT_LOOKED_UP = ('note: not looked up (%s): ' % backend_lib.NO_CREDENTIALS)
 
 
-class NoCredentials(location.Backend):
+class NoCredentials(backend_lib.Backend):
     """The real backend without usable credentials, and a transport that fails loudly."""
 
     def __init__(self):
@@ -178,7 +177,7 @@ def _serving_fake():
     return fake
 
 
-class Serving(location.Backend):
+class Serving(backend_lib.Backend):
     def __init__(self, fake):
         self.fake = fake
 

@@ -23,7 +23,7 @@ from conftest import run_module
 from estimator_trainers import google_api
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import location
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import preflight
 from estimator_trainers.tools.cloud import plan as plan_lib
@@ -96,7 +96,8 @@ def _submission(config, model='cifar10', args=(), job_dir='gs://%s/jobs/j' % BUC
     defaults = train_cloud.data_defaults(trainer, 'gs://' + BUCKET, list(args))
     return plan_lib.JobPlan(
         name='j', program=plan_lib.Trainer(trainer), config=config, project='my-project',
-        region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)))
+        region='us-central1', job_dir=job_dir, args=tuple(defaults + list(args)),
+        staging='gs://%s/staging/j' % BUCKET)
 
 
 def test_the_course_config_dry_runs_with_its_warning(tmp_path):
@@ -298,7 +299,7 @@ def test_a_huge_model_params_file_is_not_downloaded(gcs):
 # ------------------------------------------- refusals in a full submission
 
 
-class Backend(location.Backend):
+class Backend(backend_lib.Backend):
     """Real storage client on the emulator, recorded Vertex AI answers."""
 
     def __init__(self, storage_client):

@@ -42,10 +42,10 @@ from estimator_trainers import registry
 from estimator_trainers import run_record
 from estimator_trainers.tools import launcher
 from estimator_trainers.tools import local
+from estimator_trainers.tools.cloud import actions
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import preflight
-from estimator_trainers.tools.cloud import rehearsal
 from estimator_trainers.tools.cloud import train_cloud
 from estimator_trainers.tools.experiment import cli as experiment_cli
 from test_cloud_cli import FakeBackend
@@ -209,7 +209,7 @@ def _checked_body(plan):
 def _train_cloud_plan(argv):
     options, trainer_flags = flags.split_at_dashes(argv)
     args = train_cloud.build_parser().parse_args(['submit'] + options)
-    rehearsal.check_options(args)
+    actions.training_action(args, on_created=None)
     _checked_body(train_cloud.make_plan(args, trainer_flags or [], os.environ))
 
 

@@ -55,7 +55,8 @@ def checks(monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline, '_check_archives',
                         lambda plan, archives, tmp, environ, err: calls.append(
-                            (plan.program.module, [a.filename for a in archives])))
+                            (getattr(plan.program, 'module', None),
+                             [a.filename for a in archives])))
     return calls
 
 

@@ -53,21 +53,27 @@ ENTRY_POINTS = (
 # never imports another (what two of them share lives in a module of its own).
 FRONTS = ('estimator_trainers.tools.local', 'estimator_trainers.tools.cloud.train_cloud',
           'estimator_trainers.tools.cloud.ai_platform', 'estimator_trainers.tools.experiment.cli')
-# The steps of a cloud action; only the pipeline calls them (it owns their order).
-PIPELINE = 'estimator_trainers.tools.cloud.pipeline'
-PIPELINE_STEPS = {
-    'estimator_trainers.tools.cloud.preflight': ('check_replicas', 'check_storage'),
-    'estimator_trainers.tools.cloud.staging': ('stage',),
-    'estimator_trainers.tools.cloud.build': ('pack_context',),
-    'estimator_trainers.tools.cloud.rehearsal': ('rehearse',),
-    'estimator_trainers.tools.cloud.packages': ('install',),
-    'estimator_trainers.tools.cloud.source_checks': ('check',),
-    'estimator_trainers.tools.cloud.jobs': ('job_body',),
-    # The estimate, the budget and the run id label of a job, before it is built.
-    'estimator_trainers.tools.cloud.estimate': ('for_plan',),
-    # A deploy: the export checked, then uploaded, deployed, or removed.
-    'estimator_trainers.serving': ('check_export',),
-    'estimator_trainers.tools.cloud.endpoints': ('upload_body', 'deploy_body', 'undeploy_body'),
+# The steps of a cloud action, by the pipeline that owns their order: only it
+# calls them (the training pipeline: a job's checks, staging, build, body,
+# rehearsal; the serving pipeline: a deploy's check of the export and requests).
+PIPELINES = {
+    'estimator_trainers.tools.cloud.pipeline': {
+        'estimator_trainers.tools.cloud.preflight': ('check_replicas', 'check_storage'),
+        'estimator_trainers.tools.cloud.staging': ('stage',),
+        'estimator_trainers.tools.cloud.build': ('pack_context',),
+        'estimator_trainers.tools.cloud.rehearsal': ('rehearse',),
+        'estimator_trainers.tools.cloud.packages': ('install',),
+        'estimator_trainers.tools.cloud.source_checks': ('check',),
+        'estimator_trainers.tools.cloud.jobs': ('job_body',),
+        # The estimate, the budget and the run id label of a job, before it is built.
+        'estimator_trainers.tools.cloud.estimate': ('for_plan',),
+    },
+    'estimator_trainers.tools.cloud.serving_pipeline': {
+        # A deploy: the export checked, then uploaded, deployed, or removed.
+        'estimator_trainers.serving': ('check_export',),
+        'estimator_trainers.tools.cloud.endpoints': ('upload_body', 'deploy_body',
+                                                     'undeploy_body'),
+    },
 }
 # Steps a step may call itself: the rehearsal installs what the pools install,
 # and `bootstrap` installs the job's packages in the image.
@@ -75,6 +81,18 @@ STEP_CALLERS = {('estimator_trainers.tools.cloud.packages', 'install'): (
     'estimator_trainers.tools.cloud.rehearsal', 'estimator_trainers.tools.cloud.bootstrap')}
 # The one YAML reader of the files users hand over.
 YAML_READER = 'estimator_trainers.user_files'
+# What builds an API request: a client's `*_request(s)` methods, a request
+# body's `*_body` functions, a discovery client or an unsent request printed.
+REQUEST_MAKERS = re.compile(r'.*_requests?$|.*_body$')
+REQUEST_CALLS = {('estimator_trainers.tools.cloud.api', 'build'),
+                 ('estimator_trainers.tools.cloud.api', 'request_json'),
+                 ('estimator_trainers.tools.cloud.api', 'anonymous_credentials')}
+# The only modules that spell a role's name (`cluster.TASK_TYPES`): the
+# runtime's table and the cloud tools' table of its other names.
+ROLE_TABLES = ('estimator_trainers.cluster', 'estimator_trainers.tools.cloud.roles')
+# Where the rule holds: the cloud tools, for now (the runtime joins as it is
+# annotated: add its packages or modules here).
+ROLE_SCOPE = ('estimator_trainers.tools.cloud',)
 
 
 def production_modules():
@@ -246,21 +264,23 @@ def _calls(path):
     return calls
 
 
-def test_only_the_pipeline_orders_the_steps_of_a_cloud_action():
+def test_only_its_pipeline_orders_the_steps_of_a_cloud_action():
     modules = production_modules()
     offending = []
     for module, path in modules.items():
-        if module == PIPELINE:
-            continue
-        for target, function in _calls(path):
-            allowed = STEP_CALLERS.get((target, function), ())
-            if function in PIPELINE_STEPS.get(target, ()) and module not in allowed:
-                offending.append('%s calls %s.%s' % (module, target, function))
+        for pipeline, steps in PIPELINES.items():
+            if module == pipeline:
+                continue
+            for target, function in _calls(path):
+                allowed = STEP_CALLERS.get((target, function), ())
+                if function in steps.get(target, ()) and module not in allowed:
+                    offending.append('%s calls %s.%s' % (module, target, function))
     assert offending == []
-    # The rule can fail: the pipeline itself calls every step.
-    called = _calls(modules[PIPELINE])
-    assert all((target, function) in called for target, functions in PIPELINE_STEPS.items()
-               for function in functions if (target, function) not in STEP_CALLERS)
+    # The rule can fail: each pipeline calls every one of its steps.
+    for pipeline, steps in PIPELINES.items():
+        called = _calls(modules[pipeline])
+        assert all((target, function) in called for target, functions in steps.items()
+                   for function in functions if (target, function) not in STEP_CALLERS)
 
 
 def test_every_user_yaml_goes_through_the_one_reader():
@@ -275,3 +295,45 @@ def test_every_user_yaml_goes_through_the_one_reader():
                                                  'unsafe_load', 'load_all', 'safe_load_all'):
                 offending.append('%s: yaml.%s' % (module, function))
     assert offending == []
+
+
+def _request_makers(path):
+    """The calls in a file that build an API request (`REQUEST_MAKERS`, `REQUEST_CALLS`)."""
+    return sorted('%s.%s' % call for call in _calls(path)
+                  if REQUEST_MAKERS.match(call[1]) or call in REQUEST_CALLS)
+
+
+def test_fronts_never_construct_requests():
+    """A front turns words into a plan and an action; the pipelines (and the
+    clients they call) build every request, dry runs' included."""
+    modules = production_modules()
+    offending = ['%s: %s' % (front, call) for front in FRONTS
+                 for call in _request_makers(modules[front])]
+    assert offending == []
+    # The rule can fail: the pipelines build requests through these very calls.
+    assert _request_makers(modules['estimator_trainers.tools.cloud.pipeline'])
+    assert _request_makers(modules['estimator_trainers.tools.cloud.serving_pipeline'])
+
+
+def _role_literals(path):
+    """`(line, name)` of every string constant in a file that is a role's name."""
+    from estimator_trainers import cluster  # pylint: disable=import-outside-toplevel
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in cluster.TASK_TYPES)
+
+
+def test_role_names_are_spelled_only_in_the_role_tables():
+    """`'chief'`, `'master'`, `'worker'`, `'ps'`, `'evaluator'` as strings appear in
+    `ROLE_TABLES` only: everything else names a role by their constants, so a
+    role's name (or what a system calls it) changes in one place."""
+    modules = production_modules()
+    offending = ['%s:%d %r' % (module, line, name) for module, path in sorted(modules.items())
+                 if module not in ROLE_TABLES and any(
+                     module == scope or module.startswith(scope + '.') for scope in ROLE_SCOPE)
+                 for line, name in _role_literals(path)]
+    assert offending == []
+    # The rule can fail: the tables spell every name.
+    assert {name for table in ROLE_TABLES for _, name in _role_literals(modules[table])} >= {
+        'chief', 'master', 'worker', 'ps', 'evaluator'}

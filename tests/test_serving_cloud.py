@@ -31,10 +31,10 @@ from conftest import cli_env, one_error_line, REPO_ROOT
 from estimator_trainers import serving
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import ai_platform
 from estimator_trainers.tools.cloud import endpoints
 from estimator_trainers.tools.cloud import instances as instances_lib
-from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import schema
 
 BUCKET = 'serving-bkt'
@@ -104,7 +104,7 @@ def env(gcs_env, monkeypatch):  # pylint: disable=redefined-outer-name
     return dict(os.environ, PROJECT_ID='my-project')
 
 
-class ServingBackend(location.Backend):
+class ServingBackend(backend_lib.Backend):
     """Credentials and the fake Vertex AI; counts credential lookups."""
 
     def __init__(self, fake):
@@ -616,7 +616,7 @@ def test_predictions_as_gcloud_printed_them():
 
 def test_an_origin_with_empty_segments_reads_as_the_job_dir_does():
     """`--origin $MODEL_DIR/export` with `MODEL_DIR=gs://b/`: one slash, one note."""
-    plan = endpoints.version_plan('v1', 'm', 'gs://my-bucket//taxi/export/', 'us-central1')
+    plan = endpoints.version_plan('v1', 'm', 'gs://my-bucket//taxi/export/')
     assert plan.origin == 'gs://my-bucket/taxi/export'
     assert plan.notes == ('gs://my-bucket//taxi/export/ is read as gs://my-bucket/taxi/export '
                           '(empty path segments dropped)',)

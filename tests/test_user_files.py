@@ -77,7 +77,7 @@ estimator_trainers/tools/cloud/build.py  _head          a context file's first b
 estimator_trainers/tools/cloud/build.py  _add_file      a context file streamed into the archive
 estimator_trainers/tools/cloud/packages.py  pins        constraints.txt and PIP_CONSTRAINT
 estimator_trainers/tools/cloud/packages.py  _without    the same constraint files
-estimator_trainers/tools/cloud/pipeline.py  request_json   our own request body
+estimator_trainers/tools/cloud/api.py       request_json   our own request body
 estimator_trainers/tools/cloud/replicas.py  with_primary   TF_CONFIG as Vertex AI sets it
 estimator_trainers/tools/cloud/source_checks.py  _installed  our own probe's JSON line
 estimator_trainers/tools/cloud/rehearsal.py  _reported_metric  a rehearsed task's metrics file

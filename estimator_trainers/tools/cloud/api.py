@@ -9,8 +9,10 @@ runtime and the tools. Either way a request waits at most
 `google_api.NUM_RETRIES` times (only when safe), and an HTTP error becomes one
 line naming the call, the resource and what to check (`google_api.status_error`).
 """
-from typing import Any, Optional
+import json
+from typing import Any, Dict, Optional
 
+from google.auth import credentials as credentials_lib
 from google.auth import exceptions as auth_exceptions
 import google_auth_httplib2
 from googleapiclient import errors
@@ -23,6 +25,14 @@ from estimator_trainers.google_api import ApiError
 
 # Vertex AI's display names are at most 128 characters.
 DISPLAY_NAME_MAX = 128
+# google-api-python-client's untyped surface, kept at this edge: a transport
+# (httplib2-compatible), a discovery service, and an unsent request
+# (`HttpRequest`: its `method`, `uri`, `body` and `execute`).
+Http = Any
+Service = Any
+Request = Any
+# A JSON object as an API answers it or takes it (a body).
+Json = Dict[str, Any]
 
 
 class Unreachable(ApiError):
@@ -30,13 +40,20 @@ class Unreachable(ApiError):
     cannot be reached. A dry run says so in one line and goes on without it."""
 
 
-def authorized_http(credentials: Any) -> Any:
+def anonymous_credentials() -> Any:
+    """Credentials that sign nothing: a dry run's clients, whose requests are
+    built and printed, never sent."""
+    # google-auth's AnonymousCredentials is not annotated.
+    return credentials_lib.AnonymousCredentials()  # type: ignore[no-untyped-call]
+
+
+def authorized_http(credentials: Any) -> Http:
     """An httplib2 transport with `credentials` and a `google_api.TIMEOUT_SECS` socket timeout."""
     return google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=google_api.TIMEOUT_SECS))
 
 
-def build(api: str, version: str, http: Any, endpoint: Optional[str] = None) -> Any:
+def build(api: str, version: str, http: Http, endpoint: Optional[str] = None) -> Service:
     """The `api` `version` service from the bundled discovery document.
 
     Args:
@@ -52,8 +69,8 @@ def build(api: str, version: str, http: Any, endpoint: Optional[str] = None) -> 
                            static_discovery=True, cache_discovery=False)
 
 
-def execute(request: Any, action: str, api: str, project: Optional[str],
-            retry: bool = True) -> Any:
+def execute(request: Request, action: str, api: str, project: Optional[str],
+            retry: bool = True) -> Json:
     """Runs `request`; any failure becomes an `ApiError` naming `action`.
 
     Args:
@@ -65,7 +82,8 @@ def execute(request: Any, action: str, api: str, project: Optional[str],
         calls that must not run twice (job creation).
     """
     try:
-        return request.execute(num_retries=google_api.NUM_RETRIES if retry else 0)
+        answer: Json = request.execute(num_retries=google_api.NUM_RETRIES if retry else 0)
+        return answer
     except errors.HttpError as e:
         raise api_error(e, action, api, project) from None
     except auth_exceptions.RefreshError as e:
@@ -77,10 +95,12 @@ def execute(request: Any, action: str, api: str, project: Optional[str],
                           % (action, google_api.host(request.uri), first_line(e))) from None
 
 
-def api_error(error, action, api, project):
+def api_error(error: errors.HttpError, action: str, api: str,
+              project: Optional[str]) -> ApiError:
     """An `HttpError` -> `ApiError` whose message says what to check."""
-    return google_api.status_error(error.resp.status, error.reason or 'no details', action,
-                                   api, project)
+    found: ApiError = google_api.status_error(error.resp.status, error.reason or 'no details',
+                                              action, api, project)
+    return found
 
 
 def equals_filter(field: str, value: str, what: str, flag: Optional[str] = None) -> str:
@@ -103,3 +123,12 @@ def equals_filter(field: str, value: str, what: str, flag: Optional[str] = None)
         raise UserInputError('%s %r: %s; name it by its resource name instead'
                              % (what, value, problem), flag=flag)
     return '%s="%s"' % (field, value)
+
+
+def request_json(request: Request) -> Json:
+    """An unsent googleapiclient request as `{method, uri[, body]}` (no body: a GET),
+    as a dry run prints it."""
+    printed: Json = {'method': request.method, 'uri': request.uri}
+    if request.body:
+        printed['body'] = json.loads(request.body)
+    return printed

@@ -19,9 +19,11 @@ so the package reads TF_CONFIG as anywhere else.
 
 A download or install failure is one `error:` line, and the replica exits 2.
 """
+import argparse
 import os
 import sys
 import tempfile
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -31,7 +33,8 @@ from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud.roles import CHIEF, MASTER
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> Tuple[argparse.Namespace, List[str]]:
+    """The bootstrap's flags, and the user's args after `--`."""
     argv, user_args = flags.split_at_dashes(argv)
     user_args = user_args or []
     parser = flags.make_parser('python -m estimator_trainers.tools.cloud.bootstrap',
@@ -48,7 +51,7 @@ def parse_args(argv):
     return args, user_args
 
 
-def download(uris, work_dir, environ):
+def download(uris: Sequence[str], work_dir: str, environ: Mapping[str, str]) -> List[str]:
     """Local paths of `uris` (gs:// objects downloaded into `work_dir`)."""
     paths = []
     client = None
@@ -68,7 +71,8 @@ def download(uris, work_dir, environ):
     return paths
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Installs the job's packages into a fresh virtualenv and runs its module there."""
     args, user_args = parse_args(sys.argv[1:] if argv is None else argv)
     environ = dict(os.environ)
     work_dir = tempfile.mkdtemp(prefix='job-packages-')

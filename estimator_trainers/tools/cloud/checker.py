@@ -8,6 +8,7 @@ false, `1:30` as 90), and what was expected.
 """
 import math
 import re
+from typing import Any, Mapping, NoReturn, Optional, Sequence
 
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
@@ -18,7 +19,8 @@ _DECIMAL_RE = re.compile(r'[-+]?(0|[1-9][0-9]*)')  # YAML 1.1: 010 is octal
 show = user_files.show
 
 
-def describe(value):
+def describe(value: Any) -> str:
+    """`value` for a message: its kind and a bounded repr."""
     if value is None:
         return 'nothing'
     if isinstance(value, str):
@@ -27,7 +29,7 @@ def describe(value):
         type(value), type(value).__name__), show(value))
 
 
-def field(path, key):
+def field(path: str, key: Any) -> str:
     """The field path of `key` in the mapping at `path`."""
     return '%s.%s' % (path, user_files.key_text(key)) if path else user_files.key_text(key)
 
@@ -35,8 +37,10 @@ def field(path, key):
 class Checker:
     """Type checks that fail with `<source> line <n>: <field path>: <what is wrong>`."""
 
-    def __init__(self, source, written=None, hints=None):
-        """
+    def __init__(self, source: str, written: Optional[user_files.Written] = None,
+                 hints: Optional[Mapping[str, str]] = None) -> None:
+        """A checker of the config `source`.
+
         Args:
           source: the file (or a description), for messages.
           written: where and how the file wrote each field (`user_files.Written`).
@@ -47,7 +51,8 @@ class Checker:
         self.lines = written.lines if written else {}
         self.scalars = written.scalars if written else {}
 
-    def fail(self, path, message):
+    def fail(self, path: str, message: str) -> NoReturn:
+        """Raises the `UserInputError` naming `path`, its line and `message`."""
         line = None
         field = path
         while field and line is None:  # the field's line, else its nearest parent's
@@ -57,7 +62,7 @@ class Checker:
                                              path or '(top level)', message),
                              path=self.source)
 
-    def mapping(self, value, path, fields):
+    def mapping(self, value: Any, path: str, fields: Optional[Sequence[str]]) -> None:
         """A mapping whose keys are all in `fields` (any keys when None)."""
         if not isinstance(value, dict):
             self.fail(path, 'expected a mapping, got %s' % describe(value))
@@ -69,7 +74,7 @@ class Checker:
                 self.fail(field(path, key), 'not supported: %s' % hint if hint else
                           'unknown field (expected one of %s)' % ', '.join(fields))
 
-    def _describe(self, value, path):
+    def _describe(self, value: Any, path: str) -> str:
         """`describe(value)`, with the text as written where YAML 1.1 read it
         as something else (`no` as false, `1:30` as 90)."""
         text = self.scalars.get(path)
@@ -77,24 +82,30 @@ class Checker:
             return describe(value)
         return '%s (written %s)' % (describe(value), show(text))
 
-    def string(self, value, path):
+    def string(self, value: Any, path: str) -> None:
+        """Text."""
         if not isinstance(value, str):
             self.fail(path, 'expected text, got %s' % self._describe(value, path))
 
-    def string_list(self, value, path):
+    def string_list(self, value: Any, path: str) -> None:
+        """A list of text."""
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.fail(path, 'expected a list of text, got %s' % describe(value))
 
-    def boolean(self, value, path):
+    def boolean(self, value: Any, path: str) -> None:
+        """true or false."""
         if not isinstance(value, bool):
             self.fail(path, 'expected true or false, got %s' % self._describe(value, path))
 
-    def choice(self, value, path, choices):
+    def choice(self, value: Any, path: str, choices: Sequence[str]) -> None:
+        """One of `choices`."""
         if not isinstance(value, str) or value not in choices:
             self.fail(path, 'expected one of %s, got %s'
                       % (', '.join(choices), self._describe(value, path)))
 
-    def count(self, value, path, minimum=0, maximum=None):
+    def count(self, value: Any, path: str, minimum: int = 0,
+              maximum: Optional[int] = None) -> None:
+        """An integer from `minimum` (to `maximum`), written as a plain decimal."""
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(path, 'expected an integer >= %d, got %s'
                       % (minimum, self._describe(value, path)))
@@ -105,7 +116,8 @@ class Checker:
         if maximum is not None and value > maximum:
             self.fail(path, 'expected at most %d, got %s' % (maximum, show(value)))
 
-    def number(self, value, path, integral=False):
+    def number(self, value: Any, path: str, integral: bool = False) -> None:
+        """A finite number (`integral`: whole, within int64), not text that reads as one."""
         if isinstance(value, str) and _is_number(value):
             self.fail(path, 'expected a number, got text %s (YAML reads an exponent '
                       'as a number only with a dot and a sign: write 1.0e-4 or 1.0e+6)'
@@ -121,7 +133,7 @@ class Checker:
             self.fail(path, 'expected an INTEGER parameter within int64, got %s' % show(value))
 
 
-def _is_number(text):
+def _is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:

@@ -15,6 +15,8 @@ on AI Platform, with a warning.
 import dataclasses
 import re
 import unicodedata
+from typing import Any, Dict, Final, List, Literal, Mapping, Optional, Tuple, TypedDict, Union
+from typing import get_args
 
 from estimator_trainers import user_files
 from estimator_trainers.tools.cloud import gcs_paths
@@ -25,6 +27,9 @@ from estimator_trainers.tools.cloud.machines import CUSTOM, GPU_TYPES, MachineEr
 from estimator_trainers.tools.cloud.machines import SCALE_TIERS, TPU_REASON, UNSUPPORTED_GPUS
 from estimator_trainers.tools.cloud.machines import translate_machine
 
+# A parsed YAML or JSON mapping, as a user wrote it (checked field by field here).
+Document = Dict[str, Any]
+Number = Union[int, float]
 _TRAINING_INPUT_FIELDS = (
     'scaleTier', 'masterType', 'masterConfig', 'workerType', 'workerCount',
     'workerConfig', 'parameterServerType', 'parameterServerCount',
@@ -40,10 +45,15 @@ _HYPERPARAMETER_FIELDS = ('goal', 'hyperparameterMetricTag', 'maxTrials',
                           'params')
 _PARAM_FIELDS = ('parameterName', 'type', 'minValue', 'maxValue', 'scaleType',
                  'categoricalValues', 'discreteValues')
-_PARAM_TYPES = ('DOUBLE', 'INTEGER', 'CATEGORICAL', 'DISCRETE')
-_SCALE_TYPES = ('NONE', 'UNIT_LINEAR_SCALE', 'UNIT_LOG_SCALE',
-                'UNIT_REVERSE_LOG_SCALE')
-_ALGORITHMS = ('ALGORITHM_UNSPECIFIED', 'GRID_SEARCH', 'RANDOM_SEARCH')
+# A study's vocabularies (AI Platform's `HyperparameterSpec`, Vertex AI's `StudySpec`).
+Goal = Literal['MAXIMIZE', 'MINIMIZE']
+ParameterType = Literal['DOUBLE', 'INTEGER', 'CATEGORICAL', 'DISCRETE']
+ScaleType = Literal['NONE', 'UNIT_LINEAR_SCALE', 'UNIT_LOG_SCALE', 'UNIT_REVERSE_LOG_SCALE']
+Algorithm = Literal['ALGORITHM_UNSPECIFIED', 'GRID_SEARCH', 'RANDOM_SEARCH']
+_GOALS: Tuple[Goal, ...] = get_args(Goal)
+_PARAM_TYPES: Tuple[ParameterType, ...] = get_args(ParameterType)
+_SCALE_TYPES: Tuple[ScaleType, ...] = get_args(ScaleType)
+_ALGORITHMS: Tuple[Algorithm, ...] = get_args(Algorithm)
 _BOOT_DISK_TYPES = ('pd-ssd', 'pd-standard', 'hyperdisk-balanced')
 # Trainer flags the submission sets itself; a tuned parameter must not clash.
 _RESERVED_PARAMS = ('job-dir', 'hypertune-metric')
@@ -89,22 +99,138 @@ TENSORBOARD_RE = re.compile(r'projects/[^/\s]+/locations/[a-z0-9-]+/tensorboards
 # deprecated ON_DEMAND and LOW_COST): STANDARD on-demand machines, SPOT
 # (preemptible, cheaper), FLEX_START (Dynamic Workload Scheduler: queues for
 # machines, at most `maxWaitTime`).
-STRATEGIES = ('STANDARD', 'SPOT', 'FLEX_START')
-FLEX_START = 'FLEX_START'
-SPOT = 'SPOT'
+Strategy = Literal['STANDARD', 'SPOT', 'FLEX_START']
+STRATEGIES: Tuple[Strategy, ...] = get_args(Strategy)
+FLEX_START: Final = 'FLEX_START'
+SPOT: Final = 'SPOT'
 # CustomJobSpec.network: `projects/{project number}/global/networks/{network name}`.
 _NETWORK_RE = re.compile(r'projects/\d+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?')
 
 
+class DiskSpec(TypedDict, total=False):
+    """Vertex AI's `diskSpec` of a pool (trainingInput's `diskConfig`, as written)."""
+    bootDiskType: str
+    bootDiskSizeGb: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Pool:
-    """One Vertex AI worker pool: a role with identical replicas."""
-    role: str
+    """One Vertex AI worker pool: a role with identical replicas.
+
+    Attributes:
+      role: the `roles.Role` its replicas play.
+      replica_count: how many (at least 1: a pool of none is left out).
+      machine_type: the Compute Engine machine type (`machines.translate_machine`).
+      accelerator_type, accelerator_count: each replica's GPUs (None, 0: none).
+      boot_disk: Vertex AI's `diskSpec`, or None for the default.
+    """
+    role: roles.Role
     replica_count: int
     machine_type: str
-    accelerator_type: str = None
+    accelerator_type: Optional[str] = None
     accelerator_count: int = 0
-    boot_disk: dict = None  # Vertex `diskSpec`, or None for the default
+    boot_disk: Optional[DiskSpec] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduling:
+    """Vertex AI's `Scheduling` of a job (trainingInput.scheduling, translated).
+
+    Attributes:
+      timeout: how long the job may run (`maxRunningTime`; a budget may lower
+        it: `estimate.for_plan`), a google-duration like `7200s`, or None.
+      max_wait_duration: how long it may wait for machines (`maxWaitTime`;
+        FLEX_START only), or None.
+      strategy: the machines it runs on (`STRATEGIES`), or None (STANDARD).
+      restart_job_on_worker_restart, disable_retries: as written, or None.
+    """
+    timeout: Optional[str] = None
+    max_wait_duration: Optional[str] = None
+    strategy: Optional[Strategy] = None
+    restart_job_on_worker_restart: Optional[bool] = None
+    disable_retries: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        if self.max_wait_duration is not None and self.strategy != FLEX_START:
+            raise ValueError('maxWaitDuration without strategy FLEX_START')
+
+    @property
+    def timeout_secs(self) -> Optional[float]:
+        """`timeout` in seconds, or None."""
+        return float(self.timeout[:-1]) if self.timeout else None
+
+    def as_json(self) -> Dict[str, Union[str, bool]]:
+        """Vertex AI's `Scheduling` (empty: Vertex AI's defaults)."""
+        fields: Tuple[Tuple[str, Union[str, bool, None]], ...] = (
+            ('timeout', self.timeout), ('maxWaitDuration', self.max_wait_duration),
+            ('strategy', self.strategy),
+            ('restartJobOnWorkerRestart', self.restart_job_on_worker_restart),
+            ('disableRetries', self.disable_retries))
+        return {name: value for name, value in fields if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One tuned trainer flag (`hyperparameters.params[i]`), checked.
+
+    Attributes:
+      name: the flag's name without `--` (`learning-rate`).
+      type: DOUBLE and INTEGER take `min_value`..`max_value`, CATEGORICAL
+        `categorical_values`, DISCRETE `discrete_values` (increasing).
+      scale_type: how the search scales the values, or None (as NONE).
+    """
+    name: str
+    type: ParameterType
+    min_value: Optional[Number] = None
+    max_value: Optional[Number] = None
+    categorical_values: Tuple[str, ...] = ()
+    discrete_values: Tuple[Number, ...] = ()
+    scale_type: Optional[ScaleType] = None
+
+    def __post_init__(self) -> None:
+        ranged = self.type in ('DOUBLE', 'INTEGER')
+        if ranged != (self.min_value is not None and self.max_value is not None) or \
+                (self.type == 'CATEGORICAL') != bool(self.categorical_values) or \
+                (self.type == 'DISCRETE') != bool(self.discrete_values):
+            raise ValueError('parameter %s: the values of a %s parameter' % (self.name,
+                                                                              self.type))
+
+    def samples(self) -> Tuple[Union[Number, str], ...]:
+        """The values a trial may get at the edges: the bounds (an INTEGER's as
+        whole numbers), else every value."""
+        if self.min_value is not None and self.max_value is not None:
+            bounds = (self.min_value, self.max_value)
+            return tuple(int(v) for v in bounds) if self.type == 'INTEGER' else bounds
+        return self.categorical_values or self.discrete_values
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+    """A tuning job's study (`trainingInput.hyperparameters`), checked, defaults filled in.
+
+    Attributes:
+      metric_tag: the metric the trials report (`hyperparameterMetricTag`).
+      goal: MAXIMIZE or MINIMIZE it.
+      params: the tuned flags (at least one, names unique).
+      max_trials, max_parallel_trials: trials in all, at once (1 <= parallel <= all).
+      max_failed_trials: failed trials before the study fails, or None (Vertex
+        AI's default).
+      algorithm: the search (ALGORITHM_UNSPECIFIED: Vertex AI's default).
+    """
+    metric_tag: str
+    goal: Goal
+    params: Tuple[Parameter, ...]
+    max_trials: int = 1
+    max_parallel_trials: int = 1
+    max_failed_trials: Optional[int] = None
+    algorithm: Algorithm = 'ALGORITHM_UNSPECIFIED'
+
+    def __post_init__(self) -> None:
+        names = [param.name for param in self.params]
+        if not self.metric_tag or not names or len(set(names)) != len(names) or \
+                not 1 <= self.max_parallel_trials <= self.max_trials:
+            raise ValueError('a study needs a metric, parameters of distinct names and '
+                             '1 <= maxParallelTrials <= maxTrials')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,69 +239,66 @@ class TrainingConfig:
 
     Attributes:
       source: where the config came from (file path), for messages.
-      training_input: the `trainingInput` mapping as written (validated), for
-        the legacy `ml v1` body.
-      pools: one `Pool` per role present, in Vertex pool order.
-      hyperparameters: the validated `hyperparameters` mapping with defaults
-        filled in, or None for a plain training job.
+      pools: one `Pool` per role present, in Vertex pool order (the chief first).
+      hyperparameters: the study, or None for a plain training job.
       args: trainer flags from `trainingInput.args`.
       labels: job labels.
-      scheduling: Vertex `scheduling` (timeout, strategy, maxWaitDuration,
-        restartJobOnWorkerRestart, disableRetries), maybe empty.
+      scheduling: Vertex AI's `Scheduling` (maybe all defaults).
       notes: translation remarks to show the user (e.g. a K80 substitution).
       warnings: accepted settings that do something surprising (a machine
         type whose count is 0 runs nothing).
       max_cost_usd: `budget.maxCostUsd` (this project's field beside
         `trainingInput`; `--max-cost` overrides it), or None.
+      region, job_dir, service_account, network, tensorboard, runtime_version,
+        python_version: the trainingInput fields of those names, as written
+        (the job-dir normalized: `gcs_paths.normalized`), or None.
+      use_chief_in_tf_config: `trainingInput.useChiefInTfConfig`.
     """
     source: str
-    training_input: dict
-    pools: tuple
-    hyperparameters: dict = None
-    args: tuple = ()
-    labels: dict = dataclasses.field(default_factory=dict)
-    scheduling: dict = dataclasses.field(default_factory=dict)
-    notes: tuple = ()
-    warnings: tuple = ()
-    max_cost_usd: float = None
+    pools: Tuple[Pool, ...]
+    hyperparameters: Optional[Hyperparameters] = None
+    args: Tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    scheduling: Scheduling = Scheduling()
+    notes: Tuple[str, ...] = ()
+    warnings: Tuple[str, ...] = ()
+    max_cost_usd: Optional[float] = None
+    region: Optional[str] = None
+    job_dir: Optional[str] = None
+    service_account: Optional[str] = None
+    network: Optional[str] = None
+    tensorboard: Optional[str] = None
+    runtime_version: Optional[str] = None
+    python_version: Optional[str] = None
+    use_chief_in_tf_config: bool = False
+
+    def __post_init__(self) -> None:
+        order = [pool.role.pool for pool in self.pools]
+        if not order or order[0] != 0 or order != sorted(set(order)) or \
+                any(pool.replica_count < 1 for pool in self.pools):
+            raise ValueError('%s: the pools are a chief, then at most one pool of each other '
+                             'role in pool order, each of one replica or more' % self.source)
 
     @property
-    def is_tuning(self):
+    def is_tuning(self) -> bool:
         return self.hyperparameters is not None
 
     @property
-    def uses_gpus(self):
+    def uses_gpus(self) -> bool:
         return any(pool.accelerator_count for pool in self.pools)
 
-    @property
-    def region(self):
-        return self.training_input.get('region')
-
-    @property
-    def job_dir(self):
-        return self.training_input.get('jobDir')
-
-    @property
-    def service_account(self):
-        return self.training_input.get('serviceAccount')
-
-    @property
-    def network(self):
-        return self.training_input.get('network')
-
-    @property
-    def tensorboard(self):
-        """The Vertex AI TensorBoard the job uploads to, or None."""
-        return self.training_input.get('tensorboard')
+    def pool(self, role: roles.RoleName) -> Optional[Pool]:
+        """The pool of `role`, or None when no replica plays it."""
+        return next((pool for pool in self.pools if pool.role.name == role), None)
 
 
-def default_config():
+def default_config() -> TrainingConfig:
     """The config of a submission without `--config`: scale tier BASIC."""
     return parse_config({'trainingInput': {'scaleTier': 'BASIC'}},
                         '(default BASIC config)')
 
 
-def load_config(path: str) -> 'TrainingConfig':
+def load_config(path: str) -> TrainingConfig:
     """Reads and validates the YAML config at `path`.
 
     The file is read within `CONFIG_LIMITS` (`user_files`: regular, UTF-8,
@@ -185,30 +308,39 @@ def load_config(path: str) -> 'TrainingConfig':
     Raises:
       UserInputError: naming the file, the line where known and the field.
     """
-    data, written = read_config(path, with_lines=True)
+    data, written = _read(path)
     return parse_config(data, path, written)
 
 
-def read_config(path, with_lines=False):
+def read_config(path: str) -> Any:
     """The YAML (or JSON) document at `path`, read within `CONFIG_LIMITS` and
     parsed, but not validated (a front end merges flags into it before
-    `parse_config`); with `with_lines`, also where each field was written.
+    `parse_config`).
 
     Raises:
       UserInputError: the file cannot be read, is not UTF-8 YAML, exceeds a
         bound or repeats a key.
     """
+    return _read(path)[0]
+
+
+def _read(path: str) -> Tuple[Any, user_files.Written]:
+    """`read_config`'s document and where each of its fields was written."""
     data, written = user_files.read_yaml(path, '--config %s' % path, CONFIG_LIMITS,
                                          flag='--config')
-    return (data, written) if with_lines else data
+    return data, written
 
 
-def parse_config(data, source, written=None):
+def parse_config(data: Any, source: str,
+                 written: Optional[user_files.Written] = None) -> TrainingConfig:
     """Validates an already parsed config (`{'trainingInput': {...}}`).
 
     Args:
       source: the file (or a description), for messages.
       written: where and how the file wrote each field (`user_files.Written`), for messages.
+
+    Raises:
+      UserInputError: naming the source, the line where known and the field.
     """
     check = Checker(source, written, FIELD_HINTS)
     check.mapping(data, '', ('trainingInput', 'labels', 'budget'))
@@ -220,12 +352,40 @@ def parse_config(data, source, written=None):
     labels = data.get('labels') or {}
     _labels(check, labels)
     max_cost = _budget(check, data.get('budget'))
-    notes = []
+    notes: List[str] = []
     if isinstance(ti.get('jobDir'), str):
         ti = dict(ti)
         ti['jobDir'], note = gcs_paths.normalized(ti['jobDir'])
         notes += [note] if note else []
+    warnings: List[str] = []
+    shape = _shape(check, ti)
+    pools = tuple(pool for pool in (_pool(check, role, shape, notes, warnings)
+                                    for role in roles.ROLES) if pool)
+    args = ti.get('args', [])
+    check.string_list(args, 'trainingInput.args')
+    for i, arg in enumerate(args):
+        if '\0' in arg:
+            check.fail('trainingInput.args[%d]' % i, '%s: a NUL character cannot be passed '
+                       'to a program' % show(arg))
+    _check_texts(check, ti, data['trainingInput'].get('jobDir'))
+    if 'useChiefInTfConfig' in ti:
+        check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
+    hyperparameters = None
+    if 'hyperparameters' in ti:
+        hyperparameters = _hyperparameters(check, ti['hyperparameters'])
+    return TrainingConfig(
+        source=source, pools=pools, hyperparameters=hyperparameters, args=tuple(args),
+        labels=dict(labels), scheduling=_scheduling(check, ti.get('scheduling')),
+        notes=tuple(notes), warnings=tuple(warnings), max_cost_usd=max_cost,
+        region=ti.get('region'), job_dir=ti.get('jobDir'),
+        service_account=ti.get('serviceAccount'), network=ti.get('network'),
+        tensorboard=ti.get('tensorboard'), runtime_version=ti.get('runtimeVersion'),
+        python_version=ti.get('pythonVersion'),
+        use_chief_in_tf_config=bool(ti.get('useChiefInTfConfig')))
 
+
+def _shape(check: Checker, ti: Document) -> Mapping[str, Any]:
+    """The cluster shape's fields: a CUSTOM config's own, else its scale tier's."""
     tier = ti.get('scaleTier', 'BASIC')
     check.string(tier, 'trainingInput.scaleTier')
     if tier == 'BASIC_TPU':
@@ -234,36 +394,25 @@ def parse_config(data, source, written=None):
         check.fail('trainingInput.scaleTier', 'unknown tier %s (expected one of %s)'
                    % (show(tier), ', '.join(list(SCALE_TIERS) + [CUSTOM])))
     if tier == CUSTOM:
-        shape = ti
         if 'masterType' not in ti:
             check.fail('trainingInput.masterType', 'required with scaleTier: CUSTOM')
-    else:
-        for field in _SHAPE_FIELDS:
-            if field in ti:
-                check.fail('trainingInput.%s' % field,
-                           'only allowed with scaleTier: CUSTOM (scaleTier is %s)' % tier)
-        shape = SCALE_TIERS[tier]
+        return ti
+    for field in _SHAPE_FIELDS:
+        if field in ti:
+            check.fail('trainingInput.%s' % field,
+                       'only allowed with scaleTier: CUSTOM (scaleTier is %s)' % tier)
+    return SCALE_TIERS[tier]
 
-    warnings = []
-    pools = []
-    for role in roles.ROLES:
-        pool = _pool(check, role, shape, notes, warnings)
-        if pool:
-            pools.append(pool)
 
-    args = ti.get('args', [])
-    check.string_list(args, 'trainingInput.args')
+def _check_texts(check: Checker, ti: Document, job_dir_as_written: Any) -> None:
+    """The text fields of trainingInput: each text, and of its own form."""
     for field in ('jobDir', 'region', 'runtimeVersion', 'pythonVersion',
                   'serviceAccount', 'network', 'tensorboard'):
         if field in ti:
             check.string(ti[field], 'trainingInput.%s' % field)
-    for i, arg in enumerate(args):
-        if '\0' in arg:
-            check.fail('trainingInput.args[%d]' % i, '%s: a NUL character cannot be passed '
-                       'to a program' % show(arg))
     if 'jobDir' in ti and gcs_paths.problem(ti['jobDir']):
         check.fail('trainingInput.jobDir', '%s: %s'
-                   % (show(data['trainingInput']['jobDir']), gcs_paths.problem(ti['jobDir'])))
+                   % (show(job_dir_as_written), gcs_paths.problem(ti['jobDir'])))
     if 'serviceAccount' in ti and not _EMAIL_RE.fullmatch(ti['serviceAccount']):
         check.fail('trainingInput.serviceAccount', 'expected a service account email like '
                    'trainer@my-project.iam.gserviceaccount.com, got %s'
@@ -275,39 +424,28 @@ def parse_config(data, source, written=None):
         problem = tensorboard_problem(ti['tensorboard'])
         if problem:
             check.fail('trainingInput.tensorboard', problem)
-    if 'useChiefInTfConfig' in ti:
-        check.boolean(ti['useChiefInTfConfig'], 'trainingInput.useChiefInTfConfig')
-
-    hyperparameters = None
-    if 'hyperparameters' in ti:
-        hyperparameters = _hyperparameters(check, ti['hyperparameters'])
-
-    return TrainingConfig(
-        source=source, training_input=ti, pools=tuple(pools),
-        hyperparameters=hyperparameters, args=tuple(args), labels=dict(labels),
-        scheduling=_scheduling(check, ti.get('scheduling')), notes=tuple(notes),
-        warnings=tuple(warnings), max_cost_usd=max_cost)
 
 
-def _int64(value):
+def _int64(value: Any) -> Any:
     """An int64 field as the API's JSON writes it (`workerCount: '2'`, as `gcloud
     ai-platform jobs describe` and gcloud's own request have it) read as the number;
     any other value as it is, for the checks to name."""
     return int(value) if isinstance(value, str) and _INT64_TEXT.fullmatch(value) else value
 
 
-def _pool(check, role, shape, notes, warnings):
+def _pool(check: Checker, role: roles.Role, shape: Mapping[str, Any], notes: List[str],
+          warnings: List[str]) -> Optional[Pool]:
+    """The pool of `role` in `shape`, or None when it runs no replica (a warning
+    when a machine was set for it anyway)."""
     type_field, count_field, config_field = role.type_field, role.count_field, role.config_field
     prefix = 'trainingInput.'
-    if count_field is None:
-        count = 1
-    else:
+    count: Any = 1
+    if count_field is not None:
         count = _int64(shape.get(count_field, 0))
         check.count(count, prefix + count_field, maximum=MAX_REPLICAS)
-    machine = shape.get(type_field)
-    replica_config = shape.get(config_field)
+    machine: Any = shape.get(type_field)
     if count and machine is None:
-        check.fail(prefix + count_field, '%d replicas need %s%s'
+        check.fail(prefix + str(count_field), '%d replicas need %s%s'
                    % (count, prefix, type_field))
     if not count:
         # AI Platform defaulted the count to 0 and ran no such replica.
@@ -320,8 +458,8 @@ def _pool(check, role, shape, notes, warnings):
                                role.name, count_field))
         return None
     check.string(machine, prefix + type_field)
-
     accelerator_type, accelerator_count, boot_disk = None, 0, None
+    replica_config = shape.get(config_field)
     if replica_config is not None:
         path = prefix + config_field
         check.mapping(replica_config, path, _REPLICA_CONFIG_FIELDS)
@@ -338,11 +476,11 @@ def _pool(check, role, shape, notes, warnings):
                    else prefix + type_field, str(e))
     if note:
         notes.append(note)
-    return Pool(role.name, count, machine_type, accelerator_type, accelerator_count,
-                boot_disk)
+    return Pool(role, count, machine_type, accelerator_type, accelerator_count, boot_disk)
 
 
-def _accelerator(check, config, path):
+def _accelerator(check: Checker, config: Any, path: str) -> Tuple[str, int]:
+    """`(GPU type, count)` of an `acceleratorConfig`."""
     check.mapping(config, path, ('count', 'type'))
     for field in ('count', 'type'):
         if field not in config:
@@ -358,9 +496,10 @@ def _accelerator(check, config, path):
     return gpu, count
 
 
-def _disk(check, config, path):
+def _disk(check: Checker, config: Any, path: str) -> Optional[DiskSpec]:
+    """Vertex AI's `diskSpec` of a `diskConfig`, or None when it sets nothing."""
     check.mapping(config, path, ('bootDiskType', 'bootDiskSizeGb'))
-    disk = {}
+    disk = DiskSpec()
     if 'bootDiskType' in config:
         check.choice(config['bootDiskType'], path + '.bootDiskType', _BOOT_DISK_TYPES)
         disk['bootDiskType'] = config['bootDiskType']
@@ -371,7 +510,7 @@ def _disk(check, config, path):
     return disk or None
 
 
-def tensorboard_problem(name):
+def tensorboard_problem(name: str) -> Optional[str]:
     """Why `name` is no Vertex AI TensorBoard resource name, or None."""
     if TENSORBOARD_RE.fullmatch(name):
         return None
@@ -379,7 +518,7 @@ def tensorboard_problem(name):
             'tensorboards/ID, got %s' % show(name))
 
 
-def _scheduling(check, scheduling):
+def _scheduling(check: Checker, scheduling: Any) -> Scheduling:
     """trainingInput.scheduling -> Vertex AI's `Scheduling`.
 
     AI Platform's `maxRunningTime` is Vertex AI's `timeout`; Vertex AI's own
@@ -389,45 +528,48 @@ def _scheduling(check, scheduling):
     bounded at all, so the config is refused rather than silently ignored.
     """
     if scheduling is None:
-        return {}
+        return Scheduling()
     path = 'trainingInput.scheduling'
     check.mapping(scheduling, path, ('maxRunningTime', 'maxWaitTime', 'strategy',
                                      'restartJobOnWorkerRestart', 'disableRetries'))
-    translated = {}
-    for legacy, vertex in (('maxRunningTime', 'timeout'),
-                           ('maxWaitTime', 'maxWaitDuration')):
-        if legacy in scheduling:
-            value = scheduling[legacy]
-            field = '%s.%s' % (path, legacy)
-            check.string(value, field)
-            match = _DURATION_RE.fullmatch(value)
-            if not match:
-                check.fail(field, 'expected seconds like 7200s, got %s' % show(value))
-            whole = match.group(1).lstrip('0') or '0'
-            if len(whole) > len(str(MAX_DURATION_SECS)) or int(whole) > MAX_DURATION_SECS:
-                check.fail(field, '%s is longer than Vertex AI accepts (a '
-                           'google.protobuf.Duration: at most %ds)'
-                           % (show(value), MAX_DURATION_SECS))
-            if legacy == 'maxRunningTime' and float(value[:-1]) == 0:
-                check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
-                           'for Vertex AI\'s 7-day default)')
-            translated[vertex] = value
+    timeout, wait = (_duration(check, scheduling.get(field), '%s.%s' % (path, field))
+                     for field in ('maxRunningTime', 'maxWaitTime'))
     if 'strategy' in scheduling:
         check.choice(scheduling['strategy'], path + '.strategy', STRATEGIES)
-        translated['strategy'] = scheduling['strategy']
     for field in ('restartJobOnWorkerRestart', 'disableRetries'):
         if field in scheduling:
             check.boolean(scheduling[field], '%s.%s' % (path, field))
-            translated[field] = scheduling[field]
-    if 'maxWaitDuration' in translated and translated.get('strategy') != FLEX_START:
+    if wait is not None and scheduling.get('strategy') != FLEX_START:
         check.fail(path + '.maxWaitTime', 'Vertex AI bounds the wait for machines only '
                    'under strategy: FLEX_START (Dynamic Workload Scheduler); add it to wait '
                    'at most %s, or drop maxWaitTime (a job then waits as long as Vertex AI '
-                   'queues it)' % translated['maxWaitDuration'])
-    return translated
+                   'queues it)' % wait)
+    return Scheduling(timeout=timeout, max_wait_duration=wait,
+                      strategy=scheduling.get('strategy'),
+                      restart_job_on_worker_restart=scheduling.get('restartJobOnWorkerRestart'),
+                      disable_retries=scheduling.get('disableRetries'))
 
 
-def _budget(check, budget):
+def _duration(check: Checker, value: Any, field: str) -> Optional[str]:
+    """A duration field (`7200s`) as Vertex AI takes it, or None when unset."""
+    if value is None:
+        return None
+    check.string(value, field)
+    match = _DURATION_RE.fullmatch(value)
+    if not match:
+        check.fail(field, 'expected seconds like 7200s, got %s' % show(value))
+    whole = match.group(1).lstrip('0') or '0'
+    if len(whole) > len(str(MAX_DURATION_SECS)) or int(whole) > MAX_DURATION_SECS:
+        check.fail(field, '%s is longer than Vertex AI accepts (a '
+                   'google.protobuf.Duration: at most %ds)'
+                   % (show(value), MAX_DURATION_SECS))
+    if field.endswith('.maxRunningTime') and float(value[:-1]) == 0:
+        check.fail(field, 'expected more than 0s (no job runs in 0s; leave it out '
+                   'for Vertex AI\'s 7-day default)')
+    return str(value)
+
+
+def _budget(check: Checker, budget: Any) -> Optional[float]:
     """`budget: {maxCostUsd: N}`: the most a job may cost (`estimate.check_budget`)."""
     if budget is None:
         return None
@@ -441,7 +583,7 @@ def _budget(check, budget):
     return float(value)
 
 
-def _labels(check, labels):
+def _labels(check: Checker, labels: Any) -> None:
     """Vertex AI's label rules, which AI Platform's configs did not check."""
     check.mapping(labels, 'labels', None)
     if len(labels) > MAX_LABELS:
@@ -465,13 +607,13 @@ def _labels(check, labels):
                         'lowercase letters, digits, _ and - only'))
 
 
-def check_labels(labels, source='--labels'):
+def check_labels(labels: Mapping[str, str], source: str = '--labels') -> None:
     """Raises `UserInputError` unless `labels` follow Vertex AI's label rules
     (the labels of a serving resource, given with `--labels`)."""
     _labels(Checker(source), labels)
 
 
-def _label_char(char, first):
+def _label_char(char: str, first: bool) -> bool:
     """Whether Vertex AI takes `char` in a label (`first`: a key's first one)."""
     category = unicodedata.category(char)
     if category in ('Ll', 'Lo'):
@@ -479,48 +621,48 @@ def _label_char(char, first):
     return not first and (category.startswith('N') or char in '_-')
 
 
-def _hyperparameters(check, spec):
+def _hyperparameters(check: Checker, spec: Any) -> Hyperparameters:
+    """`trainingInput.hyperparameters`, checked, with AI Platform's defaults."""
     path = 'trainingInput.hyperparameters'
     check.mapping(spec, path, _HYPERPARAMETER_FIELDS)
     for field in ('goal', 'hyperparameterMetricTag', 'params'):
         if field not in spec:
             check.fail('%s.%s' % (path, field), 'required')
-    check.choice(spec['goal'], path + '.goal', ('MAXIMIZE', 'MINIMIZE'))
+    check.choice(spec['goal'], path + '.goal', _GOALS)
     check.string(spec['hyperparameterMetricTag'], path + '.hyperparameterMetricTag')
     if not spec['hyperparameterMetricTag']:
         check.fail(path + '.hyperparameterMetricTag', 'must not be empty')
-    result = dict(spec)
-    result.setdefault('maxTrials', 1)
-    result.setdefault('maxParallelTrials', 1)
-    result.setdefault('algorithm', 'ALGORITHM_UNSPECIFIED')
-    for field in ('maxTrials', 'maxParallelTrials'):
-        check.count(result[field], '%s.%s' % (path, field), minimum=1,
-                    maximum=MAX_INT32)
-    if result['maxParallelTrials'] > result['maxTrials']:
+    trials, parallel = spec.get('maxTrials', 1), spec.get('maxParallelTrials', 1)
+    check.count(trials, path + '.maxTrials', minimum=1, maximum=MAX_INT32)
+    check.count(parallel, path + '.maxParallelTrials', minimum=1, maximum=MAX_INT32)
+    if parallel > trials:
         check.fail(path + '.maxParallelTrials', '%d is more than maxTrials (%d)'
-                   % (result['maxParallelTrials'], result['maxTrials']))
-    if 'maxFailedTrials' in result:
-        check.count(result['maxFailedTrials'], path + '.maxFailedTrials',
-                    maximum=MAX_INT32)
-    check.choice(result['algorithm'], path + '.algorithm', _ALGORITHMS)
-
+                   % (parallel, trials))
+    if 'maxFailedTrials' in spec:
+        check.count(spec['maxFailedTrials'], path + '.maxFailedTrials', maximum=MAX_INT32)
+    algorithm = spec.get('algorithm', 'ALGORITHM_UNSPECIFIED')
+    check.choice(algorithm, path + '.algorithm', _ALGORITHMS)
     params = spec['params']
     if not isinstance(params, list) or not params:
         check.fail(path + '.params', 'expected a non-empty list of parameters, got %s'
                    % describe(params))
-    names = set()
+    parsed: List[Parameter] = []
     for i, param in enumerate(params):
-        name = _param(check, param, '%s.params[%d]' % (path, i))
-        if name in names:
-            check.fail('%s.params[%d].parameterName' % (path, i), 'duplicate %s' % show(name))
-        names.add(name)
-        if result['algorithm'] == 'GRID_SEARCH' and param['type'] == 'DOUBLE':
+        parsed.append(_param(check, param, '%s.params[%d]' % (path, i)))
+        if parsed[-1].name in [p.name for p in parsed[:-1]]:
+            check.fail('%s.params[%d].parameterName' % (path, i),
+                       'duplicate %s' % show(parsed[-1].name))
+        if algorithm == 'GRID_SEARCH' and parsed[-1].type == 'DOUBLE':
             check.fail('%s.params[%d].type' % (path, i),
                        'GRID_SEARCH needs INTEGER, CATEGORICAL or DISCRETE parameters')
-    return result
+    return Hyperparameters(
+        metric_tag=spec['hyperparameterMetricTag'], goal=spec['goal'], params=tuple(parsed),
+        max_trials=trials, max_parallel_trials=parallel,
+        max_failed_trials=spec.get('maxFailedTrials'), algorithm=algorithm)
 
 
-def _param(check, param, path):
+def _param(check: Checker, param: Any, path: str) -> Parameter:
+    """One of `hyperparameters.params`, checked."""
     check.mapping(param, path, _PARAM_FIELDS)
     for field in ('parameterName', 'type'):
         if field not in param:
@@ -544,32 +686,41 @@ def _param(check, param, path):
     for field in allowed:
         if field != 'scaleType' and field not in param:
             check.fail('%s.%s' % (path, field), 'required with type %s' % kind)
+    values = _param_values(check, param, path)
+    if 'scaleType' in param:
+        scale = param['scaleType']
+        check.choice(scale, path + '.scaleType', _SCALE_TYPES)
+        if scale in ('UNIT_LOG_SCALE', 'UNIT_REVERSE_LOG_SCALE') and min(values) <= 0:
+            check.fail(path + '.scaleType', '%s needs values > 0' % scale)
+    return Parameter(name=name, type=kind, min_value=param.get('minValue'),
+                     max_value=param.get('maxValue'),
+                     categorical_values=tuple(param.get('categoricalValues', ())),
+                     discrete_values=tuple(param.get('discreteValues', ())),
+                     scale_type=param.get('scaleType'))
 
+
+def _param_values(check: Checker, param: Document, path: str) -> Tuple[Number, ...]:
+    """A parameter's values, checked: what a scale type must keep above 0 (the
+    lower bound, every discrete value; none of a categorical one)."""
+    kind = param['type']
     if kind in ('DOUBLE', 'INTEGER'):
         low, high = param['minValue'], param['maxValue']
         check.number(low, path + '.minValue', integral=kind == 'INTEGER')
         check.number(high, path + '.maxValue', integral=kind == 'INTEGER')
         if low > high:
             check.fail(path + '.minValue', '%s is above maxValue %s' % (low, high))
-        values = (low,)
-    elif kind == 'CATEGORICAL':
+        return (low,)
+    if kind == 'CATEGORICAL':
         check.string_list(param['categoricalValues'], path + '.categoricalValues')
         if not param['categoricalValues']:
             check.fail(path + '.categoricalValues', 'must not be empty')
-        values = ()
-    else:
-        values = param['discreteValues']
-        if not isinstance(values, list) or not values:
-            check.fail(path + '.discreteValues', 'expected a non-empty list of '
-                       'numbers, got %s' % describe(values))
-        for j, value in enumerate(values):
-            check.number(value, '%s.discreteValues[%d]' % (path, j))
-        if any(a >= b for a, b in zip(values, values[1:])):
-            check.fail(path + '.discreteValues', 'must be strictly increasing')
-    if 'scaleType' in param:
-        scale = param['scaleType']
-        check.choice(scale, path + '.scaleType', _SCALE_TYPES)
-        if scale in ('UNIT_LOG_SCALE', 'UNIT_REVERSE_LOG_SCALE') and min(values) <= 0:
-            check.fail(path + '.scaleType', '%s needs values > 0' % scale)
-    return name
-
+        return ()
+    values = param['discreteValues']
+    if not isinstance(values, list) or not values:
+        check.fail(path + '.discreteValues', 'expected a non-empty list of '
+                   'numbers, got %s' % describe(values))
+    for j, value in enumerate(values):
+        check.number(value, '%s.discreteValues[%d]' % (path, j))
+    if any(a >= b for a, b in zip(values, values[1:])):
+        check.fail(path + '.discreteValues', 'must be strictly increasing')
+    return tuple(values)

@@ -11,6 +11,7 @@ credentials JSON, an AWS secret key). The build context's own rules
 """
 import re
 import tarfile
+from typing import List, Optional, Tuple
 
 import pathspec
 
@@ -43,13 +44,15 @@ _CONTENTS = (
 )
 
 
-def name_pattern(relpath):
+def name_pattern(relpath: str) -> Optional[str]:
     """The `PATTERNS` entry `relpath` (a `/`-separated path) matches, or None."""
     result = _SPEC.check_file(relpath)
-    return _SPEC.patterns[result.index].pattern if result.include else None
+    if not result.include or result.index is None:
+        return None
+    return str(_SPEC.patterns[result.index].pattern)
 
 
-def content_reason(head):
+def content_reason(head: bytes) -> Optional[str]:
     """Why the first bytes of a file look like a credential, or None."""
     for regex, reason in _CONTENTS:
         if regex.search(head):
@@ -57,7 +60,7 @@ def content_reason(head):
     return None
 
 
-def reason(relpath, head=None):
+def reason(relpath: str, head: Optional[bytes] = None) -> Optional[str]:
     """Why `relpath` (with its first bytes `head`, if read) looks like a
     credential (`named like a credential (.env)`, `holds a private key`), or None."""
     pattern = name_pattern(relpath)
@@ -66,14 +69,16 @@ def reason(relpath, head=None):
     return content_reason(head) if head else None
 
 
-def in_archive(path):
+def in_archive(path: str) -> List[Tuple[str, str]]:
     """`(member name, reason)` for each file of the tar archive at `path` that
     looks like a credential."""
     found = []
     with tarfile.open(path) as tar:
         for member in tar:
             if member.isfile():
-                with tar.extractfile(member) as f:
+                f = tar.extractfile(member)
+                assert f is not None, 'a regular file has contents'
+                with f:
                     why = reason(member.name, f.read(HEAD_BYTES))
                 if why:
                     found.append((member.name, why))

@@ -25,6 +25,7 @@ import datetime
 import json
 import re
 import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
@@ -32,9 +33,11 @@ from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import instances as instances_lib
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud.api import Json, Request
 
 # What marks a resource as this tool's: `models delete` removes only these
 # (and what the user names by its full resource name).
@@ -58,8 +61,6 @@ TYPICAL = {'upload': 'uploads usually take a minute or two',
            'deploy': 'deploys usually take 5 to 20 minutes'}
 PROGRESS_EVERY_SECS = 60
 
-_ENDPOINT_RE = re.compile(r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
-                          r'endpoints/(?P<id>[^/]+)')
 _MODEL_OF_OPERATION_RE = re.compile(r'(projects/[^/]+/locations/[^/]+/models/[^/]+)/'
                                     r'operations/[^/]+')
 _SCHEMAS = {
@@ -71,13 +72,12 @@ _SCHEMAS = {
 }
 
 
-def parse_endpoint_name(name):
-    """`projects/P/locations/R/endpoints/ID` -> match dict, or None."""
-    match = _ENDPOINT_RE.fullmatch(name or '')
-    return match.groupdict() if match else None
+def parse_endpoint_name(name: Optional[str]) -> Optional[location.ResourceName]:
+    """`projects/P/locations/R/endpoints/ID` -> its parts, or None."""
+    return location.parse_name(name, location.SERVING)
 
 
-def model_filter(model):
+def model_filter(model: str) -> str:
     """The `endpoints.list` filter that finds model `model` by its display name.
 
     Raises:
@@ -91,19 +91,20 @@ def model_filter(model):
     return api.equals_filter('display_name', model, 'model', '--model')
 
 
-def created_here(resource):
+def created_here(resource: Json) -> bool:
     """Whether this tool created `resource` (an endpoint or a model): it has `MARK`."""
     labels = resource.get('labels') or {}
     return all(labels.get(k) == v for k, v in MARK.items())
 
 
-def model_of_operation(operation_name):
+def model_of_operation(operation_name: Optional[str]) -> Optional[str]:
     """The model a `models.upload` operation creates, from the operation's name."""
     match = _MODEL_OF_OPERATION_RE.fullmatch(operation_name or '')
     return match.group(1) if match else None
 
 
-def check(kind, body):
+def check(kind: str, body: Json) -> Json:
+    """`body` if it is a valid request of `kind` (`_SCHEMAS`) by the discovery document."""
     schema.check('aiplatform', 'v1', _SCHEMAS[kind], body)
     return body
 
@@ -111,7 +112,8 @@ def check(kind, body):
 # ------------------------------------------------------------ gcloud's words
 
 
-def prediction_image(gpus, image_uri=None, today=None):
+def prediction_image(gpus: Optional[str], image_uri: Optional[str] = None,
+                     today: Optional[datetime.date] = None) -> str:
     """The serving container: `--image-uri`, else TF 2.15's prebuilt image while it exists.
 
     Raises:
@@ -129,11 +131,16 @@ def prediction_image(gpus, image_uri=None, today=None):
     return PREDICTION_IMAGES['gpu' if gpus else 'cpu']
 
 
-def version_plan(version, model, origin, region, *, runtime_version=None,
-                 python_version=None, framework=None, machine_type=None, accelerator=None,
-                 min_nodes=None, max_nodes=None, description=None, labels=None,
-                 service_account=None, image_uri=None, signature_name=None,
-                 check_instances=(), wait=True, today=None):
+def version_plan(version: str, model: str, origin: str, *,
+                 runtime_version: Optional[str] = None, python_version: Optional[str] = None,
+                 framework: Optional[str] = None, machine_type: Optional[str] = None,
+                 accelerator: Optional[Mapping[str, Any]] = None,
+                 min_nodes: Optional[int] = None, max_nodes: Optional[int] = None,
+                 description: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+                 service_account: Optional[str] = None, image_uri: Optional[str] = None,
+                 signature_name: Optional[str] = None, check_instances: Sequence[Any] = (),
+                 wait: bool = True, today: Optional[datetime.date] = None
+                 ) -> plan_lib.ServingPlan:
     """`versions create VERSION --model M --origin gs://...` and its flags -> `plan.ServingPlan`.
 
     Flags with no Vertex AI meaning add a note saying what runs instead.
@@ -177,7 +184,7 @@ def version_plan(version, model, origin, region, *, runtime_version=None,
     if labels:
         configs.check_labels(labels)
     return plan_lib.ServingPlan(
-        model=model, version=version, origin=origin.rstrip('/'), region=region,
+        model=model, version=version, origin=origin.rstrip('/'),
         image=prediction_image(gpu_type, image_uri, today), machine_type=machine,
         accelerator_type=gpu_type, accelerator_count=gpu_count, min_nodes=low,
         max_nodes=high, description=description, labels=dict(labels or {}),
@@ -185,7 +192,8 @@ def version_plan(version, model, origin, region, *, runtime_version=None,
         check_instances=tuple(check_instances), wait=wait, notes=tuple(notes))
 
 
-def _nodes(min_nodes, max_nodes, notes):
+def _nodes(min_nodes: Optional[int], max_nodes: Optional[int],
+           notes: List[str]) -> Tuple[int, int]:
     """(min, max) replicas: Vertex AI keeps at least one node of a deployed model."""
     low = 1 if min_nodes is None else min_nodes
     if low == 0:
@@ -202,9 +210,11 @@ def _nodes(min_nodes, max_nodes, notes):
 # ------------------------------------------------------------------ bodies
 
 
-def endpoint_body(model, description=None, labels=None, access_logging=False):
+def endpoint_body(model: str, description: Optional[str] = None,
+                  labels: Optional[Mapping[str, str]] = None,
+                  access_logging: bool = False) -> Json:
     """The `endpoints.create` body of model `model` (marked as this tool's)."""
-    body = {'displayName': model, 'labels': dict(labels or {}, **MARK)}
+    body: Json = {'displayName': model, 'labels': dict(labels or {}, **MARK)}
     if access_logging:
         body['labels'][ACCESS_LOGGING_LABEL] = 'true'
     if description:
@@ -212,10 +222,10 @@ def endpoint_body(model, description=None, labels=None, access_logging=False):
     return check('endpoint', body)
 
 
-def upload_body(plan, model_display=None):
+def upload_body(plan: plan_lib.ServingPlan, model_display: Optional[str] = None) -> Json:
     """The `models.upload` body of a version: the SavedModel and its serving image,
     displayed as `MODEL/VERSION` (`model_display`: the endpoint's display name)."""
-    model = {'displayName': version_display(model_display or _display(plan.model),
+    model: Json = {'displayName': version_display(model_display or _display(plan.model),
                                             plan.version),
              'artifactUri': plan.origin,
              'containerSpec': {'imageUri': plan.image},
@@ -225,14 +235,15 @@ def upload_body(plan, model_display=None):
     return check('upload', {'model': model})
 
 
-def deploy_body(plan, model_name, first, access_logging=False):
+def deploy_body(plan: plan_lib.ServingPlan, model_name: str, first: bool,
+                access_logging: bool = False) -> Json:
     """The `endpoints.deployModel` body: `model_name` on the plan's machines; the
     first version of a model takes all its traffic, a later one none."""
-    machine = {'machineType': plan.machine_type}
+    machine: Json = {'machineType': plan.machine_type}
     if plan.accelerator_type:
         machine['acceleratorType'] = plan.accelerator_type
         machine['acceleratorCount'] = plan.accelerator_count
-    deployed = {'model': model_name, 'displayName': plan.version,
+    deployed: Json = {'model': model_name, 'displayName': plan.version,
                 'dedicatedResources': {'machineSpec': machine,
                                        'minReplicaCount': plan.min_nodes,
                                        'maxReplicaCount': plan.max_nodes}}
@@ -240,20 +251,21 @@ def deploy_body(plan, model_name, first, access_logging=False):
         deployed['enableAccessLogging'] = True
     if plan.service_account:
         deployed['serviceAccount'] = plan.service_account
-    body = {'deployedModel': deployed}
+    body: Json = {'deployedModel': deployed}
     if first:
         body['trafficSplit'] = {'0': 100}
     return check('deploy', body)
 
 
-def undeploy_body(deployed_id, traffic_split=None):
-    body = {'deployedModelId': deployed_id}
+def undeploy_body(deployed_id: str, traffic_split: Optional[Mapping[str, int]] = None) -> Json:
+    """The `endpoints.undeployModel` body (`traffic_split`: what is left, if anything)."""
+    body: Json = {'deployedModelId': deployed_id}
     if traffic_split:
         body['trafficSplit'] = dict(traffic_split)
     return check('undeploy', body)
 
 
-def predict_body(values):
+def predict_body(values: Sequence[Any]) -> Json:
     """The `endpoints.predict` body, refused when Vertex AI would refuse its size."""
     body = check('predict', {'instances': list(values)})
     size = len(json.dumps(body, separators=(',', ':')).encode('utf-8'))
@@ -264,12 +276,12 @@ def predict_body(values):
     return body
 
 
-def version_display(model_display, version):
+def version_display(model_display: str, version: str) -> str:
     """How the Model Registry displays a version this tool uploaded: `MODEL/VERSION`."""
     return '%s/%s' % (model_display, version)
 
 
-def _display(model):
+def _display(model: str) -> str:
     """A model's display name: its name, or its endpoint's id when given by resource name."""
     parsed = parse_endpoint_name(model)
     return parsed['id'] if parsed else model
@@ -281,7 +293,8 @@ def _display(model):
 class VertexServing:
     """Endpoints, models and their operations in one region of one project."""
 
-    def __init__(self, project, region, credentials=None, http=None):
+    def __init__(self, project: str, region: str, credentials: Any = None,
+                 http: Optional[api.Http] = None) -> None:
         """Builds the `aiplatform v1` service from the bundled discovery document.
 
         Args:
@@ -295,60 +308,61 @@ class VertexServing:
                                   endpoint='https://%s-aiplatform.googleapis.com' % region)
 
     @property
-    def _locations(self):
+    def _locations(self) -> api.Service:
         return self._service.projects().locations()
 
-    def _endpoints(self):
+    def _endpoints(self) -> api.Service:
         return self._locations.endpoints()
 
-    def _models(self):
+    def _models(self) -> api.Service:
         return self._locations.models()
 
-    def execute(self, request, action, retry=True):
+    def execute(self, request: Request, action: str, retry: bool = True) -> Json:
+        """Sends `request` (`api.execute`: `action` names it in errors)."""
         return api.execute(request, action, 'aiplatform', self.project, retry=retry)
 
     # Unsent requests: printed by dry runs, sent by the calls below.
 
-    def create_endpoint_request(self, body):
+    def create_endpoint_request(self, body: Json) -> Request:
         return self._endpoints().create(parent=self.parent, body=body)
 
-    def list_models_request(self, filter_expr):
+    def list_models_request(self, filter_expr: str) -> Request:
         return self._models().list(parent=self.parent, pageSize=100, filter=filter_expr)
 
-    def list_endpoints_request(self, filter_expr=None):
-        kwargs = {'parent': self.parent, 'pageSize': 100}
+    def list_endpoints_request(self, filter_expr: Optional[str] = None) -> Request:
+        kwargs: Dict[str, Any] = {'parent': self.parent, 'pageSize': 100}
         if filter_expr:
             kwargs['filter'] = filter_expr
         return self._endpoints().list(**kwargs)
 
-    def upload_request(self, body):
+    def upload_request(self, body: Json) -> Request:
         return self._models().upload(parent=self.parent, body=body)
 
-    def deploy_request(self, endpoint_name, body):
+    def deploy_request(self, endpoint_name: str, body: Json) -> Request:
         return self._endpoints().deployModel(endpoint=endpoint_name, body=body)
 
-    def undeploy_request(self, endpoint_name, body):
+    def undeploy_request(self, endpoint_name: str, body: Json) -> Request:
         return self._endpoints().undeployModel(endpoint=endpoint_name, body=body)
 
-    def delete_model_request(self, name):
+    def delete_model_request(self, name: str) -> Request:
         return self._models().delete(name=name)
 
-    def delete_endpoint_request(self, name):
+    def delete_endpoint_request(self, name: str) -> Request:
         return self._endpoints().delete(name=name)
 
-    def predict_request(self, endpoint_name, body):
+    def predict_request(self, endpoint_name: str, body: Json) -> Request:
         return self._endpoints().predict(endpoint=endpoint_name, body=body)
 
-    def traffic_request(self, endpoint_name, split):
+    def traffic_request(self, endpoint_name: str, split: Mapping[str, int]) -> Request:
         body = check('endpoint', {'trafficSplit': dict(split)})
         return self._endpoints().patch(name=endpoint_name, body=body,
                                        updateMask='traffic_split')
 
     # Calls.
 
-    def list_endpoints(self, filter_expr=None):
+    def list_endpoints(self, filter_expr: Optional[str] = None) -> List[Json]:
         """Every endpoint of the region (matching `filter_expr`), all pages."""
-        endpoints = []
+        endpoints: List[Json] = []
         request = self.list_endpoints_request(filter_expr)
         while request is not None:
             response = self.execute(request, 'endpoints.list in %s' % self.parent)
@@ -356,9 +370,9 @@ class VertexServing:
             request = self._endpoints().list_next(request, response)
         return endpoints
 
-    def list_models(self, filter_expr):
+    def list_models(self, filter_expr: str) -> List[Json]:
         """Every model of the region matching `filter_expr`, all pages."""
-        models = []
+        models: List[Json] = []
         request = self.list_models_request(filter_expr)
         while request is not None:
             response = self.execute(request, 'models.list in %s' % self.parent)
@@ -366,20 +380,20 @@ class VertexServing:
             request = self._models().list_next(request, response)
         return models
 
-    def get_endpoint(self, name):
+    def get_endpoint(self, name: str) -> Json:
         return self.execute(self._endpoints().get(name=name), 'get %s' % name)
 
-    def get_model(self, name):
+    def get_model(self, name: str) -> Json:
         return self.execute(self._models().get(name=name), 'get %s' % name)
 
-    def get_operation(self, name):
+    def get_operation(self, name: str) -> Json:
         return self.execute(self._operations(name).get(name=name), 'get %s' % name)
 
-    def cancel_operation(self, name):
+    def cancel_operation(self, name: str) -> None:
         self.execute(self._operations(name).cancel(name=name), 'cancel %s' % name,
                      retry=False)
 
-    def _operations(self, name):
+    def _operations(self, name: str) -> api.Service:
         """An operation's collection: under its model, its endpoint or its location."""
         if '/models/' in name:
             return self._models().operations()
@@ -387,12 +401,13 @@ class VertexServing:
             return self._endpoints().operations()
         return self._locations.operations()
 
-    def start(self, request, action):
+    def start(self, request: Request, action: str) -> Json:
         """Sends a request that starts an operation (never retried); returns it."""
         return self.execute(request, action, retry=False)
 
-    def wait(self, operation, what, err, poll_interval=10.0, timeout=None,
-             clock=time.monotonic, sleep=time.sleep):
+    def wait(self, operation: Json, what: str, err: TextIO, poll_interval: float = 10.0,
+             timeout: Optional[float] = None, clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> Json:
         """Polls `operation` until it is done; returns its `response`.
 
         Progress goes to `err`: a line when it starts, when a deploy moves to
@@ -410,7 +425,8 @@ class VertexServing:
             err.write('%s: waiting for operation %s (%s)\n'
                       % (what, name, TYPICAL.get(kind, 'polled every %gs' % poll_interval)))
             err.flush()
-        stage = reported = None
+        stage: Optional[str] = None
+        reported: Optional[float] = None
         while not operation.get('done'):
             elapsed = clock() - start
             if elapsed > timeout:
@@ -435,7 +451,7 @@ class VertexServing:
         return operation.get('response') or {}
 
 
-def _duration(seconds):
+def _duration(seconds: float) -> str:
     seconds = int(seconds)
     return '%dm%02ds' % divmod(seconds, 60) if seconds >= 60 else '%ds' % seconds
 
@@ -443,7 +459,7 @@ def _duration(seconds):
 # ----------------------------------------------------------------- lookups
 
 
-def find_model(vertex, model):
+def find_model(vertex: VertexServing, model: str) -> Json:
     """The endpoint of model `model` (a display name or a full resource name).
 
     Only endpoints displayed exactly as `model` count, whatever the filter
@@ -469,13 +485,13 @@ def find_model(vertex, model):
     return found[0]
 
 
-def find_version(endpoint, version):
+def find_version(endpoint: Json, version: str) -> Json:
     """The deployed model of `version` on `endpoint` (by display name or id).
 
     Raises:
       UserInputError: no such version.
     """
-    deployed = endpoint.get('deployedModels') or []
+    deployed: List[Json] = endpoint.get('deployedModels') or []
     for candidate in deployed:
         if version in (candidate.get('displayName'), candidate.get('id')):
             return candidate
@@ -485,7 +501,8 @@ def find_version(endpoint, version):
         flag='VERSION')
 
 
-def undeployed_versions(vertex, endpoint, version=None):
+def undeployed_versions(vertex: VertexServing, endpoint: Json,
+                        version: Optional[str] = None) -> List[Json]:
     """Models this tool uploaded for `endpoint`'s model (for `version`, else any)
     that nothing deploys: what a deploy that failed after `--async`, or a roll
     back that could not finish, left in the Model Registry."""
@@ -496,18 +513,18 @@ def undeployed_versions(vertex, endpoint, version=None):
         (m.get('displayName') or '').startswith(prefix))]
 
 
-def traffic(endpoint, deployed):
+def traffic(endpoint: Json, deployed: Json) -> int:
     """The percentage of `endpoint`'s traffic `deployed` takes."""
     return int((endpoint.get('trafficSplit') or {}).get(deployed.get('id'), 0))
 
 
-def default_version(endpoint):
+def default_version(endpoint: Json) -> Optional[Json]:
     """The deployed model taking most of the endpoint's traffic, or None."""
     deployed = [d for d in endpoint.get('deployedModels') or [] if traffic(endpoint, d) > 0]
     return max(deployed, key=lambda d: traffic(endpoint, d)) if deployed else None
 
 
-def split_without(endpoint, deployed):
+def split_without(endpoint: Json, deployed: Json) -> Dict[str, int]:
     """The traffic split once `deployed` is gone: its share goes to the
     largest remaining one. Empty when no other deployed model takes traffic."""
     split = {k: int(v) for k, v in (endpoint.get('trafficSplit') or {}).items()
@@ -519,14 +536,15 @@ def split_without(endpoint, deployed):
     return split
 
 
-def access_logging(endpoint):
+def access_logging(endpoint: Json) -> bool:
+    """Whether `models create --enable-logging` asked for access logs on the endpoint."""
     return (endpoint.get('labels') or {}).get(ACCESS_LOGGING_LABEL) == 'true'
 
 
 # ------------------------------------------------------------------- views
 
 
-def machines_of(deployed):
+def machines_of(deployed: Json) -> Tuple[int, str]:
     """`(billed nodes at least, text)` of a deployed model's machines."""
     dedicated = deployed.get('dedicatedResources')
     if dedicated:
@@ -549,12 +567,13 @@ def machines_of(deployed):
     return 0, '?'
 
 
-def legacy_version(endpoint, deployed, model=None, project=None):
+def legacy_version(endpoint: Json, deployed: Json, model: Optional[Json] = None,
+                   project: Optional[str] = None) -> Json:
     """A deployed model as AI Platform's `Version` (`versions describe`), plus
     the Vertex AI names and what it costs (`project`: the id gcloud named)."""
     model = model or {}
     _, machine_text = machines_of(deployed)
-    record = {
+    record: Json = {
         'name': 'projects/%s/models/%s/versions/%s' % (
             project or _project_of(endpoint), endpoint.get('displayName', '?'),
             deployed.get('displayName') or deployed.get('id')),
@@ -576,7 +595,8 @@ def legacy_version(endpoint, deployed, model=None, project=None):
     return record
 
 
-def legacy_model(endpoint, models=None, project=None):
+def legacy_model(endpoint: Json, models: Optional[Mapping[str, Json]] = None,
+                 project: Optional[str] = None) -> Json:
     """An endpoint as AI Platform's `Model` (`models describe`/`list`), plus the
     Vertex AI endpoint and the machines its versions keep.
 
@@ -588,13 +608,15 @@ def legacy_model(endpoint, models=None, project=None):
     project = project or _project_of(endpoint)
     default = default_version(endpoint)
     deployed = endpoint.get('deployedModels') or []
-    record = {'name': 'projects/%s/models/%s' % (project, endpoint.get('displayName', '?'))}
+    record: Json = {'name': 'projects/%s/models/%s' % (project,
+                                                        endpoint.get('displayName', '?'))}
     if endpoint.get('description'):
         record['description'] = endpoint['description']
-    record['regions'] = [(parse_endpoint_name(endpoint.get('name')) or {}).get('region', '?')]
+    parsed = parse_endpoint_name(endpoint.get('name'))
+    record['regions'] = [parsed['region'] if parsed else '?']
     if default is not None:
         record['defaultVersion'] = legacy_version(endpoint, default,
-                                                  models.get(default.get('model')), project)
+                                                  models.get(default.get('model', '')), project)
     labels = {k: v for k, v in (endpoint.get('labels') or {}).items() if k not in MARK}
     if labels:
         record['labels'] = labels
@@ -606,15 +628,17 @@ def legacy_model(endpoint, models=None, project=None):
     return record
 
 
-def _project_of(endpoint):
-    return (parse_endpoint_name(endpoint.get('name')) or {}).get('project', '?')
+def _project_of(endpoint: Json) -> str:
+    parsed = parse_endpoint_name(endpoint.get('name'))
+    return parsed['project'] if parsed else '?'
 
 
 # --------------------------------------------------------- the other verbs
 
 
-def create_model(vertex, model, err, description=None, labels=None, access_logging_on=False,
-                 poll_interval=10.0):
+def create_model(vertex: VertexServing, model: str, err: TextIO,
+                 description: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+                 access_logging_on: bool = False, poll_interval: float = 10.0) -> Json:
     """`models create`: an endpoint named `model`, marked as this tool's.
 
     Raises:
@@ -631,14 +655,26 @@ def create_model(vertex, model, err, description=None, labels=None, access_loggi
     return vertex.wait(operation, 'create model %s' % model, err, poll_interval)
 
 
-def set_default(vertex, endpoint, version):
+def models_of(vertex: VertexServing, deployed: Sequence[Json]) -> Dict[str, Json]:
+    """{Vertex AI model name: model} of deployed models (a deleted one is left out)."""
+    found: Dict[str, Json] = {}
+    for item in deployed:
+        try:
+            found[item['model']] = vertex.get_model(item['model'])
+        except ApiError as e:
+            if e.status != 404:
+                raise
+    return found
+
+
+def set_default(vertex: VertexServing, endpoint: Json, version: str) -> Json:
     """`versions set-default`: all of the endpoint's traffic to `version`."""
     deployed = find_version(endpoint, version)
     return vertex.execute(vertex.traffic_request(endpoint['name'], {deployed['id']: 100}),
                           'set the traffic split of %s' % endpoint['name'])
 
 
-def predict(vertex, endpoint, version, body):
+def predict(vertex: VertexServing, endpoint: Json, version: Optional[str], body: Json) -> Json:
     """`predict --model M [--version V]`: the endpoint's `:predict`.
 
     Raises:

@@ -26,6 +26,7 @@ before it spends it at the table's rates. `labels` carry the run id billing
 exports group by, and the estimate, which `after_job` reads back beside the
 metered time (`startTime` to `endTime`) of a finished job.
 """
+import argparse
 import dataclasses
 import datetime
 import hashlib
@@ -33,15 +34,19 @@ import json
 import math
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import perf_model
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import pricing
+from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.plan import JobPlan
 
 # A vCPU of the cloud machine against a CPU of the machine that measured: N1
 # vCPUs are hyperthreads of cores older than this machine's (an assumption).
@@ -55,7 +60,8 @@ LABEL_RUN_ID = 'et-run-id'
 LABEL_COST = 'et-estimate-cents'
 LABEL_SECS = 'et-estimate-secs'
 LABEL_TABLE = 'et-price-table'
-CLUSTER_ROLES = ('chief', 'worker')
+# The roles that train (a global step is their batches).
+CLUSTER_ROLES = (roles.CHIEF, roles.WORKER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,8 +164,7 @@ def evidence_of(session: Mapping[str, Any], source: str) -> Optional[Evidence]:
         return None
     phases = session.get('phases') or {}
     cluster = session.get('cluster') or {}
-    tasks = sum(int(v) for k, v in cluster.items() if k in ('chief', 'master', 'worker', 'ps',
-                                                             'evaluator')) or 1
+    tasks = sum(int(v) for k, v in cluster.items() if k in cluster_lib.TASK_TYPES) or 1
     cpus = int((session.get('hardware') or {}).get('cpu_cores') or 1)
     share = cpus / tasks  # the CPUs one local task could have
     wall = float(session.get('wall_secs') or 0)
@@ -201,6 +206,11 @@ def rehearsal_key(module: Optional[str], args: Sequence[str]) -> str:
     flags without `--job-dir` (which names each job)."""
     kept = [a for a in args if not a.startswith('--job-dir')]
     return hashlib.sha256(json.dumps([module, kept]).encode()).hexdigest()[:16]
+
+
+def _rehearsal_key(plan: JobPlan) -> str:
+    """`rehearsal_key` of a plan: only a trainer of this project's rehearsals are kept."""
+    return rehearsal_key(plan.declared.module if plan.declared else None, plan.task_args())
 
 
 def rehearsals_dir(environ: Optional[Mapping[str, str]] = None) -> str:
@@ -295,11 +305,11 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
                    threads: Optional[float], batch: int) -> Tuple[Optional[Tuple[float, float]],
                                                                  str]:
     """(low, high) examples/sec of the training tasks together, and the model used."""
-    chief = pools['chief']
+    chief = pools[roles.CHIEF]
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
     vcpus = machines.shape(chief.machine_type)[0]
     single = _rate_range(cpu_per_example, vcpus, threads)
-    if trainers == 1 and 'ps' not in pools:
+    if trainers == 1 and roles.PS not in pools:
         return single, 'one machine'
     moved = work.traffic_bytes
     if moved is None:
@@ -310,18 +320,18 @@ def _cluster_rates(pools: Mapping[str, PoolSpec], work: Workload, cpu_per_exampl
         params = perf_model.Params(perf_model.FITTED.f_secs * spread,
                                    perf_model.FITTED.beta_secs_per_byte * spread)
         cores = (min(vcpus, threads) if threads else vcpus) * speed
-        if 'ps' in pools:
-            ps_vcpus = machines.shape(pools['ps'].machine_type)[0]
+        if roles.PS in pools:
+            ps_vcpus = machines.shape(pools[roles.PS].machine_type)[0]
             share = perf_model.PS_SHARE.get(work.model_key or '', 0.2)
             found = perf_model.predict_ps(batch, cpu_per_example, moved, share, params,
-                                          trainers, cores, ps_vcpus * speed * pools['ps'].replicas,
+                                          trainers, cores, ps_vcpus * speed * pools[roles.PS].replicas,
                                           perf_model.network_gbits(ps_vcpus))
             rates.append(found.examples_per_sec)
         else:
             rates.append(perf_model.predict_allreduce(batch, cpu_per_example, moved, params,
                                                       trainers, cores,
                                                       perf_model.network_gbits(vcpus)))
-    kind = ('parameter servers: %s' % perf_model.FITTED_SOURCE if 'ps' in pools else
+    kind = ('parameter servers: %s' % perf_model.FITTED_SOURCE if roles.PS in pools else
             'all-reduce: each worker\'s batch, the gradients over the VM network plus f (not '
             'fitted on all-reduce)')
     return (min(rates), max(rates)), kind
@@ -361,9 +371,9 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
     uses_gpus = any(p.accelerator_count for p in pools if p.role in CLUSTER_ROLES)
     if uses_gpus:
         source = 'unknown: GPU throughput is not modelled'
-    elif cpu and steps and batch and 'chief' in by_role:
+    elif cpu and steps and batch and roles.CHIEF in by_role:
         rates, kind = _cluster_rates(by_role, work, cpu, threads, batch)
-        if 'ps' not in by_role:  # all-reduce: a global step is every worker's batch
+        if roles.PS not in by_role:  # all-reduce: a global step is every worker's batch
             batch *= sum(by_role[r].replicas for r in CLUSTER_ROLES if r in by_role)
         if rates is None:
             source = 'unknown: %s' % kind
@@ -399,9 +409,9 @@ def _cheaper_shape(pools: Mapping[str, PoolSpec], prices: Sequence[PoolPrice],
     """One line when one machine of the chief's pool beats the cluster: the cluster is
     predicted slower, or dearer per example by more than the model's spread."""
     trainers = sum(pools[r].replicas for r in CLUSTER_ROLES if r in pools)
-    if trainers == 1 and 'ps' not in pools:
+    if trainers == 1 and roles.PS not in pools:
         return []
-    chief = pools['chief']
+    chief = pools[roles.CHIEF]
     alone = price_pool(table, region, dataclasses.replace(chief, replicas=1), spot)
     total = [p.usd_per_hour for p in prices]
     if alone.usd_per_hour is None or any(t is None for t in total):
@@ -536,7 +546,7 @@ def job_pools(job: Mapping[str, Any]) -> List[PoolSpec]:
         machine = (pool or {}).get('machineSpec')
         if not machine:
             continue
-        found.append(PoolSpec(('chief', 'worker', 'ps', 'evaluator')[min(index, 3)],
+        found.append(PoolSpec(roles.NAMES[min(index, len(roles.NAMES) - 1)],
                               int(pool.get('replicaCount') or 1), machine['machineType'],
                               machine.get('acceleratorType'),
                               int(machine.get('acceleratorCount') or 0)))
@@ -581,19 +591,15 @@ def after_job(job: Mapping[str, Any], table: pricing.PriceTable,
 # ------------------------------------------------------- the pipeline's one call
 
 
-def pool_specs(pools: Sequence[Any]) -> List[PoolSpec]:
+def pool_specs(pools: Sequence[configs.Pool]) -> List[PoolSpec]:
     """`configs.Pool`s as priced."""
-    return [PoolSpec(p.role, p.replica_count, p.machine_type, p.accelerator_type,
+    return [PoolSpec(p.role.name, p.replica_count, p.machine_type, p.accelerator_type,
                      p.accelerator_count) for p in pools]
 
 
-def _secs(duration: str) -> float:
-    return float(duration[:-1])
-
-
-def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from: Optional[str],
-             environ: Mapping[str, str], err: Any, today: Optional[datetime.date] = None
-             ) -> Tuple[Any, Estimate]:
+def for_plan(plan: JobPlan, parsed: Optional[argparse.Namespace], max_cost: Optional[float],
+             throughput_from: Optional[str], environ: Mapping[str, str], err: TextIO,
+             today: Optional[datetime.date] = None) -> Tuple[JobPlan, Estimate]:
     """Prints the estimate of `plan` (a `plan.JobPlan`) and returns it with the plan to
     run: labelled with a run id and the estimate, and with a budget (`max_cost`, else
     `budget.maxCostUsd`) refused above it or bounded by `scheduling.timeout`.
@@ -605,31 +611,30 @@ def for_plan(plan: Any, parsed: Any, max_cost: Optional[float], throughput_from:
     table = pricing.load(environ, warn=lambda text: err.write('warning: %s\n' % text))
     trainer = plan.declared.name if plan.declared else None
     evidence = (read_evidence(throughput_from) if throughput_from else
-                remembered(rehearsal_key(plan.program.module, plan.task_args()), environ))
+                remembered(_rehearsal_key(plan), environ))
     config = plan.config
-    hp = config.hyperparameters or {}
+    hp = config.hyperparameters
     found = make(pool_specs(config.pools), plan.region,
-                 config.scheduling.get('strategy') == 'SPOT', workload(trainer, parsed), table,
+                 config.scheduling.strategy == configs.SPOT, workload(trainer, parsed), table,
                  evidence, today)
-    if config.is_tuning:
-        found = trials(found, int(hp['maxTrials']), int(hp['maxParallelTrials']))
+    if hp is not None:
+        found = trials(found, hp.max_trials, hp.max_parallel_trials)
     for line in lines(found):
         err.write(line + '\n')
-    scheduling = dict(config.scheduling)
+    scheduling = config.scheduling
     budget = max_cost if max_cost is not None else config.max_cost_usd
     if budget is not None:
         flag = '--max-cost' if max_cost is not None else 'budget.maxCostUsd'
         check_budget(found, budget, flag)
         # A tuning job's timeout bounds each trial: all of them within the budget.
-        share = (budget * int(hp['maxParallelTrials']) / int(hp['maxTrials'])
-                 if config.is_tuning else budget)
+        share = budget * hp.max_parallel_trials / hp.max_trials if hp is not None else budget
         timeout = budget_timeout(found, share)
-        if timeout and ('timeout' not in scheduling or
-                        _secs(timeout) < _secs(scheduling['timeout'])):
-            scheduling['timeout'] = timeout
+        if timeout and (scheduling.timeout_secs is None or
+                        float(timeout[:-1]) < scheduling.timeout_secs):
+            scheduling = dataclasses.replace(scheduling, timeout=timeout)
             err.write('note: %s %.2f: scheduling.timeout %s, the time %s at %s/h\n' % (
                 flag, budget, timeout, 'each of the %d trials may take to spend its share'
-                % int(hp['maxTrials']) if config.is_tuning else 'the job takes to spend it',
+                % hp.max_trials if hp is not None else 'the job takes to spend it',
                 _usd(found.usd_per_hour)))
     added = labels(found, run_id(plan.name))
     if len(config.labels) + len(added) > 64:
@@ -656,7 +661,7 @@ def trials(found: Estimate, max_trials: int, parallel: int) -> Estimate:
                                          'time)' % (max_trials, parallel, waves),))
 
 
-def keep_rehearsal(plan: Any, err: Any, environ: Mapping[str, str],
+def keep_rehearsal(plan: JobPlan, err: TextIO, environ: Mapping[str, str],
                    job_dir: Optional[str] = None) -> None:
     """After a rehearsal passed: keeps its run record's measurements for the
     estimates of the same job (`remembered`), when its job-dir is on this machine
@@ -673,7 +678,7 @@ def keep_rehearsal(plan: Any, err: Any, environ: Mapping[str, str],
     except UserInputError as e:
         err.write('note: the rehearsal\'s measurements are not kept: %s\n' % e)
         return
-    path = remember(rehearsal_key(plan.program.module, plan.task_args()), evidence, environ)
+    path = remember(_rehearsal_key(plan), evidence, environ)
     err.write('note: the rehearsal\'s measurements are kept for this job\'s estimates (%s)\n'
               % path)
 

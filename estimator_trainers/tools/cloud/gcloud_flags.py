@@ -370,7 +370,8 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
         raise UserInputError('--module-name is required with --package-path or --packages '
                              '(the module the job runs, e.g. trainer.task)',
                              flag='--module-name')
-    images = front['images']
+    present = {pool.role.name for pool in config.pools}
+    images = {role: image for role, image in front['images'].items() if role in present}
     if not module and CHIEF not in images:
         raise UserInputError('nothing to run: give --package-path (or --packages) with '
                              '--module-name, or --master-image-uri for a container',
@@ -382,7 +383,8 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
                                    packages=packages, declared=declared,
                                    unpinned=tuple(unpinned))
     else:
-        program = plan_lib.Container(commands=front['commands'])
+        program = plan_lib.Container(commands={
+            role: command for role, command in front['commands'].items() if role in present})
         if unpinned:
             raise UserInputError('--unpin goes with a package (--package-path or '
                                  '--packages): your containers install what they need',
@@ -534,9 +536,8 @@ def runtime_version(text):
 
 def _version_warnings(config, images, primary):
     """The one line each for --runtime-version and --python-version (MAPPED)."""
-    ti = config.training_input
-    runtime = runtime_version(ti.get('runtimeVersion'))
-    python = ti.get('pythonVersion')
+    runtime = runtime_version(config.runtime_version)
+    python = config.python_version
     own_image = images.get(CHIEF) and not images[CHIEF].startswith(
         plan_lib.PREBUILT_IMAGE_PREFIX)
     if python is not None:
@@ -549,7 +550,7 @@ def _version_warnings(config, images, primary):
                                  % python, flag='--python-version')
     if runtime is not None and own_image:
         yield ('--runtime-version %s: ignored: the pools run your container %s, '
-               'which has its own TensorFlow' % (ti['runtimeVersion'], images[CHIEF]))
+               'which has its own TensorFlow' % (config.runtime_version, images[CHIEF]))
     elif runtime is not None:
         if runtime[0] < 2:
             differs = ('tf.contrib is gone, tf.compat.v1 and tf.estimator are there '
@@ -560,7 +561,7 @@ def _version_warnings(config, images, primary):
                  if primary == MASTER else '')
         yield ('--runtime-version %s: Vertex AI has no AI Platform runtimes; the '
                'job runs TensorFlow %s (%s): %s%s'
-               % (ti['runtimeVersion'], IMAGE_TENSORFLOW if not images.get(CHIEF) else '2.15',
+               % (config.runtime_version, IMAGE_TENSORFLOW if not images.get(CHIEF) else '2.15',
                   images.get(CHIEF) or "this project's image", differs, named))
     if python is not None and str(python).strip() != IMAGE_PYTHON and not own_image:
         yield ('--python-version %s: the job runs Python %s (%s)'
@@ -570,12 +571,11 @@ def _version_warnings(config, images, primary):
 
 def _legacy_primary(config, module, images):
     """What AI Platform named pool 0 in TF_CONFIG for this job."""
-    ti = config.training_input
-    if ti.get('useChiefInTfConfig'):
+    if config.use_chief_in_tf_config:
         return CHIEF
     if images.get(CHIEF) and not images[CHIEF].startswith(plan_lib.PREBUILT_IMAGE_PREFIX):
         return MASTER
-    runtime = runtime_version(ti.get('runtimeVersion'))
+    runtime = runtime_version(config.runtime_version)
     return MASTER if runtime is not None and runtime < (2, 1) else CHIEF
 
 

@@ -26,10 +26,11 @@ def problem(uri: object) -> Optional[str]:
     """What is wrong with `uri` as a gs:// file, directory or glob, or None."""
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
         return NOT_GCS
-    return gcs.path_problem(uri)
+    found: Optional[str] = gcs.path_problem(uri)
+    return found
 
 
-def directory(text, what):
+def directory(text: str, what: str) -> str:
     """`text` checked as a gs:// directory and without trailing slashes.
 
     Args:
@@ -44,7 +45,7 @@ def directory(text, what):
     return text.rstrip('/')
 
 
-def parse_bucket(text, what='--bucket'):
+def parse_bucket(text: str, what: str = '--bucket') -> str:
     """`gs://bucket[/prefix]` or `bucket[/prefix]` -> normalised `gs://bucket[/prefix]`."""
     uri = text if '://' in text else SCHEME + text.lstrip('/')
     reason = problem(uri)

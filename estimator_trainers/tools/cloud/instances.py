@@ -12,7 +12,7 @@
 import dataclasses
 import json
 import sys
-from typing import Tuple
+from typing import Any, BinaryIO, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -43,7 +43,7 @@ class Instances:
       by_line: instance i is on line i + 1 (instances files), else it is
         instance i + 1 of a request body.
     """
-    values: Tuple
+    values: Tuple[Any, ...]
     source: str
     by_line: bool
 
@@ -52,7 +52,8 @@ class Instances:
         return '%s %s %d' % (self.source, 'line' if self.by_line else 'instance', i + 1)
 
 
-def read(flag, path, limit=None, stdin=None):
+def read(flag: str, path: str, limit: Optional[int] = None,
+         stdin: Optional[BinaryIO] = None) -> 'Instances':
     """The instances of the file `flag` names (`-`: standard input).
 
     Args:
@@ -78,7 +79,7 @@ def read(flag, path, limit=None, stdin=None):
             raise UserInputError('%s: "instances" must be a list' % source, flag=flag)
         values = tuple(body['instances'])
     else:
-        values = []
+        read: List[Any] = []
         lines = text.split('\n')
         if lines and lines[-1] == '':
             lines.pop()  # the final newline
@@ -88,9 +89,9 @@ def read(flag, path, limit=None, stdin=None):
             if not line:
                 raise UserInputError('%s: empty line (gcloud refused them too; an instance '
                                      'per line)' % where, flag=flag)
-            values.append(user_files.parse_json(line, where, LOCAL_LIMITS)
+            read.append(user_files.parse_json(line, where, LOCAL_LIMITS)
                           if flag == JSON_INSTANCES else line)
-        values = tuple(values)
+        values = tuple(read)
     if not values:
         raise UserInputError('%s: no instances' % source, flag=flag)
     if limit is not None and len(values) > limit:
@@ -99,7 +100,7 @@ def read(flag, path, limit=None, stdin=None):
     return Instances(values, source, flag != JSON_REQUEST)
 
 
-def _check_values(raw, flag, source):
+def _check_values(raw: bytes, flag: str, source: str) -> None:
     """Refuses an instance (a line, or the request body) that shows more values than
     `LOCAL_LIMITS`, in the bytes as read: before anything is decoded, split or
     parsed (a 30 MB line took seconds and a gigabyte to refuse)."""
@@ -117,9 +118,10 @@ def _check_values(raw, flag, source):
         start, number = end + 1, number + 1
 
 
-def _read_bytes(path, source, flag, stdin):
+def _read_bytes(path: str, source: str, flag: str, stdin: Optional[BinaryIO]) -> bytes:
     if path != '-':
-        return user_files.read_bytes(path, source, LOCAL_LIMITS, flag)
+        data: bytes = user_files.read_bytes(path, source, LOCAL_LIMITS, flag)
+        return data
     stream = stdin if stdin is not None else sys.stdin.buffer
     data = stream.read(LOCAL_LIMITS.bytes + 1)
     if len(data) > LOCAL_LIMITS.bytes:
@@ -128,13 +130,13 @@ def _read_bytes(path, source, flag, stdin):
     return data
 
 
-def render(response, fmt='table'):
+def render(response: Mapping[str, Any], fmt: str = 'table') -> str:
     """A prediction response (`{"predictions": [...]}`) as gcloud printed it (`fmt`:
     one of `FORMATS`)."""
     if fmt == 'json':
         return json.dumps(response, indent=2, sort_keys=True) + '\n'
     if fmt == 'yaml':
-        return yaml.safe_dump(response, sort_keys=True)
+        return str(yaml.safe_dump(dict(response), sort_keys=True))
     predictions = response.get('predictions')
     if not isinstance(predictions, list):
         return json.dumps(response, indent=2, sort_keys=True) + '\n'
@@ -148,14 +150,14 @@ def render(response, fmt='table'):
                   for p in predictions])
 
 
-def table(header, rows):
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns left-aligned, two spaces apart, as gcloud's table printer."""
     widths = [max(len(text) for text in column) for column in zip(header, *rows)]
     return ''.join('  '.join(text.ljust(width) for text, width in zip(row, widths)).rstrip()
-                   + '\n' for row in [header] + rows)
+                   + '\n' for row in [header, *rows])
 
 
-def _cell(value):
+def _cell(value: Any) -> str:
     if value is None:
         return ''
     if isinstance(value, str):

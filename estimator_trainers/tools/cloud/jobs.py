@@ -15,6 +15,7 @@ from estimator_trainers import errors
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.google_api import ApiError
 from estimator_trainers.tools.cloud import api
+from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud.plan import CUSTOM_JOBS, TUNING_JOBS
@@ -33,9 +34,6 @@ SUCCEEDED = 'JOB_STATE_SUCCEEDED'
 FINAL_STATES = (SUCCEEDED, 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED',
                 'JOB_STATE_EXPIRED', 'JOB_STATE_PARTIALLY_SUCCEEDED')
 
-_JOB_NAME_RE = re.compile(
-    r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
-    r'(?P<collection>customJobs|hyperparameterTuningJobs)/(?P<id>[^/]+)')
 
 def endpoint(region):
     """Regional Vertex AI endpoint (the scheme is required by client_options)."""
@@ -43,9 +41,8 @@ def endpoint(region):
 
 
 def parse_job_name(name):
-    """`projects/P/locations/R/<collection>/ID` -> match dict, or None."""
-    match = _JOB_NAME_RE.fullmatch(name)
-    return match.groupdict() if match else None
+    """`projects/P/locations/R/<collection>/ID` -> its parts, or None."""
+    return location.parse_name(name, location.TRAINING)
 
 
 # ---------------------------------------------------------------- bodies
@@ -71,15 +68,16 @@ def tuning_job_body(plan):
     trainers default to it.
     """
     hp = plan.config.hyperparameters
+    assert hp is not None, 'a tuning job has a study'
     body = {
         'displayName': plan.name,
         'studySpec': study_spec(hp),
-        'maxTrialCount': hp['maxTrials'],
-        'parallelTrialCount': hp['maxParallelTrials'],
+        'maxTrialCount': hp.max_trials,
+        'parallelTrialCount': hp.max_parallel_trials,
         'trialJobSpec': _job_spec(plan, job_dir_flag=False),
     }
-    if 'maxFailedTrials' in hp:
-        body['maxFailedTrialCount'] = hp['maxFailedTrials']
+    if hp.max_failed_trials is not None:
+        body['maxFailedTrialCount'] = hp.max_failed_trials
     return _with_labels_and_key(body, plan)
 
 
@@ -92,29 +90,28 @@ def _with_labels_and_key(body, plan):
 
 
 def study_spec(hp):
-    """Legacy `hyperparameters` -> Vertex `StudySpec`."""
-    spec = {'metrics': [{'metricId': hp['hyperparameterMetricTag'], 'goal': hp['goal']}],
-            'parameters': [_parameter_spec(p) for p in hp['params']]}
-    if hp['algorithm'] != 'ALGORITHM_UNSPECIFIED':
-        spec['algorithm'] = hp['algorithm']
+    """A study (`configs.Hyperparameters`) -> Vertex `StudySpec`."""
+    spec = {'metrics': [{'metricId': hp.metric_tag, 'goal': hp.goal}],
+            'parameters': [_parameter_spec(p) for p in hp.params]}
+    if hp.algorithm != 'ALGORITHM_UNSPECIFIED':
+        spec['algorithm'] = hp.algorithm
     return spec
 
 
 def _parameter_spec(param):
-    spec = {'parameterId': param['parameterName']}
-    kind = param['type']
-    if kind == 'DOUBLE':
-        spec['doubleValueSpec'] = {'minValue': float(param['minValue']),
-                                   'maxValue': float(param['maxValue'])}
-    elif kind == 'INTEGER':
-        spec['integerValueSpec'] = {'minValue': str(int(param['minValue'])),
-                                    'maxValue': str(int(param['maxValue']))}
-    elif kind == 'CATEGORICAL':
-        spec['categoricalValueSpec'] = {'values': list(param['categoricalValues'])}
+    spec = {'parameterId': param.name}
+    if param.type == 'DOUBLE':
+        spec['doubleValueSpec'] = {'minValue': float(param.min_value),
+                                   'maxValue': float(param.max_value)}
+    elif param.type == 'INTEGER':
+        spec['integerValueSpec'] = {'minValue': str(int(param.min_value)),
+                                    'maxValue': str(int(param.max_value))}
+    elif param.type == 'CATEGORICAL':
+        spec['categoricalValueSpec'] = {'values': list(param.categorical_values)}
     else:
-        spec['discreteValueSpec'] = {'values': [float(v) for v in param['discreteValues']]}
-    if param.get('scaleType', 'NONE') != 'NONE':
-        spec['scaleType'] = param['scaleType']
+        spec['discreteValueSpec'] = {'values': [float(v) for v in param.discrete_values]}
+    if param.scale_type not in (None, 'NONE'):
+        spec['scaleType'] = param.scale_type
     return spec
 
 
@@ -127,8 +124,8 @@ def _job_spec(plan, job_dir_flag):
         spec['baseOutputDirectory'] = {'outputUriPrefix': plan.job_dir}
     if plan.enable_web_access:
         spec['enableWebAccess'] = True
-    if config.scheduling:
-        spec['scheduling'] = dict(config.scheduling)
+    if config.scheduling.as_json():
+        spec['scheduling'] = config.scheduling.as_json()
     if config.service_account:
         spec['serviceAccount'] = config.service_account
     if config.network:
@@ -164,11 +161,10 @@ def tensorboard(plan):
 
 def worker_pool_specs(plan, job_dir_flag):
     """Pools in `roles` order; a missing role below a present one is `{}`."""
-    present = {pool.role: pool for pool in plan.config.pools}
-    last = max(roles.role(name).pool for name in present)
+    last = plan.config.pools[-1].role.pool
     specs = []
     for role in roles.ROLES[:last + 1]:
-        pool = present.get(role.name)
+        pool = plan.config.pool(role.name)
         if pool is None:
             specs.append({})
             continue

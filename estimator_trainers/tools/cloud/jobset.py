@@ -61,14 +61,14 @@ def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
         set), a label Kubernetes refuses.
     """
     k8s.check_plan(plan, TARGET)
-    if isinstance(plan.program, plan_lib.Container):
+    if not plan.program.derives_tf_config():
         raise UserInputError('--target jobset runs this project\'s image: a container\'s own '
                              'entrypoint would look for the TF_CONFIG that JobSet does not set '
                              '(this project\'s trainers and bootstrap derive it); use --target '
                              'tfjob', flag='--target')
     name = k8s.resource_name(plan, TARGET)
     labels, notes = k8s.labels(plan)
-    pools = {pool.role: pool for pool in plan.config.pools}
+    pools = {pool.role.name: pool for pool in plan.config.pools}
     deadline = k8s.deadline_secs(plan)
     env = replicas.jobset_env({role: pool.replica_count for role, pool in pools.items()})
     replicated_jobs: List[k8s.Object] = []

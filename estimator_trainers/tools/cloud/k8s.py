@@ -46,7 +46,6 @@ from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import replicas
-from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud.configs import Pool
 from estimator_trainers.tools.cloud.plan import JobPlan
 
@@ -115,7 +114,7 @@ _Dumper.add_representer(list, lambda dumper, items: dumper.represent_sequence(
 def longest_pod_name(plan: JobPlan, target: Target, name: str) -> str:
     """The longest pod name `target`'s controllers make of `name` for the
     plan's roles and replica counts (the last pod of the longest role)."""
-    return max((POD_NAMES[target] % (name, roles.role(pool.role).kubernetes.lower(),
+    return max((POD_NAMES[target] % (name, pool.role.kubernetes.lower(),
                                      pool.replica_count - 1)
                 for pool in plan.config.pools), key=len)
 
@@ -166,7 +165,7 @@ def check_plan(plan: JobPlan, target: Target) -> None:
       UserInputError: a pool without an image (`--image-uri`), or a tuning
         config (Vertex AI only).
     """
-    if any(plan.image_for(pool.role) is None for pool in plan.config.pools):
+    if any(plan.image_for(pool.role.name) is None for pool in plan.config.pools):
         raise UserInputError('--target %s needs --image-uri (a container built from '
                              'Dockerfile and pushed where the cluster can pull it)' % target,
                              flag='--image-uri')
@@ -248,9 +247,9 @@ def resources(pool: Pool) -> Object:
 def node_selector(plan: JobPlan, pool: Pool) -> Optional[Dict[str, str]]:
     """GKE's node labels for a pool's GPU type and for Spot VMs, or None."""
     selector = {}
-    if pool.accelerator_count:
+    if pool.accelerator_type:
         selector[GKE_ACCELERATOR_LABEL] = machines.GKE_ACCELERATORS[pool.accelerator_type]
-    if plan.config.scheduling.get('strategy') == configs.SPOT:
+    if plan.config.scheduling.strategy == configs.SPOT:
         selector[GKE_SPOT_LABEL] = 'true'
     return selector or None
 
@@ -258,7 +257,7 @@ def node_selector(plan: JobPlan, pool: Pool) -> Optional[Dict[str, str]]:
 def container(plan: JobPlan, pool: Pool, port_name: str,
               env: Optional[List[Object]] = None) -> Object:
     """The one container of a pool's pods: what `plan.launch` runs, its size and port."""
-    launch = plan.launch(pool.role)
+    launch = plan.launch(pool.role.name)
     spec: Object = {'name': CONTAINER, 'image': launch.image}
     if launch.command:
         spec['command'] = list(launch.command)
@@ -285,13 +284,13 @@ def pod_template(plan: JobPlan, pool: Pool, container_spec: Object,
 
 def restarts(plan: JobPlan) -> int:
     """How often a failing job is restarted: `RESTARTS`, none with `disableRetries`."""
-    return 0 if plan.config.scheduling.get('disableRetries') else RESTARTS
+    return 0 if plan.config.scheduling.disable_retries else RESTARTS
 
 
 def deadline_secs(plan: JobPlan) -> Optional[int]:
     """`maxRunningTime` in whole seconds (`activeDeadlineSeconds`), or None."""
-    timeout = plan.config.scheduling.get('timeout')
-    return math.ceil(float(timeout[:-1])) if timeout else None
+    timeout = plan.config.scheduling.timeout_secs
+    return math.ceil(timeout) if timeout is not None else None
 
 
 def non_retryable_exit_codes() -> List[int]:
@@ -320,10 +319,9 @@ def not_applied(plan: JobPlan, target: Target,
     Args:
       also: `(setting, why)` pairs the target adds.
     """
-    ti = plan.config.training_input
-    scheduling = plan.config.scheduling
+    config = plan.config
     found = list(also)
-    if 'maxWaitDuration' in scheduling or scheduling.get('strategy') == configs.FLEX_START:
+    if config.scheduling.max_wait_duration or config.scheduling.strategy == configs.FLEX_START:
         found.append(('scheduling.strategy FLEX_START and maxWaitTime',
                       'queueing is the cluster\'s (Kueue, GKE\'s Dynamic Workload Scheduler)'))
     if plan.config.service_account:
@@ -334,8 +332,9 @@ def not_applied(plan: JobPlan, target: Target,
         found.append(('trainingInput.network', 'pods are on the cluster\'s network'))
     if any(pool.boot_disk for pool in plan.config.pools):
         found.append(('diskConfig', 'boot disks are the node pool\'s'))
-    for field in ('region', 'runtimeVersion', 'pythonVersion'):
-        if field in ti:
+    for field, value in (('region', config.region), ('runtimeVersion', config.runtime_version),
+                         ('pythonVersion', config.python_version)):
+        if value is not None:
             found.append(('trainingInput.%s' % field, 'the cluster\'s and the image\'s'))
     if plan.tensorboard_name:
         found.append(('tensorboard', 'Vertex AI only: point TensorBoard at the job-dir'))

@@ -22,21 +22,14 @@ import dataclasses
 import enum
 import os
 import re
-from typing import Any, Mapping, Optional, TextIO
+from typing import Dict, Final, Mapping, Optional, TextIO, Tuple, TypedDict
 
-import google.auth
-from google.auth import exceptions as auth_exceptions
-
-from estimator_trainers import google_api
-from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools.cloud import api
-from estimator_trainers.tools.cloud import endpoints
 from estimator_trainers.tools.cloud import gcloud_config
-from estimator_trainers.tools.cloud import jobs
 
+# The environment a command reads its settings from.
+Environ = Mapping[str, str]
 DEFAULT_REGION = 'us-central1'
-CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
 # This project's own variables (docs/cloud.md), after gcloud's.
 PROJECT_VAR = 'PROJECT_ID'
 REGION_VAR = 'REGION'
@@ -57,8 +50,23 @@ class Scope(enum.Enum):
     SERVING = gcloud_config.AI_PLATFORM_REGION
 
 
-TRAINING = Scope.TRAINING
-SERVING = Scope.SERVING
+TRAINING: Final = Scope.TRAINING
+SERVING: Final = Scope.SERVING
+
+
+class ResourceName(TypedDict):
+    """The parts of a full resource name (`parse_name`)."""
+    project: str
+    region: str
+    collection: str
+    id: str
+
+
+_NAME_RES: Dict[Scope, 're.Pattern[str]'] = {
+    scope: re.compile(r'projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/'
+                      r'(?P<collection>%s)/(?P<id>[^/]+)' % collections)
+    for scope, collections in ((TRAINING, 'customJobs|hyperparameterTuningJobs'),
+                               (SERVING, 'endpoints'))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,62 +201,6 @@ PROJECT_HELP = ('Google Cloud project (default: CLOUDSDK_CORE_PROJECT, else PROJ
                 'Credentials\' project).')
 
 
-class Backend:
-    """Where credentials and API clients come from; tests pass their own."""
-
-    def credentials(self):
-        """Application Default Credentials and their project (maybe None)."""
-        try:
-            return google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        except auth_exceptions.DefaultCredentialsError as e:
-            raise UserInputError(
-                'no usable Application Default Credentials (%s): run `gcloud auth '
-                'application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS '
-                'to a service account key file' % _credentials_reason(e)) from None
-        except Exception as e:  # pylint: disable=broad-except
-            # A malformed key fails in whichever parser reads it (ValueError,
-            # PyAsn1Error, ...), whose message may quote the key: name the
-            # file and the error type only.
-            raise UserInputError(
-                '%s: not a usable service account key (%s while reading it); '
-                'download a new key or unset GOOGLE_APPLICATION_CREDENTIALS to use '
-                '`gcloud auth application-default login`'
-                % (_credentials_source(), type(e).__name__)) from None
-
-    def transport(self, credentials):
-        """The transport every API call goes through (tests record it)."""
-        return api.authorized_http(credentials)
-
-    def service(self, api_name, version, credentials):
-        """A discovery service (`api.build`) on `transport`."""
-        return api.build(api_name, version, self.transport(credentials))
-
-    def vertex(self, project, region, credentials):
-        return jobs.VertexJobs(project, region, http=self.transport(credentials))
-
-    def serving(self, project, region, credentials):
-        """The Vertex AI endpoints and models client (`endpoints.VertexServing`)."""
-        return endpoints.VertexServing(project, region, http=self.transport(credentials))
-
-    def storage(self, project, credentials):
-        """The google-cloud-storage client of every storage call (`google_api.storage_client`)."""
-        return google_api.storage_client(project, credentials)
-
-
-def _credentials_source():
-    path = os.environ.get('GOOGLE_APPLICATION_CREDENTIALS')
-    return ('GOOGLE_APPLICATION_CREDENTIALS=%s' % path if path else
-            'the Application Default Credentials file')
-
-
-def _credentials_reason(error):
-    """A DefaultCredentialsError's own sentence, without the wrapped cause
-    (whose text may quote the key)."""
-    text = error.args[0] if error.args and isinstance(error.args[0], str) else ''
-    return '%s: %s' % (_credentials_source(), first_line(text)) if text else \
-        _credentials_source()
-
-
 def project_id(flag: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
                adc_project: Optional[str] = None) -> str:
     """The project by the rule (`Settings.project`)."""
@@ -270,45 +222,28 @@ def region_name(text: str) -> str:
     return text
 
 
-def connect(backend: Backend, job_ref: Optional[str] = None,
-            project_flag: Optional[str] = None, region_flag: Optional[str] = None,
-            environ: Optional[Mapping[str, str]] = None,
-            err: Optional[TextIO] = None) -> tuple[Any, Any, Optional[str]]:
-    """`(vertex client, credentials, job resource name or None)` for the job commands.
+def parse_name(name: Optional[str], scope: Scope) -> Optional[ResourceName]:
+    """The parts of a full resource name of `scope`'s resources (a training job:
+    `projects/P/locations/R/customJobs/ID` or `.../hyperparameterTuningJobs/ID`;
+    a model's endpoint: `projects/P/locations/R/endpoints/ID`), or None."""
+    match = _NAME_RES[scope].fullmatch(name or '')
+    if not match:
+        return None
+    return ResourceName(project=match['project'], region=match['region'],
+                        collection=match['collection'], id=match['id'])
 
-    A full resource name (`projects/P/locations/R/customJobs/ID`) names its own
-    project and region; a numeric id or a display name is looked up in the
-    project and region of the rule (training's), which `err` hears of (`note`).
+
+def resolve(name: Optional[str], scope: Scope, project_flag: Optional[str],
+            region_flag: Optional[str], environ: Optional[Environ],
+            err: Optional[TextIO] = None, adc_project: Optional[str] = None
+            ) -> Tuple[str, str]:
+    """`(project, region)` of a command: those a full resource name of `scope`
+    names (`parse_name`), else the rule's (with its note on `err`).
+
+    Raises:
+      UserInputError: the rule finds no project, or a value that is none.
     """
-    credentials, adc_project = backend.credentials()
-    project, region = resolve(jobs.parse_job_name(job_ref or ''), project_flag, region_flag,
-                              environ, TRAINING, err, adc_project)
-    vertex = backend.vertex(project, region, credentials)
-    return vertex, credentials, vertex.resolve(job_ref) if job_ref else None
-
-
-def connect_serving(backend: Backend, model_ref: Optional[str] = None,
-                    project_flag: Optional[str] = None, region_flag: Optional[str] = None,
-                    environ: Optional[Mapping[str, str]] = None,
-                    err: Optional[TextIO] = None) -> tuple[Any, Any]:
-    """`(endpoints client, credentials)` for the serving commands.
-
-    A model given by its endpoint's full resource name
-    (`projects/P/locations/R/endpoints/ID`) names its own project and region;
-    else the rule (serving's) decides, and `err` hears where from (`note`).
-    """
-    credentials, adc_project = backend.credentials()
-    project, region = resolve(endpoints.parse_endpoint_name(model_ref or ''), project_flag,
-                              region_flag, environ, SERVING, err, adc_project)
-    return backend.serving(project, region, credentials), credentials
-
-
-def resolve(parsed: Optional[Mapping[str, str]], project_flag: Optional[str],
-            region_flag: Optional[str], environ: Optional[Mapping[str, str]],
-            scope: Scope, err: Optional[TextIO] = None,
-            adc_project: Optional[str] = None) -> tuple[str, str]:
-    """`(project, region)`: a parsed resource name's, else the rule's (with its
-    note on `err`)."""
+    parsed = parse_name(name, scope)
     if parsed:
         return parsed['project'], parsed['region']
     settings = Settings(os.environ if environ is None else environ, scope)
@@ -318,4 +253,3 @@ def resolve(parsed: Optional[Mapping[str, str]], project_flag: Optional[str],
     if said and err is not None:
         err.write('note: %s\n' % said)
     return project.value, region.value
-

@@ -11,12 +11,18 @@ job's error message last when it failed.
 """
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Set
+from typing import TextIO, Tuple
 
 from estimator_trainers import errors
 from estimator_trainers.tools.cloud import api
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import schema
+from estimator_trainers.tools.cloud.api import Json, Service
+
+if TYPE_CHECKING:  # the backend imports the clients this module reads with
+    from estimator_trainers.tools.cloud.backend import Backend, Credentials
 
 PAGE_SIZE = 1000
 # Entries reach Cloud Logging a few seconds after they are written: after the
@@ -25,7 +31,8 @@ FINAL_GRACE_SECS = 10
 
 
 
-def log_filter(job_id, since=None, task_name=None):
+def log_filter(job_id: str, since: Optional[str] = None, task_name: Optional[str] = None
+               ) -> str:
     """The Cloud Logging filter for a job's replica entries (from `since` on;
     one replica's only with `task_name`, e.g. `workerpool0-0`)."""
     text = 'resource.type="ml_job" AND resource.labels.job_id="%s"' % job_id
@@ -36,12 +43,12 @@ def log_filter(job_id, since=None, task_name=None):
     return text
 
 
-def replica(entry):
+def replica(entry: Json) -> str:
     """`chief-0`, `worker-1`, `ps-0`, ... for a log entry (`trial-3/chief-0` in
     a tuning job); the raw task name when it has another form."""
     labels = dict(entry.get('labels') or {})
     labels.update((entry.get('resource') or {}).get('labels') or {})
-    task = labels.get('task_name') or labels.get('ml.googleapis.com/task_name') or 'job'
+    task: str = labels.get('task_name') or labels.get('ml.googleapis.com/task_name') or 'job'
     parsed = roles.parse_replica(task)
     if parsed:
         task = parsed[0].label(parsed[1])
@@ -49,21 +56,21 @@ def replica(entry):
     return 'trial-%s/%s' % (trial, task) if trial else task
 
 
-def message(entry):
+def message(entry: Json) -> str:
     """The text of a log entry (text payload, or a JSON payload's `message`)."""
     if 'textPayload' in entry:
-        return entry['textPayload']
+        return str(entry['textPayload'])
     payload = entry.get('jsonPayload') or {}
     return str(payload.get('message', payload))
 
 
-def lines(entry):
+def lines(entry: Json) -> List[str]:
     """The printed lines of one entry, each prefixed with its replica."""
     prefix = '[%s] ' % replica(entry)
     return [prefix + line for line in message(entry).rstrip('\n').splitlines() or ['']]
 
 
-def time_key(timestamp):
+def time_key(timestamp: str) -> Tuple[str, str]:
     """An RFC 3339 UTC timestamp -> a key that sorts by time (the fraction has
     0 to 9 digits, so the strings themselves do not sort)."""
     seconds, _, fraction = timestamp.rstrip('Z').partition('.')
@@ -73,7 +80,8 @@ def time_key(timestamp):
 class LogReader:
     """Reads a job's new log entries, each once, oldest first."""
 
-    def __init__(self, service, project, job_id, task_name=None):
+    def __init__(self, service: Service, project: str, job_id: str,
+                 task_name: Optional[str] = None) -> None:
         """
         Args:
           service: the `logging v2` service (`api.build`).
@@ -84,12 +92,12 @@ class LogReader:
         self.project = project
         self.job_id = job_id
         self.task_name = task_name
-        self._seen = set()
-        self._since = None
+        self._seen: Set[Tuple[Any, Any, Any]] = set()
+        self._since: Optional[str] = None
 
-    def request_body(self, page_token=None):
+    def request_body(self, page_token: Optional[str] = None) -> Json:
         """The `entries.list` body (checked against the discovery schema)."""
-        body = {'resourceNames': ['projects/%s' % self.project],
+        body: Json = {'resourceNames': ['projects/%s' % self.project],
                 'filter': log_filter(self.job_id, self._since, self.task_name),
                 'orderBy': 'timestamp asc', 'pageSize': PAGE_SIZE}
         if page_token:
@@ -98,9 +106,9 @@ class LogReader:
                      body)
         return body
 
-    def read(self):
+    def read(self) -> List[Json]:
         """The entries not returned before, in timestamp order (all pages)."""
-        found = []
+        found: List[Json] = []
         token = None
         while True:
             response = api.execute(
@@ -124,7 +132,9 @@ class LogReader:
         return new
 
 
-def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name=None):
+def follow_job(backend: 'Backend', credentials: 'Credentials', vertex: jobs.VertexJobs,
+               name: str, poll_interval: float, out: TextIO,
+               task_name: Optional[str] = None) -> Json:
     """Prints a job's log lines (one replica's with `task_name`, `workerpool0-0`)
     until it ends; returns the final job resource."""
     info = jobs.parse_job_name(name)
@@ -133,7 +143,8 @@ def follow_job(backend, credentials, vertex, name, poll_interval, out, task_name
     return follow(vertex, reader, name, poll_interval, out=out)
 
 
-def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
+def follow(vertex: jobs.VertexJobs, reader: LogReader, name: str, poll_interval: float,
+           out: Optional[TextIO] = None, sleep: Callable[[float], None] = time.sleep) -> Json:
     """Prints the job's log lines and state changes until it ends.
 
     Returns:
@@ -142,7 +153,7 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
     out = out or sys.stdout
     last = None
     while True:
-        job = vertex.get(name)
+        job: Json = vertex.get(name)
         state = job.get('state', 'JOB_STATE_UNSPECIFIED')
         if state != last:
             out.write('[job] %s\n' % state)
@@ -162,7 +173,7 @@ def follow(vertex, reader, name, poll_interval, out=None, sleep=time.sleep):
         sleep(poll_interval)
 
 
-def _print(entries, out):
+def _print(entries: Sequence[Json], out: TextIO) -> None:
     for entry in entries:
         for line in lines(entry):
             out.write(line + '\n')

@@ -23,7 +23,7 @@ AI adds later needs a line here.
 """
 import difflib
 import re
-from typing import Tuple
+from typing import Any, Collection, Dict, Iterable, Optional, Tuple
 
 # family -> sizes (the part after the family's last dash).
 FAMILIES = {
@@ -103,7 +103,7 @@ MACHINE_TYPES = tuple(sorted('%s-%s' % (family, size)
                              for family, sizes in FAMILIES.items() for size in sizes))
 
 
-def unknown_reason(machine_type, other_names=()):
+def unknown_reason(machine_type: str, other_names: Collection[str] = ()) -> Optional[str]:
     """Why `machine_type` is not a Vertex AI training machine, or None if it is.
 
     The reason names the closest known type (`difflib`), among the table and
@@ -150,7 +150,7 @@ LEGACY_MACHINE_TYPES = {
 }
 
 # Scale tier -> the CUSTOM fields it stands for.
-SCALE_TIERS = {
+SCALE_TIERS: Dict[str, Dict[str, Any]] = {
     'BASIC': {'masterType': 'standard'},
     'BASIC_GPU': {'masterType': 'standard_gpu'},
     'STANDARD_1': {'masterType': 'complex_model_s',
@@ -189,6 +189,12 @@ UNSUPPORTED_GPUS = {
 }
 
 
+# `(gpu_type or None, gpu_count, note or None)`: the GPUs a machine runs.
+Gpus = Tuple[Optional[str], int, Optional[str]]
+# `(machine_type, gpu_type or None, gpu_count, note or None)`.
+Machine = Tuple[str, Optional[str], int, Optional[str]]
+
+
 class MachineError(ValueError):
     """A machine type or GPU request that Vertex AI cannot run.
 
@@ -196,12 +202,13 @@ class MachineError(ValueError):
     machine type) is the field to blame.
     """
 
-    def __init__(self, message, on_accelerator=True):
+    def __init__(self, message: str, on_accelerator: bool = True) -> None:
         super().__init__(message)
         self.on_accelerator = on_accelerator
 
 
-def translate_machine(machine, accelerator_type=None, accelerator_count=0):
+def translate_machine(machine: str, accelerator_type: Optional[str] = None,
+                      accelerator_count: int = 0) -> Machine:
     """Legacy or Compute Engine machine + GPUs -> Vertex AI (machine, GPU, count).
 
     Args:
@@ -233,7 +240,8 @@ def translate_machine(machine, accelerator_type=None, accelerator_count=0):
                                          accelerator_count)
 
 
-def attach_gpus(machine, machine_type, accelerator_type, accelerator_count):
+def attach_gpus(machine: str, machine_type: str, accelerator_type: Optional[str],
+                accelerator_count: int) -> Gpus:
     """The GPUs a Compute Engine `machine_type` (named `machine` by the user) runs.
 
     Returns:
@@ -286,7 +294,8 @@ LEGACY_PREDICTION_MACHINE_TYPES = {'mls1-c1-m2': 'n1-standard-2',
                                    'mls1-c4-m2': 'n1-standard-4'}
 
 
-def prediction_machine(machine, accelerator_type=None, accelerator_count=0):
+def prediction_machine(machine: str, accelerator_type: Optional[str] = None,
+                       accelerator_count: int = 0) -> Machine:
     """`--machine-type` (and `--accelerator`) of a version -> what serves it on Vertex AI.
 
     Returns:
@@ -318,6 +327,6 @@ def prediction_machine(machine, accelerator_type=None, accelerator_count=0):
     return machine_type, gpu_type, gpu_count, '; '.join(filter(None, (note, gpu_note))) or None
 
 
-def _or(values):
-    values = [str(v) for v in values]
-    return values[0] if len(values) == 1 else '%s or %s' % (', '.join(values[:-1]), values[-1])
+def _or(values: Iterable[object]) -> str:
+    texts = [str(v) for v in values]
+    return texts[0] if len(texts) == 1 else '%s or %s' % (', '.join(texts[:-1]), texts[-1])

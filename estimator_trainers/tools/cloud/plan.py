@@ -24,13 +24,19 @@ A version to serve is a `ServingPlan` (`versions create`'s words, for
 """
 import dataclasses
 import datetime
+import os
 import re
-from typing import Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, Iterator, List, Literal, Mapping, Optional, Protocol
+from typing import Sequence, Tuple
 
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud.configs import TENSORBOARD_RE
 from estimator_trainers.tools.cloud.configs import TrainingConfig
+from estimator_trainers.tools.cloud.roles import RoleName
 
 CHIEF = roles.CHIEF
 # The module this project's image runs a user's package with.
@@ -39,18 +45,20 @@ BOOTSTRAP_MODULE = 'estimator_trainers.tools.cloud.bootstrap'
 # (`pythonPackageSpec.executorImageUri`); any other image that runs a package
 # must be this project's (it has `bootstrap`).
 PREBUILT_IMAGE_PREFIX = 'us-docker.pkg.dev/vertex-ai/training/'
-CUSTOM_JOBS = 'customJobs'
-TUNING_JOBS = 'hyperparameterTuningJobs'
+# The Vertex AI collections of training jobs.
+Collection = Literal['customJobs', 'hyperparameterTuningJobs']
+CUSTOM_JOBS: Collection = 'customJobs'
+TUNING_JOBS: Collection = 'hyperparameterTuningJobs'
 JOB_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 
 
-def default_job_name(model, now=None):
+def default_job_name(model: str, now: Optional[datetime.datetime] = None) -> str:
     """`train_<model>_<YYYYmmdd_HHMMSS>` (UTC), as the reference scripts named jobs."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return 'train_%s_%s' % (model, now.strftime('%Y%m%d_%H%M%S'))
 
 
-def check_job_name(name):
+def check_job_name(name: str) -> str:
     """Job names double as AI Platform job ids and storage paths: `[A-Za-z][A-Za-z0-9_]*`."""
     if not JOB_NAME_RE.fullmatch(name):
         raise UserInputError(
@@ -59,23 +67,121 @@ def check_job_name(name):
     return name
 
 
+class Program(Protocol):
+    """What a plan runs: each kind (`Trainer`, `Package`, `Container`) answers
+    what the pipeline and the renderings ask of it."""
+
+    @property
+    def declared(self) -> Optional[declaration.Trainer]:
+        """This project's trainer it runs, whose flags and every replica's
+        start-up are checked before anything is uploaded; None: a user's code."""
+
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        """What the replicas of pool `role` run on `image`, given `args`."""
+
+    def ships_repository(self) -> bool:
+        """It is this repository's code: on an image that installs packages
+        itself, this repository's sdist is staged for it (`JobPlan.stages_repository`)."""
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        """The archives built on this machine (under `build_dir`) for the pools to
+        install, in the order they install them."""
+
+    def given_packages(self) -> Tuple[str, ...]:
+        """The gs:// archives the pools install as given (nothing to build)."""
+
+    def installed(self) -> Optional['Installed']:
+        """The user's code the checks before upload install in a fresh
+        virtualenv (`packages.install`), or None: nothing of the user's to install."""
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        """Its replicas see pool 0 named `plan.primary` (`bootstrap` renames it)."""
+
+    def derives_tf_config(self) -> bool:
+        """It derives TF_CONFIG from a JobSet pod's variables (this project's
+        trainers and `bootstrap` do; a container's own entrypoint does not)."""
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        """What makes it one `plan` cannot run (`JobPlan.__post_init__`)."""
+
+
 @dataclasses.dataclass(frozen=True)
-class Trainer:
-    """A trainer of this project (`registry`)."""
+class Installed:
+    """A user's package as the checks before upload install it.
+
+    Attributes:
+      module: what the pools run (`python -m`).
+      unpinned: requirements it may choose over this project's pins.
+      read_sources: its module is read (`source_checks`): not this project's
+        trainer, whose own parser checks the flags instead.
+      labels: how messages name each archive `Program.archives` builds, in
+        its order (`--package-path DIR`, `--packages FILE`).
+    """
+    module: str
+    unpinned: Tuple[str, ...]
+    read_sources: bool
+    labels: Tuple[str, ...] = ()
+
+
+class _NothingOfTheUsers:
+    """What a program with no package of the user's answers: no gs:// archives
+    given, nothing installed by the checks, pool 0 as Vertex AI names it."""
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return ()
+
+    def installed(self) -> None:
+        return None
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer(_NothingOfTheUsers):
+    """A trainer of this project (`registry`): `python -m <module>` in this
+    project's image, or from this repository's sdist on an image that installs
+    packages itself."""
     trainer: declaration.Trainer
 
     @property
     def module(self) -> str:
-        return self.trainer.module
+        module = self.trainer.module
+        assert module is not None, 'a declared trainer names its module'
+        return module
 
     @property
     def declared(self) -> declaration.Trainer:
         return self.trainer
 
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        if plan.installs_packages(image):
+            return Launch(image=image, args=args, module=self.module,
+                          package_uris=plan.package_uris)
+        return Launch(image=image, args=args, command=('python', '-m', self.module))
+
+    def ships_repository(self) -> bool:
+        return True
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        if not plan.stages_repository:
+            return []
+        return [staging.build_sdist(os.path.join(build_dir, 'sdist'))]
+
+    def derives_tf_config(self) -> bool:
+        return True
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        return iter(())
+
 
 @dataclasses.dataclass(frozen=True)
 class Package:
-    """A user's package and the module every pool runs.
+    """A user's package and the module every pool runs: installed at start-up
+    by this project's image (`bootstrap`), or by an image that installs
+    packages itself (`pythonPackageSpec`).
 
     Attributes:
       module: `python -m` runs it.
@@ -95,23 +201,80 @@ class Package:
 
     @property
     def local_packages(self) -> Tuple[str, ...]:
-        return tuple(p for p in self.packages if not p.startswith('gs://'))
+        return tuple(p for p in self.packages if not p.startswith(gcs_paths.SCHEME))
+
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        if plan.installs_packages(image):
+            return Launch(image=image, args=args, module=self.module,
+                          package_uris=plan.package_uris)
+        return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
+                      args=tuple(bootstrap_args(plan.package_uris, self.module, plan.primary,
+                                                args, self.unpinned)))
+
+    def ships_repository(self) -> bool:
+        return False
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        built = [staging.build_package(self.package_path, os.path.join(build_dir, 'sdist'))
+                 if self.package_path is not None else None]
+        return [a for a in built if a] + [staging.archive(path, '--packages')
+                                          for path in self.local_packages]
+
+    def given_packages(self) -> Tuple[str, ...]:
+        return tuple(p for p in self.packages if p.startswith(gcs_paths.SCHEME))
+
+    def installed(self) -> Installed:
+        return Installed(self.module, self.unpinned, read_sources=self.declared is None,
+                         labels=(('--package-path %s' % self.package_path,)
+                                 if self.package_path is not None else ())
+                         + tuple('--packages %s' % path for path in self.local_packages))
+
+    def renames_primary(self, plan: 'JobPlan') -> bool:
+        return not plan.installs_packages(plan.image_for(CHIEF))
+
+    def derives_tf_config(self) -> bool:
+        return True
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        if (self.package_path or self.local_packages) and not plan.staging:
+            yield 'a package to stage and no staging'
 
 
 @dataclasses.dataclass(frozen=True)
-class Container:
+class Container(_NothingOfTheUsers):
     """A user's own containers (`*Config.imageUri`), run with their entrypoints.
 
     Attributes:
-      commands: {role: command} of pools given `containerCommand`.
+      commands: {role: command} of pools given `containerCommand` (a pool
+        without one runs the chief's, else the image's entrypoint).
     """
-    commands: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    commands: Mapping[RoleName, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
-    declared = None
-    module = None
+    @property
+    def declared(self) -> None:
+        """A container of the user's runs no trainer of this project that is checked."""
+        return None
 
+    def launch(self, plan: 'JobPlan', role: RoleName, image: str,
+               args: Tuple[str, ...]) -> 'Launch':
+        command = self.commands.get(role) or self.commands.get(CHIEF)
+        return Launch(image=image, args=args, command=tuple(command) if command else None)
 
-Program = Union[Trainer, Package, Container]
+    def ships_repository(self) -> bool:
+        return False
+
+    def archives(self, plan: 'JobPlan', build_dir: str) -> List[staging.Sdist]:
+        return []
+
+    def derives_tf_config(self) -> bool:
+        return False
+
+    def problems(self, plan: 'JobPlan') -> Iterator[str]:
+        if not set(self.commands) <= {pool.role.name for pool in plan.config.pools}:
+            yield 'a command for a pool it does not have'
+        if not plan.images.get(CHIEF):
+            yield 'a container of its own with no image for pool 0'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +315,9 @@ class JobPlan:
       project: the project, when known (dry runs and rehearsals may go without).
       staging: gs:// prefix the local archives and the build context go under.
       staging_flag: the flag that named it, for messages.
-      images: {role: image} given per pool (`--master-image-uri`, `--image-uri`
-        for all); a pool without one runs this project's image.
+      images: {role: image} given per pool present (`--master-image-uri`,
+        `--image-uri` for all); a pool without one runs the chief's, else this
+        project's image.
       executor_image: an image given as one that installs packages itself
         (`--executor-image-uri`), like Vertex AI's prebuilt images.
       primary: TF_CONFIG's name of pool 0 for packages run by `bootstrap`
@@ -175,9 +339,9 @@ class JobPlan:
     project: Optional[str] = None
     staging: Optional[str] = None
     staging_flag: str = '--staging-bucket'
-    images: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    images: Mapping[RoleName, str] = dataclasses.field(default_factory=dict)
     executor_image: Optional[str] = None
-    primary: str = CHIEF
+    primary: roles.Primary = roles.VERTEX_PRIMARY
     enable_web_access: bool = False
     kms_key: Optional[str] = None
     tensorboard: Optional[str] = None
@@ -187,8 +351,15 @@ class JobPlan:
     package_uris: Tuple[str, ...] = ()
     project_image: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        """Refuses a plan no front may make (each front checks the user's words
+        first, naming the flag): whichever made it, a plan holds these."""
+        problems = list(_plan_problems(self))
+        if problems:
+            raise ValueError('job plan %r: %s' % (self.name, '; '.join(problems)))
+
     @property
-    def collection(self) -> str:
+    def collection(self) -> Collection:
         return TUNING_JOBS if self.config.is_tuning else CUSTOM_JOBS
 
     @property
@@ -217,7 +388,7 @@ class JobPlan:
             return self.job_dir + '/logs'
         return self.job_dir
 
-    def image_for(self, role: str) -> Optional[str]:
+    def image_for(self, role: RoleName) -> Optional[str]:
         """The image a pool runs: its own, else the chief's (as AI Platform), else
         this project's (`project_image`, None until resolved)."""
         return self.images.get(role) or self.images.get(CHIEF) or self.project_image
@@ -225,22 +396,23 @@ class JobPlan:
     @property
     def builds_image(self) -> bool:
         """Some pool runs this project's image, built from the Dockerfile."""
-        return any(not (self.images.get(pool.role) or self.images.get(CHIEF))
+        return any(not (self.images.get(pool.role.name) or self.images.get(CHIEF))
                    for pool in self.config.pools)
 
     def installs_packages(self, image: Optional[str]) -> bool:
         """`image` installs the packages and runs the module itself (`pythonPackageSpec`):
         a prebuilt Vertex AI image, or one given as such."""
-        return bool(image) and (image == self.executor_image or
-                                image.startswith(PREBUILT_IMAGE_PREFIX))
+        return image is not None and (image == self.executor_image or
+                                      image.startswith(PREBUILT_IMAGE_PREFIX))
 
     @property
     def stages_repository(self) -> bool:
         """A `Trainer` on an image that installs packages installs this repository's sdist."""
-        return isinstance(self.program, Trainer) and any(
-            self.installs_packages(self.image_for(pool.role)) for pool in self.config.pools)
+        return self.program.ships_repository() and any(
+            self.installs_packages(self.image_for(pool.role.name)) for pool in self.config.pools)
 
-    def resolved(self, package_uris=None, project_image=None) -> 'JobPlan':
+    def resolved(self, package_uris: Optional[Sequence[str]] = None,
+                 project_image: Optional[str] = None) -> 'JobPlan':
         """This plan with what building revealed."""
         return dataclasses.replace(
             self, package_uris=tuple(package_uris if package_uris is not None
@@ -267,32 +439,47 @@ class JobPlan:
             return tuple(args + (['--job-dir=%s' % self.job_dir] if self.job_dir else []))
         if job_dir_flag and self.job_dir:
             args.append('--job-dir=%s' % self.trainer_job_dir)
-        if self.config.is_tuning:
-            args.append('--hypertune-metric=%s'
-                        % self.config.hyperparameters['hyperparameterMetricTag'])
+        if self.config.hyperparameters is not None:
+            args.append('--hypertune-metric=%s' % self.config.hyperparameters.metric_tag)
         return tuple(args)
 
-    def launch(self, role: str, job_dir_flag: bool = True) -> Launch:
-        """What the replicas of pool `role` run."""
+    def launch(self, role: RoleName, job_dir_flag: bool = True) -> Launch:
+        """What the replicas of pool `role` run.
+
+        Raises:
+          ValueError: the pool runs this project's image, not yet `resolved`.
+        """
         args = self.task_args(job_dir_flag)
         image = self.image_for(role)
-        program = self.program
-        if isinstance(program, Container):
-            command = program.commands.get(role) or program.commands.get(CHIEF)
-            return Launch(image=image, args=args,
-                          command=tuple(command) if command else None)
-        if self.installs_packages(image):
-            return Launch(image=image, args=args, module=program.module,
-                          package_uris=self.package_uris)
-        if isinstance(program, Trainer):
-            return Launch(image=image, args=args,
-                          command=('python', '-m', program.module))
-        return Launch(image=image, command=('python', '-m', BOOTSTRAP_MODULE),
-                      args=tuple(bootstrap_args(self.package_uris, program.module,
-                                                self.primary, args, program.unpinned)))
+        if image is None:
+            raise ValueError('job plan %r: pool %s runs this project\'s image, named once '
+                             'built (`resolved`)' % (self.name, role))
+        return self.program.launch(self, role, image, args)
 
 
-def bootstrap_args(package_uris, module, primary, args, unpinned=()):
+def _plan_problems(plan: JobPlan) -> Iterator[str]:
+    """What makes `plan` one no front may make (nothing: a plan to run)."""
+    if not JOB_NAME_RE.fullmatch(plan.name):
+        yield 'not a job name'
+    if not set(plan.images) <= {pool.role.name for pool in plan.config.pools}:
+        yield 'an image for a pool it does not have'
+    if plan.executor_image is not None and plan.executor_image not in plan.images.values():
+        yield 'an executor image no pool runs'
+    if plan.primary not in (CHIEF, roles.MASTER):
+        yield 'pool 0 named %r' % plan.primary
+    if not all(uri.startswith(gcs_paths.SCHEME) for uri in (
+            plan.job_dir or gcs_paths.SCHEME, plan.staging or gcs_paths.SCHEME,
+            *plan.package_uris)):
+        yield 'a job-dir, staging or package URI not on Cloud Storage'
+    if (plan.builds_image or plan.stages_repository) and not plan.staging:
+        yield 'something to stage (this project\'s image or sdist) and no staging'
+    if plan.tensorboard is not None and not TENSORBOARD_RE.fullmatch(plan.tensorboard):
+        yield 'a TensorBoard %r' % plan.tensorboard
+    yield from plan.program.problems(plan)
+
+
+def bootstrap_args(package_uris: Iterable[str], module: str, primary: roles.Primary,
+                   args: Iterable[str], unpinned: Iterable[str] = ()) -> List[str]:
     """The args of `python -m bootstrap`: install these packages (with these
     requirements free of this project's pins), then run `module` with `args`."""
     return (['--package-uri=%s' % uri for uri in package_uris]
@@ -307,7 +494,7 @@ def bootstrap_args(package_uris, module, primary, args, unpinned=()):
 SERVING_NAME_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,127}')
 
 
-def check_serving_name(name, what):
+def check_serving_name(name: str, what: str) -> str:
     """`name` if it is an AI Platform model or version name (`what`: `MODEL`, `--model`...)."""
     if not SERVING_NAME_RE.fullmatch(name):
         raise UserInputError('%s %r: expected a letter followed by letters, digits or '
@@ -327,7 +514,8 @@ class ServingPlan:
       version: the version's name (the deployed model's display name).
       origin: the gs:// SavedModel directory (or a directory of timestamped
         exports: the newest is served).
-      region: where the endpoint is; `project`: when known.
+      region, project: where the endpoint is, once the serving pipeline has
+        resolved it (None until then).
       image: the serving container (TF 2.15's prebuilt prediction image, or
         `--image-uri`).
       machine_type, accelerator_type, accelerator_count: each node's machine.
@@ -343,7 +531,7 @@ class ServingPlan:
     version: str
     origin: str
     image: str
-    region: str = 'us-central1'
+    region: Optional[str] = None
     project: Optional[str] = None
     machine_type: str = 'n1-standard-2'
     accelerator_type: Optional[str] = None
@@ -354,6 +542,6 @@ class ServingPlan:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     service_account: Optional[str] = None
     signature_name: Optional[str] = None
-    check_instances: Tuple = ()
+    check_instances: Tuple[Any, ...] = ()
     wait: bool = True
     notes: Tuple[str, ...] = ()

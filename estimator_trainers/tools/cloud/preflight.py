@@ -29,9 +29,7 @@ from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import k8s
-from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import replicas as replicas_lib
-from estimator_trainers.tools.cloud import roles
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
@@ -102,9 +100,8 @@ def check_replicas(plan, target=VERTEX):
     parsed = parse_trainer_args(trainer, argv)
     trials = [parse_trainer_args(trainer, argv + extra)
               for extra in _tuned_flag_samples(plan.config)]
-    pools = {pool.role: pool for pool in plan.config.pools}
-    renamed = isinstance(plan.program, plan_lib.Package) and \
-        not plan.installs_packages(plan.image_for(roles.CHIEF))
+    pools = {pool.role.name: pool for pool in plan.config.pools}
+    renamed = plan.program.renames_primary(plan)
     notes = {}  # note -> the pools it applies to
     for replica in ENVIRONMENTS[target](plan, {role: pool.replica_count
                                                for role, pool in pools.items()}):
@@ -144,7 +141,7 @@ def _check_tuning_metric(trainer, config):
     (the trial would fail after training, at its report)."""
     if not config.is_tuning:
         return
-    problem = trainer.unknown_metric(config.hyperparameters['hyperparameterMetricTag'])
+    problem = trainer.unknown_metric(config.hyperparameters.metric_tag)
     if problem:
         raise UserInputError('trainingInput.hyperparameters.hyperparameterMetricTag: %s'
                              % problem)
@@ -153,21 +150,10 @@ def _check_tuning_metric(trainer, config):
 def _tuned_flag_samples(config):
     """`[--name=value]` lists for each tuned parameter at its bounds and values,
     as Vertex AI will pass them to trials."""
-    if not config.is_tuning:
+    if config.hyperparameters is None:
         return []
-    samples = []
-    for param in config.hyperparameters['params']:
-        kind = param['type']
-        if kind in ('DOUBLE', 'INTEGER'):
-            values = [param['minValue'], param['maxValue']]
-            if kind == 'INTEGER':
-                values = [int(v) for v in values]
-        elif kind == 'CATEGORICAL':
-            values = param['categoricalValues']
-        else:
-            values = param['discreteValues']
-        samples.extend(['--%s=%s' % (param['parameterName'], value)] for value in values)
-    return samples
+    return [['--%s=%s' % (param.name, value)] for param in config.hyperparameters.params
+            for value in param.samples()]
 
 
 def data_paths(trainer, parsed):

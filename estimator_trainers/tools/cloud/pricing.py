@@ -196,7 +196,7 @@ def read_table(path: str) -> PriceTable:
 
 
 def load(environ: Optional[Mapping[str, str]] = None,
-         warn: Optional[Callable[[str], None]] = None) -> PriceTable:
+         warn: Optional[Callable[[str], object]] = None) -> PriceTable:
     """The refreshed table in the user's cache, else the shipped one.
 
     A cache that cannot be read is said (`warn`) and the shipped table used.

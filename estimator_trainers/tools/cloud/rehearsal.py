@@ -103,23 +103,6 @@ def add_flags(parser):
                              '(default: %d).' % DEFAULT_MAX_REPLICAS)
 
 
-def check_options(args):
-    """Refuses `submit` options that a rehearsal cannot honour.
-
-    Raises:
-      UserInputError: `--rehearse` with --dry-run, another --target,
-        --image-uri (containers are not rehearsed) or --stream-logs.
-    """
-    if not args.rehearse:
-        return
-    clashes = [flag for flag, given in (
-        ('--dry-run', args.dry_run), ('--target %s' % args.target, args.target != 'vertex'),
-        ('--image-uri', args.image_uri), ('--stream-logs', args.stream_logs)) if given]
-    if clashes:
-        raise UserInputError('--rehearse runs the staged package on this machine; it does '
-                             'not go with %s' % ' or '.join(clashes))
-
-
 @dataclasses.dataclass(frozen=True)
 class Replica:
     """One process of the rehearsed job.

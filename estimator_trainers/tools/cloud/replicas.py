@@ -24,7 +24,7 @@ A package that this project's image runs (`bootstrap`) with AI Platform's
 """
 import dataclasses
 import json
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.tools.cloud import roles
@@ -86,7 +86,7 @@ def vertex(counts: Mapping[str, int], base_output_dir: Optional[str] = None,
     replicas = []
     for role in roles.ROLES:
         for index in range(counts.get(role.name, 0)):
-            task = {'type': role.name, 'index': index}
+            task: Dict[str, Any] = {'type': role.name, 'index': index}
             if trial:
                 task['trial'] = trial
             env = dict(output_dirs)
@@ -107,7 +107,7 @@ def package_env(environ: Mapping[str, str], primary: str) -> Dict[str, str]:
     if not env.get('TF_CONFIG', '').strip():
         derived = cluster_lib.jobset_tf_config(env)
         env['TF_CONFIG'] = json.dumps(derived) if derived else ''
-    env['TF_CONFIG'] = with_primary(env['TF_CONFIG'], primary)
+    env['TF_CONFIG'] = with_primary(env['TF_CONFIG'], primary) or ''
     if not env['TF_CONFIG']:
         env.pop('TF_CONFIG')
     return env
@@ -146,7 +146,7 @@ def tfjob(counts: Mapping[str, int], job: str, namespace: str = 'default') -> Tu
                  for role in roles.ROLES for index in range(counts.get(role.name, 0)))
 
 
-def jobset_env(counts: Mapping[str, int]) -> List[dict]:
+def jobset_env(counts: Mapping[str, int]) -> List[Dict[str, Any]]:
     """The `env` of every container of this project's JobSet (Kubernetes EnvVars).
 
     JobSet's own annotations of each pod through the downward API, and the

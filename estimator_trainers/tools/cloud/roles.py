@@ -16,11 +16,21 @@ AI Platform named the chief `master` (in TF_CONFIG too, for runtimes before
 """
 import dataclasses
 import re
+from typing import Dict, Final, Literal, Optional, Tuple, cast
 
 from estimator_trainers import cluster
 
-CHIEF, WORKER, PS, EVALUATOR, MASTER = (cluster.CHIEF, cluster.WORKER, cluster.PS,
-                                        cluster.EVALUATOR, cluster.MASTER)
+# A role's name: one of `cluster.POOL_ORDER` (`NAMES`; a test holds the two alike).
+RoleName = Literal['chief', 'worker', 'ps', 'evaluator']
+CHIEF: Final = cast(RoleName, cluster.CHIEF)
+WORKER: Final = cast(RoleName, cluster.WORKER)
+PS: Final = cast(RoleName, cluster.PS)
+EVALUATOR: Final = cast(RoleName, cluster.EVALUATOR)
+# What TF_CONFIG calls pool 0: `chief` (Vertex AI), or `master` as AI Platform did.
+Primary = Literal['chief', 'master']
+MASTER: Final = cast(Primary, cluster.MASTER)
+VERTEX_PRIMARY: Final = cast(Primary, cluster.CHIEF)
+NAMES: Final = cast(Tuple[RoleName, ...], tuple(cluster.POOL_ORDER))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,13 +46,13 @@ class Role:
       flag_prefix: gcloud's `--<prefix>-machine-type` etc., or None.
       kubernetes: its TFJob replica type (`tfReplicaSpecs` key).
     """
-    name: str
+    name: RoleName
     pool: int
     legacy: str
     type_field: str
-    count_field: str
+    count_field: Optional[str]
     config_field: str
-    flag_prefix: str
+    flag_prefix: Optional[str]
     kubernetes: str
 
     @property
@@ -59,7 +69,7 @@ class Role:
         return '%s-%d' % (self.name, index)
 
 
-_FIELDS = {
+_FIELDS: Dict[RoleName, Tuple[str, str, Optional[str], str, Optional[str], str]] = {
     CHIEF: (MASTER, 'masterType', None, 'masterConfig', 'master', 'Chief'),
     WORKER: (WORKER, 'workerType', 'workerCount', 'workerConfig', 'worker', 'Worker'),
     PS: (PS, 'parameterServerType', 'parameterServerCount', 'parameterServerConfig',
@@ -67,23 +77,28 @@ _FIELDS = {
     EVALUATOR: (EVALUATOR, 'evaluatorType', 'evaluatorCount', 'evaluatorConfig', None,
                 'Evaluator'),
 }
-ROLES = tuple(Role(name, pool, *_FIELDS[name]) for pool, name in enumerate(cluster.POOL_ORDER))
-_BY_NAME = {role.name: role for role in ROLES}
+ROLES: Final = tuple(Role(name, pool, *_FIELDS[name]) for pool, name in enumerate(NAMES))
+_BY_NAME: Dict[str, Role] = {role.name: role for role in ROLES}
 _BY_NAME[MASTER] = _BY_NAME[CHIEF]
 _REPLICA_RE = re.compile(r'(?P<role>[a-z]+)-replica-(?P<index>\d+)|workerpool(?P<pool>\d)-'
                          r'(?P<pool_index>\d+)')
 
 
 def role(name: str) -> Role:
-    """The `Role` called `name` (`master` is the chief)."""
+    """The `Role` called `name` (`master` is the chief).
+
+    Raises:
+      KeyError: no role is called `name`.
+    """
     return _BY_NAME[name]
 
 
 def by_pool(pool: int) -> Role:
+    """The `Role` of Vertex AI's worker pool `pool`."""
     return ROLES[pool]
 
 
-def parse_replica(text: str):
+def parse_replica(text: Optional[str]) -> Optional[Tuple[Role, int]]:
     """`(Role, index)` of a replica name (`workerpool1-0`, `master-replica-0`), else None."""
     match = _REPLICA_RE.fullmatch(text or '')
     if not match:

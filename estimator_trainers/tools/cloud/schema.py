@@ -8,6 +8,7 @@ the service (which would reject it, or worse, ignore it).
 """
 import functools
 import json
+from typing import Any, Dict, Mapping, NoReturn
 
 from googleapiclient import discovery_cache
 
@@ -17,24 +18,26 @@ class SchemaError(ValueError):
 
 
 @functools.lru_cache(maxsize=None)
-def discovery_document(api, version):
+def discovery_document(api: str, version: str) -> Dict[str, Any]:
     """The bundled discovery document of `api` `version`, parsed."""
     text = discovery_cache.get_static_doc(api, version)
     if text is None:
         raise LookupError('no bundled discovery document for %s %s' % (api, version))
-    return json.loads(text)
+    document: Dict[str, Any] = json.loads(text)
+    return document
 
 
-def request_schema(api, version, method_path):
+def request_schema(api: str, version: str, method_path: str) -> str:
     """The request schema name of a method, e.g. `projects.jobs.create`."""
     node = discovery_document(api, version)
     *resources, method = method_path.split('.')
     for name in resources:
         node = node['resources'][name]
-    return node['methods'][method]['request']['$ref']
+    ref: str = node['methods'][method]['request']['$ref']
+    return ref
 
 
-def check(api, version, schema_name, body):
+def check(api: str, version: str, schema_name: str, body: Any) -> None:
     """Raises `SchemaError` unless `body` fits schema `schema_name` recursively.
 
     Checked: every field exists in the schema and is not output-only; JSON
@@ -44,7 +47,8 @@ def check(api, version, schema_name, body):
     _check_value(schemas, {'$ref': schema_name}, body, schema_name)
 
 
-def _check_value(schemas, spec, value, path):
+def _check_value(schemas: Mapping[str, Any], spec: Mapping[str, Any], value: Any,
+                 path: str) -> None:
     if '$ref' in spec:
         schema = schemas[spec['$ref']]
         if schema.get('type', 'object') == 'object':
@@ -84,7 +88,8 @@ def _check_value(schemas, spec, value, path):
         _fail(path, 'schema type %r is not understood' % kind)
 
 
-def _check_object(schemas, schema, value, path):
+def _check_object(schemas: Mapping[str, Any], schema: Mapping[str, Any], value: Any,
+                  path: str) -> None:
     if not isinstance(value, dict):
         _fail(path, 'expected an object, got %r' % (value,))
     properties = schema.get('properties')
@@ -102,5 +107,5 @@ def _check_object(schemas, schema, value, path):
             _fail(field_path, 'unknown field')
 
 
-def _fail(path, message):
+def _fail(path: str, message: str) -> NoReturn:
     raise SchemaError('%s: %s' % (path, message))

@@ -69,11 +69,11 @@ def manifest(plan: JobPlan) -> k8s.Manifest:
     for pool in plan.config.pools:
         container = k8s.container(plan, pool, PORT_NAME)
         pod: k8s.Object = {'activeDeadlineSeconds': deadline} if deadline else {}
-        if pool.role == roles.EVALUATOR:
+        if pool.role.name == roles.EVALUATOR:
             container['lifecycle'] = {'preStop': {'exec': {'command': [
                 'python', '-c', 'import time; time.sleep(%d)' % k8s.EVALUATOR_GRACE_SECS]}}}
             pod['terminationGracePeriodSeconds'] = k8s.EVALUATOR_GRACE_SECS + 30
-        replica_specs[roles.role(pool.role).kubernetes] = {
+        replica_specs[pool.role.kubernetes] = {
             'replicas': pool.replica_count,
             'restartPolicy': 'ExitCode',
             'template': k8s.pod_template(plan, pool, container, labels, **pod),
@@ -87,7 +87,7 @@ def manifest(plan: JobPlan) -> k8s.Manifest:
     job = {'apiVersion': 'kubeflow.org/v1', 'kind': 'TFJob', 'metadata': metadata,
            'spec': {'runPolicy': run_policy, 'tfReplicaSpecs': replica_specs}}
     also: Tuple[Tuple[str, str], ...] = ()
-    if plan.config.scheduling.get('restartJobOnWorkerRestart'):
+    if plan.config.scheduling.restart_job_on_worker_restart:
         also = (('scheduling.restartJobOnWorkerRestart',
                  'the operator restarts only the failed pod; --target jobset restarts all'),)
     said = (k8s.name_note(plan, TARGET),) + notes + (k8s.not_applied(plan, TARGET, also),)

@@ -5,8 +5,10 @@
     python -m estimator_trainers.tools.cloud list
     python -m estimator_trainers.tools.cloud prices show|refresh
 
-A front: it turns its words into a `plan.JobPlan` (`make_plan`) and hands
-it to `pipeline.run`, which owns the order of everything that follows.
+A front: it turns its words into a `plan.JobPlan` (`make_plan`) and an
+action (`actions.training_action`: a submission, `--dry-run`, `--rehearse`,
+`--estimate-only`, a `--target` manifest) and hands them to `pipeline.run`,
+which owns the order of everything that follows.
 The project and region follow `location`'s rule (flags, then gcloud's and
 this project's variables, then gcloud's active configuration, then the
 config's `trainingInput.region`); the bucket is `--bucket`, else BUCKET_NAME.
@@ -19,6 +21,8 @@ from estimator_trainers import flags
 from estimator_trainers import logs as logs_lib
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
+from estimator_trainers.tools.cloud import actions
+from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import build as build_lib
 from estimator_trainers.tools.cloud import configs
 from estimator_trainers.tools.cloud import estimate
@@ -31,7 +35,7 @@ from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import rehearsal
 
 PROG = 'python -m estimator_trainers.tools.cloud'
-TARGETS = ('vertex',) + tuple(pipeline.MANIFESTS)
+TARGETS = actions.TARGETS
 # Prebuilt Vertex AI training images for TF 2.15 (end of availability
 # announced for 2025-11-14): --executor-image-uri's examples.
 EXECUTOR_IMAGES = {
@@ -99,7 +103,7 @@ def build_parser():
                         'trainingInput.serviceAccount.')
     submit.add_argument('--dry-run', action='store_true',
                         help='Print the staging plan and the exact request; send nothing.')
-    submit.add_argument('--format', choices=pipeline.DRY_RUN_FORMATS, default='json',
+    submit.add_argument('--format', choices=actions.DRY_RUN_FORMATS, default='json',
                         help='What --dry-run prints: json (the staging plan and the request) '
                              'or yaml (the spec `gcloud ai custom-jobs create --config`, or '
                              '`gcloud ai hp-tuning-jobs create --config` for a tuning config, '
@@ -158,24 +162,14 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
                              'JOB ... (docs/migrating-from-ai-platform.md)' % gcloud_only[0],
                              flag=gcloud_only[0])
     args = build_parser().parse_args(argv)
-    logs_lib.quiet_console(args.verbosity, for_children=True)
-    backend = backend or location.Backend()
+    logs_lib.quiet_console(getattr(args, 'verbosity', None), for_children=True)
+    backend = backend or backend_lib.Backend()
     out = out or sys.stdout
     err = err or sys.stderr
     if trainer_flags and args.command != 'submit':
         raise UserInputError('trainer flags after -- only go with submit')
     if args.command == 'submit':
-        rehearsal.check_options(args)
-        action = pipeline.Action(
-            kind=(args.target if args.target in pipeline.MANIFESTS else pipeline.REHEARSE
-                  if args.rehearse else pipeline.ESTIMATE if args.estimate_only
-                  else pipeline.DRY_RUN if args.dry_run else pipeline.SUBMIT),
-            project=args.project, region_flag=args.region, repository=args.repository,
-            stream_logs=args.stream_logs, poll_interval=args.poll_interval,
-            max_replicas=args.max_replicas, dry_run_format=args.format,
-            local_storage=args.local_storage, local_inputs=tuple(args.local_input),
-            on_created=print_submitted, max_cost=args.max_cost,
-            throughput_from=args.throughput_from)
+        action = actions.training_action(args, print_submitted)
         return pipeline.run(make_plan(args, trainer_flags, environ), action, backend, out,
                             err, environ)
     if args.command == 'prices':
@@ -267,7 +261,7 @@ def manage(args, backend, out, environ, err=None):
     metered cost beside its estimate (`estimate.after_job`); `err` also hears where
     the project and region came from."""
     err = err or sys.stderr
-    vertex, credentials, name = location.connect(
+    vertex, credentials, name = backend_lib.connect(
         backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'list':
         for job in vertex.list(limit=args.limit, filter_expr=args.filter):

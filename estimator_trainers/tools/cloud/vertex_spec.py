@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from estimator_trainers.tools.cloud.plan import CUSTOM_JOBS, TUNING_JOBS
+from estimator_trainers.tools.cloud.plan import CUSTOM_JOBS, TUNING_JOBS, Collection
 
 # The file name the printed command reads the spec from.
 SPEC_FILE = 'spec.yaml'
@@ -33,7 +33,7 @@ class Spec:
     command: tuple[str, ...]
 
 
-def spec(body: Mapping[str, Any], collection: str, project: str, region: str,
+def spec(body: Mapping[str, Any], collection: Collection, project: str, region: str,
          path: str = SPEC_FILE) -> Spec:
     """The `--config` file of a create `body` of `collection`, and the command
     that creates the job from the file at `path`."""

@@ -81,8 +81,10 @@ def load(export_dir, signature_name=None, flag='--model-dir'):
         loaded = tf.saved_model.load(export_dir, tags=[tf.saved_model.SERVING])
     except (OSError, ValueError, RuntimeError, tf.errors.OpError) as e:
         index = os.path.join(export_dir, 'variables', 'variables.index')
-        # Restoring variables fails with an OpError; an unparsable graph with OSError.
-        if isinstance(e, tf.errors.OpError) and not tf.io.gfile.exists(index):
+        # Restoring variables fails with an OpError (an Estimator's export) or a
+        # FileNotFoundError (a TF2 object graph's); an unparsable graph with OSError.
+        if isinstance(e, (tf.errors.OpError, FileNotFoundError)) and not tf.io.gfile.exists(
+                index):
             raise UserInputError('%s: the export lacks its variables (%s); copy the whole '
                                  'export directory' % (where, index), flag=flag) from None
         raise UserInputError('%s: not a loadable SavedModel (%s)'

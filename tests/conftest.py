@@ -25,6 +25,9 @@ os.environ['CLOUDSDK_CONFIG'] = os.path.join(tempfile.gettempdir(),
                                              'estimator-trainers-tests-no-gcloud-config')
 # The cloud tools keep refreshed prices and rehearsals' measurements in the user's
 # cache (`tools/cloud/pricing.py`): the suite reads and writes its own.
+# USER_CACHE: the developer's own cache, for what the suite downloads once and keeps
+# (test_sdist_py310's wheelhouse of TensorFlow's 3.10 wheel).
+USER_CACHE = os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache')
 os.environ['XDG_CACHE_HOME'] = tempfile.mkdtemp(prefix='estimator-trainers-test-cache-')
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

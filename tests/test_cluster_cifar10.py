@@ -15,7 +15,6 @@ import sys
 import pytest
 
 from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoints_intact,
-                             check_worker_and_chief_restart,
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
 from estimator_trainers import errors
@@ -133,14 +132,6 @@ def test_multi_worker_mirrored(cifar10_data_dir, tmp_path):
     assert latest_checkpoint_step(job_dir / 'tmp_worker_0') == 60
     assert len(os.listdir(job_dir / 'export')) == 1
     assert_all_exited(cluster.pids())
-
-
-def test_killed_worker_and_chief_are_restarted_and_the_job_finishes(cifar10_data_dir, tmp_path):
-    """SIGKILL worker-0 while it trains, later the chief; each restarts with its TF_CONFIG."""
-    job_dir = tmp_path / 'job'
-    check_worker_and_chief_restart(job_dir, _trainer(cifar10_data_dir, job_dir, 400, 40),
-                                   train_steps=400, checkpoint_steps=40,
-                                   required_variables=VARIABLES)
 
 
 def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tmp_path,

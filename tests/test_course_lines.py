@@ -174,16 +174,6 @@ def test_mirrored_on_a_one_machine_job_is_accepted(tmp_path):
     assert '--distribution-strategy=mirrored' in pool['pythonPackageSpec']['args']
 
 
-@pytest.mark.slow
-def test_mirrored_on_a_one_machine_job_rehearses(cifar10_data_dir, tmp_path):
-    proc = _seed_003(tmp_path, '--rehearse --local-input gs://my-bucket/cifar10=%s'
-                     % cifar10_data_dir, cloud_fakes.no_account_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    summary = proc.stderr[proc.stderr.index('rehearsal passed:'):]
-    assert '  pools: chief 1\n' in summary and '  final global step: 10\n' in summary
-    assert 'ignores machine types and accelerators' in proc.stderr
-
-
 def test_a_job_one_replica_would_refuse_is_refused_by_the_dry_run(tmp_path):
     config = tmp_path / 'workers.yaml'
     config.write_text(HW3_CONFIG)

@@ -215,10 +215,7 @@ def test_cifar10_data_step_and_trainer_on_gs(gcs, gcs_cifar10_data, tmp_path):
     assert re.search(r'Final evaluation at global step 40: accuracy = ', proc.stderr)
     assert checkpoint_steps(gcs, job_dir) == [0, 20, 40]
     assert len(saved_models(gcs, job_dir)) == 1
-    proc = run_module(CIFAR, *common, '--train-steps', '60', env=gcs.env(), check=0)
-    assert 'Resuming from global step 40' in proc.stderr
-    assert checkpoint_steps(gcs, job_dir) == [0, 20, 40, 60]
-    assert len(saved_models(gcs, job_dir)) == 2
+    # Resuming from gs:// is the runtime's, shown on the taxi job above.
 
 
 def _wait_for_url(log, process, timeout=120):

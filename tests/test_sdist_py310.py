@@ -19,13 +19,12 @@ import pytest
 
 import interpreters
 import taxi_trips
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, USER_CACHE
 from estimator_trainers.tools.cloud import staging
 from taxi_trips import exports, final_metrics
 
 pytestmark = pytest.mark.slow
-WHEELHOUSE = os.path.join(os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-                          'estimator-trainers', 'wheels-py310')
+WHEELHOUSE = os.path.join(USER_CACHE, 'estimator-trainers', 'wheels-py310')
 
 
 def run(python, *args, cwd, timeout=600):

@@ -3,8 +3,10 @@
 One module-scoped run trains a job-dir once; tests that resume or re-export
 work on their own copy of it, so each test runs alone (`-k`) or in any order.
 """
+import contextlib
 import csv
 import glob
+import io
 import json
 import os
 import re
@@ -18,6 +20,7 @@ from cluster_helpers import listed_checkpoints
 from conftest import reported_metrics, run_module
 from estimator_trainers import registry
 from taxi_trips import assert_beats_baselines, exports, final_metrics
+from taxi_estimator import predict
 from taxi_estimator import schema
 
 TASK = 'taxi_estimator.task'
@@ -142,10 +145,12 @@ def test_exports_in_every_format_predict_alike(files, trained, tmp_path):
             f.write(json.dumps(instance) + '\n')
 
     results = []
-    for export_dir in export_dirs:
+    for export_dir in export_dirs:  # in this process: a TensorFlow start-up each cost 6 s
         for flag, path in (('--json-instances', ndjson), ('--csv-instances', files['eval'])):
-            proc = run_module(PREDICT, '--model-dir', export_dir, flag, path, check=0)
-            results.append(predictions(proc.stdout))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert predict.main(['--model-dir', export_dir, flag, str(path)]) == 0
+            results.append(predictions(out.getvalue()))
     first = results[0]
     assert len(first) == len(rows)
     for result in results[1:]:

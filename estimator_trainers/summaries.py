@@ -133,7 +133,8 @@ def input_images(images: tf.Tensor, output_dir: str, every_steps: int,
     return RareSummaryHook(summary, output_dir, every_steps)
 
 
-class RareSummaryHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]  # TF is untyped
+# (TensorFlow's classes are `Any` to mypy: strict mode refuses them as a base.)
+class RareSummaryHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Writes `summary_op` after the second run of a session, then every `every_steps`.
 
     Not a second `SummarySaverHook`: that writes a "session start" event, and

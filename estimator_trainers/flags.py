@@ -9,7 +9,7 @@ are never mutated after parsing. A refused command line raises
 """
 import argparse
 import os
-from typing import List, Optional, Sequence
+from typing import Any, Callable, List, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 from estimator_trainers import checkpoints
 from estimator_trainers import distribution
@@ -27,17 +27,20 @@ class ArgumentParser(argparse.ArgumentParser):
     as a value. `--help` still prints and exits 0.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault('exit_on_error', False)
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads it on `namespace`
+            self, args: Optional[Sequence[str]] = None,
+            namespace: Optional[argparse.Namespace] = None,
+    ) -> Tuple[argparse.Namespace, List[str]]:
         try:
             return super().parse_known_args(args, namespace)
         except argparse.ArgumentError as e:
             raise FlagError(str(e), flag=e.argument_name) from None
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise FlagError(message)
 
 
@@ -45,14 +48,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each default once: not where the help text already states it,
     and not for flags without one."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> Optional[str]:
         text = action.help or ''
         if 'default' in text.lower() or action.default in (None, argparse.SUPPRESS):
             return text
         return super()._get_help_string(action)
 
 
-def split_at_dashes(argv):
+def split_at_dashes(argv: Sequence[str]) -> Tuple[List[str], Optional[List[str]]]:
     """`(options, what follows --)` of a command line; the second is None without
     `--` (the flags a command passes on to a trainer, a module or a task)."""
     argv = list(argv)
@@ -70,7 +73,7 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
         allow_abbrev=False)
 
 
-def positive_int(text):
+def positive_int(text: str) -> int:
     """argparse type: an integer > 0."""
     value = _parse(int, text, 'an integer')
     if value <= 0:
@@ -78,7 +81,7 @@ def positive_int(text):
     return value
 
 
-def non_negative_int(text):
+def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     value = _parse(int, text, 'an integer')
     if value < 0:
@@ -86,7 +89,7 @@ def non_negative_int(text):
     return value
 
 
-def positive_float(text):
+def positive_float(text: str) -> float:
     """argparse type: a float > 0."""
     value = _parse(float, text, 'a number')
     if not value > 0:
@@ -94,7 +97,7 @@ def positive_float(text):
     return value
 
 
-def non_negative_float(text):
+def non_negative_float(text: str) -> float:
     """argparse type: a float >= 0."""
     value = _parse(float, text, 'a number')
     if not value >= 0:
@@ -102,7 +105,7 @@ def non_negative_float(text):
     return value
 
 
-def unit_interval(text):
+def unit_interval(text: str) -> float:
     """argparse type: a float in [0, 1)."""
     value = _parse(float, text, 'a number')
     if not 0 <= value < 1:
@@ -110,7 +113,7 @@ def unit_interval(text):
     return value
 
 
-def int_list(text):
+def int_list(text: str) -> List[int]:
     """argparse type: comma-separated positive integers, e.g. `128,64,32`.
 
     Every item must be a number: `32,,16` or `32,16,` is a typo, not `32,16`.
@@ -118,13 +121,13 @@ def int_list(text):
     return _int_list(text, 1, 'positive integers like 128,64')
 
 
-def size_list(text):
+def size_list(text: str) -> List[int]:
     """argparse type: comma-separated integers >= 0, e.g. `128,0,0`: sizes where a 0
     stands for one another flag computes (the trainer says which are allowed)."""
     return _int_list(text, 0, 'integers >= 0 like 128,64')
 
 
-def _int_list(text, minimum, what):
+def _int_list(text: str, minimum: int, what: str) -> List[int]:
     items = text.split(',')
     try:
         values = [int(v) for v in items]
@@ -138,7 +141,7 @@ def _int_list(text, minimum, what):
     return values
 
 
-def path(text):
+def path(text: str) -> str:
     """argparse type: a local or gs:// path; an empty one (an unset variable) is refused."""
     if not text.strip():
         raise argparse.ArgumentTypeError('expected a path, got %r (an unset variable?)'
@@ -146,7 +149,8 @@ def path(text):
     return text
 
 
-def given_value(argv, flag, default=None):
+def given_value(argv: Sequence[str], flag: str,
+                default: Optional[str] = None) -> Optional[str]:
     """The value `argv` gives `flag` (`--flag V` or `--flag=V`, the last wins), else
     `default`: what a launcher needs to know of a trainer's flags before it runs."""
     value = default
@@ -160,9 +164,10 @@ def given_value(argv, flag, default=None):
 
 # Integers become int64 tensors (steps, batch sizes, seeds); larger ones overflow.
 INT64_MAX = 2 ** 63 - 1
+_Number = TypeVar('_Number', int, float)
 
 
-def _parse(kind, text, what):
+def _parse(kind: Callable[[str], _Number], text: str, what: str) -> _Number:
     """`kind(text)`; floats must be finite and integers fit in int64."""
     try:
         value = kind(text)
@@ -176,7 +181,7 @@ def _parse(kind, text, what):
     return value
 
 
-def add_job_flags(parser):
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
     """--job-dir: where checkpoints, summaries, exports and logs go."""
     default = os.environ.get('AIP_MODEL_DIR', '').strip() or None
     parser.add_argument(
@@ -196,7 +201,9 @@ def add_job_flags(parser):
              'else the run ends with one line.')
 
 
-def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_loop=1):
+def add_training_loop_flags(parser: argparse.ArgumentParser, *, train_steps: int,
+                            checkpoint_steps: int,
+                            steps_per_loop: int = 1) -> argparse._ArgumentGroup:
     """Step targets, steps per Session.run, evaluation, checkpoint and summary cadence.
 
     `checkpoint_steps` is the trainer's default checkpoint interval, also the
@@ -260,7 +267,7 @@ def add_training_loop_flags(parser, *, train_steps, checkpoint_steps, steps_per_
     return group
 
 
-def add_precise_batch_norm_flag(parser):
+def add_precise_batch_norm_flag(parser: argparse.ArgumentParser) -> None:
     """--[no-]precise-batch-norm, for trainers whose model has batch norm."""
     parser.add_argument_group('evaluation').add_argument(
         '--precise-batch-norm', action=argparse.BooleanOptionalAction, default=True,
@@ -277,8 +284,9 @@ PRECISE_BN_BATCHES = 10
 MIXED_PRECISION_TYPES = ('auto', 'none', 'bfloat16', 'float16')
 
 
-def add_performance_flags(parser, *, mixed_precision=False, num_intra_threads=0,
-                          num_inter_threads=0):
+def add_performance_flags(parser: argparse.ArgumentParser, *, mixed_precision: bool = False,
+                          num_intra_threads: int = 0,
+                          num_inter_threads: int = 0) -> argparse._ArgumentGroup:
     """Threading and device-placement flags; `--mixed-precision` for trainers
     whose model_fn implements it (`mixed_precision=True`). `num_*_threads`:
     the trainer's thread pool defaults (0: one per core, TensorFlow's choice)."""
@@ -306,12 +314,13 @@ def add_performance_flags(parser, *, mixed_precision=False, num_intra_threads=0,
     return group
 
 
-def metric_key(tag):
+def metric_key(tag: str) -> str:
     """The evaluation's name of a tuning metric tag: `eval/auc` -> `auc`."""
     return tag[len('eval/'):] if tag.startswith('eval/') else tag
 
 
-def unknown_metric(tag, eval_metrics, trainer):
+def unknown_metric(tag: Optional[str], eval_metrics: Sequence[str],
+                   trainer: str) -> Optional[str]:
     """Why `tag` (`auc`, or `eval/auc` as TensorBoard names it) is not among the
     `eval_metrics` that `trainer`'s evaluations report, or None (also for no tag)."""
     if not tag or metric_key(tag) in eval_metrics:
@@ -320,13 +329,13 @@ def unknown_metric(tag, eval_metrics, trainer):
             % (tag, trainer, ', '.join(eval_metrics)))
 
 
-def metric_tag(eval_metrics, trainer):
+def metric_tag(eval_metrics: Sequence[str], trainer: str) -> Callable[[str], str]:
     """argparse type: a metric `trainer`'s evaluations report (`unknown_metric`).
 
     The tuning metric is met only after training and the export: a name the
     evaluation never reports ended a whole run in a traceback there.
     """
-    def parse(text):
+    def parse(text: str) -> str:
         problem = unknown_metric(text, eval_metrics, trainer)
         if problem:
             raise argparse.ArgumentTypeError(problem)
@@ -340,7 +349,7 @@ def last_wins(argv: Sequence[str], parser: argparse.ArgumentParser) -> List[str]
     the last stays, where it was: what argparse would take, readable in one pass.
     Words `parser` does not know stay as they are."""
     argv = list(argv)
-    settings = []  # (dest or None, the words)
+    settings: List[Tuple[Optional[str], List[str]]] = []  # (dest or None, the words)
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -382,7 +391,8 @@ def add_console_flag(parser: argparse.ArgumentParser) -> None:
              'INFO, one line per event of the job).')
 
 
-def add_runtime_flags(parser, *, eval_metrics=('loss',), trainer='this'):
+def add_runtime_flags(parser: argparse.ArgumentParser, *, eval_metrics: Sequence[str] = ('loss',),
+                      trainer: str = 'this') -> argparse._ArgumentGroup:
     """Seed, log verbosity and the tuning metric (one of `eval_metrics`, the
     metrics the evaluations of `trainer` report)."""
     group = parser.add_argument_group('runtime')
@@ -408,7 +418,7 @@ def add_runtime_flags(parser, *, eval_metrics=('loss',), trainer='this'):
     return group
 
 
-def add_distribution_flags(parser):
+def add_distribution_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """How this task replicates training (see `estimator_trainers.distribution`)."""
     group = parser.add_argument_group('distribution')
     group.add_argument(

@@ -6,7 +6,7 @@ count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
 import threading
 import time
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -15,12 +15,20 @@ from tensorflow.python.training import training_util  # pylint: disable=g-direct
 from estimator_trainers import run_steps
 from estimator_trainers import summaries
 
+if TYPE_CHECKING:
+    from estimator_trainers import checkpoints
+    from estimator_trainers import evaluation
+
+# The hooks below subclass TensorFlow's classes, which are `Any` to mypy (no
+# types: `ignore_missing_imports`); strict mode refuses such a base, hence the
+# `# type: ignore[misc]` on each of those class lines.
+
 # At least one progress line this often, whatever a step takes (float16 on a
 # CPU trains ~180x slower than bfloat16, and 100 steps took ten minutes).
 PROGRESS_SECS = 30.0
 
 
-def format_duration(seconds):
+def format_duration(seconds: float) -> str:
     """`10h02m`, `3m05s` or `42s`: how long, at a glance."""
     seconds = int(round(max(0.0, seconds)))
     hours, rest = divmod(seconds, 3600)
@@ -32,7 +40,7 @@ def format_duration(seconds):
     return '%ds' % seconds
 
 
-class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
+class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Logs progress with an ETA every N steps and writes the training summaries.
 
     One line per interval and one at the step target:
@@ -66,9 +74,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
     and wherever a run resumed.
     """
 
-    def __init__(self, *, examples_per_step, every_n_steps, train_steps,
-                 examples_per_global_step=None, summary_dir=None, worker_dir=None,
-                 save_summary_steps=None, eval_clock=None, alone=True):
+    def __init__(self, *, examples_per_step: int, every_n_steps: int, train_steps: int,
+                 examples_per_global_step: Optional[int] = None,
+                 summary_dir: Optional[str] = None, worker_dir: Optional[str] = None,
+                 save_summary_steps: Optional[int] = None,
+                 eval_clock: Optional['evaluation.Clock'] = None, alone: bool = True) -> None:
         """Creates the hook.
 
         Args:
@@ -94,11 +104,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._save_summary_steps = save_summary_steps
         self._eval_clock = eval_clock
         self._alone = alone
-        self.first_step = None
-        self.last_step = None
+        self.first_step: Optional[int] = None
+        self.last_step: Optional[int] = None  # set with first_step
         self.local_steps = 0  # steps this task trained
 
-    def begin(self):
+    def begin(self) -> None:
         if tf.compat.v1.train.get_global_step() is None:
             raise RuntimeError('TrainingProgressHook needs a global step.')
         self._step_fetches = run_steps.step_fetches()
@@ -107,18 +117,19 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._worker_writer = self._writer_for(self._worker_dir)
         self._summary_op = (summaries.merged_training_summaries()
                             if self._summary_dir and self._save_summary_steps else None)
-        self._summary_step = None
-        self._last_time = None
-        self._next_log = None
+        self._summary_step: Optional[int] = None
+        self._last_time: Optional[float] = None
+        self._next_log = 0  # (`_start_interval` sets it at the first run)
         self._interval_steps = 0
         self._last_line = time.time()
-        self._heartbeat = None
+        self._heartbeat: Optional[_Heartbeat] = None
 
     @staticmethod
-    def _writer_for(directory):
+    def _writer_for(directory: Optional[str]) -> Optional[tf.compat.v1.summary.FileWriter]:
         return tf.compat.v1.summary.FileWriterCache.get(directory) if directory else None
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.compat.v1.train.Coordinator) -> None:
         del coord  # unused
         # Where the first run starts: it may end at a summary step already.
         self._session_step = int(session.run(tf.compat.v1.train.get_global_step()))
@@ -138,7 +149,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_line = now
         step = self._session_step if self.last_step is None else self.last_step
         secs = self._training_secs(own=self._alone)
-        done = None if self.first_step is None else self.last_step - self._first_run_end
+        done = None if self.last_step is None else self.last_step - self._first_run_end
         rate = done / secs if done and secs else None
         evaluating = self._eval_clock.running_since if self._eval_clock else None
         doing = ('evaluating for %s' % format_duration(now - evaluating) if evaluating else
@@ -149,23 +160,27 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             '%.3g' % rate if rate else 'n/a',
             format_duration((self._train_steps - step) / rate) if rate else 'n/a', doing)
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.compat.v1.train.SessionRunContext
+                   ) -> tf.compat.v1.train.SessionRunArgs:
         fetches = {'values': self._tensors, 'step': self._step_fetches}
         if self._wants_summary():
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
-    def _wants_summary(self):
+    def _wants_summary(self) -> bool:
         """True when the next run ends at a summary step (a multiple, or the target)."""
-        if self._summary_op is None:
+        if self._summary_op is None or not self._save_summary_steps:
             return False
-        end = run_steps.run_end(self._session_step if self.last_step is None
+        end: int = run_steps.run_end(self._session_step if self.last_step is None
                                 else self.last_step)
         return (end != self._summary_step
                 and (end >= self._train_steps or end % self._save_summary_steps == 0))
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.compat.v1.train.SessionRunContext,
+                  run_values: tf.compat.v1.train.SessionRunValues) -> None:
         results = run_values.results
+        step: int
+        steps: int
         step, steps = run_steps.steps_done(results['step'])
         now = time.time()
         if self._last_time is None and self._writer is not None:
@@ -174,7 +189,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             self._writer.add_session_log(
                 tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START),
                 step - steps + 1)
-        if 'summary' in results:
+        if 'summary' in results and self._writer is not None:  # (it is: `_wants_summary`)
             self._writer.add_summary(results['summary'], step)
             self._summary_step = step
         self._ended_at = now
@@ -199,10 +214,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         self._log(step, elapsed, job_elapsed, results['values'])
         self._start_interval(now, step)
 
-    def _eval_secs_since(self, mark):
+    def _eval_secs_since(self, mark: float) -> float:
         return self._eval_clock.seconds - mark if self._eval_clock else 0.0
 
-    def _log(self, step, elapsed, job_elapsed, values):
+    def _log(self, step: int, elapsed: float, job_elapsed: float,
+             values: Mapping[str, float]) -> None:
         rate = self._interval_steps * self._examples_per_step / elapsed if elapsed > 0 else 0.0
         steps_per_sec = (step - self._last_step) / job_elapsed if job_elapsed > 0 else 0.0
         job_rate = steps_per_sec * self._examples_per_global_step
@@ -231,7 +247,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
             # A worker may be stopped once the chief is done, before `end`.
             self._worker_writer.flush()
 
-    def average_examples_per_sec(self):
+    def average_examples_per_sec(self) -> Optional[float]:
         """Examples the job trained on per second since this task's first run, as
         the global step counts them.
 
@@ -239,11 +255,11 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         process spent evaluating when it trains `alone`; None before a second run.
         """
         secs = self._training_secs(own=self._alone)
-        if secs is None or self.last_step <= self._first_run_end:
+        if secs is None or self.last_step is None or self.last_step <= self._first_run_end:
             return None
         return (self.last_step - self._first_run_end) * self._examples_per_global_step / secs
 
-    def average_worker_examples_per_sec(self):
+    def average_worker_examples_per_sec(self) -> Optional[float]:
         """Examples this task trained on per second since its first run (None: too few)."""
         secs = self._training_secs()
         if secs is None or not self.measured_examples():
@@ -272,16 +288,16 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):
         return secs if secs > 0 else None
 
     @property
-    def examples_per_global_step(self):
+    def examples_per_global_step(self) -> int:
         return self._examples_per_global_step
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         self.stop_heartbeat()
         for writer in (self._writer, self._worker_writer):
             if writer is not None:
                 writer.flush()
 
-    def _start_interval(self, now, step):
+    def _start_interval(self, now: float, step: int) -> None:
         self._last_time, self._last_step, self._interval_steps = now, step, 0
         self._last_eval_secs = self._eval_secs_since(0.0)
         self._next_log = step - step % self._every_n_steps + self._every_n_steps
@@ -307,7 +323,7 @@ class _Heartbeat:
         self._stopped.set()
 
 
-class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
+class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """A worker of a parameter-server job joins once the chief has initialized the
     shared variables and taken its first step, checking every `poll_secs`.
 
@@ -323,14 +339,15 @@ class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
     for the chief's step, which needs theirs: they wait for the variables only.
     """
 
-    def __init__(self, run_config, train_steps, chief_first=True, poll_secs=0.1):
+    def __init__(self, run_config: tf.estimator.RunConfig, train_steps: int,
+                 chief_first: bool = True, poll_secs: float = 0.1) -> None:
         self._master = run_config.master
         self._session_config = run_config.session_config
         self._train_steps = train_steps
         self._chief_first = chief_first
         self._poll_secs = poll_secs
 
-    def begin(self):
+    def begin(self) -> None:
         uninitialized = tf.compat.v1.report_uninitialized_variables(
             tf.compat.v1.global_variables())
         global_step = tf.compat.v1.train.get_global_step()
@@ -343,13 +360,13 @@ class WaitForChiefHook(tf.compat.v1.train.SessionRunHook):
                 time.sleep(self._poll_secs)
 
 
-class CallAtEndHook(tf.compat.v1.train.SessionRunHook):
+class CallAtEndHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Calls `callback` when training ends (e.g. `distribution.PeerWatch.stop`)."""
 
-    def __init__(self, callback):
+    def __init__(self, callback: Callable[[], object]) -> None:
         self._callback = callback
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         self._callback()
 
 
@@ -368,18 +385,18 @@ class Diverged(Exception):
         its update), so a rerun from them could diverge at once.
     """
 
-    def __init__(self, step, loss=None):
+    def __init__(self, step: int, loss: Optional[float] = None) -> None:
         super().__init__('training diverged at step %d: %s' % (
             step, 'loss = %s' % loss if loss is not None else
             'its variables are no longer all finite'))
         self.step = step
         self.loss = loss
-        self.start_step = None
+        self.start_step: Optional[int] = None
         self.at_start = False
-        self.unverified_steps = ()
+        self.unverified_steps: Tuple[int, ...] = ()
 
 
-def all_variables_finite():
+def all_variables_finite() -> tf.Tensor:
     """A bool tensor: every floating-point global variable holds only finite values.
 
     Each variable is checked on its own device (a parameter server's on the
@@ -393,7 +410,7 @@ def all_variables_finite():
     return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
-class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):
+class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Raises `Diverged` at the first run of the training op whose loss is NaN or infinite.
 
     The loss is the one Estimator trains on (the last it adds to the LOSSES
@@ -408,33 +425,36 @@ class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):
     finite loss (`Diverged.unverified_steps`).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         hook = self
 
-        class _Saves(tf.compat.v1.train.CheckpointSaverListener):
-            def after_save(self, session, global_step_value):
+        class _Saves(tf.compat.v1.train.CheckpointSaverListener):  # type: ignore[misc]
+            def after_save(self, session: tf.compat.v1.Session, global_step_value: int) -> None:
                 if global_step_value != hook.start_step:  # not the start's re-save
                     hook._unverified.append(int(global_step_value))  # pylint: disable=protected-access
 
         self.listener = _Saves()
-        self.start_step = None
-        self._unverified = []
+        self.start_step: Optional[int] = None
+        self._unverified: list[int] = []
         self._finite_seen = False
 
-    def begin(self):
+    def begin(self) -> None:
         losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
         self._loss = losses[-1] if losses else None
         self._global_step = tf.compat.v1.train.get_global_step()
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.compat.v1.train.Coordinator) -> None:
         self.start_step = int(session.run(self._global_step))
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.compat.v1.train.SessionRunContext
+                   ) -> Optional[tf.compat.v1.train.SessionRunArgs]:
         if self._loss is None:
             return None
         return tf.compat.v1.train.SessionRunArgs(self._loss)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.compat.v1.train.SessionRunContext,
+                  run_values: tf.compat.v1.train.SessionRunValues) -> None:
         loss = run_values.results
         if loss is None or np.all(np.isfinite(loss)):
             self._finite_seen = True
@@ -443,7 +463,7 @@ class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):
         raise self.annotated(Diverged(int(run_context.session.run(self._global_step)),
                                       float(np.asarray(loss).ravel()[0])))
 
-    def annotated(self, error):
+    def annotated(self, error: Diverged) -> Diverged:
         """`error` with what this hook saw (`Diverged.start_step` and after)."""
         error.start_step = self.start_step
         error.at_start = error.loss is not None and not self._finite_seen
@@ -451,15 +471,17 @@ class StopOnDivergenceHook(tf.compat.v1.train.SessionRunHook):
         return error
 
 
-class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):
+class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):  # type: ignore[misc]
     """Triggers at exact multiples of `every_steps`, whatever step it starts at.
 
     Asynchronous workers can move the global step past a multiple between two
     checks; the next trigger is still the next multiple, not N steps later.
     """
 
-    def update_last_triggered_step(self, step):
-        result = super().update_last_triggered_step(step)
+    def update_last_triggered_step(self, step: Optional[int]
+                                   ) -> Tuple[Optional[float], Optional[int]]:
+        # (elapsed seconds, elapsed steps) since the last trigger, TensorFlow's.
+        result: Tuple[Optional[float], Optional[int]] = super().update_last_triggered_step(step)
         if step is not None:
             self._last_triggered_step = step - step % self._every_steps
         return result
@@ -468,11 +490,14 @@ class _AlignedStepTimer(tf.compat.v1.train.SecondOrStepTimer):
 class _NoSummaries:
     """Stands in for a summary writer where no one would read the events."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Callable[..., None]:
         return lambda *args, **kwargs: None
 
 
-def checkpoint_saver_hooks(checkpoint_plan, listeners=(), steps_per_run=1):
+def checkpoint_saver_hooks(
+        checkpoint_plan: 'checkpoints.CheckpointPlan',
+        listeners: Sequence[tf.compat.v1.train.CheckpointSaverListener] = (),
+        steps_per_run: int = 1) -> list['AlignedCheckpointSaverHook']:
     """The training hooks that carry out a `checkpoints.CheckpointPlan` (none: no saving).
 
     `steps_per_run`: the most steps one `Session.run` trains (`--steps-per-loop`).
@@ -485,7 +510,7 @@ def checkpoint_saver_hooks(checkpoint_plan, listeners=(), steps_per_run=1):
         steps_per_run=steps_per_run)]
 
 
-class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
+class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):  # type: ignore[misc]
     """CheckpointSaverHook that saves at global steps N, 2N, 3N, ..., and at the end.
 
     It saves as training starts only at step 0 (a new job-dir): a resumed run
@@ -508,17 +533,19 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     the last good one, which a rerun resumes from.
     """
 
-    def __init__(self, checkpoint_dir, save_steps, listeners=None, write_summaries=True,
-                 steps_per_run=1):
+    def __init__(self, checkpoint_dir: str, save_steps: int,
+                 listeners: Optional[list[tf.compat.v1.train.CheckpointSaverListener]] = None,
+                 write_summaries: bool = True, steps_per_run: int = 1) -> None:
         super().__init__(checkpoint_dir, save_steps=save_steps, listeners=listeners,
                          save_graph_def=write_summaries)
         self._timer = _AlignedStepTimer(every_steps=save_steps)
         self._write_summaries = write_summaries
         self._resumed = False
-        self._saved_step = None
+        self._saved_step: Optional[int] = None
         self._set_steps_per_run(steps_per_run)
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.compat.v1.train.Coordinator) -> None:
         # TensorFlow's start-up save: kept for a new job-dir (step 0), not for
         # the checkpoint a run resumed from, which exists already. Every
         # worker that saves reads the same global step, so under
@@ -529,15 +556,16 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         finally:
             self._resumed = False
 
-    def _save(self, session, step):
+    def _save(self, session: tf.compat.v1.Session, step: int) -> bool:
         if self._resumed:
             return False
         if not session.run(self._all_finite):
             raise Diverged(int(step))
         self._saved_step = int(step)
-        return super()._save(session, step)
+        stop: bool = super()._save(session, step)  # a listener asked to stop training
+        return stop
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         # TensorFlow's end saves unless its timer triggered at the last step; the
         # aligned timer remembers the multiple instead, so a last step past one
         # (an asynchronous job's overshoot, 3005 of 3000) was saved twice.
@@ -547,7 +575,7 @@ class AlignedCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
             return
         super().end(session)
 
-    def begin(self):
+    def begin(self) -> None:
         self._all_finite = all_variables_finite()
         if self._write_summaries:
             super().begin()

@@ -5,6 +5,7 @@ trainer's own `--hypertune-metric` flag (set by the job submission from the
 config's `hyperparameterMetricTag`); outside a tuning trial nothing is written.
 """
 import os
+from typing import Mapping, Optional, SupportsFloat
 
 import hypertune
 import tensorflow as tf
@@ -13,13 +14,14 @@ from estimator_trainers.flags import metric_key
 from estimator_trainers.errors import TaskFailure
 
 
-def in_tuning_trial(environ=None):
+def in_tuning_trial(environ: Optional[Mapping[str, str]] = None) -> bool:
     """True when this process runs as a hyperparameter tuning trial."""
     environ = os.environ if environ is None else environ
     return bool(environ.get('CLOUD_ML_TRIAL_ID'))
 
 
-def report_metric(metric_tag, metrics, global_step):
+def report_metric(metric_tag: Optional[str], metrics: Mapping[str, SupportsFloat],
+                  global_step: int) -> Optional[float]:
     """Reports `metrics[metric_tag]` at `global_step` through cloudml-hypertune.
 
     Args:

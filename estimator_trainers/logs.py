@@ -6,8 +6,9 @@ import os
 import re
 import sys
 import tempfile
+import types
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, cast
 
 from estimator_trainers import deferred_imports
 
@@ -64,7 +65,9 @@ def quiet_console(given: Optional[str] = None, *, for_children: bool = False) ->
     if for_children:
         os.environ[VERBOSITY_ENV] = level
     # Called again with another level (a flag read after an early call): ours go.
-    warnings.filters[:] = [f for f in warnings.filters if f not in _QUIET_FILTERS]
+    # (`warnings.filters` is a list, which typeshed declares a Sequence.)
+    cast(list[object], warnings.filters)[:] = [
+        f for f in warnings.filters if f not in _QUIET_FILTERS]
     if level == DEBUG:
         os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
         return level
@@ -78,10 +81,10 @@ def quiet_console(given: Optional[str] = None, *, for_children: bool = False) ->
 # (message, category, module) of the warnings `quiet_console` hides, and the
 # `warnings.filters` entries it made of them.
 _QUIET_WARNINGS = ((r'`tf\.layers\.', UserWarning, ''), ('', Warning, _LIBRARY_WARNINGS))
-_QUIET_FILTERS: list = []
+_QUIET_FILTERS: list[object] = []
 
 
-def import_tensorflow():
+def import_tensorflow() -> types.ModuleType:
     """Imports TensorFlow, passing on what it prints to stderr except known noise.
 
     The one way a module without TensorFlow at import loads it on demand (a
@@ -115,7 +118,7 @@ def import_tensorflow():
                 if failed or everything or not _IMPORT_NOISE.search(line):
                     sys.stderr.write(line)
             sys.stderr.flush()
-    return tf
+    return cast(types.ModuleType, tf)  # the module (untyped to mypy: ignore_missing_imports)
 
 
 def start_tool(parse_args: Callable[[Optional[Sequence[str]]], argparse.Namespace],
@@ -154,7 +157,7 @@ def configure(level: str = DEFAULT_VERBOSITY) -> None:
 
 def _library_dirs() -> tuple[str, ...]:
     """Where TensorFlow's, its Estimator's and Keras' Python code is installed."""
-    dirs = []
+    dirs: list[str] = []
     for name in ('tensorflow', 'tensorflow_estimator', 'keras', 'tf_keras'):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
@@ -197,14 +200,14 @@ _NOISE = (
 )
 
 
-def _drop_noise(record):
+def _drop_noise(record: logging.LogRecord) -> bool:
     """Logging filter: False for the records of `_NOISE` (below DEBUG)."""
     message = record.getMessage()
     return not any(record.levelno == level and pattern.search(message)
                    for level, pattern in _NOISE)
 
 
-def _shorten_session_errors(record):
+def _shorten_session_errors(record: logging.LogRecord) -> bool:
     """Logging filter: TensorFlow's session-recovery messages in one line.
 
     When a parameter server or an all-reduce peer goes away, TensorFlow's
@@ -215,14 +218,15 @@ def _shorten_session_errors(record):
     wait that follows.
     """
     if (record.levelno == logging.INFO and isinstance(record.msg, str)
-            and record.msg.startswith('An error was raised') and record.args):
+            and record.msg.startswith('An error was raised')
+            and isinstance(record.args, tuple) and record.args):
         record.msg = ('A connected task failed (%s); TensorFlow creates a new session and '
                       'waits for it (bounded by --peer-timeout-secs)')
         record.args = (_first_words(record.args[-1]),)
     return True
 
 
-def _first_words(error):
+def _first_words(error: object) -> str:
     """What a TensorFlow error says happened: the line after the task that reported it
     ("From /job:ps/replica:0/task:0:"), which follows any op definition trace."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -67,13 +67,19 @@ record through `tf.io.gfile`, loaded then by `logs.import_tensorflow`.
 import datetime
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import (TYPE_CHECKING, Any, Dict, Final, List, Literal, Mapping, Optional,
+                    Required, Tuple, TypedDict, Union, cast)
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import logs
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
+
+if TYPE_CHECKING:
+    from estimator_trainers import declaration
+    from estimator_trainers import distribution
 
 FORMAT = 1
 # The fields of a session that hold mappings (readers look into them).
@@ -82,21 +88,116 @@ _MAPPINGS = ('steps', 'phases', 'checkpoints', 'evaluations', 'final_metrics', '
 # A session is a few KiB: thousands of sessions fit.
 LIMITS = user_files.Limits(bytes=16 << 20, depth=32, values=2000000,
                            expected='a run record holds a few KiB per session')
-SUCCEEDED = 'succeeded'
-RUNNING = 'running'
-FAILED = 'failed'
-TERMINATED = 'terminated'
-ABORTED = 'aborted'
+Status = Literal['succeeded', 'running', 'failed', 'terminated', 'aborted']
+SUCCEEDED: Final = 'succeeded'
+RUNNING: Final = 'running'
+FAILED: Final = 'failed'
+TERMINATED: Final = 'terminated'
+ABORTED: Final = 'aborted'
+
+# A flag's value as the record holds it (`json_value`).
+JsonValue = Union[None, bool, int, float, str, List['JsonValue']]
+
+
+class Throughput(TypedDict, total=False):
+    """A training task's own figures (`recorder.Recorder`); `job_throughput`
+    turns `examples_per_sec` into its share of the job's and keeps its own rate
+    as `own_examples_per_sec`. Records written before the interval figures
+    lack `trained_from_unix` and `trained_to_unix`."""
+    examples_per_sec: Required[Optional[float]]
+    steps: Required[int]
+    examples: Required[int]
+    trained_from_unix: float
+    trained_to_unix: float
+    own_examples_per_sec: Optional[float]
+
+
+# The session's `steps` (`from` is a keyword: the functional form).
+Steps = TypedDict('Steps', {'from': Optional[int], 'to': Optional[int],
+                            'target': Optional[int]})
+
+
+class Checkpoints(TypedDict):
+    count: int
+    secs: float
+    mean_secs: Optional[float]
+    every_steps: Optional[int]
+
+
+class Evaluations(TypedDict):
+    count: int
+    secs: float
+    final_secs: Optional[float]
+    every_steps: Optional[int]
+    precise_batch_norm_secs: float
+
+
+# Tasks per role (the roles the cluster has; a single process: one chief),
+# `evaluator`, `training_tasks`, this `task`, the resolved `strategy`, whether
+# it is `synchronous` and its `replicas_in_sync` (`cluster_facts`).
+ClusterFacts = Dict[str, Union[int, str, bool]]
+
+
+class Precision(TypedDict):
+    flag: Optional[str]
+    compute: str
+    variables: str
+
+
+class Determinism(TypedDict):
+    random_seed: Optional[int]
+    op_determinism: bool
+
+
+class Session(TypedDict):
+    """A session of the chief's record, as `recorder.Recorder` writes it (the
+    module docstring says what each holds). `read` returns the records as
+    JSON gives them: older ones lack later fields."""
+    status: Status
+    exit_code: Optional[int]
+    error: Optional[str]
+    started_at: str
+    ended_at: str
+    started_at_unix: float
+    wall_secs: float
+    cpu_secs: float
+    phases: Dict[str, float]
+    steps: Steps
+    examples_per_sec: Optional[float]
+    examples_per_sec_interval_secs: Optional[float]
+    examples_per_global_step: Optional[int]
+    workers: Dict[str, Throughput]
+    checkpoints: Checkpoints
+    evaluations: Evaluations
+    final_metrics: Dict[str, float]
+    export_dir: Optional[str]
+    flags: Dict[str, JsonValue]
+    cluster: ClusterFacts
+    precision: Precision
+    determinism: Determinism
+    hardware: Dict[str, object]
+    software: Dict[str, str]
+    job_id: Optional[str]
+    session_id: str
+
+
+class WorkerEntry(TypedDict):
+    """What another training task records under `workers/<task>/`."""
+    job_id: Optional[str]
+    status: Status
+    throughput: Throughput
 
 
 def path(job_dir: str) -> str:
     """The chief's run record of `job_dir`."""
-    return job_dir_lib.run_record_path(job_dir)
+    record: str = job_dir_lib.run_record_path(job_dir)
+    return record
 
 
-def worker_path(job_dir, task_label):
+def worker_path(job_dir: str, task_label: str) -> str:
     """Where training task `task_label` (`worker-0`, ...) records its own rate."""
-    return job_dir_lib.worker_run_record_path(job_dir, task_label)
+    record: str = job_dir_lib.worker_run_record_path(job_dir, task_label)
+    return record
 
 
 def read(job_dir: str) -> List[Dict[str, Any]]:
@@ -117,7 +218,7 @@ def read(job_dir: str) -> List[Dict[str, Any]]:
     return sessions
 
 
-def _worker_labels(job_dir):
+def _worker_labels(job_dir: str) -> List[str]:
     directory = os.path.join(job_dir, job_dir_lib.WORKERS_DIR)
     if safe_io.is_remote(directory):
         tf = logs.import_tensorflow()
@@ -127,7 +228,7 @@ def _worker_labels(job_dir):
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
-def _read_sessions(record_path):
+def _read_sessions(record_path: str) -> List[Dict[str, Any]]:
     """The sessions of the record at `record_path` ([] when there is none).
 
     Read within `LIMITS` (`user_files`): a named pipe planted there is refused
@@ -146,7 +247,7 @@ def _read_sessions(record_path):
     return sessions
 
 
-def append(record_path, session):
+def append(record_path: str, session: Mapping[str, object]) -> None:
     """Appends `session` to the record at `record_path`, replacing the file atomically.
 
     A session already there with the same `session_id` (the `running` entry
@@ -164,26 +265,28 @@ def append(record_path, session):
         {'format': FORMAT, 'sessions': sessions + [session]}, indent=1, sort_keys=True) + '\n')
 
 
-def iso_time(unix):
+def iso_time(unix: float) -> str:
     return datetime.datetime.fromtimestamp(unix, datetime.timezone.utc).isoformat(
         timespec='seconds')
 
 
-def cluster_facts(task):
+def cluster_facts(task: 'declaration.Task') -> ClusterFacts:
     """Tasks per role, this task, the resolved strategy (`declaration.Task`)."""
-    cluster = task.cluster
-    roles = {role: len(cluster.addresses(role)) for role in ('chief', 'master', 'worker', 'ps')}
-    facts = {role: count for role, count in roles.items() if count}
+    # (`Task` holds them as `object` until declaration is annotated.)
+    cluster = cast(cluster_lib.ClusterInfo, task.cluster)
+    strategy = cast('distribution.Distribution', task.distribution)
+    roles = {role: len(cluster.addresses(role)) for role in (
+        cluster_lib.CHIEF, cluster_lib.MASTER, cluster_lib.WORKER, cluster_lib.PS)}
+    facts: ClusterFacts = {role: count for role, count in roles.items() if count}
     if not cluster.is_distributed:
-        facts = {'chief': 1}
+        facts = {cluster_lib.CHIEF: 1}
     facts.update(evaluator=cluster.num_evaluators, training_tasks=cluster.num_workers,
-                 task=cluster.task_label, strategy=task.distribution.strategy,
-                 synchronous=task.distribution.synchronous,
-                 replicas_in_sync=task.distribution.replicas_in_sync)
+                 task=cluster.task_label, strategy=strategy.strategy,
+                 synchronous=strategy.synchronous, replicas_in_sync=strategy.replicas_in_sync)
     return facts
 
 
-def json_value(value):
+def json_value(value: object) -> JsonValue:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -191,7 +294,8 @@ def json_value(value):
     return str(value)
 
 
-def job_throughput(tasks: dict) -> tuple:
+def job_throughput(tasks: Dict[str, Throughput]) -> Tuple[
+        Optional[float], Dict[str, Throughput], Optional[float]]:
     """(the job's examples/sec, `tasks` with each task's share, the interval's
     seconds) of a cluster's training tasks, from their own figures
     (`recorder.Recorder`): the examples every task trained after its first
@@ -213,14 +317,15 @@ def job_throughput(tasks: dict) -> tuple:
             - min(figures['trained_from_unix'] for figures in timed.values()))
     if secs <= 0:
         return None, tasks, None
-    shared = {label: (dict(figures, own_examples_per_sec=figures.get('examples_per_sec'),
-                           examples_per_sec=(figures.get('examples') or 0) / secs)
-                      if label in counted else figures)
-              for label, figures in tasks.items()}
-    return sum(shared[label]['examples_per_sec'] for label in counted), shared, secs
+    shares = {label: (tasks[label].get('examples') or 0) / secs for label in counted}
+    shared: Dict[str, Throughput] = {
+        label: ({**figures, 'own_examples_per_sec': figures.get('examples_per_sec'),
+                 'examples_per_sec': shares[label]} if label in counted else figures)
+        for label, figures in tasks.items()}
+    return sum(shares.values()), shared, secs
 
 
-def worker_entries(job_dir, job_id):
+def worker_entries(job_dir: str, job_id: str) -> List[Tuple[str, Throughput]]:
     """(task, throughput) of the other training tasks of job `job_id` that recorded theirs."""
     entries = []
     try:
@@ -246,7 +351,7 @@ def chief_succeeded(job_dir: str, job_id: str, since: float) -> Optional[Dict[st
         sessions = _read_sessions(path(job_dir))
     except (OSError, UserInputError):
         return None
-    for session in reversed(sessions):
+    for session in sessions[::-1]:
         ended = (session.get('started_at_unix') or 0) + (session.get('wall_secs') or 0)
         if (session.get('job_id') == job_id and session.get('status') == SUCCEEDED
                 and ended >= since):

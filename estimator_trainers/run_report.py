@@ -12,27 +12,35 @@ examples/sec in a cluster, final metrics, where the checkpoints, export and Tens
 logs are, and the command that shows them. (The machine-readable record of
 the same run is `run_record`.)
 """
+import argparse
 import shlex
 import time
+from typing import Mapping, Optional, Union
 
 import tensorflow as tf
+from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import summary as hparams_summary
 from tensorboard.plugins.hparams import summary_v2 as hparams_v2
 
+from estimator_trainers import cluster as cluster_lib
+from estimator_trainers import evaluation
 from estimator_trainers import hooks
 from estimator_trainers import job_dir as job_dir_lib
+from estimator_trainers import run_record
 from estimator_trainers import summaries
 
 TENSORBOARD_COMMAND = 'bash scripts/tensorboard.sh %s'
 # Flags that name places or logging rather than choices: not hyperparameters.
 _NOT_HPARAMS = frozenset(['verbosity', 'hypertune_metric', 'feature_stats'])
 _PATH_SUFFIXES = ('_dir', '_file', '_files')
+# A value the hparams plugin shows.
+HParamValue = Union[bool, int, float, str]
 
 
-def hparams(args):
+def hparams(args: argparse.Namespace) -> dict[str, HParamValue]:
     """The flag values of `args` that the hparams plugin can show (no paths)."""
-    values = {}
+    values: dict[str, HParamValue] = {}
     for name, value in sorted(vars(args).items()):
         if (name in _NOT_HPARAMS or name.endswith(_PATH_SUFFIXES) or value is None):
             continue
@@ -44,7 +52,8 @@ def hparams(args):
     return values
 
 
-def start_session(job_dir, args, facts=None):
+def start_session(job_dir: str, args: argparse.Namespace,
+                  facts: Optional[Mapping[str, HParamValue]] = None) -> tf.summary.SummaryWriter:
     """Writes the HParams session start of a run into `<job_dir>/eval`; returns its writer.
 
     Args:
@@ -58,13 +67,13 @@ def start_session(job_dir, args, facts=None):
     return writer
 
 
-def end_session(writer):
+def end_session(writer: tf.summary.SummaryWriter) -> None:
     """Marks the HParams session `start_session` wrote successful (after its training)."""
     _write(writer, hparams_summary.session_end_pb(api_pb2.STATUS_SUCCESS, time.time()))
     writer.close()
 
 
-def _write(writer, summary):
+def _write(writer: tf.summary.SummaryWriter, summary: summary_pb2.Summary) -> None:
     with writer.as_default():
         tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=0)
     writer.flush()
@@ -79,8 +88,11 @@ def write_average(job_dir: str, step: int, examples_per_sec: float) -> None:
     writer.flush()
 
 
-def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per_sec,
-                  eval_clock, metrics, job_dir, export_dir, tasks=None):
+def summary_block(*, wall_secs: float, first_step: Optional[int], last_step: Optional[int],
+                  train_steps: int, examples_per_sec: Optional[float],
+                  eval_clock: evaluation.Clock, metrics: Mapping[str, float], job_dir: str,
+                  export_dir: Optional[str],
+                  tasks: Optional[Mapping[str, run_record.Throughput]] = None) -> str:
     """The lines a run ends with (a string of several lines).
 
     `examples_per_sec` is the job's figure of the run record: one process's
@@ -119,13 +131,13 @@ def summary_block(*, wall_secs, first_step, last_step, train_steps, examples_per
                                          for name, value in rows])
 
 
-def _task_order(label):
+def _task_order(label: str) -> tuple[bool, str, int]:
     """chief first, then worker-0, worker-1, ... in numeric order."""
     role, _, index = label.partition('-')
-    return (role != 'chief', role, int(index) if index.isdigit() else 0)
+    return (role != cluster_lib.CHIEF, role, int(index) if index.isdigit() else 0)
 
 
-def _task_row(label, figures):
+def _task_row(label: str, figures: run_record.Throughput) -> str:
     """`worker-1:    168 steps, 4210.5 examples/sec (5012.3 while it trained)`: its
     share of the job's figure, and its own rate."""
     rate, own = figures.get('examples_per_sec'), figures.get('own_examples_per_sec')
@@ -135,6 +147,6 @@ def _task_row(label, figures):
         ' (%.1f while it trained)' % own if own else '')
 
 
-def _duration(secs):
+def _duration(secs: float) -> str:
     """`hooks.format_duration`, with tenths under a minute (short runs)."""
     return '%.1fs' % secs if secs < 60 else hooks.format_duration(secs)

@@ -30,9 +30,10 @@ import base64
 import binascii
 import dataclasses
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from estimator_trainers import errors
@@ -42,9 +43,13 @@ DEFAULT_SIGNATURE = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 # Instances per call of the signature: bounds the memory of a large file.
 BATCH = 64
 _EXPORTS_HINT = 'expected <job-dir>/export/<timestamp> or <job-dir>/export'
+# A JSON value as `json.load` gives it: an instance, a prediction, or part of one.
+Json = Union[None, bool, int, float, str, List['Json'], Dict[str, 'Json']]
+# Names instance i in messages.
+Where = Callable[[int], str]
 
 
-def find_export(model_dir, flag='--model-dir'):
+def find_export(model_dir: str, flag: str = '--model-dir') -> str:
     """`model_dir` itself, or its newest timestamped export.
 
     Raises:
@@ -64,7 +69,8 @@ def find_export(model_dir, flag='--model-dir'):
     return os.path.join(model_dir, exports[-1])
 
 
-def load(export_dir, signature_name=None, flag='--model-dir'):
+def load(export_dir: str, signature_name: Optional[str] = None,
+         flag: str = '--model-dir') -> 'Signature':
     """The `Signature` of the SavedModel at `export_dir` that serving calls.
 
     Args:
@@ -121,14 +127,16 @@ class Signature:
       outputs: the output names, sorted.
     """
 
-    def __init__(self, loaded, name, function, where):
+    def __init__(self, loaded: tf.__internal__.tracking.AutoTrackable, name: str,
+                 function: tf.types.experimental.ConcreteFunction, where: str) -> None:
         self._loaded = loaded  # the signature's variables live as long as it does
         self.function = function
-        self.available = tuple(sorted(loaded.signatures.keys()))
+        self.available: Tuple[str, ...] = tuple(sorted(loaded.signatures.keys()))
         self.name = name
         self.where = where
-        self.inputs = dict(sorted(function.structured_input_signature[1].items()))
-        self.outputs = sorted(function.structured_outputs)
+        self.inputs: Dict[str, tf.TensorSpec] = dict(
+            sorted(function.structured_input_signature[1].items()))
+        self.outputs: List[str] = sorted(function.structured_outputs)
         for input_name, spec in self.inputs.items():
             if spec.shape.rank == 0:
                 raise UserInputError(
@@ -138,12 +146,12 @@ class Signature:
                 raise UserInputError('%s: signature %s input %s is %s, which JSON instances '
                                      'cannot give' % (where, name, input_name, spec.dtype.name))
 
-    def describe(self):
+    def describe(self) -> str:
         """`name (dtype [shape]), ...` of the inputs, for messages and docs."""
         return ', '.join('%s (%s %s)' % (n, s.dtype.name, _shape_text(s.shape))
                          for n, s in self.inputs.items())
 
-    def predict(self, instances, where=None):
+    def predict(self, instances: Sequence[Json], where: Optional[Where] = None) -> List[Json]:
         """Predictions of `instances` (row format), `BATCH` at a time.
 
         Args:
@@ -154,11 +162,11 @@ class Signature:
             signature failed on it.
         """
         where = where or (lambda i: 'instance %d' % (i + 1))
-        predictions = []
+        predictions: List[Json] = []
         for start in range(0, len(instances), BATCH):
             batch = instances[start:start + BATCH]
             try:
-                predictions.extend(self.run(batch, lambda i, s=start: where(s + i)))
+                predictions.extend(self.run(batch, lambda i: where(start + i)))  # (called at once)
             except tf.errors.OpError as e:
                 span = (where(start) if len(batch) == 1 else
                         '%s to %s' % (where(start), where(start + len(batch) - 1)))
@@ -166,7 +174,7 @@ class Signature:
                     self.where, self.name, span, errors.first_line(e))) from None
         return predictions
 
-    def run(self, instances, where):
+    def run(self, instances: Sequence[Json], where: Where) -> List[Json]:
         """Predictions of one batch of `instances`.
 
         Raises:
@@ -175,9 +183,9 @@ class Signature:
         """
         return self._rows(self.function(**self.encode(instances, where)), len(instances))
 
-    def encode(self, instances, where):
+    def encode(self, instances: Sequence[Json], where: Where) -> Dict[str, tf.Tensor]:
         """{input name: tf.Tensor} of a batch of instances."""
-        columns = {name: [] for name in self.inputs}
+        columns: Dict[str, List[npt.NDArray[Any]]] = {name: [] for name in self.inputs}
         for i, instance in enumerate(instances):
             for name, value in self._values(instance, where(i)).items():
                 columns[name].append(_array(self.inputs[name], value, '%s, input %s'
@@ -185,7 +193,7 @@ class Signature:
         return {name: tf.constant(np.stack(values), self.inputs[name].dtype)
                 for name, values in columns.items()}
 
-    def _values(self, instance, where):
+    def _values(self, instance: Json, where: str) -> Mapping[str, Json]:
         if len(self.inputs) == 1:
             (name,) = self.inputs
             if isinstance(instance, dict) and set(instance) == {name}:
@@ -199,13 +207,13 @@ class Signature:
         if missing or unknown:
             raise UserInputError('%s: %s (signature %s takes %s)' % (
                 where, '; '.join(filter(None, (
-                    missing and 'lacks %s' % ', '.join(missing),
-                    unknown and 'unknown input %s' % ', '.join(map(repr, unknown))))),
+                    'lacks %s' % ', '.join(missing) if missing else '',
+                    'unknown input %s' % ', '.join(map(repr, unknown)) if unknown else ''))),
                 self.name, ', '.join(self.inputs)))
         return instance
 
-    def _rows(self, outputs, count):
-        arrays = {}
+    def _rows(self, outputs: Mapping[str, tf.Tensor], count: int) -> List[Json]:
+        arrays: Dict[str, npt.NDArray[Any]] = {}
         for name in self.outputs:
             array = outputs[name].numpy()
             if array.ndim == 0 or array.shape[0] != count:
@@ -214,20 +222,21 @@ class Signature:
                     'serving needs a batch dimension on every output'
                     % (self.where, self.name, name, list(array.shape), count))
             arrays[name] = array
-        rows = []
+        rows: List[Json] = []
         for i in range(count):
             row = {name: _json_value(arrays[name][i], name.endswith('_bytes'))
                    for name in self.outputs}
             rows.append(row[self.outputs[0]] if len(self.outputs) == 1 else row)
         return rows
 
-    def example_instance(self):
+    def example_instance(self) -> Json:
         """One instance of the signature's shape: zeros, false, empty strings
         (unknown dimensions of length 1)."""
-        def value(spec):
+        def value(spec: tf.TensorSpec) -> Json:
             shape = [d if d is not None else 1 for d in spec.shape.as_list()[1:]]
-            leaf = '' if spec.dtype == tf.string else False if spec.dtype == tf.bool else 0
-            return np.full(shape, leaf, dtype=object).tolist() if shape else leaf
+            leaf: Json = '' if spec.dtype == tf.string else False if spec.dtype == tf.bool else 0
+            filled: Json = np.full(shape, leaf, dtype=object).tolist() if shape else leaf
+            return filled
         values = {name: value(spec) for name, spec in self.inputs.items()}
         return next(iter(values.values())) if len(values) == 1 else values
 
@@ -243,14 +252,15 @@ class Checked:
       note: why it did not run one, or None.
     """
     export_dir: str
-    signature: str
-    inputs: str
-    prediction: Any = None
+    signature: Optional[str]
+    inputs: Optional[str]
+    prediction: Json = None
     note: Optional[str] = None
 
 
-def check_export(origin, signature_name=None, instances=(), flag='--origin',
-                 instances_flag='--check-instances'):
+def check_export(origin: str, signature_name: Optional[str] = None,
+                 instances: Sequence[Json] = (), flag: str = '--origin',
+                 instances_flag: str = '--check-instances') -> Checked:
     """Loads the export at `origin` and calls its signature on one instance.
 
     Args:
@@ -291,7 +301,7 @@ def check_export(origin, signature_name=None, instances=(), flag='--origin',
 # ----------------------------------------------------------------- values
 
 
-_LEAVES = {
+_LEAVES: Dict[tf.DType, str] = {
     tf.string: 'text or {"b64": ...}', tf.bool: 'true or false',
     **{t: 'a number' for t in (tf.float16, tf.bfloat16, tf.float32, tf.float64)},
     **{t: 'an integer' for t in (tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8,
@@ -299,7 +309,7 @@ _LEAVES = {
 }
 
 
-def _array(spec, value, where):
+def _array(spec: tf.TensorSpec, value: Json, where: str) -> npt.NDArray[Any]:
     """One instance's value of input `spec` as a numpy array (no batch dimension)."""
     shape, leaves = _shape_and_leaves(value, where)
     expected = spec.shape.as_list()[1:]
@@ -316,7 +326,7 @@ def _array(spec, value, where):
                     dtype=dtype.as_numpy_dtype).reshape(shape)
 
 
-def _shape_and_leaves(value, where):
+def _shape_and_leaves(value: Json, where: str) -> Tuple[Tuple[int, ...], List[Json]]:
     """The shape of a nested list and its leaves in row-major order.
 
     Raises:
@@ -334,7 +344,7 @@ def _shape_and_leaves(value, where):
     return (len(value),) + inner, [leaf for _, leaves in parts for leaf in leaves]
 
 
-def _bytes(leaf, where):
+def _bytes(leaf: Json, where: str) -> bytes:
     if isinstance(leaf, str):
         return leaf.encode('utf-8')
     if isinstance(leaf, dict) and set(leaf) == {'b64'} and isinstance(leaf['b64'], str):
@@ -346,7 +356,7 @@ def _bytes(leaf, where):
                          % (where, _kind(leaf)))
 
 
-def _number(dtype, leaf, where):
+def _number(dtype: tf.DType, leaf: Json, where: str) -> Union[bool, int, float]:
     if dtype == tf.bool:
         if not isinstance(leaf, bool):
             raise UserInputError('%s: expected true or false, got %s' % (where, _kind(leaf)))
@@ -366,7 +376,8 @@ def _number(dtype, leaf, where):
     return leaf
 
 
-def _json_value(value, as_b64):
+def _json_value(value: Union[npt.NDArray[Any], np.generic, bytes, Json],
+                as_b64: bool) -> Json:
     """A numpy value (array or scalar) as JSON data; bytes as text or {"b64": ...}."""
     if isinstance(value, np.ndarray):
         return [_json_value(item, as_b64) for item in value]
@@ -377,22 +388,23 @@ def _json_value(value, as_b64):
             except UnicodeDecodeError:
                 pass
         return {'b64': base64.b64encode(value).decode('ascii')}
-    return value.item() if isinstance(value, np.generic) else value
+    item: Json = value.item() if isinstance(value, np.generic) else value
+    return item
 
 
-def _kind(value):
+def _kind(value: object) -> str:
     if isinstance(value, dict):
         return 'an object with keys %s' % ', '.join(map(repr, sorted(value)[:5]))
     return {list: 'a list', str: 'text', bool: 'a boolean', type(None): 'null',
             int: 'a number', float: 'a number'}.get(type(value), type(value).__name__)
 
 
-def _show(number):
+def _show(number: Union[int, float]) -> str:
     text = repr(number)
     return text if len(text) <= 24 else text[:21] + '...'
 
 
-def _shape_text(shape):
+def _shape_text(shape: Union[tf.TensorShape, Sequence[Optional[int]]]) -> str:
     dims = shape.as_list() if hasattr(shape, 'as_list') else list(shape)
     return '[%s]' % ', '.join('?' if d is None else str(d) for d in dims)
 

@@ -19,6 +19,7 @@ of the graph: a name scope would prefix their tags.
 """
 import contextlib
 import weakref
+from typing import Callable, Iterator, Optional
 
 import tensorflow as tf
 
@@ -34,24 +35,26 @@ WORKER_EXAMPLES_PER_SEC = 'examples_per_sec/worker'
 IMAGES = 'images'
 # graph -> {name: tensor} of the progress line (not a graph collection: those
 # are serialised into every checkpoint's meta graph, and names are not tensors).
-_PROGRESS = weakref.WeakKeyDictionary()
+_PROGRESS: weakref.WeakKeyDictionary[tf.Graph, dict[str, tf.Tensor]] = (
+    weakref.WeakKeyDictionary())
 # graph -> summaries that a hook of the model_fn writes (kept out of SUMMARIES).
-_HOOK_SUMMARIES = weakref.WeakKeyDictionary()
+_HOOK_SUMMARIES: weakref.WeakKeyDictionary[tf.Graph, list[tf.Tensor]] = (
+    weakref.WeakKeyDictionary())
 # graph -> boolean tensor: its batch metrics are computed only where true.
-_DUE = weakref.WeakKeyDictionary()
+_DUE: weakref.WeakKeyDictionary[tf.Graph, Optional[tf.Tensor]] = weakref.WeakKeyDictionary()
 
 
-def log_progress(name, tensor):
+def log_progress(name: str, tensor: tf.Tensor) -> None:
     """Adds `tensor` to the values the progress line shows every N steps."""
     _PROGRESS.setdefault(tf.compat.v1.get_default_graph(), {})[name] = tensor
 
 
-def progress_values():
+def progress_values() -> dict[str, tf.Tensor]:
     """{name: tensor} that `log_progress` added to the default graph."""
     return dict(_PROGRESS.get(tf.compat.v1.get_default_graph(), {}))
 
 
-def training_metrics(loss, **metrics):
+def training_metrics(loss: tf.Tensor, **metrics: tf.Tensor) -> None:
     """Summaries and progress-log values of the training batches.
 
     `loss` is logged only: Estimator writes the `loss` summary itself.
@@ -63,13 +66,13 @@ def training_metrics(loss, **metrics):
         log_progress(name, value)
 
 
-def hook_summaries(graph=None):
+def hook_summaries(graph: Optional[tf.Graph] = None) -> list[tf.Tensor]:
     """Summaries of `graph` that a model_fn's hook fetches itself (`input_images`)."""
     return list(_HOOK_SUMMARIES.get(graph or tf.compat.v1.get_default_graph(), ()))
 
 
 @contextlib.contextmanager
-def batch_metrics_when(due):
+def batch_metrics_when(due: Optional[tf.Tensor]) -> Iterator[None]:
     """Within it, the batch metrics of the default graph (`batch_accuracy`,
     `batch_auc`, `when_due`) are computed only where the boolean tensor `due`
     is true (None: always).
@@ -86,7 +89,7 @@ def batch_metrics_when(due):
         _DUE.pop(graph, None)
 
 
-def when_due(compute):
+def when_due(compute: Callable[[], tf.Tensor]) -> tf.Tensor:
     """`compute()`, a float32 scalar batch metric; under `batch_metrics_when`
     only when due (else 0). For a model_fn's own batch metrics."""
     due = _DUE.get(tf.compat.v1.get_default_graph())
@@ -95,7 +98,7 @@ def when_due(compute):
     return tf.cond(due, compute, lambda: tf.constant(0.0))
 
 
-def batch_accuracy(labels, classes):
+def batch_accuracy(labels: tf.Tensor, classes: tf.Tensor) -> tf.Tensor:
     """Accuracy of the training batch, for `training_metrics(accuracy=...)`.
 
     In its own name scope: a bare `accuracy` op would take the summary's name.
@@ -105,14 +108,15 @@ def batch_accuracy(labels, classes):
             tf.equal(classes, tf.cast(labels, tf.int64)), tf.float32)))
 
 
-def learning_rate(rate, optimizer):
+def learning_rate(rate: tf.Tensor, optimizer: str) -> None:
     """`learning_rate/<optimizer>` (e.g. `dnn_adam`): one chart per optimizer."""
     name = LEARNING_RATE + '/' + optimizer
     tf.compat.v1.summary.scalar(name, rate)
     log_progress(name, rate)
 
 
-def input_images(images, output_dir, every_steps, max_images=3):
+def input_images(images: tf.Tensor, output_dir: str, every_steps: int,
+                 max_images: int = 3) -> 'RareSummaryHook':
     """A chief-only hook writing `max_images` input images every `every_steps`.
 
     The image summary is kept out of the merged summaries Estimator writes
@@ -129,7 +133,8 @@ def input_images(images, output_dir, every_steps, max_images=3):
     return RareSummaryHook(summary, output_dir, every_steps)
 
 
-class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
+# (TensorFlow's classes are `Any` to mypy: strict mode refuses them as a base.)
+class RareSummaryHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Writes `summary_op` after the second run of a session, then every `every_steps`.
 
     Not a second `SummarySaverHook`: that writes a "session start" event, and
@@ -140,25 +145,27 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
     next multiple.
     """
 
-    def __init__(self, summary_op, output_dir, every_steps):
+    def __init__(self, summary_op: tf.Tensor, output_dir: str, every_steps: int) -> None:
         self._summary_op = summary_op
         self._output_dir = output_dir
         self._every_steps = every_steps
 
-    def begin(self):
+    def begin(self) -> None:
         self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
         self._step_fetches = run_steps.step_fetches()
-        self._next_step = None
-        self._last_step = None
+        self._next_step: Optional[int] = None
+        self._last_step: Optional[int] = None
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.compat.v1.train.SessionRunContext
+                   ) -> tf.compat.v1.train.SessionRunArgs:
         fetches = {'step': self._step_fetches}
         if (self._next_step is not None
                 and run_steps.run_end(self._last_step) >= self._next_step):
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.compat.v1.train.SessionRunContext,
+                  run_values: tf.compat.v1.train.SessionRunValues) -> None:
         step, _ = run_steps.steps_done(run_values.results['step'])
         if self._next_step is None:
             self._next_step = step + 1
@@ -168,7 +175,7 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):
         self._last_step = step
 
 
-def merged_training_summaries():
+def merged_training_summaries() -> Optional[tf.Tensor]:
     """The training graph's merged summary op (None: no summaries).
 
     Scaffold's own choice: the `SUMMARY_OP` collection, else all summaries
@@ -179,7 +186,7 @@ def merged_training_summaries():
         'summary_op', tf.compat.v1.GraphKeys.SUMMARY_OP, tf.compat.v1.summary.merge_all)
 
 
-def batch_auc(labels, probabilities):
+def batch_auc(labels: tf.Tensor, probabilities: tf.Tensor) -> tf.Tensor:
     """Area under the ROC curve of one batch (0.5 when it holds a single class).
 
     The share of (positive, negative) pairs the model ranks right, ties half.
@@ -188,7 +195,7 @@ def batch_auc(labels, probabilities):
         return when_due(lambda: _auc_of_pairs(labels, probabilities))
 
 
-def _auc_of_pairs(labels, probabilities):
+def _auc_of_pairs(labels: tf.Tensor, probabilities: tf.Tensor) -> tf.Tensor:
     labels = tf.reshape(tf.cast(labels, tf.bool), [-1])
     scores = tf.reshape(tf.cast(probabilities, tf.float32), [-1])
     positive = tf.boolean_mask(scores, labels)

@@ -36,7 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
-from typing import IO, Any, Callable, Mapping, Optional, TypedDict, Union
+from typing import IO, Callable, Mapping, NoReturn, Optional, TypedDict, Union
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -145,7 +145,8 @@ def line(error: BaseException) -> str:
 
 
 def first_line(error: Union[BaseException, str]) -> str:
-    """The first line of an exception's message (TF errors: without the op trace), or of a text."""
+    """The first line of an exception's message (TF errors: without the op trace)
+    or of a text."""
     text = (getattr(error, 'message', None) or str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
@@ -180,7 +181,8 @@ def read_record(path: str) -> Optional[Error]:
         return None
 
 
-def run_cli(main: Callable[[Any], Optional[int]], argv: Optional[list[str]] = None) -> None:
+def run_cli(main: Callable[[Optional[list[str]]], Optional[int]],
+            argv: Optional[list[str]] = None) -> NoReturn:
     """Runs `main(argv)` as a command: an `Error` becomes its line and exit code."""
     try:
         result = main(argv)

@@ -54,8 +54,9 @@ WORKER_SAVE_DIR = 'tmp_worker_%d'
 # `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file), the
 # lease's own replacement file (`lease_temp_name`), and under `export/` a
 # SavedModel written to `temp-<timestamp>/` before its rename.
-_LEFTOVERS: tuple[Pattern[str], ...] = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
-              re.compile(r'^%s\.[0-9a-f]{32}\.tmp$' % re.escape(LEASE_FILE)))
+_LEFTOVERS: tuple[Pattern[str], ...] = (
+    re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
+    re.compile(r'^%s\.[0-9a-f]{32}\.tmp$' % re.escape(LEASE_FILE)))
 _EXPORT_LEFTOVERS: tuple[Pattern[str], ...] = (re.compile(r'^temp-\d+$'),)
 
 

@@ -17,7 +17,8 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from typing import Iterable, Iterator
+import types
+from typing import Iterable, Iterator, Optional, Sequence
 
 # Imported by `tensorflow` itself, used only by resolvers these trainers never build.
 UNUSED_BY_TENSORFLOW = ('googleapiclient.discovery',)
@@ -26,14 +27,16 @@ UNUSED_BY_TENSORFLOW = ('googleapiclient.discovery',)
 class _LazyFinder(importlib.abc.MetaPathFinder):
     """Finds `names` where the path finders would, loading them lazily."""
 
-    def __init__(self, names: frozenset):
+    def __init__(self, names: frozenset[str]) -> None:
         self._names = names
 
-    def find_spec(self, fullname, path, target=None):  # pylint: disable=unused-argument
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]],
+                  target: Optional[types.ModuleType] = None,  # pylint: disable=unused-argument
+                  ) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname not in self._names:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and hasattr(spec.loader, 'exec_module'):
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, 'exec_module'):
             spec.loader = importlib.util.LazyLoader(spec.loader)
         return spec
 

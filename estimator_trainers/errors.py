@@ -36,7 +36,7 @@ EX_TEMPFAIL (75, sysexits.h) lifted into that range, above every signal's
 import json
 import os
 import sys
-from typing import IO, Any, Callable, Optional
+from typing import IO, Callable, Mapping, NoReturn, Optional, TypedDict, Union
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -44,6 +44,16 @@ EXIT_RETRYABLE = 128 + 75
 # Exit codes from here up are worth a restart (`retryable`).
 FIRST_RETRYABLE = 128
 ERROR_RECORD_ENV = 'ESTIMATOR_TRAINERS_ERROR_RECORD'
+
+
+class ErrorRecord(TypedDict, total=False):
+    """An error as JSON (`Error.record`); read back, any key may be missing."""
+    kind: str
+    text: str
+    line: str
+    flag: Optional[str]
+    path: Optional[str]
+    exit_code: int
 
 
 class Error(Exception):
@@ -65,11 +75,11 @@ class Error(Exception):
             self.exit_code = exit_code
 
     @property
-    def message(self):
+    def message(self) -> str:
         """What the line says after `error: `."""
         return str(self)
 
-    def record(self):
+    def record(self) -> ErrorRecord:
         """The error as a JSON-ready dict (`from_record` reads it back)."""
         return {'kind': type(self).__name__, 'text': str(self), 'line': line(self),
                 'flag': self.flag, 'path': self.path, 'exit_code': self.exit_code}
@@ -87,15 +97,16 @@ class FlagError(UserInputError):
     """A command line its parser refuses: an unknown flag or a bad value."""
 
     @property
-    def message(self):
+    def message(self) -> str:
         return '%s (see --help)' % self
 
 
 class TaskFailure(Error):
     """The machine or the cluster failed the task (full disk, SIGTERM, a lost peer)."""
 
-    def __init__(self, message, exit_code=EXIT_FAILED, **kwargs):
-        super().__init__(message, exit_code=exit_code, **kwargs)
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED, *,
+                 flag: Optional[str] = None, path: Optional[str] = None) -> None:
+        super().__init__(message, exit_code=exit_code, flag=flag, path=path)
 
 
 class TransientFailure(TaskFailure):
@@ -103,8 +114,9 @@ class TransientFailure(TaskFailure):
     was not up yet or went away, Cloud Storage not answering. Exits
     `EXIT_RETRYABLE`, which the Kubernetes targets restart (`retryable`)."""
 
-    def __init__(self, message, **kwargs):
-        super().__init__(message, exit_code=EXIT_RETRYABLE, **kwargs)
+    def __init__(self, message: str, *, flag: Optional[str] = None,
+                 path: Optional[str] = None) -> None:
+        super().__init__(message, exit_code=EXIT_RETRYABLE, flag=flag, path=path)
 
 
 def retryable(exit_code: int) -> bool:
@@ -116,9 +128,9 @@ KINDS = {kind.__name__: kind for kind in (Error, UserInputError, FlagError, Task
                                           TransientFailure)}
 
 
-def from_record(record):
+def from_record(record: ErrorRecord) -> Error:
     """The `Error` a `record()` dict describes (unknown kinds become `Error`)."""
-    kind = KINDS.get(record.get('kind'), Error)
+    kind = KINDS.get(record.get('kind', ''), Error)
     error = kind.__new__(kind)
     Exception.__init__(error, record.get('text', ''))
     error.flag, error.path = record.get('flag'), record.get('path')
@@ -126,14 +138,15 @@ def from_record(record):
     return error
 
 
-def line(error):
+def line(error: BaseException) -> str:
     """The one line a command prints for `error`: `error: <message>`."""
     message = error.message if isinstance(error, Error) else first_line(error)
     return 'error: %s' % message
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (TF errors: without the op trace)."""
+def first_line(error: Union[BaseException, str]) -> str:
+    """The first line of an exception's message (TF errors: without the op trace)
+    or of a text."""
     text = (getattr(error, 'message', None) or str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
@@ -146,7 +159,8 @@ def report(error: BaseException, stream: Optional[IO[str]] = None) -> None:
     write_record(error)
 
 
-def write_record(error, environ=None):
+def write_record(error: BaseException,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
     """Writes `error.record()` where `ERROR_RECORD_ENV` says; nothing when unset."""
     path = (os.environ if environ is None else environ).get(ERROR_RECORD_ENV)
     if not path or not isinstance(error, Error):
@@ -167,7 +181,8 @@ def read_record(path: str) -> Optional[Error]:
         return None
 
 
-def run_cli(main: Callable[[Any], Optional[int]], argv: Optional[list[str]] = None) -> None:
+def run_cli(main: Callable[[Optional[list[str]]], Optional[int]],
+            argv: Optional[list[str]] = None) -> NoReturn:
     """Runs `main(argv)` as a command: an `Error` becomes its line and exit code."""
     try:
         result = main(argv)

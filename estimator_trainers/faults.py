@@ -26,9 +26,12 @@ import signal
 import sys
 import threading
 import time
+import types
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NoReturn, Optional
 
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution
 from estimator_trainers import gcs
 from estimator_trainers import hooks
@@ -44,6 +47,9 @@ from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import TransientFailure
 from estimator_trainers.errors import UserInputError
 
+if TYPE_CHECKING:
+    from estimator_trainers import declaration
+
 # What a task other than a training chief gets to end after SIGTERM, and a
 # training chief to save its checkpoint (Kubernetes kills after 30 s).
 QUICK_EXIT_SECS = 5
@@ -53,7 +59,7 @@ _SAVE_CHECK_SECS = 1
 
 # --- the job-dir itself -----------------------------------------------------
 
-def check_job_dir(job_dir, writable=True):
+def check_job_dir(job_dir: str, writable: bool = True) -> None:
     """Refuses a job-dir that cannot hold checkpoints; writes nothing if it does.
 
     Raises:
@@ -65,13 +71,13 @@ def check_job_dir(job_dir, writable=True):
         safe_io.check_writable_directory(job_dir, '--job-dir')
 
 
-def clean_leftovers(job_dir, log):
+def clean_leftovers(job_dir: str, log: Callable[[str], object]) -> list[str]:
     """Removes the temporary files and directories interrupted saves left.
 
     Call only while holding the job-dir lease: a running save of another
     process would lose its files. Returns the removed paths.
     """
-    removed = []
+    removed: list[str] = []
     for directory, patterns in job_dir_lib.leftover_places(job_dir):
         if not tf.io.gfile.isdir(directory):
             continue
@@ -92,7 +98,7 @@ def clean_leftovers(job_dir, log):
 
 # --- Cloud Storage ----------------------------------------------------------
 
-def check_buckets(paths, timeout_secs):
+def check_buckets(paths: Iterable[tuple[str, Optional[str]]], timeout_secs: float) -> None:
     """Refuses gs:// paths whose bucket does not exist or does not answer in time.
 
     TensorFlow's built-in gs:// client retries a failing request for minutes
@@ -110,7 +116,7 @@ def check_buckets(paths, timeout_secs):
       TransientFailure: Cloud Storage does not answer within `timeout_secs`, or
         fails (offline, a proxy or firewall in the way, no credentials).
     """
-    buckets = {}
+    buckets: dict[str, tuple[str, str]] = {}
     for flag, path in paths:
         if path is not None and gcs.is_gcs_path(path):
             reason = gcs.path_problem(path)
@@ -119,9 +125,9 @@ def check_buckets(paths, timeout_secs):
             buckets.setdefault(gcs.bucket_of(path), (flag, path))
     if not buckets:
         return
-    answers = {}
+    answers: dict[str, Optional[BaseException]] = {}
 
-    def ask():
+    def ask() -> None:
         # A daemon thread: one blocked inside TensorFlow's client cannot keep
         # the process from ending with the line below.
         for bucket in buckets:
@@ -153,7 +159,7 @@ def check_buckets(paths, timeout_secs):
 
 # --- full disk --------------------------------------------------------------
 
-def is_disk_full(error):
+def is_disk_full(error: Optional[BaseException]) -> bool:
     """True for ENOSPC, raised by Python or by TensorFlow's file system layer."""
     while error is not None:
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
@@ -164,7 +170,7 @@ def is_disk_full(error):
     return False
 
 
-def disk_full_error(job_dir):
+def disk_full_error(job_dir: str) -> TaskFailure:
     """The `TaskFailure` for a full job-dir, naming the checkpoint a rerun resumes."""
     good = last_good_checkpoint(job_dir)
     return TaskFailure(
@@ -174,7 +180,7 @@ def disk_full_error(job_dir):
            'no checkpoint was saved yet'))
 
 
-def last_good_checkpoint(job_dir):
+def last_good_checkpoint(job_dir: str) -> Optional[str]:
     """Newest listed checkpoint of `job_dir` that restores (its step readable), or None."""
     try:
         state = tf.train.get_checkpoint_state(job_dir)
@@ -182,7 +188,8 @@ def last_good_checkpoint(job_dir):
         return None
     if state is None:
         return None
-    for path in reversed(list(state.all_model_checkpoint_paths)):
+    paths: list[str] = list(state.all_model_checkpoint_paths)
+    for path in reversed(paths):
         try:
             tf.train.load_variable(path, 'global_step')
             return path
@@ -193,11 +200,12 @@ def last_good_checkpoint(job_dir):
 
 # --- memory -----------------------------------------------------------------
 
-def check_memory(estimate, batch, batch_flag, log, available=None):
+def check_memory(estimate: Optional['declaration.MemoryEstimate'], batch: int, batch_flag: str,
+                 log: Callable[[str], object], available: Optional[int] = None) -> None:
     """Refuses a step whose estimated memory exceeds what the host has available.
 
     Args:
-      estimate: `runner.MemoryEstimate` of the trainer, or None (no estimate).
+      estimate: `declaration.MemoryEstimate` of the trainer, or None (no estimate).
       batch: examples one step of this process holds.
       batch_flag: the flag that sets it, for the message.
       log: callable taking one line.
@@ -223,12 +231,12 @@ def check_memory(estimate, batch, batch_flag, log, available=None):
         log('Memory: %s; %s available' % (text, _size(available)))
 
 
-def _size(count):
-    for unit in ('bytes', 'KiB', 'MiB', 'GiB'):
-        if count < 1024 or unit == 'GiB':
+def _size(count: float) -> str:
+    for unit in ('bytes', 'KiB', 'MiB'):
+        if count < 1024:
             return ('%d %s' if unit == 'bytes' else '%.1f %s') % (count, unit)
         count /= 1024.0
-    return None
+    return '%.1f GiB' % count
 
 
 # --- SIGTERM, SIGINT, SIGHUP -------------------------------------------------
@@ -239,12 +247,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class Terminated(BaseException):
     """A stop signal arrived; a BaseException so TensorFlow's retry loops let it through."""
 
-    def __init__(self, signum=signal.SIGTERM):
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
-def exit_code(signum):
+def exit_code(signum: int) -> int:
     """The shell's status for a process that stopped on `signum` (143 for SIGTERM)."""
     return 128 + signum
 
@@ -265,8 +273,9 @@ class Termination:
     all: a `sentinel` process then ends the task (see `inside_tensorflow`).
     """
 
-    def __init__(self, task_label, log, quick_exit_secs=None, serves=False,
-                 chief_finished=None):
+    def __init__(self, task_label: str, log: Callable[[str], object],
+                 quick_exit_secs: Optional[float] = None, serves: bool = False,
+                 chief_finished: Optional[Callable[[], Optional[str]]] = None) -> None:
         """`quick_exit_secs`: how long the main thread gets to end when not saving
         (default `QUICK_EXIT_SECS`; 0 for a parameter server, whose main thread
         waits inside TensorFlow). `serves`: the task serves until it is stopped
@@ -277,22 +286,24 @@ class Termination:
         self.task_label = task_label
         self._serves = serves
         self._chief_finished = chief_finished
-        self._job_ended = {}  # signum -> the chief_finished answer, asked once
+        # signum -> the chief_finished answer, asked once
+        self._job_ended: dict[int, Optional[str]] = {}
         self._log = log
         self._quick_exit_secs = (QUICK_EXIT_SECS if quick_exit_secs is None
                                  else quick_exit_secs)
-        self._sentinel = None
+        self._sentinel: Optional[sentinel_lib.Sentinel] = None
         self.requested = threading.Event()
-        self.signum = None  # the first stop signal
-        self._handled = None  # the first the main thread handled
+        self.signum: Optional[int] = None  # the first stop signal
+        self._handled: Optional[int] = None  # the first the main thread handled
         self._said = False  # the main thread reports it: the watchdog stays silent
         self.saving = False  # a training chief's stop hook is active
-        self.checkpoint_dir = None
-        self._save_needs = ()  # (label, address) of the tasks a save needs (ps)
-        self._not_saved = None  # why the final save was not made
-        self._saved = None  # the final save's checkpoint
+        self.checkpoint_dir: Optional[str] = None
+        # (label, address) of the tasks a save needs (ps)
+        self._save_needs: tuple[tuple[str, str], ...] = ()
+        self._not_saved: Optional[str] = None  # why the final save was not made
+        self._saved: Optional[str] = None  # the final save's checkpoint
 
-    def install(self):
+    def install(self) -> 'Termination':
         """Takes the stop signals over; call from the main thread (`hook` takes them
         back later, should TensorFlow's runtime have installed its own handlers)."""
         self._sentinel = sentinel_lib.Sentinel.start(self.task_label, self._quick_exit_secs)
@@ -307,13 +318,14 @@ class Termination:
                          daemon=True).start()
         return self
 
-    def take_signals(self):
+    def take_signals(self) -> None:
         """(Re)installs the handlers of the stop signals; TensorFlow may have taken them."""
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
 
     @contextlib.contextmanager
-    def inside_tensorflow(self, what, deadline_secs=None, deadline_error=None):
+    def inside_tensorflow(self, what: str, deadline_secs: Optional[float] = None,
+                          deadline_error: Optional[Error] = None) -> Iterator[None]:
         """Around a TensorFlow call that keeps the interpreter lock while it waits.
 
         A stop signal inside ends the task at once with one line naming `what`
@@ -332,16 +344,16 @@ class Termination:
             # TensorFlow's preemption notifier may have taken SIGTERM meanwhile.
             self.take_signals()
 
-    def set_saving(self, saving):
+    def set_saving(self, saving: bool) -> None:
         """Whether a stop now saves a checkpoint first (and so gets the longer grace)."""
         self.saving = saving
         if self._sentinel:
             self._sentinel.tell(grace_secs=self._grace(), saving=saving)
 
-    def _grace(self):
+    def _grace(self) -> float:
         return SAVE_GRACE_SECS if self.saving else self._quick_exit_secs
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum: int, frame: Optional[types.FrameType]) -> None:
         del frame
         if self._handled is not None:  # the watchdog sees each signal too: count our own
             if signum == signal.SIGINT:
@@ -355,14 +367,14 @@ class Termination:
         self._log('%s: stopping training after a final checkpoint'
                   % signal.Signals(signum).name)
 
-    def _second_interrupt(self):
+    def _second_interrupt(self) -> NoReturn:
         process.exit_now(TaskFailure('%s: stopped on a second SIGINT, at once%s' % (
             self.task_label, '; no checkpoint saved' if self.saving else ''),
             exit_code=exit_code(signal.SIGINT)))
 
-    def _watchdog(self, read_fd):
-        first = None
-        deadline = None
+    def _watchdog(self, read_fd: int) -> None:
+        first: Optional[int] = None
+        deadline: Optional[float] = None
         while True:
             timeout = None if deadline is None else max(0.0, min(
                 deadline - time.monotonic(), _SAVE_CHECK_SECS))
@@ -384,6 +396,7 @@ class Termination:
                 break
             if deadline is not None and self.saving and self.save_impossible():
                 break
+        assert first is not None  # the first stop signal set the deadline
         if self._serves:
             self._log(self.served_line(first))
             process.exit_now(None, code=exit_code(first))
@@ -402,7 +415,7 @@ class Termination:
             self.task_label, signal.Signals(first).name, detail),
             exit_code=exit_code(first)), code=exit_code(first))
 
-    def job_ended(self, signum):
+    def job_ended(self, signum: int) -> Optional[str]:
         """How the chief finished when a stop by `signum` is the job's normal end
         (SIGTERM, after the chief finished), else None; asked once per signal."""
         if signum != signal.SIGTERM or self._chief_finished is None:
@@ -414,17 +427,18 @@ class Termination:
                 self._job_ended[signum] = None  # unknown: the stop stays an error
         return self._job_ended[signum]
 
-    def job_ended_line(self, signum):
+    def job_ended_line(self, signum: int) -> str:
         """What a task stopped at the job's normal end says (INFO, not an error)."""
         return ('%s: stopped on %s after the chief finished (%s): the job has ended'
                 % (self.task_label, signal.Signals(signum).name, self.job_ended(signum)))
 
-    def served_line(self, signum):
+    def served_line(self, signum: int) -> str:
         """What a serving task (a parameter server) says when a stop signal ends it."""
         return ('%s: stopped on %s, as a parameter server ends: it serves until the job '
                 'stops it' % (self.task_label, signal.Signals(signum).name))
 
-    def final_save(self, session, checkpoint_dir, all_finite=None):
+    def final_save(self, session: tf.compat.v1.Session, checkpoint_dir: str,
+                   all_finite: Optional[tf.Tensor] = None) -> None:
         """Saves the stop's checkpoint into `checkpoint_dir`; a failure is said, not raised.
 
         `all_finite` (`hooks.all_variables_finite`): variables that diverged since
@@ -441,21 +455,21 @@ class Termination:
         except tf.errors.OpError as e:
             self._not_saved = first_line(e)
 
-    def save_impossible(self):
+    def save_impossible(self) -> bool:
         """True (and says why) when a task the final save needs is unreachable."""
         down = distribution.unreachable_peers(self._save_needs, 0)
         if down:
             self._not_saved = '%s unreachable' % ', '.join('%s at %s' % p for p in down)
         return bool(down)
 
-    def _no_checkpoint(self, reason):
+    def _no_checkpoint(self, reason: str) -> str:
         """`; no final checkpoint (reason); the job-dir keeps ...`, read without TensorFlow."""
         kept = self.checkpoint_dir and job_dir_lib.listed_checkpoint(self.checkpoint_dir)
         return '; no final checkpoint (%s); %s' % (
             reason, 'the job-dir keeps %s' % kept if kept else 'no checkpoint was saved')
 
     @contextlib.contextmanager
-    def stop_wins(self):
+    def stop_wins(self) -> Iterator[None]:
         """After a stop signal, whatever else ends the block ends it as the stop.
 
         A stop lands anywhere, TensorFlow's own error handling included: when a
@@ -474,7 +488,7 @@ class Termination:
             raise Terminated(self.signum) from None
 
     @contextlib.contextmanager
-    def ending_run(self):
+    def ending_run(self) -> Iterator['Termination']:
         """Turns a stop signal the main thread handled into the one-line `TaskFailure`
         (`stop_wins`: also what TensorFlow raised meanwhile; a parameter server's
         stop, or one at the job's end: an INFO line instead).
@@ -489,7 +503,7 @@ class Termination:
         """
         previous_hook = sys.unraisablehook
 
-        def unraisable(args):
+        def unraisable(args: 'sys.UnraisableHookArgs') -> None:
             if not isinstance(args.exc_value, Terminated):
                 previous_hook(args)
 
@@ -511,7 +525,7 @@ class Termination:
             for signum in STOP_SIGNALS:
                 signal.signal(signum, signal.SIG_DFL)
 
-    def failure(self, signum=None):
+    def failure(self, signum: Optional[int] = None) -> TaskFailure:
         """The one-line `TaskFailure` for a stop signal the main thread handled."""
         signum = signum or self.signum or signal.SIGTERM
         self._said = True
@@ -526,7 +540,8 @@ class Termination:
             self.task_label, signal.Signals(signum).name, detail),
             exit_code=exit_code(signum))
 
-    def hook(self, checkpoint_dir, save_needs=()):
+    def hook(self, checkpoint_dir: Optional[str], save_needs: Iterable[tuple[str, str]] = (),
+             ) -> tf.compat.v1.train.SessionRunHook:
         """A training hook that stops training on a stop signal, saving into `checkpoint_dir`.
 
         It must run before the checkpoint saver hook: its `end` saves without
@@ -538,10 +553,11 @@ class Termination:
         self._save_needs = tuple(save_needs)
         termination = self
 
-        class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):
+        # TensorFlow is untyped: the base class is `Any` to mypy.
+        class StopOnTerminationHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
             """Requests a stop after a stop signal; `end` saves a checkpoint and ends the run."""
 
-            def begin(self):
+            def begin(self) -> None:
                 self._all_finite = (hooks.all_variables_finite()
                                     if checkpoint_dir is not None else None)
                 # TensorFlow's preemption notifier may have taken SIGTERM since.
@@ -551,11 +567,12 @@ class Termination:
                 if termination.requested.is_set():
                     raise Terminated(termination.signum or signal.SIGTERM)
 
-            def after_run(self, run_context, run_values):
+            def after_run(self, run_context: tf.compat.v1.train.SessionRunContext,
+                          run_values: tf.compat.v1.train.SessionRunValues) -> None:
                 if termination.requested.is_set():
                     run_context.request_stop()
 
-            def end(self, session):
+            def end(self, session: tf.compat.v1.Session) -> None:
                 if termination.requested.is_set():
                     if checkpoint_dir is not None and not termination.save_impossible():
                         termination.final_save(session, checkpoint_dir, self._all_finite)
@@ -568,7 +585,8 @@ class Termination:
 # --- all of it, around one task's run -----------------------------------------
 
 @contextlib.contextmanager
-def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
+def guarded_run(job_dir: str, cluster: cluster_lib.ClusterInfo, *, lease_timeout_secs: float,
+                log: Callable[[str], object]) -> Iterator[None]:
     """Holds the job-dir for one training task's run and turns faults into one line.
 
     Before: refuses an unusable job-dir; the chief takes the lease and cleans
@@ -600,7 +618,7 @@ def guarded_run(job_dir, cluster, *, lease_timeout_secs, log):
 
 
 @contextlib.contextmanager
-def disk_full_in_threads():
+def disk_full_in_threads() -> Iterator[list[BaseException]]:
     """Keeps a full disk met by another thread quiet, and yields what they met.
 
     TensorFlow's event writers write on threads of their own: on a full disk
@@ -608,16 +626,16 @@ def disk_full_in_threads():
     meets the full disk too, ended with the one line. Their other errors
     still print as before.
     """
-    seen = []
+    seen: list[BaseException] = []
     previous = threading.excepthook
 
-    def excepthook(args):
-        if is_disk_full(args.exc_value):
+    def excepthook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None and is_disk_full(args.exc_value):
             seen.append(args.exc_value)
         else:
             previous(args)
 
-    def quiet(record):
+    def quiet(record: logging.LogRecord) -> bool:
         return not ('writer thread error' in record.getMessage()
                     and 'No space left on device' in record.getMessage())
 

@@ -28,6 +28,7 @@ of UTF-8 without carriage returns or line feeds.
 import os
 import re
 import unicodedata
+from typing import Iterable, Mapping, Optional, overload
 
 MODULAR_FILESYSTEM_VAR = 'TF_USE_MODULAR_FILESYSTEM'
 SCHEME = 'gs://'
@@ -37,7 +38,8 @@ _BUCKET_CHARS = re.compile(r'[a-z0-9][a-z0-9._-]*[a-z0-9]')
 _IP_ADDRESS = re.compile(r'\d{1,3}(\.\d{1,3}){3}')
 
 
-def is_gcs_path(path):
+def is_gcs_path(path: object) -> bool:
+    """Whether `path` (a str or path-like) names a gs:// location."""
     return str(path).startswith(SCHEME)
 
 
@@ -47,7 +49,15 @@ def split(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
-def normalized(uri):
+@overload
+def normalized(uri: str) -> tuple[str, Optional[str]]: ...
+
+
+@overload
+def normalized(uri: None) -> tuple[None, None]: ...
+
+
+def normalized(uri: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     """`(uri, note)`: a gs:// path with its empty path segments and trailing
     slashes dropped (`gs://b//dir/` -> `gs://b/dir`); the note says so when a
     segment was empty, else it is None. Anything else is returned as it is."""
@@ -60,7 +70,7 @@ def normalized(uri):
     return cleaned, None
 
 
-def normalized_args(args):
+def normalized_args(args: Iterable[str]) -> tuple[list[str], list[str]]:
     """`(args, notes)`: a command line whose gs:// values (`gs://...`,
     `--flag=gs://...`) with empty path segments are `normalized`; one note per
     path changed, each said once. Other arguments are kept as they are."""
@@ -77,7 +87,7 @@ def normalized_args(args):
     return result, notes
 
 
-def bucket_problem(name):
+def bucket_problem(name: str) -> Optional[str]:
     """What Cloud Storage refuses in bucket `name`, or None."""
     if not _BUCKET_CHARS.fullmatch(name) or not 3 <= len(name) <= 222:
         return ('bucket name %r is not valid: 3 to 63 lowercase letters, digits, dashes, '
@@ -93,7 +103,7 @@ def bucket_problem(name):
     return None
 
 
-def path_problem(uri):
+def path_problem(uri: str) -> Optional[str]:
     """What is wrong with the gs:// path `uri` (a file, directory or glob), or None."""
     bucket, name = split(uri)
     if not bucket:
@@ -117,7 +127,8 @@ def path_problem(uri):
     return None
 
 
-def modular_filesystem_warning(paths, environ=None):
+def modular_filesystem_warning(paths: Iterable[object],
+                               environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """One warning line when the GCS plugin would handle one of `paths`, else None.
 
     Args:
@@ -136,6 +147,6 @@ def modular_filesystem_warning(paths, environ=None):
             % (MODULAR_FILESYSTEM_VAR, remote[0] if len(remote) == 1 else 'gs:// paths'))
 
 
-def bucket_of(path):
+def bucket_of(path: object) -> str:
     """`gs://bucket` of a gs:// path."""
     return 'gs://' + str(path)[len('gs://'):].split('/', 1)[0]

@@ -11,14 +11,22 @@ error becomes one line naming the call, the resource and what to check
 """
 import os
 import re
-from typing import Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
 
 from google.auth import exceptions as auth_exceptions
 
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
+if TYPE_CHECKING:
+    from google.auth import credentials as auth_credentials
+    from google.api_core import exceptions as core_exceptions
+    from google.cloud import storage
+
 T = TypeVar('T')
+# The Google APIs whose 403 answers `status_error` explains (`_ACCESS`).
+Api = Literal['aiplatform', 'storage', 'logging', 'cloudbuild', 'artifactregistry',
+              'cloudbilling']
 
 TIMEOUT_SECS = 10
 NUM_RETRIES = 1
@@ -29,7 +37,7 @@ _REQUEST_PREFIX = re.compile(r'^[A-Z]+ \S+: ')
 NO_BUCKET_METADATA_ENV = 'DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA'
 
 # api -> (what to enable, the role the credentials need), for 403 answers.
-_ACCESS = {
+_ACCESS: dict[Api, tuple[str, str]] = {
     'aiplatform': ('the Vertex AI API (aiplatform.googleapis.com)', 'roles/aiplatform.user'),
     'storage': ('the Cloud Storage API (storage.googleapis.com)',
                 'roles/storage.objectAdmin on the bucket'),
@@ -38,6 +46,9 @@ _ACCESS = {
                    'roles/cloudbuild.builds.editor'),
     'artifactregistry': ('the Artifact Registry API (artifactregistry.googleapis.com)',
                          'roles/artifactregistry.admin'),
+    'cloudbilling': ('the Cloud Billing API (cloudbilling.googleapis.com)',
+                     'no role (the price catalog is public: prices refresh --api-key '
+                     'works too)'),
 }
 
 
@@ -47,12 +58,14 @@ class ApiError(UserInputError):
     `status` is the HTTP status, or None when no answer came back.
     """
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         super().__init__(message)
         self.status = status
 
 
-def storage_client(project, credentials, **options):
+def storage_client(project: Optional[str],
+                   credentials: Optional['auth_credentials.Credentials'],
+                   **options: Any) -> 'storage.Client':
     """The google-cloud-storage client every storage call (the lease's, the tools') goes through.
 
     It talks to `STORAGE_EMULATOR_HOST` when that is set (no credentials
@@ -72,7 +85,7 @@ def storage_client(project, credentials, **options):
 
 
 def storage_call(call: Callable[[], T], action: str, project: Optional[str],
-                 endpoint: Optional[str], retry: bool = True) -> T:
+                 endpoint: str, retry: bool = True) -> T:
     """Runs `call()`, google-cloud-storage requests made with `retry=None` and
     `timeout=TIMEOUT_SECS`; any failure becomes an `ApiError` naming `action`.
 
@@ -109,13 +122,14 @@ def storage_call(call: Callable[[], T], action: str, project: Optional[str],
                            % (action, host(endpoint), first_line(e))) from None
 
 
-def _storage_reason(error):
+def _storage_reason(error: 'core_exceptions.GoogleAPICallError') -> str:
     """The server's message of a google-cloud-storage error, without the
     `METHOD URL: ` google-api-core puts before it."""
     return first_line(_REQUEST_PREFIX.sub('', error.message or '')) or 'no details'
 
 
-def status_error(status, reason, action, api, project):
+def status_error(status: int, reason: str, action: str, api: Api,
+                 project: Optional[str]) -> ApiError:
     """An `ApiError` for HTTP `status` of `action` that says what to check."""
     if status == 401:
         message = ('%s: the credentials were rejected (%s); run `gcloud auth '
@@ -138,7 +152,7 @@ def status_error(status, reason, action, api, project):
     return ApiError(message, status)
 
 
-def refresh_error(action, error):
+def refresh_error(action: str, error: auth_exceptions.RefreshError) -> ApiError:
     """The `ApiError` for credentials that could not be refreshed."""
     return ApiError('%s: the Application Default Credentials could not be refreshed '
                     '(%s); run `gcloud auth application-default login` or point '
@@ -146,19 +160,19 @@ def refresh_error(action, error):
                     % (action, _refresh_reason(error)))
 
 
-def token_endpoint_error(action, error):
+def token_endpoint_error(action: str, error: auth_exceptions.TransportError) -> ApiError:
     """The `ApiError` for a token endpoint that did not answer."""
     return ApiError('%s: cannot reach the Google token endpoint to refresh the '
                     'Application Default Credentials (%s)' % (action, first_line(error)))
 
 
-def host(uri):
+def host(uri: str) -> str:
     """`https://host` of a URL, for messages."""
     scheme, _, rest = uri.partition('://')
     return '%s://%s' % (scheme, rest.split('/', 1)[0])
 
 
-def _refresh_reason(error):
+def _refresh_reason(error: auth_exceptions.RefreshError) -> str:
     """The refresh error's text; google-auth puts the server's answer in args[0]."""
     return first_line(error.args[0]) if error.args and isinstance(error.args[0], str) \
         else type(error).__name__

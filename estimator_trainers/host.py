@@ -7,9 +7,10 @@ and the run record describes the machine with it.
 import os
 import platform
 import time
+from typing import Optional
 
 
-def cpu_model(cpuinfo_path='/proc/cpuinfo'):
+def cpu_model(cpuinfo_path: str = '/proc/cpuinfo') -> str:
     """The CPU's model name (`Intel(R) Xeon(R) ...`), else what `platform` knows."""
     try:
         with open(cpuinfo_path) as f:
@@ -21,17 +22,17 @@ def cpu_model(cpuinfo_path='/proc/cpuinfo'):
     return platform.processor() or platform.machine()
 
 
-def memory_bytes(meminfo='/proc/meminfo'):
+def memory_bytes(meminfo: str = '/proc/meminfo') -> Optional[int]:
     """Total memory (MemTotal), or None where unknown."""
     return _meminfo_bytes('MemTotal', meminfo)
 
 
-def mem_available_bytes(meminfo='/proc/meminfo'):
+def mem_available_bytes(meminfo: str = '/proc/meminfo') -> Optional[int]:
     """MemAvailable of /proc/meminfo in bytes, or None where there is none."""
     return _meminfo_bytes('MemAvailable', meminfo)
 
 
-def _meminfo_bytes(field, meminfo):
+def _meminfo_bytes(field: str, meminfo: str) -> Optional[int]:
     try:
         with open(meminfo) as f:
             for line in f:
@@ -42,7 +43,7 @@ def _meminfo_bytes(field, meminfo):
     return None
 
 
-def process_started_at():
+def process_started_at() -> Optional[float]:
     """When this process started (`time.time()` scale), from /proc; None where unknown.
 
     A run's wall time and start-up count from here: importing TensorFlow is
@@ -58,7 +59,7 @@ def process_started_at():
         return None
 
 
-def load_average():
+def load_average() -> Optional[list[float]]:
     """The 1, 5 and 15 minute load averages (a shared machine's figures say why), or None."""
     try:
         return [round(x, 2) for x in os.getloadavg()]

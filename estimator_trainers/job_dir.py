@@ -29,6 +29,7 @@ rules; the checks that read checkpoints with TensorFlow are `resume`'s.
 import os
 import re
 import uuid
+from typing import Mapping, Optional, Pattern
 
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
@@ -53,62 +54,68 @@ WORKER_SAVE_DIR = 'tmp_worker_%d'
 # `<name>.tmp<uuid hex>` (graph.pbtxt, the `checkpoint` state file), the
 # lease's own replacement file (`lease_temp_name`), and under `export/` a
 # SavedModel written to `temp-<timestamp>/` before its rename.
-_LEFTOVERS = (re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
-              re.compile(r'^%s\.[0-9a-f]{32}\.tmp$' % re.escape(LEASE_FILE)))
-_EXPORT_LEFTOVERS = (re.compile(r'^temp-\d+$'),)
+_LEFTOVERS: tuple[Pattern[str], ...] = (
+    re.compile(r'^model\.ckpt-\d+_temp$'), re.compile(r'^.+\.tmp[0-9a-f]{32}$'),
+    re.compile(r'^%s\.[0-9a-f]{32}\.tmp$' % re.escape(LEASE_FILE)))
+_EXPORT_LEFTOVERS: tuple[Pattern[str], ...] = (re.compile(r'^temp-\d+$'),)
 
 
-def model_params_path(job_dir):
+def model_params_path(job_dir: str) -> str:
+    """The flags that shape the model's variables (`MODEL_PARAMS_FILE`)."""
     return os.path.join(job_dir, MODEL_PARAMS_FILE)
 
 
-def lease_path(job_dir):
+def lease_path(job_dir: str) -> str:
+    """The job-dir's lease (`lease`)."""
     return os.path.join(job_dir, LEASE_FILE)
 
 
-def lease_temp_name(lease_file_path):
+def lease_temp_name(lease_file_path: str) -> str:
     """A unique name to write a new lease under before renaming it into place."""
     return '%s.%s.tmp' % (lease_file_path, uuid.uuid4().hex)
 
 
-def run_record_path(job_dir):
+def run_record_path(job_dir: str) -> str:
     """The chief's run record (`run_record`)."""
     return os.path.join(job_dir, RUN_RECORD_FILE)
 
 
-def worker_run_record_path(job_dir, task_label):
+def worker_run_record_path(job_dir: str, task_label: str) -> str:
     """The run record a training task other than the chief writes of itself."""
     return os.path.join(worker_dir(job_dir, task_label), RUN_RECORD_FILE)
 
 
-def eval_dir(job_dir):
+def eval_dir(job_dir: str) -> str:
+    """Where evaluations write their summaries."""
     return os.path.join(job_dir, EVAL_DIR)
 
 
-def worker_dir(job_dir, task_label):
+def worker_dir(job_dir: str, task_label: str) -> str:
     """Where a training task of a distributed job writes its own throughput."""
     return os.path.join(job_dir, WORKERS_DIR, task_label)
 
 
-def worker_save_dir(job_dir, task_index):
+def worker_save_dir(job_dir: str, task_index: int) -> str:
     """Where a multi_worker_mirrored worker saves the checkpoints nothing reads."""
     return os.path.join(job_dir, WORKER_SAVE_DIR % task_index)
 
 
-def export_dir(job_dir):
+def export_dir(job_dir: str) -> str:
+    """Where the SavedModels go, one directory per export."""
     return os.path.join(job_dir, EXPORT_DIR)
 
 
-def logs_dir(job_dir):
+def logs_dir(job_dir: str) -> str:
+    """Where the local cluster writes its tasks' logs."""
     return os.path.join(job_dir, LOGS_DIR)
 
 
-def leftover_places(job_dir):
+def leftover_places(job_dir: str) -> tuple[tuple[str, tuple[Pattern[str], ...]], ...]:
     """(directory, name patterns) where interrupted saves leave files behind."""
     return ((job_dir, _LEFTOVERS), (export_dir(job_dir), _EXPORT_LEFTOVERS))
 
 
-def check_owner(job_dir):
+def check_owner(job_dir: str) -> None:
     """Refuses a local job-dir that another user owns (e.g. a /tmp/taxi made first).
 
     Call before anything is written to the job-dir.
@@ -119,7 +126,7 @@ def check_owner(job_dir):
     safe_io.check_owner(job_dir, '--job-dir')
 
 
-def listed_checkpoint(job_dir):
+def listed_checkpoint(job_dir: str) -> Optional[str]:
     """The newest checkpoint TensorFlow's state file of a local `job_dir` names, or None.
 
     Reads the text file without TensorFlow (for the launcher); None for a
@@ -141,14 +148,14 @@ def listed_checkpoint(job_dir):
     return None
 
 
-def parse_model_params(text, path):
+def parse_model_params(text: str, path: str) -> dict[str, object]:
     """The recorded model params in `text`, read from `path`.
 
     Raises:
       UserInputError: not a JSON object.
     """
     try:
-        recorded = user_files.parse_json(text, path, SMALL_FILE)
+        recorded: object = user_files.parse_json(text, path, SMALL_FILE)
     except UserInputError:
         recorded = None
     if not isinstance(recorded, dict):
@@ -157,7 +164,8 @@ def parse_model_params(text, path):
     return recorded
 
 
-def compare_model_params(recorded, params, job_dir):
+def compare_model_params(recorded: Mapping[str, object], params: Mapping[str, object],
+                         job_dir: str) -> None:
     """Raises `UserInputError` naming the first flag in `params` that differs
     from the `recorded` model_params.json of `job_dir` (the cloud submission
     runs this before provisioning).
@@ -180,18 +188,18 @@ def compare_model_params(recorded, params, job_dir):
                    _flag_text(recorded[name])), flag='--' + name)
 
 
-def _flags_text(params):
+def _flags_text(params: Mapping[str, object]) -> str:
     return ' '.join('--%s=%s' % (name, _flag_text(value))
                     for name, value in sorted(params.items()))
 
 
-def _flag_text(value):
+def _flag_text(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ','.join(str(v) for v in value)
     return str(value)
 
 
-def checkpoint_step(path):
+def checkpoint_step(path: str) -> Optional[int]:
     """The global step in a checkpoint prefix's name (`.../model.ckpt-1200` -> 1200), or None."""
     try:
         return int(path.rsplit('-', 1)[1])

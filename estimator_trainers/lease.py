@@ -27,10 +27,12 @@ import sys
 import threading
 import time
 import uuid
+from typing import Callable, Mapping, Optional
 
 from google.auth import exceptions as auth_exceptions
 import tensorflow as tf
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import process
@@ -56,13 +58,15 @@ class Owner:
     task: str
     heartbeat: float
 
-    def describe(self):
+    def describe(self) -> str:
+        """`chief-0 (pid 12 on host, heartbeat ...)`, for messages."""
         return '%s (pid %d on %s, heartbeat %s)' % (
             self.task, self.pid, self.host,
             time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.heartbeat)))
 
 
-def cluster_id(cluster, environ=None):
+def cluster_id(cluster: cluster_lib.ClusterInfo,
+               environ: Optional[Mapping[str, str]] = None) -> str:
     """Identifies one job: tasks of one cluster agree on it, other jobs do not.
 
     A cluster is its TF_CONFIG `cluster` dict plus the job id a platform sets
@@ -77,7 +81,7 @@ def cluster_id(cluster, environ=None):
     return 'cluster-%s' % hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _well_formed(owner):
+def _well_formed(owner: Owner) -> bool:
     """Whether every field of a lease read back has the type `Owner` gives it.
 
     A lease edited by hand or garbled (`"pid": "x"`, `"heartbeat": null`) is
@@ -91,7 +95,7 @@ def _well_formed(owner):
             and not isinstance(owner.heartbeat, bool) and math.isfinite(owner.heartbeat))
 
 
-def _pid_start(pid):
+def _pid_start(pid: int) -> str:
     """Start time of `pid` (clock ticks after boot): tells a reused pid apart."""
     try:
         with open('/proc/%d/stat' % pid) as f:
@@ -103,10 +107,10 @@ def _pid_start(pid):
 class _LocalStore:
     """The lease object on a local file system."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
 
-    def create(self, text):
+    def create(self, text: str) -> bool:
         """Writes `text` if no lease exists; returns whether it did."""
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
@@ -121,7 +125,7 @@ class _LocalStore:
             raise
         return True
 
-    def read(self):
+    def read(self) -> Optional[str]:
         """The lease's text; None when there is none, '' when it cannot be read (a
         pipe or a huge file planted there: unreadable, so stale)."""
         try:
@@ -129,14 +133,16 @@ class _LocalStore:
         except UserInputError:
             return ''
 
-    def replace(self, text):
+    def replace(self, text: str) -> None:
+        """Puts `text` in place of the lease, whole (a rename)."""
         tmp = job_dir_lib.lease_temp_name(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, 'w') as f:
             f.write(text)
         os.replace(tmp, self.path)
 
-    def delete(self):
+    def delete(self) -> None:
+        """Removes the lease; none there is fine."""
         try:
             os.remove(self.path)
         except FileNotFoundError:
@@ -146,7 +152,7 @@ class _LocalStore:
 class _GfileStore(_LocalStore):
     """The lease object on gs:// (or any tf.io.gfile file system)."""
 
-    def create(self, text):
+    def create(self, text: str) -> bool:
         created = _create_gcs_object(self.path, text)
         if created is not None:
             return created
@@ -155,18 +161,18 @@ class _GfileStore(_LocalStore):
         self.replace(text)
         return self.read() == text
 
-    def replace(self, text):
+    def replace(self, text: str) -> None:
         with tf.io.gfile.GFile(self.path, 'w') as f:
             f.write(text)
 
-    def delete(self):
+    def delete(self) -> None:
         try:
             tf.io.gfile.remove(self.path)
         except tf.errors.NotFoundError:
             pass
 
 
-def _create_gcs_object(path, text):
+def _create_gcs_object(path: str, text: str) -> Optional[bool]:
     """Creates gs:// `path` only if absent (`if_generation_match=0`), through the one
     storage client (`google_api.storage_client`), not retried (a lost answer to a
     create that succeeded would read as another job's lease).
@@ -192,7 +198,8 @@ def _create_gcs_object(path, text):
     return True
 
 
-def _store(job_dir):
+def _store(job_dir: str) -> _LocalStore:
+    """The store of `job_dir`'s lease: local, or gs:// (any tf.io.gfile path)."""
     path = job_dir_lib.lease_path(job_dir)
     return _GfileStore(path) if '://' in job_dir else _LocalStore(path)
 
@@ -208,8 +215,9 @@ class Lease:
       log: callable taking one line (takeovers are logged through it).
     """
 
-    def __init__(self, job_dir, cluster_id, task, timeout_secs=DEFAULT_TIMEOUT_SECS,
-                 log=None):
+    def __init__(self, job_dir: str, cluster_id: str, task: str,
+                 timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                 log: Optional[Callable[[str], object]] = None) -> None:
         self.job_dir = job_dir
         self.cluster_id = cluster_id
         self.task = task
@@ -219,19 +227,20 @@ class Lease:
         self._token = uuid.uuid4().hex
         self._held = False
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
 
     @property
-    def held(self):
+    def held(self) -> bool:
+        """Whether this process holds the lease now."""
         return self._held
 
-    def _owner_text(self):
+    def _owner_text(self) -> str:
         return json.dumps(dataclasses.asdict(Owner(
             token=self._token, cluster_id=self.cluster_id, host=socket.gethostname(),
             pid=os.getpid(), pid_start=_pid_start(os.getpid()), task=self.task,
             heartbeat=time.time())), sort_keys=True)
 
-    def current_owner(self):
+    def current_owner(self) -> Optional[Owner]:
         """The `Owner` in the job-dir, or None (no lease, or an unreadable one)."""
         text = self._store.read()
         if not text:
@@ -242,7 +251,7 @@ class Lease:
             return None
         return owner if _well_formed(owner) else None
 
-    def stale_reason(self, owner):
+    def stale_reason(self, owner: Optional[Owner]) -> Optional[str]:
         """Why `owner`'s lease no longer counts, or None while it does."""
         if owner is None:
             return 'it is unreadable'
@@ -253,14 +262,14 @@ class Lease:
             return 'its heartbeat is %ds old (timeout %ds)' % (age, self.timeout_secs)
         return None
 
-    def check_shared(self):
+    def check_shared(self) -> None:
         """A non-chief task: refuses a job-dir leased to another job (no lease: fine)."""
         owner = self.current_owner()
         if owner is not None and owner.cluster_id != self.cluster_id:
             if self.stale_reason(owner) is None:
                 raise self._refusal(owner)
 
-    def acquire(self):
+    def acquire(self) -> 'Lease':
         """Takes the lease, or raises `UserInputError` naming its owner."""
         for _ in range(3):
             if self._store.create(self._owner_text()):
@@ -273,7 +282,7 @@ class Lease:
                           'this cluster' % owner.describe())
             else:
                 reason = self.stale_reason(owner)
-                if reason is None:
+                if owner is not None and reason is None:  # (no owner: unreadable, stale)
                     raise self._refusal(owner)
                 self._log('Job-dir lease: taking over the stale lease of %s: %s'
                           % (owner.describe() if owner else job_dir_lib.LEASE_FILE, reason))
@@ -281,20 +290,20 @@ class Lease:
         raise UserInputError('--job-dir %s: could not take its lease %s; another job '
                              'keeps taking it' % (self.job_dir, job_dir_lib.LEASE_FILE))
 
-    def _refusal(self, owner):
+    def _refusal(self, owner: Owner) -> UserInputError:
         return UserInputError(
             '--job-dir %s is in use by %s of another job (lease %s); wait for it to '
             'finish, use another --job-dir, or delete the lease if that job is gone'
             % (self.job_dir, owner.describe(), job_dir_lib.lease_path(self.job_dir)))
 
-    def _hold(self):
+    def _hold(self) -> 'Lease':
         self._held = True
         self._thread = threading.Thread(target=self._beat, name='lease-heartbeat',
                                         daemon=True)
         self._thread.start()
         return self
 
-    def _beat(self):
+    def _beat(self) -> None:
         """Refreshes the heartbeat; ends the process if another job took the lease."""
         while not self._stop.wait(max(1.0, self.timeout_secs / 5)):
             try:
@@ -310,7 +319,7 @@ class Lease:
             except Exception as e:  # pylint: disable=broad-except
                 self._log('Job-dir lease: heartbeat failed (%s); retrying' % e)
 
-    def release(self):
+    def release(self) -> None:
         """Deletes the lease if this process still holds it."""
         self._stop.set()
         if not self._held:

@@ -9,19 +9,30 @@ registered with `at_exit` (releasing the job-dir lease) and exits at once.
 import atexit
 import os
 import sys
+from typing import Callable, NoReturn, Optional, TextIO, overload
 
 from estimator_trainers import errors
 
-_exit_callbacks = []
+_exit_callbacks: list[Callable[[], object]] = []
 
 
-def at_exit(callback):
+def at_exit(callback: Callable[[], object]) -> None:
     """Runs `callback()` when the process ends, by `exit_now` or normally."""
     _exit_callbacks.append(callback)
     atexit.register(callback)
 
 
-def exit_now(error, code=None, stream=None):
+@overload
+def exit_now(error: errors.Error, code: Optional[int] = None,
+             stream: Optional[TextIO] = None) -> NoReturn: ...
+
+
+@overload
+def exit_now(error: None, code: int, stream: Optional[TextIO] = None) -> NoReturn: ...
+
+
+def exit_now(error: Optional[errors.Error], code: Optional[int] = None,
+             stream: Optional[TextIO] = None) -> NoReturn:
     """Reports `error` (None: says nothing), runs the `at_exit` callbacks, exits now.
 
     Args:
@@ -39,4 +50,6 @@ def exit_now(error, code=None, stream=None):
             callback()
         except Exception:  # pylint: disable=broad-except
             pass
-    os._exit(code if code is not None else error.exit_code)  # pylint: disable=protected-access
+    if code is None:
+        code = error.exit_code if error is not None else errors.EXIT_FAILED
+    os._exit(code)  # pylint: disable=protected-access

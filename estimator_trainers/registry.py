@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import sys
+from typing import Optional, Sequence
 
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
@@ -20,9 +21,9 @@ DECLARATION = 'trainer'
 _DECLARES = re.compile(r'^TRAINER\s*=', re.MULTILINE)
 
 
-def candidate_packages(paths=None):
+def candidate_packages(paths: Optional[Sequence[str]] = None) -> list[str]:
     """Names of top-level packages on `paths` (default sys.path) that declare a trainer."""
-    seen = []
+    seen: list[str] = []
     for entry in (sys.path if paths is None else paths):
         entry = entry or os.getcwd()
         try:
@@ -45,18 +46,21 @@ def candidate_packages(paths=None):
     return seen
 
 
-def discover(paths=None):
+def discover(paths: Optional[Sequence[str]] = None) -> dict[str, declaration.Trainer]:
     """{name: Trainer} of every declared trainer; the first on the path wins a name."""
-    trainers = {}
+    trainers: dict[str, declaration.Trainer] = {}
     for package in candidate_packages(paths):
         trainer = getattr(importlib.import_module('%s.%s' % (package, DECLARATION)),
                           'TRAINER', None)
-        if isinstance(trainer, declaration.Trainer) and trainer.name not in trainers:
-            trainers[trainer.name] = trainer
+        if not isinstance(trainer, declaration.Trainer):
+            continue
+        name: Optional[str] = trainer.name  # None: a declaration that names no model
+        if name is not None and name not in trainers:
+            trainers[name] = trainer
     return trainers
 
 
-def get(name, paths=None):
+def get(name: str, paths: Optional[Sequence[str]] = None) -> declaration.Trainer:
     """The trainer called `name`.
 
     Raises:

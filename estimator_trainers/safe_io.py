@@ -13,6 +13,7 @@ TensorFlow is loaded only for gs:// paths and staged sets, on first use
 the cloud tools and the `--help` of the data tools use this module without it.
 """
 import contextlib
+import email.message
 import hashlib
 import os
 import pwd
@@ -20,7 +21,7 @@ import shutil
 import stat
 import tempfile
 import uuid
-from typing import Optional
+from typing import BinaryIO, Iterator, Optional, Protocol, Sequence, Union
 
 from estimator_trainers import logs
 from estimator_trainers.errors import UserInputError
@@ -29,12 +30,12 @@ from estimator_trainers.errors import UserInputError
 BOM = '\ufeff'
 
 
-def is_remote(path):
+def is_remote(path: str) -> bool:
     """True for URL-like paths (gs://...) that TensorFlow's gfile handles."""
     return '://' in path
 
 
-def check_owner(path, flag):
+def check_owner(path: str, flag: str) -> None:
     """Refuses a local directory owned by another user.
 
     Another user's directory (e.g. a `/tmp/taxi` created first) can hold
@@ -74,7 +75,7 @@ def check_owner(path, flag):
             'your own' % (flag, path, _user_name(info.st_uid), os.geteuid()))
 
 
-def check_writable_directory(path, flag):
+def check_writable_directory(path: str, flag: str) -> None:
     """Refuses a local directory `flag` names that cannot be written; writes nothing.
 
     Raises:
@@ -99,7 +100,7 @@ def check_writable_directory(path, flag):
                              path=existing)
 
 
-def read_only_mount(path):
+def read_only_mount(path: str) -> bool:
     """Whether the file system holding the existing `path` is mounted read-only."""
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
@@ -107,7 +108,7 @@ def read_only_mount(path):
         return False
 
 
-def _foreign_symlink(path, max_links=40):
+def _foreign_symlink(path: str, max_links: int = 40) -> Optional[tuple[str, int]]:
     """(symlink, its owner's uid) of the first symlink resolving `path` meets that
     is owned by neither this user nor root; None if there is none.
 
@@ -144,7 +145,7 @@ def _foreign_symlink(path, max_links=40):
     return None
 
 
-def _user_name(uid):
+def _user_name(uid: int) -> str:
     try:
         return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
     except KeyError:
@@ -169,7 +170,16 @@ def not_a_regular_file(path: str) -> Optional[str]:
     return 'not a regular file'
 
 
-def copy_at_most(response, target, limit):
+class Download(Protocol):
+    """What `copy_at_most` reads: a `urllib` response (`http.client.HTTPResponse`)."""
+
+    @property
+    def headers(self) -> Optional[email.message.Message]: ...
+
+    def read(self, amt: int) -> bytes: ...
+
+
+def copy_at_most(response: Download, target: BinaryIO, limit: int) -> bool:
     """Copies a download (`urllib` response) to the file `target`, up to `limit` bytes.
 
     Returns whether the whole download fit: False as soon as its
@@ -191,19 +201,21 @@ def copy_at_most(response, target, limit):
 
 def size_text(count: float) -> str:
     """`64 KiB`, `1.5 GiB`: a byte count for messages."""
-    for unit in ('bytes', 'KiB', 'MiB', 'GiB', 'TiB'):
-        if count < 1024 or unit == 'TiB':
-            text = ('%d %s' if unit == 'bytes' or count == int(count) else '%.1f %s')
-            return text % (count, unit)
+    units = ('bytes', 'KiB', 'MiB', 'GiB', 'TiB')
+    power = 0
+    while count >= 1024 and power < len(units) - 1:
         count /= 1024.0
-    return None
+        power += 1
+    unit = units[power]
+    text = ('%d %s' if unit == 'bytes' or count == int(count) else '%.1f %s')
+    return text % (count, unit)
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: Union[str, bytes]) -> None:
     """Writes `text` (str, as UTF-8, or bytes) to `path` (local or gs://) so readers
     see old or new, whole; a failure (a full disk) leaves no temporary file."""
-    mode = 'wb' if isinstance(text, bytes) else 'w'
     if is_remote(path):
+        mode = 'wb' if isinstance(text, bytes) else 'w'
         tf = logs.import_tensorflow()
         tmp = '%s.tmp-%s' % (path, uuid.uuid4().hex)
         try:
@@ -215,13 +227,14 @@ def write_atomic(path: str, text: str) -> None:
                 tf.io.gfile.remove(tmp)
             raise
         return
+    data = text if isinstance(text, bytes) else text.encode('utf-8')
     directory = os.path.dirname(path) or '.'
     # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, unpredictable name.
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path),
                                suffix='.tmp')
     try:
-        with os.fdopen(fd, mode, **({} if mode == 'wb' else {'encoding': 'utf-8'})) as f:
-            f.write(text)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644 & ~_umask())
@@ -234,13 +247,13 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
-def _umask():
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def open_append(path, what):
+def open_append(path: str, what: str) -> BinaryIO:
     """Opens a local file of ours for appending (binary), creating it if absent.
 
     Refuses (one line) a symlink or a file someone else owns at `path`,
@@ -263,7 +276,7 @@ def open_append(path, what):
 
 
 @contextlib.contextmanager
-def staged_files(directory, names, flag):
+def staged_files(directory: str, names: Sequence[str], flag: str) -> Iterator[str]:
     """Writes a set of files that must change together, then publishes them.
 
     Yields a fresh private staging directory inside `directory` (so renames
@@ -312,7 +325,7 @@ def staged_files(directory, names, flag):
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def file_digest(path, algorithm):
+def file_digest(path: str, algorithm: str) -> str:
     """Hex digest (`hashlib` algorithm name, e.g. sha256) of a local file, read in 1 MiB chunks."""
     digest = hashlib.new(algorithm)
     with open(path, 'rb') as f:

@@ -40,6 +40,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Iterator, Optional, Sequence, TypedDict, Unpack
 
 from estimator_trainers import errors
 
@@ -52,10 +53,29 @@ MARGIN_SECS = 3
 SECOND_INTERRUPT_SECS = 1
 
 
+class Control(TypedDict, total=False):
+    """One control message from the task (a JSON line; `_Watch.control` applies it).
+
+    Attributes:
+      grace_secs: the task's grace after a stop signal, now.
+      saving: whether the task is saving a checkpoint (said with `grace_secs`).
+      window: the call that keeps the interpreter lock (`Sentinel.window`), or
+        None when it returned.
+      deadline_secs: how long that call may take, or None.
+      deadline_error: the error recorded for the deadline (`errors.Error.record`).
+    """
+    grace_secs: float
+    saving: bool
+    window: Optional[str]
+    deadline_secs: Optional[float]
+    deadline_error: Optional[errors.ErrorRecord]
+
+
 class Sentinel:
     """The task's side: start it, give Python's wakeup fd to it, tell it windows."""
 
-    def __init__(self, process, wakeup_fd, control_fd, echo_fd, dump_fd):
+    def __init__(self, process: 'subprocess.Popen[bytes]', wakeup_fd: int, control_fd: int,
+                 echo_fd: int, dump_fd: int) -> None:
         self.process = process  # held: never reaped while the task runs
         self.wakeup_fd = wakeup_fd  # for signal.set_wakeup_fd
         self.echo_fd = echo_fd  # the signal numbers, back for the task's watchdog
@@ -63,7 +83,7 @@ class Sentinel:
         self._dump_fd = dump_fd
 
     @classmethod
-    def start(cls, label, grace_secs):
+    def start(cls, label: str, grace_secs: float) -> Optional['Sentinel']:
         """Starts the sentinel of this process; None where it cannot be started."""
         sig_r, sig_w = os.pipe()
         control_r, control_w = os.pipe()
@@ -84,7 +104,7 @@ class Sentinel:
             os.close(fd)
         return cls(process, sig_w, control_w, echo_r, dump_w)
 
-    def tell(self, **message):
+    def tell(self, **message: Unpack[Control]) -> None:
         """Sends one control message (see `_Watch.control`); lost if the sentinel is gone."""
         try:
             os.write(self._control_fd, (json.dumps(message) + '\n').encode())
@@ -92,7 +112,8 @@ class Sentinel:
             pass
 
     @contextlib.contextmanager
-    def window(self, what, deadline_secs=None, deadline_error=None):
+    def window(self, what: str, deadline_secs: Optional[float] = None,
+               deadline_error: Optional[errors.Error] = None) -> Iterator[None]:
         """Marks a call that keeps the interpreter lock while it waits in TensorFlow.
 
         Inside, a signal ends the task at once with a line naming `what`;
@@ -114,16 +135,17 @@ class Sentinel:
 class _Watch:
     """The sentinel's state: the task's grace, its window, the signal being acted on."""
 
-    def __init__(self, echo_fd, label, grace_secs):
+    def __init__(self, echo_fd: int, label: str, grace_secs: float) -> None:
         self.echo_fd = echo_fd
         self.label = label
         self.grace_secs = grace_secs
         self.saving = False
-        self.window = None
-        self.deadline = None  # (monotonic time, errors.Error)
-        self.pending = None  # (signal number, monotonic time to act)
+        self.window: Optional[str] = None
+        self.deadline: Optional[tuple[float, errors.Error]] = None  # (monotonic time, error)
+        # (signal number, monotonic time to act)
+        self.pending: Optional[tuple[int, float]] = None
 
-    def control(self, message):
+    def control(self, message: Control) -> None:
         """Applies one message: `grace_secs`/`saving`, or `window` (None ends it)."""
         if 'grace_secs' in message:
             self.grace_secs = message['grace_secs']
@@ -138,15 +160,15 @@ class _Watch:
                               errors.from_record(record))
                              if self.window and secs is not None and record else None)
 
-    def _due(self):
+    def _due(self) -> float:
         return time.monotonic() + self.grace_secs + MARGIN_SECS
 
-    def stopped(self, signum, why):
+    def stopped(self, signum: int, why: str) -> errors.TaskFailure:
         """The task's error for a stop by `signum`, `why` it is the sentinel's to say."""
         return errors.TaskFailure('%s: stopped on %s (%s)' % (
             self.label, signal.Signals(signum).name, why), exit_code=128 + signum)
 
-    def on_signal(self, signum):
+    def on_signal(self, signum: int) -> Optional[errors.Error]:
         """Returns the error to end the task with now, or None."""
         try:
             os.write(self.echo_fd, bytes([signum]))
@@ -163,12 +185,13 @@ class _Watch:
                                         time.monotonic() + SECOND_INTERRUPT_SECS))
         return None
 
-    def next_timeout(self):
+    def next_timeout(self) -> Optional[float]:
+        """Seconds until the next deadline or pending stop, None when there is none."""
         times = [t for t in (self.deadline and self.deadline[0],
                              self.pending and self.pending[1]) if t]
         return max(0.0, min(times) - time.monotonic()) if times else None
 
-    def expired(self):
+    def expired(self) -> Optional[errors.Error]:
         """The error to end the task with when a deadline passed, else None."""
         now = time.monotonic()
         if self.deadline and now >= self.deadline[0]:
@@ -181,7 +204,8 @@ class _Watch:
         return None
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
+    """The sentinel process (arguments: see the module's docstring)."""
     pid, sig_fd, control_fd, echo_fd, dump_fd = (int(a) for a in argv[1:6])
     label, grace_secs = argv[6], float(argv[7])
     # Signals sent to the task's process group reach the sentinel too; only
@@ -189,14 +213,14 @@ def main(argv):
     own_r, own_w = os.pipe()
     os.set_blocking(own_w, False)
     signal.set_wakeup_fd(own_w, warn_on_full_buffer=False)
-    for signum in SIGNALS:
-        signal.signal(signum, lambda *_: None)
+    for stop_signal in SIGNALS:
+        signal.signal(stop_signal, lambda *_: None)
     watch = _Watch(echo_fd, label, grace_secs)
     buffered = b''
     readers = [dump_fd, sig_fd, control_fd, own_r]
     while True:
         ready = select.select(readers, [], [], watch.next_timeout())[0]
-        error = None
+        error: Optional[errors.Error] = None
         if own_r in ready:
             for signum in os.read(own_r, 256):
                 if watch.window and signum == signal.SIGTERM:
@@ -228,7 +252,7 @@ def main(argv):
             return 0
 
 
-def _end(pid, control_fd, error):
+def _end(pid: int, control_fd: int, error: errors.Error) -> None:
     """Reports the task's `error` and kills it, unless it has ended meanwhile."""
     if select.select([control_fd], [], [], 0)[0] and not os.read(control_fd, 65536):
         return
@@ -239,7 +263,7 @@ def _end(pid, control_fd, error):
         pass
 
 
-def _report(error):
+def _report(error: errors.Error) -> None:
     """The task's line on the stderr it shares with the task (gone after SIGHUP: silent)."""
     try:
         errors.report(error, sys.stderr)

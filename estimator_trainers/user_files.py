@@ -32,7 +32,7 @@ import os
 import re
 import reprlib
 import stat
-from typing import Any, Literal, Optional, overload
+from typing import Any, AnyStr, Iterable, Literal, Optional, Protocol, Union, overload
 
 import yaml
 
@@ -69,12 +69,23 @@ _REPR.maxlevel = 2
 _REPR.maxlist = _REPR.maxdict = 4
 
 
-def show(value):
+def show(value: object) -> str:
     """`repr(value)`, shortened to a bounded line."""
     return _REPR.repr(value)
 
 
-def read_bytes(path, what, limits=SMALL, flag=None, *, optional=False, regular=True):
+@overload
+def read_bytes(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+               optional: Literal[False] = ..., regular: bool = ...) -> bytes: ...
+
+
+@overload
+def read_bytes(path: str, what: str, limits: Limits = ..., flag: Optional[str] = ..., *,
+               optional: bool, regular: bool = ...) -> Optional[bytes]: ...
+
+
+def read_bytes(path: str, what: str, limits: Limits = SMALL, flag: Optional[str] = None, *,
+               optional: bool = False, regular: bool = True) -> Optional[bytes]:
     """The bytes of the local or gs:// file `path`, at most `limits.bytes`.
 
     Args:
@@ -102,6 +113,7 @@ def read_bytes(path, what, limits=SMALL, flag=None, *, optional=False, regular=T
     except OSError as e:
         raise UserInputError('%s: %s' % (what, e.strerror or e), flag=flag,
                              path=path) from None
+    to_close: Optional[int] = fd  # until a file object owns it
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -113,25 +125,26 @@ def read_bytes(path, what, limits=SMALL, flag=None, *, optional=False, regular=T
                 path=path)
         os.set_blocking(fd, True)
         with os.fdopen(fd, 'rb') as f:
-            fd = None
+            to_close = None
             data = f.read(limits.bytes + 1)
     except OSError as e:
         raise UserInputError('%s: %s' % (what, e.strerror or e), flag=flag,
                              path=path) from None
     finally:
-        if fd is not None:
-            os.close(fd)
+        if to_close is not None:
+            os.close(to_close)
     if len(data) > limits.bytes:
         raise _too_large(what, limits, flag, path)
     return data
 
 
-def _too_large(what, limits, flag, path):
+def _too_large(what: str, limits: Limits, flag: Optional[str], path: str) -> UserInputError:
     return UserInputError('%s is larger than %s; %s' % (
         what, safe_io.size_text(limits.bytes), limits.expected), flag=flag, path=path)
 
 
-def _read_remote(path, what, limits, flag, optional):
+def _read_remote(path: str, what: str, limits: Limits, flag: Optional[str],
+                 optional: bool) -> Optional[bytes]:
     """`read_bytes` of a gs:// (any tf.io.gfile) path: its size asked before it is read."""
     tf = logs.import_tensorflow()
     try:
@@ -141,7 +154,7 @@ def _read_remote(path, what, limits, flag, optional):
         if tf.io.gfile.stat(path).length > limits.bytes:
             raise _too_large(what, limits, flag, path)
         with tf.io.gfile.GFile(path, 'rb') as f:
-            data = f.read(limits.bytes + 1)
+            data: bytes = f.read(limits.bytes + 1)
     except tf.errors.NotFoundError:
         if optional:
             return None
@@ -172,11 +185,13 @@ def read_text(path: str, what: str, limits: Limits = SMALL, flag: Optional[str] 
     return None if raw is None else decode(raw, what)
 
 
-def read_yaml(path, what=None, limits=SMALL, flag=None):
+def read_yaml(path: str, what: Optional[str] = None, limits: Limits = SMALL,
+              flag: Optional[str] = None) -> tuple[Any, 'Written']:
     """The parsed YAML (or JSON) document at `path` and where each field was written.
 
     Returns:
-      `(data, Written)`.
+      `(data, Written)`; the data is what the document holds, any YAML value
+      (`Any`: the caller checks its shape).
 
     Raises:
       UserInputError: naming the file (`what`, default the path, when it
@@ -187,9 +202,9 @@ def read_yaml(path, what=None, limits=SMALL, flag=None):
                       limits)
 
 
-def parse_yaml(text, source, limits=SMALL):
+def parse_yaml(text: str, source: str, limits: Limits = SMALL) -> tuple[Any, 'Written']:
     """`(data, Written)` of YAML `text`, within `limits`; `source` names it in errors."""
-    loader = None
+    loader: Optional[_BoundedLoader] = None
     try:
         loader = _BoundedLoader(text, limits)
         return loader.get_single_data(), Written(loader.lines, loader.scalars)
@@ -221,7 +236,7 @@ def read_json(path: str, what: Optional[str] = None, limits: Limits = SMALL,
     return None if raw is None else parse_json(decode(raw, path), path, limits)
 
 
-def parse_json(text, source, limits=SMALL):
+def parse_json(text: str, source: str, limits: Limits = SMALL) -> Any:
     """JSON `text`, refused in one line naming `source` when it is not valid JSON,
     is nested deeper than `limits.depth` or holds more than `limits.values` values
     (counted in the text before it is parsed, where the text shows it: `check_values`)."""
@@ -240,7 +255,8 @@ def parse_json(text, source, limits=SMALL):
     return data
 
 
-def json_object(text, source, expected='a JSON object', limits=None):
+def json_object(text: str, source: str, expected: str = 'a JSON object',
+                limits: Optional[Limits] = None) -> dict[str, Any]:
     """`text` as one JSON object (a dict): not valid JSON, or JSON of another
     kind, is refused in one line naming `source` and what was `expected`. For
     JSON that is a value, not a file (an environment variable, a line); with
@@ -258,7 +274,7 @@ def json_object(text, source, expected='a JSON object', limits=None):
     return data
 
 
-def loads(text):
+def loads(text: Union[str, bytes]) -> Any:
     """`json.loads(text)`, with input nested too deeply for it a `ValueError` too.
 
     Python's JSON decoder recurses once per level of nesting and ends in a
@@ -277,7 +293,8 @@ def loads(text):
 _COUNT_WINDOW = 1 << 20
 
 
-def check_values(data, source, limits, start=0, end=None):
+def check_values(data: AnyStr, source: str, limits: Limits, start: int = 0,
+                 end: Optional[int] = None) -> None:
     """Refuses JSON `data[start:end]` (text or bytes) that shows more than
     `limits.values` values, before it is parsed.
 
@@ -298,13 +315,18 @@ def check_values(data, source, limits, start=0, end=None):
                                                              limits.expected), path=source)
 
 
-def _fewest_values(data, start, end, limit):
+# What `_fewest_values` looks for, in text and in bytes: , " \\ [ { and nothing.
+_SYMBOLS = (',', '"', '\\', '[', '{', '')
+_BYTE_SYMBOLS = (b',', b'"', b'\\', b'[', b'{', b'')
+
+
+def _fewest_values(data: AnyStr, start: int, end: int, limit: int) -> int:
     """A lower bound on the values `_measure` would count in `data[start:end]`,
     exact enough to decide `> limit` (it stops counting once past it)."""
-    kind = (lambda text: text.encode()) if isinstance(data, bytes) else str
-    comma, quote, backslash = kind(','), kind('"'), kind('\\')
+    comma, quote, backslash, open_list, open_dict, empty = (
+        _BYTE_SYMBOLS if isinstance(data, bytes) else _SYMBOLS)
     commas = data.count(comma, start, end)
-    if commas + data.count(kind('['), start, end) + data.count(kind('{'), start, end) < limit:
+    if commas + data.count(open_list, start, end) + data.count(open_dict, start, end) < limit:
         return commas + 1  # at most that many values: nothing to refuse
     quotes = data.count(quote, start, end)
     if not quotes:
@@ -319,19 +341,18 @@ def _fewest_values(data, start, end, limit):
             stop += 1  # an escape stays in one window
         window = data[position:stop]
         if backslash in window:  # escaped backslashes first: `\\"` ends a string
-            window = window.replace(backslash * 2, kind('')).replace(backslash + quote,
-                                                                     kind(''))
+            window = window.replace(backslash * 2, empty).replace(backslash + quote, empty)
         pieces = window.split(quote)  # outside, inside, outside, ... of strings
-        outside += kind('').join(pieces[quotes % 2::2]).count(comma)
+        outside += empty.join(pieces[quotes % 2::2]).count(comma)
         quotes += len(pieces) - 1
         position = stop
     return max(outside + 1, (quotes // 2 + 1) // 2)
 
 
-def _measure(data, limits):
+def _measure(data: object, limits: Limits) -> tuple[int, int]:
     """(depth, values) of parsed JSON, stopping once either passes its limit."""
     depth = values = 0
-    stack = [(data, 1)]
+    stack: list[tuple[object, int]] = [(data, 1)]
     while stack and depth <= limits.depth and values <= limits.values:
         value, level = stack.pop()
         values += 1
@@ -343,7 +364,7 @@ def _measure(data, limits):
     return depth, values
 
 
-def decode(raw, path):
+def decode(raw: bytes, path: str) -> str:
     """UTF-8 text (a byte order mark dropped); other encodings are one line
     naming `path` (how messages name the file)."""
     for bom, name in ((codecs.BOM_UTF32_LE, 'UTF-32'), (codecs.BOM_UTF32_BE, 'UTF-32'),
@@ -364,22 +385,28 @@ def where(source: str, line: Optional[int]) -> str:
     return '%s line %d' % (source, line) if line else source
 
 
-def _yaml_line(error, text):
+def _yaml_line(error: yaml.YAMLError, text: str) -> Optional[int]:
     """The 1-based line of a YAML error, or None."""
-    mark = getattr(error, 'problem_mark', None) or getattr(error, 'context_mark', None)
+    mark: Optional[_Mark] = (getattr(error, 'problem_mark', None)
+                             or getattr(error, 'context_mark', None))
     if mark is not None:
         return mark.line + 1
-    position = getattr(error, 'position', None)  # a ReaderError: an unacceptable character
+    # A ReaderError (an unacceptable character) has a position instead.
+    position: Optional[int] = getattr(error, 'position', None)
     return text.count('\n', 0, position) + 1 if position is not None else None
 
 
-def _yaml_problem(error):
+def _yaml_problem(error: yaml.YAMLError) -> str:
     if isinstance(error, yaml.reader.ReaderError):
         return 'character %s is not allowed in YAML' % show(chr(error.character)) \
             if isinstance(error.character, int) else error.reason
     text = '; '.join(filter(None, (getattr(error, 'context', None),
                                    getattr(error, 'problem', None)))) or type(error).__name__
     return key_text(text) if len(text) <= 60 else show(text)[1:-1]
+
+
+# A field's place in a document: a mapping key's text or a list index.
+PathElement = Union[str, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,16 +417,24 @@ class Written:
       lines: {field path: the 1-based line it starts on}.
       scalars: {field path: the text of a plain (unquoted) scalar as written}.
     """
-    lines: dict
-    scalars: dict
+    lines: dict[str, int]
+    scalars: dict[str, str]
+
+
+class _Mark(Protocol):
+    """Where PyYAML's parser was (a pure-Python or a LibYAML `Mark`)."""
+
+    @property
+    def line(self) -> int:
+        """The 0-based line."""
 
 
 class _LimitError(Exception):
     """A limit or a duplicated key found while composing; `line` is 1-based."""
 
-    def __init__(self, message, mark, field):
+    def __init__(self, message: str, mark: Optional[_Mark], field: str) -> None:
         super().__init__(message)
-        self.line = mark.line + 1
+        self.line = mark.line + 1 if mark is not None else None
         self.field = field
 
 
@@ -417,29 +452,34 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
       scalars: {field path: the text of a plain (unquoted) scalar as written}.
     """
 
-    def __init__(self, stream, limits):
+    def __init__(self, stream: str, limits: Limits) -> None:
         super().__init__(stream)
         self._limits = limits
-        self.lines = {}
-        self.scalars = {}
-        self._path = []
+        self.lines: dict[str, int] = {}
+        self.scalars: dict[str, str] = {}
+        self._path: list[PathElement] = []
         self._depth = 0
-        self._sizes = {}  # id(node) -> values in it, aliases expanded
+        self._sizes: dict[int, int] = {}  # id(node) -> values in it, aliases expanded
         self._total = 0  # values composed so far, aliases expanded
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Optional[yaml.Node],
+                     index: object) -> Optional[yaml.Node]:
+        """The node, sized and placed; `index` is its key's node in a mapping
+        (None for the key itself), its position in a sequence."""
         event = self.peek_event()
         label = _label(parent, index)
         if label is not None:
             self._path.append(label)
-            mark = index.start_mark if isinstance(parent, yaml.MappingNode) else event.start_mark
-            self.lines.setdefault(field_path(self._path), mark.line + 1)
+            mark = index.start_mark if isinstance(index, yaml.Node) else event.start_mark
+            if mark is not None:
+                self.lines.setdefault(field_path(self._path), mark.line + 1)
         field = field_path(self._path)
         self._depth += 1
         if self._depth > self._limits.depth:
             raise _LimitError('nested more than %d levels deep' % self._limits.depth,
                               event.start_mark, field_path(self._path[:3]) + '...')
-        node = super().compose_node(parent, index)
+        # typeshed's stub says `index: int`; PyYAML passes a mapping's key node too.
+        node = super().compose_node(parent, index)  # type: ignore[arg-type]
         self._depth -= 1
         if isinstance(node, yaml.ScalarNode) and not node.style and label is not None:
             self.scalars.setdefault(field_path(self._path), node.value)
@@ -453,7 +493,7 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
                 self._refuse_duplicate_keys(node)
                 children = [child for pair in node.value for child in pair]
             else:
-                children = node.value if isinstance(node, yaml.SequenceNode) else ()
+                children = node.value if isinstance(node, yaml.SequenceNode) else []
             self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in children)
             self._total += 1
         if self._total > self._limits.values:  # counted as composed: a long list stops early
@@ -464,8 +504,8 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
             self._path.pop()
         return node
 
-    def _refuse_duplicate_keys(self, node):
-        first = {}
+    def _refuse_duplicate_keys(self, node: yaml.MappingNode) -> None:
+        first: dict[tuple[str, str], int] = {}
         for key, _ in node.value:
             if not isinstance(key, yaml.ScalarNode):
                 continue
@@ -477,17 +517,17 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
             first[key.tag, key.value] = key.start_mark.line + 1
 
 
-def _label(parent, index):
+def _label(parent: Optional[yaml.Node], index: object) -> Optional[PathElement]:
     """The path element of a node being composed: its key's text in a mapping,
     its index in a sequence, None for a key or the document itself."""
     if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.Node):
         return key_text(index.value) if isinstance(index, yaml.ScalarNode) else '?'
-    if isinstance(parent, yaml.SequenceNode):
+    if isinstance(parent, yaml.SequenceNode) and isinstance(index, int):
         return index
     return None
 
 
-def field_path(elements):
+def field_path(elements: Iterable[PathElement]) -> str:
     """`['trainingInput', 'params', 0]` -> `trainingInput.params[0]`."""
     text = ''
     for element in elements:
@@ -496,7 +536,7 @@ def field_path(elements):
     return text
 
 
-def key_text(key):
+def key_text(key: object) -> str:
     """A mapping key as a field path shows it: one line, at most 60 characters."""
     text = ''.join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
     return text if len(text) <= 60 else text[:57] + '...'

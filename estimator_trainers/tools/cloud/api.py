@@ -69,7 +69,7 @@ def build(api: str, version: str, http: Http, endpoint: Optional[str] = None) ->
                            static_discovery=True, cache_discovery=False)
 
 
-def execute(request: Request, action: str, api: str, project: Optional[str],
+def execute(request: Request, action: str, api: google_api.Api, project: Optional[str],
             retry: bool = True) -> Json:
     """Runs `request`; any failure becomes an `ApiError` naming `action`.
 
@@ -95,7 +95,7 @@ def execute(request: Request, action: str, api: str, project: Optional[str],
                           % (action, google_api.host(request.uri), first_line(e))) from None
 
 
-def api_error(error: errors.HttpError, action: str, api: str,
+def api_error(error: errors.HttpError, action: str, api: google_api.Api,
               project: Optional[str]) -> ApiError:
     """An `HttpError` -> `ApiError` whose message says what to check."""
     found: ApiError = google_api.status_error(error.resp.status, error.reason or 'no details',

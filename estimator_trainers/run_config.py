@@ -8,6 +8,7 @@ from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
@@ -117,10 +118,10 @@ def _with_device_filters(config):
     """
     if (not config.cluster_spec or config.session_config is None
             or getattr(config, '_distribute_coordinator_mode', None)
-            or config.task_type not in ('chief', 'master', 'worker')):
+            or config.task_type not in cluster_lib.TRAINING_ROLES):
         return config
     own = '/job:' + config.task_type
-    if config.task_type == 'worker':
+    if config.task_type == cluster_lib.WORKER:
         own += '/task:%d' % config.task_id
     session = tf.compat.v1.ConfigProto()
     session.CopyFrom(config.session_config)
@@ -226,7 +227,7 @@ def configure_coordination(distribution):
     """
     spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
     jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
-            for job in ('chief', 'worker') if job in spec.jobs]
+            for job in (cluster_lib.CHIEF, cluster_lib.WORKER) if job in spec.jobs]
     context.context().configure_coordination_service(
         service_type='standalone',
         service_leader=multi_worker_util.coordination_leader(spec),

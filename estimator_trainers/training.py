@@ -16,6 +16,7 @@ import time
 import tensorflow as tf
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import evaluation
 from estimator_trainers import export
 from estimator_trainers import hooks
@@ -299,7 +300,7 @@ def _looped(estimator, train_input_fn, loop, checkpoint_plan):
 
 def _worker_label(cluster):
     """`chief`, `worker-0`, ...: the run name of a task's own throughput."""
-    return 'chief' if cluster.is_chief else cluster.task_label
+    return cluster_lib.CHIEF if cluster.is_chief else cluster.task_label
 
 
 def _train(estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,

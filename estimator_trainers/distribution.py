@@ -162,8 +162,8 @@ def resolve(name: Optional[str], cluster: cluster_lib.ClusterInfo,
                              % (where, trainers))
     if name == MULTI_WORKER_MIRRORED and cluster.chief_type == cluster_lib.MASTER:
         raise UserInputError('--distribution-strategy=multi_worker_mirrored needs a '
-                             '"chief", not a "master", in TF_CONFIG (tf.distribute '
-                             'rejects "master")')
+                             '"%s", not a "%s", in TF_CONFIG (tf.distribute rejects "%s")'
+                             % (cluster_lib.CHIEF, cluster_lib.MASTER, cluster_lib.MASTER))
     if name == MULTI_WORKER_MIRRORED:
         gpus = [d for d in devices if 'gpu' in d.lower()]
         if gpus and len(gpus) != visible_gpus:

@@ -35,8 +35,7 @@ from taxi_estimator import input as input_lib
 from taxi_estimator import model as model_lib
 from taxi_estimator import trainer
 
-# (declaration.Trainer is not annotated yet, hence the ignore.)
-_DEFAULTS: argparse.Namespace = trainer.TRAINER.parse_args(  # type: ignore[no-untyped-call]
+_DEFAULTS: argparse.Namespace = trainer.TRAINER.parse_args(
     ['--train-files', 'x', '--eval-files', 'x', '--job-dir', 'x'])
 # A `_Timer` record: (steps done, wall seconds, process CPU seconds).
 Record = Tuple[int, float, float]

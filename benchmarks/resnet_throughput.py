@@ -185,8 +185,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parser.parse_args(argv)
     common.quiet_tensorflow()
     from estimator_trainers import devices  # pylint: disable=g-import-not-at-top
-    default_type = devices.resolve_mixed_precision('auto', 0)
-    default_type = 'float32' if default_type == 'none' else default_type
+    resolved = devices.resolve_mixed_precision('auto', 0)
+    default_type = 'float32' if resolved == 'none' else resolved
     info = common.machine_info()
     peaks, peaks_per_cpu = peak_flops()
     print('Peak (4096^2 matmul): float32 %.1f GFLOP/s, bfloat16 %.1f GFLOP/s; per '

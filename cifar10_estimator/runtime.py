@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Callable, Dict, Tuple, cast
+from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
 from cifar10_estimator import data
 from cifar10_estimator import layout
 from cifar10_estimator import model
-from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
 from estimator_trainers import devices as devices_lib
-from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.errors import UserInputError
 
 # What the input check found, for the later steps of a run: the model's
@@ -77,11 +75,11 @@ def serving_input_receiver_fn() -> tf.estimator.export.ServingInputReceiver:
         {'images': tf.cast(images, tf.float32)}, {'images': images})
 
 
-class Cifar10Runtime(declaration.Runtime):
+class Cifar10Runtime(declaration.Runtime[_Facts]):
     """ResNet v1 (6n+2 layers) on CIFAR-10 TFRecords, in towers over local devices."""
 
-    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
-        dist = cast(distribution_lib.Distribution, task.distribution)
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan[_Facts]:
+        dist = task.distribution
         mixed_precision: model.Precision = devices_lib.resolve_mixed_precision(
             args.mixed_precision, task.num_gpus)
         tf.compat.v1.logging.info('Mixed precision: %s', devices_lib.describe_mixed_precision(
@@ -89,7 +87,7 @@ class Cifar10Runtime(declaration.Runtime):
         warning = devices_lib.float16_without_gpu_warning(mixed_precision, task.num_gpus)
         if warning:
             tf.compat.v1.logging.warning('%s', warning)
-        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
+        cluster = task.cluster
         hparams = model.HParams(
             num_layers=args.num_layers, weight_decay=args.weight_decay,
             momentum=args.momentum, learning_rate=args.learning_rate,
@@ -111,26 +109,26 @@ class Cifar10Runtime(declaration.Runtime):
         hparams = dataclasses.replace(hparams, train_examples=counts['train'])
         facts: _Facts = (hparams, counts)
         # SyncReplicasOptimizer: one global step takes every worker's batch (None:
-        # the runner's rule; declaration.Plan, not annotated yet, says int).
+        # the runner's rule).
         per_global_step = (args.train_batch_size * cluster.num_workers
                            if hparams.sync and cluster.num_workers > 1 else None)
         return declaration.Plan(
             train_steps=args.train_steps, examples_per_step=args.train_batch_size,
             facts=facts, train_examples=counts['train'],
             batch_flag='--train-batch-size', memory=memory_estimate(args.num_layers),
-            examples_per_global_step=per_global_step)  # type: ignore[arg-type]
+            examples_per_global_step=per_global_step)
 
     def estimator(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan,
+                  plan: declaration.Plan[_Facts],
                   run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
-        hparams, _ = cast(_Facts, plan.facts)
+        hparams, _ = plan.facts
         return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
                                       params={'hparams': hparams})
 
     def input_fns(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan) -> Tuple[data.InputFn, data.InputFn]:
-        hparams, counts = cast(_Facts, plan.facts)
-        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
+                  plan: declaration.Plan[_Facts]) -> Tuple[data.InputFn, data.InputFn]:
+        hparams, counts = plan.facts
+        cluster = task.cluster
         train = data.input_fn(args.data_dir, 'train', hparams.train_batch_size,
                               training=True, count=counts['train'],
                               seed=cluster.input_seed(args.random_seed),
@@ -140,13 +138,13 @@ class Cifar10Runtime(declaration.Runtime):
         return train, evaluate
 
     def serving_input_receiver_fn(
-            self, args: argparse.Namespace, plan: declaration.Plan
+            self, args: argparse.Namespace, plan: declaration.Plan[_Facts]
     ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         return serving_input_receiver_fn
 
     def calibration_input_fn(self, args: argparse.Namespace, task: declaration.Task,
-                             plan: declaration.Plan) -> data.InputFn:
-        hparams, _ = cast(_Facts, plan.facts)
+                             plan: declaration.Plan[_Facts]) -> data.InputFn:
+        hparams, _ = plan.facts
         # Batch norm normalises each tower's share of a training batch.
         return data.calibration_input_fn(
             args.data_dir, max(1, hparams.train_batch_size // len(hparams.devices)))

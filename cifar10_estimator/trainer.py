@@ -32,19 +32,17 @@ def num_layers_type(text: str) -> int:
 
 class Cifar10Trainer(declaration.Trainer):
     """ResNet v1 (6n+2 layers) on CIFAR-10 TFRecords, in towers over local devices."""
-    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
-    # (None, a one-name tuple) for the attributes' (hence the ignores).
-    name = 'cifar10'  # type: ignore[assignment]
+    name = 'cifar10'
     module = 'cifar10_estimator.cifar10_main'
     description = ('Train and evaluate a CIFAR-10 ResNet with tf.estimator; export a '
                    'SavedModel that takes raw uint8 images.')
-    train_steps = 80000  # type: ignore[assignment]
+    train_steps = 80000
     checkpoint_steps = 1000
     mixed_precision = True
     precise_batch_norm = True
-    local_args = ('--train-steps=1000',)  # type: ignore[assignment]
-    data_source_env = 'CIFAR10_SOURCE'  # type: ignore[assignment]
-    eval_metrics = ('accuracy', 'loss')  # type: ignore[assignment]
+    local_args = ('--train-steps=1000',)
+    data_source_env = 'CIFAR10_SOURCE'
+    eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument('--data-dir', type=flags.path, required=True,
@@ -116,7 +114,7 @@ class Cifar10Trainer(declaration.Trainer):
         return {'num-layers': args.num_layers}
 
 
-TRAINER = Cifar10Trainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
+TRAINER = Cifar10Trainer()
 
 if __name__ == '__main__':
     cli.run(TRAINER)

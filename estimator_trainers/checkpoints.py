@@ -27,11 +27,17 @@ something to evaluate.
 
 No TensorFlow here: the flag help texts are built from these constants.
 """
+from __future__ import annotations
+
 import dataclasses
 import math
+from typing import TYPE_CHECKING, Optional
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import job_dir as job_dir_lib
+
+if TYPE_CHECKING:
+    from estimator_trainers.distribution import Distribution
 
 # Evaluation points a run gets by default (the final evaluation included).
 EVALUATIONS_PER_RUN = 10
@@ -53,7 +59,7 @@ class CheckpointPlan:
         chief); a worker saving only for multi_worker_mirrored's sake does not.
       eval_every_steps: evaluate at global steps that are multiples of this
         (while training: the weights the chief holds; `evaluation_due` decides
-        which of them within the budget).
+        which of them within the budget); keyword only.
       eval_every_secs: evaluate at most this often; None: within the
         `eval_share` budget.
       eval_share: share of the run evaluations in the training process may take.
@@ -61,18 +67,19 @@ class CheckpointPlan:
       stop_save_dir: where a stop on a signal saves a final checkpoint; None:
         this task saves none then.
     """
-    directory: str
+    directory: Optional[str]
     every_steps: int
     keep_max: int = 5
     write_summaries: bool = True
-    eval_every_steps: int = None
-    eval_every_secs: float = None
+    eval_every_steps: int = dataclasses.field(kw_only=True)
+    eval_every_secs: Optional[float] = None
     eval_share: float = EVALUATION_SHARE
     evaluates_while_training: bool = False
-    stop_save_dir: str = None
+    stop_save_dir: Optional[str] = None
 
-    def evaluation_due(self, *, evaluations, spent_secs, estimate_secs, elapsed_secs,
-                       since_last_secs, progress, preparing=False):
+    def evaluation_due(self, *, evaluations: int, spent_secs: float, estimate_secs: float,
+                       elapsed_secs: float, since_last_secs: Optional[float],
+                       progress: float, preparing: bool = False) -> bool:
         """Whether to evaluate now, at a multiple of `eval_every_steps`, in the
         training process.
 
@@ -103,7 +110,7 @@ class CheckpointPlan:
         return evaluations + 1 <= MIN_EVAL_POINTS * progress + 1e-9
 
 
-def default_eval_every_steps(train_steps, max_default_steps):
+def default_eval_every_steps(train_steps: Optional[int], max_default_steps: int) -> int:
     """About `EVALUATIONS_PER_RUN` evaluations over a run to `train_steps` (None:
     `max_default_steps`)."""
     if not train_steps:
@@ -111,8 +118,10 @@ def default_eval_every_steps(train_steps, max_default_steps):
     return max(1, min(max_default_steps, math.ceil(train_steps / EVALUATIONS_PER_RUN)))
 
 
-def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
-         default_steps=1000, keep_max=5, eval_every_steps=None, eval_every_secs=None):
+def plan(job_dir: str, cluster: cluster_lib.ClusterInfo, distribution: Optional[Distribution],
+         *, every_steps: Optional[int] = None, train_steps: Optional[int] = None,
+         default_steps: int = 1000, keep_max: int = 5, eval_every_steps: Optional[int] = None,
+         eval_every_secs: Optional[float] = None) -> CheckpointPlan:
     """The `CheckpointPlan` of this task.
 
     Args:
@@ -130,6 +139,7 @@ def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
     hook would, writing no events there. Everyone else saves nothing.
     """
     every_worker_saves = distribution is not None and distribution.every_worker_saves
+    directory: Optional[str]
     if cluster.is_chief:
         directory = job_dir
     elif cluster.task_type == cluster_lib.WORKER and every_worker_saves:
@@ -152,7 +162,7 @@ def plan(job_dir, cluster, distribution, *, every_steps=None, train_steps=None,
         stop_save_dir=directory if cluster.is_chief and not every_worker_saves else None)
 
 
-def _evaluates_while_training(cluster, every_worker_saves):
+def _evaluates_while_training(cluster: cluster_lib.ClusterInfo, every_worker_saves: bool) -> bool:
     """The chief evaluates while it trains, unless the job has an evaluator
     task for it, or is a `master` (TensorFlow's legacy path evaluates each
     checkpoint itself), or trains under multi_worker_mirrored (an evaluation

@@ -7,14 +7,18 @@ as the cloud tools read it (`gcs.normalized`), with the same note. Only then
 is the runner, the layer that runs TensorFlow, imported: the one place where
 a command crosses from the declarations into the runtime.
 """
+import argparse
 import sys
+from collections.abc import Sequence
+from typing import Optional
 
 from estimator_trainers import errors
 from estimator_trainers import gcs
 from estimator_trainers import logs
+from estimator_trainers.declaration import Trainer
 
 
-def main(trainer, argv=None):
+def main(trainer: Trainer, argv: Optional[Sequence[str]] = None) -> int:
     """Parses `argv` with `trainer`'s flags and runs one task. Returns the exit code."""
     argv, notes = gcs.normalized_args(sys.argv[1:] if argv is None else argv)
     args = trainer.parse_args(argv)
@@ -31,14 +35,14 @@ def main(trainer, argv=None):
     return 0
 
 
-def run(trainer):
+def run(trainer: Trainer) -> None:
     """`python -m <trainer module>`: `main` on sys.argv, errors as one line."""
     errors.run_cli(lambda argv: main(trainer, argv))
 
 
-def flag_values(args):
+def flag_values(args: argparse.Namespace) -> list[str]:
     """Every string value of the parsed flags (lists flattened)."""
-    values = []
+    values: list[object] = []
     for value in vars(args).values():
         values.extend(value if isinstance(value, (list, tuple)) else [value])
     return [v for v in values if isinstance(v, str)]

@@ -38,26 +38,47 @@ import ipaddress
 import json
 import os
 import re
+from collections.abc import Mapping, MutableMapping
+from typing import Final, Literal, Optional, TypeGuard
 
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 
-CHIEF = 'chief'
-MASTER = 'master'
-WORKER = 'worker'
-PS = 'ps'
-EVALUATOR = 'evaluator'
+# A task's role (TF_CONFIG's `task.type`, a `cluster` job name): the one
+# vocabulary of roles; everything else names them through these constants.
+Role = Literal['chief', 'master', 'worker', 'ps', 'evaluator']
+CHIEF: Final = 'chief'
+MASTER: Final = 'master'  # AI Platform's name for the chief before runtime 2.1
+WORKER: Final = 'worker'
+PS: Final = 'ps'
+EVALUATOR: Final = 'evaluator'
 
-TASK_TYPES = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
+TASK_TYPES: Final[tuple[Role, ...]] = (CHIEF, MASTER, WORKER, PS, EVALUATOR)
+# The names of the task that leads a cluster (writes checkpoints, summaries, exports).
+CHIEF_ROLES: Final[tuple[Role, ...]] = (CHIEF, MASTER)
+# The roles that train (hold a replica of the model): the chief or master, and the workers.
+TRAINING_ROLES: Final[tuple[Role, ...]] = (CHIEF, MASTER, WORKER)
 # Vertex AI worker pools 0..3, in order; `CLUSTER_SPEC` names them workerpool<i>.
-POOL_ORDER = (CHIEF, WORKER, PS, EVALUATOR)
+POOL_ORDER: Final[tuple[Role, ...]] = (CHIEF, WORKER, PS, EVALUATOR)
 # The order a local cluster starts its tasks: servers the others connect to first.
-START_ORDER = (PS, CHIEF, WORKER, EVALUATOR)
+START_ORDER: Final[tuple[Role, ...]] = (PS, CHIEF, WORKER, EVALUATOR)
 # The order it stops them: the chief saves its last checkpoint while the
 # parameter servers still serve (evaluators need no one), then the workers,
 # then the parameter servers.
-STOP_ORDER = ((CHIEF, MASTER, EVALUATOR), (WORKER,), (PS,))
-_VERTEX_POOLS = {'workerpool%d' % i: role for i, role in enumerate(POOL_ORDER)}
+STOP_ORDER: Final[tuple[tuple[Role, ...], ...]] = ((CHIEF, MASTER, EVALUATOR), (WORKER,), (PS,))
+_VERTEX_POOLS: Final[dict[str, Role]] = {'workerpool%d' % i: role
+                                         for i, role in enumerate(POOL_ORDER)}
+
+# A cluster description: role -> that role's tasks as `host:port` strings.
+Cluster = dict[Role, list[str]]
+# Parsed JSON of a TF_CONFIG-shaped object (its values are checked where read).
+JSONObject = Mapping[str, object]
+Environ = MutableMapping[str, str]
+
+
+def is_role(name: object) -> TypeGuard[Role]:
+    """True when `name` is one of the roles (`TASK_TYPES`), spelled as TF_CONFIG does."""
+    return name in TASK_TYPES
 
 # What a JobSet pod is told (`jobset_tf_config`; tools/cloud/jobset sets them).
 JOBSET_NAME_ENV = 'JOBSET_NAME'  # annotation jobset.sigs.k8s.io/jobset-name
@@ -83,41 +104,41 @@ class ClusterInfo:
         (an `evaluator` list, Vertex AI's worker pool 3, or AI Platform's and
         the local launcher's `job.evaluatorCount`); else 0.
     """
-    cluster: dict
-    task_type: str = None
+    cluster: Cluster
+    task_type: Optional[Role] = None
     task_index: int = 0
-    environment: str = None
+    environment: Optional[str] = None
     num_evaluators: int = 0
 
     @property
-    def is_distributed(self):
+    def is_distributed(self) -> bool:
         return bool(self.cluster)
 
     @property
-    def chief_type(self):
+    def chief_type(self) -> Optional[Role]:
         """`chief` or `master` when the cluster has one, else None."""
-        for name in (CHIEF, MASTER):
+        for name in CHIEF_ROLES:
             if name in self.cluster:
                 return name
         return None
 
     @property
-    def is_chief(self):
+    def is_chief(self) -> bool:
         """True for the task that writes checkpoints, summaries and exports."""
         if not self.is_distributed:
             return True
         return self.task_type == self.chief_type
 
     @property
-    def is_evaluator(self):
+    def is_evaluator(self) -> bool:
         return self.task_type == EVALUATOR
 
     @property
-    def is_ps(self):
+    def is_ps(self) -> bool:
         return self.task_type == PS
 
     @property
-    def num_workers(self):
+    def num_workers(self) -> int:
         """Training replicas: the chief/master plus the workers (at least 1)."""
         if not self.is_distributed:
             return 1
@@ -125,44 +146,42 @@ class ClusterInfo:
                 + len(self.cluster.get(WORKER, ())))
 
     @property
-    def num_ps(self):
+    def num_ps(self) -> int:
         return len(self.cluster.get(PS, ()))
 
-    def addresses(self, job):
+    def addresses(self, job: Role) -> tuple[str, ...]:
         """`host:port` strings of `job` (empty for an unknown job)."""
         return tuple(self.cluster.get(job, ()))
 
-    def input_seed(self, seed):
+    def input_seed(self, seed: Optional[int]) -> Optional[int]:
         """This task's shuffle seed: workers must not all read the same order."""
         if seed is None or self.is_chief:
             return seed
         return seed + self.task_index + 1
 
     @property
-    def task_label(self):
+    def task_label(self) -> str:
         """`worker-1` style name for logs; `local` for a single process."""
         if not self.task_type:
             return 'local'
         return '%s-%d' % (self.task_type, self.task_index)
 
-    def master_as_chief(self):
+    def master_as_chief(self) -> 'ClusterInfo':
         """This cluster with its `master` named `chief` (tf.distribute's name)."""
         if MASTER not in self.cluster:
             return self
-        cluster = {(CHIEF if job == MASTER else job): addresses
-                   for job, addresses in self.cluster.items()}
         task_type = CHIEF if self.task_type == MASTER else self.task_type
-        return dataclasses.replace(self, cluster=cluster, task_type=task_type)
+        return dataclasses.replace(self, cluster=_master_as_chief(self.cluster),
+                                   task_type=task_type)
 
-    def to_tf_config(self):
+    def to_tf_config(self) -> Optional[dict[str, object]]:
         """The normalised TF_CONFIG dict that RunConfig understands."""
         if not self.is_distributed:
             return None
         cluster = self.cluster
         if self.is_evaluator and MASTER in cluster:
-            cluster = {(CHIEF if job == MASTER else job): addresses
-                       for job, addresses in cluster.items()}
-        config = {'cluster': cluster,
+            cluster = _master_as_chief(cluster)
+        config: dict[str, object] = {'cluster': cluster,
                   'task': {'type': self.task_type, 'index': self.task_index}}
         if self.environment:
             config['environment'] = self.environment
@@ -171,7 +190,12 @@ class ClusterInfo:
         return config
 
 
-def load_cluster(environ=None):
+def _master_as_chief(cluster: Cluster) -> Cluster:
+    """`cluster` with its `master` job named `chief`."""
+    return {(CHIEF if job == MASTER else job): addresses for job, addresses in cluster.items()}
+
+
+def load_cluster(environ: Optional[Mapping[str, str]] = None) -> ClusterInfo:
     """Parses the process environment into a `ClusterInfo`.
 
     Raises:
@@ -188,7 +212,7 @@ def load_cluster(environ=None):
     return ClusterInfo(cluster={})
 
 
-def jobset_tf_config(environ):
+def jobset_tf_config(environ: Mapping[str, str]) -> Optional[dict[str, object]]:
     """The TF_CONFIG dict of a JobSet pod, or None when `environ` is not one's.
 
     The pod's role is its replicated job's name, its index its index in that
@@ -204,41 +228,44 @@ def jobset_tf_config(environ):
     if not jobset or not environ.get(JOBSET_TASKS_ENV, '').strip():
         return None
     source = 'the JobSet pod\'s %s' % JOBSET_TASKS_ENV
-    tasks = user_files.json_object(environ[JOBSET_TASKS_ENV], source)
-    for role, count in tasks.items():
-        if role not in POOL_ORDER or _integer(count) is None or _integer(count) < 1:
+    tasks: dict[str, int] = {}
+    for role, count in user_files.json_object(environ[JOBSET_TASKS_ENV], source).items():
+        pods = _integer(count)
+        if role not in POOL_ORDER or pods is None or pods < 1:
             raise UserInputError('%s: expected {role: pods} with roles among %s, got %r: %r'
                                  % (source, ', '.join(POOL_ORDER), role, count))
+        tasks[role] = pods
     role = environ.get(JOBSET_REPLICATED_JOB_ENV, '')
     if role not in tasks:
         raise UserInputError('%s=%r: a JobSet of TensorFlow tasks names each replicated job '
                              'after its role, one of %s' % (JOBSET_REPLICATED_JOB_ENV, role,
                                                            ', '.join(sorted(tasks))))
-    indices = {}
+    indices: dict[str, int] = {}
     for name in (JOBSET_JOB_INDEX_ENV, JOB_COMPLETION_INDEX_ENV):
-        indices[name] = _integer(environ.get(name, ''))
-        if indices[name] is None:
+        index = _integer(environ.get(name, ''))
+        if index is None:
             raise UserInputError('%s=%r: expected the index JobSet and Kubernetes give the '
                                  'pod' % (name, environ.get(name)))
+        indices[name] = index
     if indices[JOBSET_JOB_INDEX_ENV] != 0:
         raise UserInputError('%s=%d: each role runs as one Indexed Job of all its pods '
                              '(replicas: 1, parallelism: the pods)'
                              % (JOBSET_JOB_INDEX_ENV, indices[JOBSET_JOB_INDEX_ENV]))
     subdomain = environ.get(JOBSET_SUBDOMAIN_ENV, '').strip() or jobset
     cluster = {name: ['%s-%s-0-%d.%s:%d' % (jobset, name, i, subdomain, JOBSET_PORT)
-                      for i in range(_integer(count))]
+                      for i in range(count)]
                for name, count in tasks.items()}
     return {'cluster': cluster,
             'task': {'type': role, 'index': indices[JOB_COMPLETION_INDEX_ENV]},
             'environment': 'cloud'}
 
 
-def parse_tf_config(text, source='TF_CONFIG'):
+def parse_tf_config(text: str, source: str = 'TF_CONFIG') -> ClusterInfo:
     """Parses and validates a TF_CONFIG JSON string."""
     return _from_tf_config(user_files.json_object(text, source), source)
 
 
-def _from_tf_config(config, source):
+def _from_tf_config(config: JSONObject, source: str) -> ClusterInfo:
     cluster = config.get('cluster') or {}
     task = config.get('task') or {}
     if not isinstance(cluster, dict) or not isinstance(task, dict):
@@ -246,7 +273,8 @@ def _from_tf_config(config, source):
     if not cluster:
         _check_trains_alone(task, source)
         return ClusterInfo(cluster={})
-    info = _validated(cluster, task, config.get('environment'), source)
+    environment = config.get('environment')
+    info = _validated(cluster, task, None if environment is None else str(environment), source)
     job = config.get('job')
     if not info.num_evaluators and isinstance(job, dict):
         # AI Platform's TF_CONFIG carries the job's trainingInput, with evaluatorCount.
@@ -259,12 +287,12 @@ def _from_tf_config(config, source):
 
 
 # What a task that never trains does, for the refusal of one without a cluster.
-_NEVER_TRAINS = {EVALUATOR: 'an evaluator only evaluates the checkpoints a training '
+_NEVER_TRAINS: Final[dict[str, str]] = {EVALUATOR: 'an evaluator only evaluates the checkpoints a training '
                             'cluster writes',
                  PS: 'a parameter server only serves the variables of a training cluster'}
 
 
-def _check_trains_alone(task, source):
+def _check_trains_alone(task: JSONObject, source: str) -> None:
     """Refuses a task that must never train when no cluster is given.
 
     With an empty `cluster` the process would train alone and write
@@ -278,13 +306,15 @@ def _check_trains_alone(task, source):
                              % (source, task_type, _NEVER_TRAINS[task_type], source))
 
 
-def parse_vertex_cluster_spec(text):
+def parse_vertex_cluster_spec(text: str) -> ClusterInfo:
     """Maps Vertex AI's `CLUSTER_SPEC` (workerpool0..3) onto TF roles."""
     source = 'CLUSTER_SPEC'
     spec = user_files.json_object(text, source)
     pools = spec.get('cluster') or {}
     task = spec.get('task') or {}
-    cluster = {}
+    if not isinstance(pools, dict) or not isinstance(task, dict):
+        raise UserInputError('%s: "cluster" and "task" must be JSON objects' % source)
+    cluster: dict[str, object] = {}
     for pool, addresses in pools.items():
         if pool not in _VERTEX_POOLS:
             raise UserInputError('%s: unknown worker pool %r (expected one of %s)'
@@ -295,10 +325,11 @@ def parse_vertex_cluster_spec(text):
         raise UserInputError('%s: task.type %r is not a worker pool (expected one of %s)'
                              % (source, pool, ', '.join(sorted(_VERTEX_POOLS))))
     task = dict(task, type=_VERTEX_POOLS[pool])
-    return _validated(cluster, task, spec.get('environment'), source)
+    environment = spec.get('environment')
+    return _validated(cluster, task, None if environment is None else str(environment), source)
 
 
-def export_tf_config(info, environ=None):
+def export_tf_config(info: ClusterInfo, environ: Optional[Environ] = None) -> None:
     """Writes `info` back to TF_CONFIG so RunConfig sees the normalised form."""
     environ = os.environ if environ is None else environ
     config = info.to_tf_config()
@@ -308,16 +339,20 @@ def export_tf_config(info, environ=None):
         environ['TF_CONFIG'] = json.dumps(config)
 
 
-def _validated(cluster, task, environment, source):
-    cluster = {str(k).lower(): v for k, v in cluster.items()}
-    for job, addresses in cluster.items():
-        if job not in TASK_TYPES:
+def _validated(described: Mapping[str, object], task: JSONObject,
+               environment: Optional[str], source: str) -> ClusterInfo:
+    cluster: Cluster = {}
+    for name, addresses in described.items():
+        job = str(name).lower()
+        if not is_role(job):
             raise UserInputError('%s: unknown task type %r in "cluster" (expected %s)'
                                  % (source, job, ', '.join(TASK_TYPES)))
         if (not isinstance(addresses, list) or not addresses
                 or not all(isinstance(a, str) and ':' in a for a in addresses)):
             raise UserInputError('%s: cluster.%s must be a non-empty list of '
                                  '"host:port" strings' % (source, job))
+        cluster[job] = addresses
+    for job, addresses in cluster.items():
         for index, address in enumerate(addresses):
             problem = address_problem(address)
             if problem:
@@ -325,14 +360,14 @@ def _validated(cluster, task, environment, source):
                                                                      address, problem))
     if CHIEF in cluster and MASTER in cluster:
         raise UserInputError('%s: cluster has both "chief" and "master"; use one' % source)
-    for job in (CHIEF, MASTER):
+    for job in CHIEF_ROLES:
         if len(cluster.get(job, ())) > 1:
             raise UserInputError('%s: cluster.%s must have exactly one address' % (source, job))
     _refuse_shared_addresses(cluster, source)
     evaluators = cluster.pop(EVALUATOR, None)
 
     task_type = str(task.get('type', '')).lower()
-    if task_type not in TASK_TYPES:
+    if not is_role(task_type):
         raise UserInputError('%s: unknown task.type %r (expected %s)'
                              % (source, task.get('type'), ', '.join(TASK_TYPES)))
     task_index = _integer(task.get('index', 0))
@@ -349,7 +384,7 @@ def _validated(cluster, task, environment, source):
     if task_index < 0 or (limit is not None and task_index >= limit):
         raise UserInputError('%s: task.index %d is out of range for %r (%s tasks)'
                              % (source, task_index, task_type, limit))
-    if not any(job in cluster for job in (CHIEF, MASTER, WORKER)):
+    if not any(job in cluster for job in TRAINING_ROLES):
         raise UserInputError('%s: cluster needs a "chief", "master" or "worker" task'
                              % source)
     if CHIEF not in cluster and MASTER not in cluster:
@@ -368,7 +403,7 @@ _HOST_LABEL = re.compile(r'^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$')
 MAX_PORT = 65535
 
 
-def address_problem(address):
+def address_problem(address: str) -> Optional[str]:
     """Why `address` cannot be a task's `host:port`, or None.
 
     A port outside 1-65535 or a host no resolver takes is the user's typo:
@@ -399,10 +434,10 @@ def address_problem(address):
     return None
 
 
-def _refuse_shared_addresses(cluster, source):
+def _refuse_shared_addresses(cluster: Cluster, source: str) -> None:
     """Refuses two tasks of `cluster` at one host:port: the second cannot listen
     there, and its peers would wait for it until --peer-timeout-secs."""
-    seen = {}
+    seen: dict[str, str] = {}
     for job in sorted(cluster):
         for index, address in enumerate(cluster[job]):
             task = '%s-%d' % (job, index)
@@ -413,7 +448,7 @@ def _refuse_shared_addresses(cluster, source):
             seen[address] = task
 
 
-def _integer(value):
+def _integer(value: object) -> Optional[int]:
     """An integer written as a JSON number or as digits (`2`, `"2"`, `2.0`), else None.
 
     `true`, `1.5` and `1e400` (infinity) are no task index: `int()` read the
@@ -430,10 +465,11 @@ def _integer(value):
     return None
 
 
-def _promote_first_worker(cluster, task_type, task_index):
+def _promote_first_worker(cluster: Cluster, task_type: Role,
+                          task_index: int) -> tuple[Cluster, Role, int]:
     """Makes worker 0 the `chief` (TFJob without chief: worker 0 leads)."""
     workers = cluster[WORKER]
-    cluster = dict(cluster, chief=workers[:1])
+    cluster = {**cluster, CHIEF: workers[:1]}
     if len(workers) > 1:
         cluster[WORKER] = workers[1:]
     else:

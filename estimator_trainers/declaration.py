@@ -16,23 +16,42 @@ A trainer package has two halves:
 `Plan`, `Task` and `MemoryEstimate` are the plain values the runner hands
 between the two halves. Every capability a trainer may offer is a method or
 attribute here, with a default: tools call it, never probe for it.
+
+A `Runtime` is generic in its plan's `facts`: `class MyRuntime(Runtime[MyFacts])`
+reads `plan.facts` back as `MyFacts` in every later method.
 """
+from __future__ import annotations
+
+import argparse
 import dataclasses
 import importlib
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
 
 from estimator_trainers import flags
 from estimator_trainers.errors import UserInputError
 
+if TYPE_CHECKING:  # the declaration half never imports TensorFlow
+    import tensorflow as tf
+
+    from estimator_trainers.cluster import ClusterInfo
+    from estimator_trainers.distribution import Distribution
+
 RUNTIME_ATTRIBUTE = 'RUNTIME'
+# What a runtime's `check` found (`Plan.facts`), as that runtime types it.
+FactsT = TypeVar('FactsT')
+# An Estimator input function: builds the dataset of (features, labels).
+InputFn = Callable[[], 'tf.data.Dataset']
+ServingInputFn = Callable[[], 'tf.estimator.export.ServingInputReceiver']
 # Set by the tool that runs a data step for the user (`train-local.sh`): how to
 # hand that command a file downloaded elsewhere, which the data step's
 # offline message then names instead of its own --source.
 DATA_SOURCE_ADVICE_ENV = 'ESTIMATOR_TRAINERS_DATA_SOURCE_ADVICE'
 
 
-def data_source_advice(environ=None):
+def data_source_advice(environ: Optional[Mapping[str, str]] = None) -> str:
     """How the user gives the data step they ran a downloaded file: `pass it
     with --source PATH`, or what the command that ran the step says."""
     environ = os.environ if environ is None else environ
@@ -40,13 +59,14 @@ def data_source_advice(environ=None):
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Plan(Generic[FactsT]):
     """What a runtime's input check found, for the rest of the run.
 
     Attributes:
       train_steps: the global step to train to.
       examples_per_step: examples this task consumes per step (examples/sec).
-      facts: anything else the runtime's later methods need (counts, stats).
+      facts: anything else the runtime's later methods need (counts, stats;
+        None for a runtime that needs nothing).
       train_examples: examples in the training set, when known: a step may not
         consume more (`batch_flag` names the flag that sets the batch).
       memory: `MemoryEstimate`, when the runtime can make one: checked against
@@ -57,11 +77,11 @@ class Plan:
     """
     train_steps: int
     examples_per_step: int
-    facts: object = None
-    train_examples: int = None
+    facts: FactsT
+    train_examples: Optional[int] = None
     batch_flag: str = '--batch-size'
-    memory: object = None
-    examples_per_global_step: int = None
+    memory: Optional[MemoryEstimate] = None
+    examples_per_global_step: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,13 +107,13 @@ class Task:
       num_gpus: GPUs among them.
       train_distribute: the `tf.distribute` strategy RunConfig gets, or None.
     """
-    cluster: object
-    distribution: object
-    devices: tuple
+    cluster: ClusterInfo
+    distribution: Distribution
+    devices: tuple[str, ...]
     num_gpus: int
-    train_distribute: object = None
+    train_distribute: Optional[tf.distribute.Strategy] = None
 
-    def replica_batch(self, batch_size, flag):
+    def replica_batch(self, batch_size: int, flag: str) -> int:
         """`batch_size` split over the local replicas of the strategy."""
         return self.distribution.replica_batch(batch_size, flag)
 
@@ -103,9 +123,9 @@ class Trainer:
     the methods whose defaults do not fit.
 
     Class attributes:
-      name: the model name users type (`train-local.sh NAME`).
-      module: the module `python -m` runs (default: the declaring module).
-      runtime: the module that defines `RUNTIME` (default `<package>.runtime`).
+      name: the model name users type (`train-local.sh NAME`); every trainer sets it.
+      module: the module `python -m` runs (empty: the declaring module).
+      runtime: the module that defines `RUNTIME` (empty: `<package>.runtime`).
       description: one sentence for `--help`.
       train_steps: `--train-steps` default (None: the runtime's check decides).
       checkpoint_steps: `--checkpoint-num-steps` default, also the longest
@@ -132,36 +152,36 @@ class Trainer:
         its evaluation reports.
       exports: the chief exports a SavedModel at the end of a run.
     """
-    name = None
-    module = None
-    runtime = None
-    description = ''
-    train_steps = None
-    checkpoint_steps = 1000
-    steps_per_loop = 1
-    num_intra_threads = 0
-    num_inter_threads = 0
-    mixed_precision = False
-    precise_batch_norm = False
-    local_args = ()
-    data_source_env = None
-    eval_metrics = ('loss',)
-    exports = True
+    name: str
+    module: str = ''
+    runtime: str = ''
+    description: str = ''
+    train_steps: Optional[int] = None
+    checkpoint_steps: int = 1000
+    steps_per_loop: int = 1
+    num_intra_threads: int = 0
+    num_inter_threads: int = 0
+    mixed_precision: bool = False
+    precise_batch_norm: bool = False
+    local_args: tuple[str, ...] = ()
+    data_source_env: Optional[str] = None
+    eval_metrics: tuple[str, ...] = ('loss',)
+    exports: bool = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         module = type(self).__module__
         spec = getattr(sys.modules.get(module), '__spec__', None)
         if module == '__main__' and spec is not None:  # declared in the module `python -m` runs
             module = spec.name
-        if self.module is None:
+        if not self.module:
             self.module = module
-        if self.runtime is None:
+        if not self.runtime:
             self.runtime = module.rsplit('.', 1)[0] + '.runtime'
 
-    def add_flags(self, parser):
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
         """Adds the trainer's own flags (data, model) to `parser`."""
 
-    def model_params(self, args):
+    def model_params(self, args: argparse.Namespace) -> Mapping[str, object]:
         """The flags that shape the variables, from parsed `args` ({}: none).
 
         The chief records them in `<job-dir>/model_params.json`; a later run
@@ -170,29 +190,29 @@ class Trainer:
         """
         return {}
 
-    def data_trainer(self, trainer_flags=()):
+    def data_trainer(self, trainer_flags: Sequence[str] = ()) -> Trainer:
         """The trainer whose data a run with `trainer_flags` (the user's trainer
         flags) reads: its `data_*` methods and `name` (`data/<name>` is the default
         local data directory) apply. Default: this one."""
         return self
 
-    def data_args(self, data_dir):
+    def data_args(self, data_dir: str) -> list[str]:
         """Trainer flags that point it at the data in local `data_dir`."""
         return []
 
-    def data_ready(self, data_dir):
+    def data_ready(self, data_dir: str) -> bool:
         """True when `data_dir` holds what `data_args` points at."""
         return True
 
-    def data_step(self, data_dir, environ):
+    def data_step(self, data_dir: str, environ: Mapping[str, str]) -> Optional[list[str]]:
         """argv of the command that fills `data_dir` (after `python -m`), or None."""
         return None
 
-    def cloud_data_args(self, bucket_uri):
+    def cloud_data_args(self, bucket_uri: str) -> list[tuple[str, str]]:
         """(flag, value) pairs of the data a cloud job reads by default."""
         return []
 
-    def make_parser(self):
+    def make_parser(self) -> argparse.ArgumentParser:
         """The complete flag parser: the trainer's flags plus the shared groups."""
         parser = flags.make_parser('python -m %s' % self.module, self.description)
         self.add_flags(parser)
@@ -209,7 +229,7 @@ class Trainer:
         flags.add_distribution_flags(parser)
         return parser
 
-    def check_flags(self, args, distribution):
+    def check_flags(self, args: argparse.Namespace, distribution: Distribution) -> None:
         """Refuses flag values the task's decided `distribution.Distribution` cannot
         run (default: none); checks of a flag alone belong to `parse_args`.
 
@@ -220,17 +240,19 @@ class Trainer:
           UserInputError: naming the flag.
         """
 
-    def unknown_metric(self, tag):
+    def unknown_metric(self, tag: Optional[str]) -> Optional[str]:
         """Why `tag` (`auc`, or `eval/auc` as TensorBoard names it) is not a metric
         this trainer's evaluations report, or None (also for no tag)."""
-        return flags.unknown_metric(tag, self.eval_metrics, self.name)
+        problem: Optional[str] = flags.unknown_metric(tag, self.eval_metrics, self.name)
+        return problem
 
-    def parse_args(self, argv=None):
+    def parse_args(self, argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         """Parsed flags; raises `errors.FlagError` for a command line it refuses."""
         return self.make_parser().parse_args(argv)
 
-    def load_runtime(self):
-        """The `Runtime` this trainer's tasks run (imports TensorFlow).
+    def load_runtime(self) -> Runtime[Any]:
+        """The `Runtime` this trainer's tasks run (imports TensorFlow); its facts'
+        type is the runtime's own (`Any` here: the runner only hands them back).
 
         Raises:
           UserInputError: the runtime module is missing or defines no `RUNTIME`.
@@ -238,7 +260,8 @@ class Trainer:
         try:
             runtime = getattr(importlib.import_module(self.runtime), RUNTIME_ATTRIBUTE, None)
         except ModuleNotFoundError as e:
-            if e.name != self.runtime and not self.runtime.startswith(e.name + '.'):
+            if e.name is None or (e.name != self.runtime
+                                  and not self.runtime.startswith(e.name + '.')):
                 raise
             runtime = None
         if not isinstance(runtime, Runtime):
@@ -248,14 +271,15 @@ class Trainer:
         return runtime
 
 
-class Runtime:
+class Runtime(Generic[FactsT]):
     """What one training task of a trainer does with TensorFlow.
 
     The runner calls these in order, each with the parsed `args` and the
-    `Task`; a parameter server calls none of them.
+    `Task`; a parameter server calls none of them. `FactsT` is the type of the
+    `Plan.facts` that `check` returns and the later methods read.
     """
 
-    def check(self, args, task):
+    def check(self, args: argparse.Namespace, task: Task) -> Plan[FactsT]:
         """Validates the inputs; returns a `Plan`. Writes nothing.
 
         Raises:
@@ -263,22 +287,27 @@ class Runtime:
         """
         raise NotImplementedError
 
-    def prepare_job_dir(self, args, task, plan):
+    def prepare_job_dir(self, args: argparse.Namespace, task: Task,
+                        plan: Plan[FactsT]) -> None:
         """What the chief writes to the job-dir before training (default: nothing)."""
 
-    def estimator(self, args, task, plan, run_config):
+    def estimator(self, args: argparse.Namespace, task: Task, plan: Plan[FactsT],
+                  run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
         """The `tf.estimator.Estimator` to train, with `run_config`."""
         raise NotImplementedError
 
-    def input_fns(self, args, task, plan):
+    def input_fns(self, args: argparse.Namespace, task: Task,
+                  plan: Plan[FactsT]) -> tuple[InputFn, InputFn]:
         """(train_input_fn, eval_input_fn)."""
         raise NotImplementedError
 
-    def serving_input_receiver_fn(self, args, plan):
+    def serving_input_receiver_fn(self, args: argparse.Namespace,
+                                  plan: Plan[FactsT]) -> Optional[ServingInputFn]:
         """The export's serving input function (the trainer declares `exports`)."""
         return None
 
-    def calibration_input_fn(self, args, task, plan):
+    def calibration_input_fn(self, args: argparse.Namespace, task: Task,
+                             plan: Plan[FactsT]) -> Optional[InputFn]:
         """Training batches, as evaluation sees its inputs (no augmentation), that
         re-estimate batch norm's statistics before each evaluation (the trainer
         declares `precise_batch_norm`)."""

@@ -1,15 +1,22 @@
 """The local devices a trainer replicates over, and what their hardware offers."""
 import os
+from typing import Final, Literal, Optional
 
 import tensorflow as tf
 
+# The compute type of a mixed-precision model (`none`: float32 throughout).
+Precision = Literal['none', 'bfloat16', 'float16']
+# `--mixed-precision`: a compute type, or `auto` (this machine's best, `auto_mixed_precision`).
+PrecisionSetting = Literal['auto', 'none', 'bfloat16', 'float16']
+AUTO: Final = 'auto'
 
-def gpu_count():
+
+def gpu_count() -> int:
     """GPUs this machine has (the default of `--num-gpus`)."""
     return len(tf.config.list_physical_devices('GPU'))
 
 
-def cpu_devices():
+def cpu_devices() -> tuple[str, ...]:
     """This process's CPU device names: one, or one per logical CPU device.
 
     A process that configured several logical CPU devices
@@ -26,10 +33,10 @@ def cpu_devices():
 # CPU flags (/proc/cpuinfo) of native bfloat16 arithmetic that oneDNN uses:
 # AMX tiles (Intel Sapphire Rapids and later) and AVX-512 bfloat16 dot products
 # (AMD Zen 4 and later, Intel Cooper Lake).
-NATIVE_BFLOAT16_FLAGS = ('amx_bf16', 'avx512_bf16')
+NATIVE_BFLOAT16_FLAGS: Final = ('amx_bf16', 'avx512_bf16')
 
 
-def native_bfloat16_flags(cpuinfo_path='/proc/cpuinfo'):
+def native_bfloat16_flags(cpuinfo_path: str = '/proc/cpuinfo') -> tuple[str, ...]:
     """The `NATIVE_BFLOAT16_FLAGS` this CPU has, in that order; () where
     /proc/cpuinfo is unreadable (not Linux)."""
     try:
@@ -43,7 +50,7 @@ def native_bfloat16_flags(cpuinfo_path='/proc/cpuinfo'):
     return ()
 
 
-def onednn_enabled():
+def onednn_enabled() -> bool:
     """True when TensorFlow runs oneDNN's kernels (off with TF_ENABLE_ONEDNN_OPTS=0)."""
     try:
         from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
@@ -52,7 +59,8 @@ def onednn_enabled():
         return os.environ.get('TF_ENABLE_ONEDNN_OPTS', '1').lower() not in ('0', 'false')
 
 
-def auto_mixed_precision(num_gpus, cpuinfo_path='/proc/cpuinfo'):
+def auto_mixed_precision(num_gpus: int,
+                         cpuinfo_path: str = '/proc/cpuinfo') -> tuple[Precision, str]:
     """(compute type, reason) that `--mixed-precision auto` picks on this machine.
 
     bfloat16 where the CPU computes it natively and oneDNN runs it: there
@@ -75,22 +83,22 @@ def auto_mixed_precision(num_gpus, cpuinfo_path='/proc/cpuinfo'):
                         'was measured 1.4-1.5x faster than float32' % ', '.join(native))
 
 
-def resolve_mixed_precision(setting, num_gpus):
+def resolve_mixed_precision(setting: PrecisionSetting, num_gpus: int) -> Precision:
     """The compute type for a `--mixed-precision` value; `auto` picks by hardware."""
-    if setting != 'auto':
+    if setting != AUTO:
         return setting
     return auto_mixed_precision(num_gpus)[0]
 
 
-def describe_mixed_precision(setting, num_gpus):
+def describe_mixed_precision(setting: PrecisionSetting, num_gpus: int) -> str:
     """The start-up line's text: the compute type, and for `auto` why."""
-    if setting != 'auto':
+    if setting != AUTO:
         return setting
     compute, reason = auto_mixed_precision(num_gpus)
     return '%s (auto: %s)' % (compute, reason)
 
 
-def float16_without_gpu_warning(setting, num_gpus):
+def float16_without_gpu_warning(setting: PrecisionSetting, num_gpus: int) -> Optional[str]:
     """The one warning line for `--mixed-precision float16` training on CPUs, else None.
 
     CPUs have no fast float16 arithmetic: a CIFAR-10 ResNet trained at about

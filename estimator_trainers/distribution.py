@@ -25,22 +25,35 @@ means with TensorFlow 2.15's Estimator:
 Parameter servers and evaluators never get a strategy: they serve variables
 or evaluate checkpoints. Evaluation always runs on one device.
 """
+import argparse
 import dataclasses
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, Optional, TextIO, TypeGuard
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import process
 from estimator_trainers.errors import TransientFailure
 from estimator_trainers.errors import UserInputError
 
-PARAMETER_SERVER = 'parameter_server'
-MIRRORED = 'mirrored'
-MULTI_WORKER_MIRRORED = 'multi_worker_mirrored'
-NONE = 'none'
-STRATEGIES = (PARAMETER_SERVER, MIRRORED, MULTI_WORKER_MIRRORED, NONE)
+# `--distribution-strategy`'s values.
+Strategy = Literal['parameter_server', 'mirrored', 'multi_worker_mirrored', 'none']
+PARAMETER_SERVER: Final = 'parameter_server'
+MIRRORED: Final = 'mirrored'
+MULTI_WORKER_MIRRORED: Final = 'multi_worker_mirrored'
+NONE: Final = 'none'
+STRATEGIES: Final[tuple[Strategy, ...]] = (PARAMETER_SERVER, MIRRORED, MULTI_WORKER_MIRRORED,
+                                           NONE)
+# A task this one waits for: (`ps-0`-style label, `host:port`).
+Peer = tuple[str, str]
+
+
+def is_strategy(name: object) -> TypeGuard[Strategy]:
+    """True when `name` is one of `STRATEGIES`."""
+    return name in STRATEGIES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,18 +73,18 @@ class Distribution:
       label, address: this task's `worker-0`-style name and `host:port` in
         TF_CONFIG (None for a single process).
     """
-    strategy: str
-    devices: tuple = ()
-    peers: tuple = ()
+    strategy: Strategy
+    devices: tuple[str, ...] = ()
+    peers: tuple[Peer, ...] = ()
     peer_timeout_secs: float = 600
-    max_worker_delay_secs: int = None
+    max_worker_delay_secs: Optional[int] = None
     builds_strategy: bool = False
     num_workers: int = 1
-    label: str = None
-    address: str = None
+    label: Optional[str] = None
+    address: Optional[str] = None
 
     @property
-    def local_replicas(self):
+    def local_replicas(self) -> int:
         """Copies of the model this process trains (model_fn calls per step)."""
         if not self.builds_strategy:
             return 1
@@ -79,7 +92,7 @@ class Distribution:
             return max(1, sum(1 for d in self.devices if 'gpu' in d.lower()))
         return len(self.devices)
 
-    def replica_batch(self, batch_size, flag):
+    def replica_batch(self, batch_size: int, flag: str) -> int:
         """`batch_size` split over the local replicas.
 
         Raises:
@@ -91,7 +104,7 @@ class Distribution:
         return batch_size // self.local_replicas
 
     @property
-    def replicas_in_sync(self):
+    def replicas_in_sync(self) -> int:
         """Model copies whose batches make up one global step under the strategy."""
         if not self.builds_strategy:
             return 1
@@ -99,17 +112,19 @@ class Distribution:
         return self.local_replicas * workers
 
     @property
-    def every_worker_saves(self):
+    def every_worker_saves(self) -> bool:
         """Every worker runs the checkpoint ops (they all-reduce under multi_worker_mirrored)."""
         return self.builds_strategy and self.strategy == MULTI_WORKER_MIRRORED
 
     @property
-    def synchronous(self):
+    def synchronous(self) -> bool:
         """All workers' batches form one global step (all-reduce strategies)."""
         return self.strategy in (MIRRORED, MULTI_WORKER_MIRRORED)
 
-def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
-            max_worker_delay_secs=None, visible_gpus):
+def resolve(name: Optional[str], cluster: cluster_lib.ClusterInfo,
+            devices: Sequence[str] = ('/cpu:0',), *, peer_timeout_secs: float = 600,
+            max_worker_delay_secs: Optional[int] = None,
+            visible_gpus: int) -> Distribution:
     """Maps `--distribution-strategy` to this task's `Distribution`.
 
     Args:
@@ -126,7 +141,7 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
     trainers = cluster.num_workers
     has_ps = cluster.num_ps > 0
     name = strategy_name(name, cluster)
-    if name not in STRATEGIES:
+    if not is_strategy(name):
         raise UserInputError('--distribution-strategy=%s is not one of %s'
                              % (name, ', '.join(STRATEGIES)))
     where = 'this TF_CONFIG cluster (%s)' % _describe(cluster)
@@ -147,8 +162,8 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                              % (where, trainers))
     if name == MULTI_WORKER_MIRRORED and cluster.chief_type == cluster_lib.MASTER:
         raise UserInputError('--distribution-strategy=multi_worker_mirrored needs a '
-                             '"chief", not a "master", in TF_CONFIG (tf.distribute '
-                             'rejects "master")')
+                             '"%s", not a "%s", in TF_CONFIG (tf.distribute rejects "%s")'
+                             % (cluster_lib.CHIEF, cluster_lib.MASTER, cluster_lib.MASTER))
     if name == MULTI_WORKER_MIRRORED:
         gpus = [d for d in devices if 'gpu' in d.lower()]
         if gpus and len(gpus) != visible_gpus:
@@ -156,7 +171,8 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                                  'each worker, not %d; drop --num-gpus or limit the GPUs '
                                  'with CUDA_VISIBLE_DEVICES' % (visible_gpus, len(gpus)))
     trains = not (cluster.is_ps or cluster.is_evaluator)
-    addresses = cluster.addresses(cluster.task_type) if cluster.is_distributed else ()
+    addresses = (cluster.addresses(cluster.task_type)
+                 if cluster.is_distributed and cluster.task_type else ())
     return Distribution(
         strategy=name, devices=tuple(devices),
         peers=_peers(name, cluster) if trains else (),
@@ -169,7 +185,7 @@ def resolve(name, cluster, devices=('/cpu:0',), *, peer_timeout_secs=600,
                  if cluster.task_index < len(addresses) else None))
 
 
-def strategy_name(name, cluster):
+def strategy_name(name: Optional[str], cluster: cluster_lib.ClusterInfo) -> str:
     """`--distribution-strategy`, or the default of this cluster when None:
     parameter servers if it has ps tasks, all-reduce over several training
     tasks, else a single task."""
@@ -188,7 +204,8 @@ TENSORFLOW_MAX_WORKER_DELAY_SECS = 60
 STEPS_PER_WORKER_DELAY_SEC = 1000
 
 
-def max_worker_delay_secs(requested, train_steps):
+def max_worker_delay_secs(requested: Optional[int],
+                          train_steps: Optional[int]) -> Optional[int]:
     """The cap on Estimator's start-up delay of worker i, (i + 1) * 5 s.
 
     Estimator staggers asynchronous workers (a fresh model is updated by one
@@ -209,7 +226,8 @@ def max_worker_delay_secs(requested, train_steps):
                int(train_steps // STEPS_PER_WORKER_DELAY_SEC))
 
 
-def steps_per_loop(requested, default, distribution):
+def steps_per_loop(requested: Optional[int], default: int,
+                   distribution: Distribution) -> int:
     """The training steps per Session.run of this task (`steps_loop`).
 
     Args:
@@ -244,19 +262,20 @@ def steps_per_loop(requested, default, distribution):
     return requested
 
 
-def from_flags(args, cluster, devices=('/cpu:0',), *, visible_gpus):
+def from_flags(args: argparse.Namespace, cluster: cluster_lib.ClusterInfo,
+               devices: Sequence[str] = ('/cpu:0',), *, visible_gpus: int) -> Distribution:
     """`resolve` with the values of `flags.add_distribution_flags`."""
     return resolve(args.distribution_strategy, cluster, devices,
                    peer_timeout_secs=args.peer_timeout_secs,
                    max_worker_delay_secs=args.max_worker_delay_secs, visible_gpus=visible_gpus)
 
 
-def _describe(cluster):
+def _describe(cluster: cluster_lib.ClusterInfo) -> str:
     jobs = ['%d %s' % (len(cluster.cluster[job]), job) for job in sorted(cluster.cluster)]
     return ', '.join(jobs) if jobs else 'no cluster'
 
 
-def _peers(strategy, cluster):
+def _peers(strategy: Strategy, cluster: cluster_lib.ClusterInfo) -> tuple[Peer, ...]:
     """The tasks a training task waits for: it cannot make progress without them.
 
     Variables live on the ps tasks and the chief initialises them, so
@@ -265,17 +284,22 @@ def _peers(strategy, cluster):
     restarted late must not wait for workers that already finished.
     """
     own = (cluster.task_type, cluster.task_index)
-    jobs = {PARAMETER_SERVER: (cluster_lib.PS, cluster.chief_type),
-            MULTI_WORKER_MIRRORED: (cluster.chief_type, cluster_lib.WORKER)}.get(strategy, ())
-    peers = []
-    for job in jobs:
+    jobs: dict[Strategy, tuple[Optional[cluster_lib.Role], ...]] = {
+        PARAMETER_SERVER: (cluster_lib.PS, cluster.chief_type),
+        MULTI_WORKER_MIRRORED: (cluster.chief_type, cluster_lib.WORKER)}
+    peers: list[Peer] = []
+    for job in jobs.get(strategy, ()):
+        if job is None:
+            continue
         for index, address in enumerate(cluster.addresses(job)):
             if (job, index) != own:
                 peers.append(('%s-%d' % (job, index), address))
     return tuple(peers)
 
 
-def unreachable_peers(peers, timeout_secs, retry_secs=0.5, progress=None):
+def unreachable_peers(
+        peers: Sequence[Peer], timeout_secs: float, retry_secs: float = 0.5,
+        progress: Optional[Callable[[list[Peer], float], None]] = None) -> list[Peer]:
     """Waits until every peer accepts TCP connections; returns those that never did.
 
     `progress(waiting, elapsed_secs)` is called with the peers still missing
@@ -301,7 +325,7 @@ def unreachable_peers(peers, timeout_secs, retry_secs=0.5, progress=None):
 PROGRESS_SECS = 30
 
 
-def _accepts(address):
+def _accepts(address: str) -> bool:
     host, port = address.rsplit(':', 1)
     try:
         with socket.create_connection((host.strip('[]'), int(port)), timeout=2):
@@ -310,7 +334,8 @@ def _accepts(address):
         return False
 
 
-def wait_for_peers(distribution, log, listen=False):
+def wait_for_peers(distribution: Distribution, log: Callable[[str], None],
+                   listen: bool = False) -> None:
     """Blocks until every peer of this task accepts connections, saying so while it waits.
 
     Runs in the main thread before TensorFlow's own (endless) waits for the
@@ -333,7 +358,7 @@ def wait_for_peers(distribution, log, listen=False):
         return
     timeout = distribution.peer_timeout_secs
 
-    def progress(waiting, elapsed):
+    def progress(waiting: list[Peer], elapsed: float) -> None:
         log('Waiting for %s (from TF_CONFIG) to accept connections: %ds of '
             '--peer-timeout-secs=%g' % (', '.join('%s at %s' % p for p in waiting),
                                         elapsed, timeout))
@@ -352,7 +377,7 @@ def wait_for_peers(distribution, log, listen=False):
             flag='--peer-timeout-secs')
 
 
-def _listen(distribution):
+def _listen(distribution: Distribution) -> Optional[socket.socket]:
     """A listening socket on this task's TF_CONFIG port, closed before TensorFlow binds it.
 
     It never accepts: a peer's check connects into its backlog, which is
@@ -375,7 +400,8 @@ def _listen(distribution):
     return sock
 
 
-def watch_peers(distribution, stderr=None, poll_secs=None):
+def watch_peers(distribution: Distribution, stderr: Optional[TextIO] = None,
+                poll_secs: Optional[float] = None) -> Optional['PeerWatch']:
     """Watches this task's peers until its training ends; returns the started `PeerWatch`.
 
     TensorFlow waits forever for a peer that went away (a killed ps: "a new
@@ -393,26 +419,27 @@ def watch_peers(distribution, stderr=None, poll_secs=None):
 class PeerWatch:
     """The thread of `watch_peers`; `stop` it when training ends (`hooks.CallAtEndHook`)."""
 
-    def __init__(self, distribution, stderr, poll_secs=None):
+    def __init__(self, distribution: Distribution, stderr: TextIO,
+                 poll_secs: Optional[float] = None) -> None:
         self._distribution = distribution
         self._stderr = stderr
         self._poll_secs = poll_secs or min(5.0, distribution.peer_timeout_secs / 4)
         self._stopped = threading.Event()
 
-    def start(self):
+    def start(self) -> 'PeerWatch':
         threading.Thread(target=self._watch, name='peer-watch', daemon=True).start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         """Stops watching: peers may end once training has."""
         self._stopped.set()
 
-    def _fail(self, error):
+    def _fail(self, error: TransientFailure) -> None:
         process.exit_now(error, stream=self._stderr)
 
-    def _watch(self):
+    def _watch(self) -> None:
         dist = self._distribution
-        down_since = {}
+        down_since: dict[Peer, float] = {}
         while not self._stopped.wait(self._poll_secs):
             now = time.monotonic()
             for peer in dist.peers:

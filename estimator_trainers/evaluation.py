@@ -21,11 +21,14 @@ batch-norm statistics from training batches (`precise_bn`). The graph, once
 built, must report the metrics the run needs (`required_metrics`: the tuning
 metric), else the first evaluation ends the run in one line.
 """
+from __future__ import annotations
+
 import contextlib
 import re
 import threading
 import time
-from typing import Iterator, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import tensorflow as tf
 
@@ -33,6 +36,15 @@ from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import precise_bn
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers import run_steps
+
+if TYPE_CHECKING:
+    from estimator_trainers.checkpoints import CheckpointPlan
+    from estimator_trainers.declaration import InputFn
+
+# An evaluation's metrics by name, with `global_step` (an int).
+Metrics = dict[str, float]
+# True once a stop signal arrived (`faults.Termination.requested.is_set`).
+StopRequested = Callable[[], bool]
 
 # How long a run that leaves training early (a stop signal, an error) waits for a
 # preparation still under way before it exits (`Evaluator.settle`); a stop's
@@ -51,8 +63,10 @@ class Evaluator:
     the metrics to `<job-dir>/eval` as `Estimator.evaluate` does.
     """
 
-    def __init__(self, estimator, input_fn, steps=None, clock=None,
-                 calibration_input_fn=None, required_metrics=()):
+    def __init__(self, estimator: tf.estimator.Estimator, input_fn: InputFn,
+                 steps: Optional[int] = None, clock: Optional[Clock] = None,
+                 calibration_input_fn: Optional[InputFn] = None,
+                 required_metrics: Iterable[tuple[str, str]] = ()) -> None:
         """`calibration_input_fn`: training batches for precise batch norm
         (`precise_bn`), or None to evaluate with the moving averages as saved.
         `required_metrics`: `(flag, metric)` pairs the graph must report."""
@@ -62,11 +76,11 @@ class Evaluator:
         self._clock = clock or Clock()
         self._calibration_input_fn = calibration_input_fn
         self._required_metrics = tuple(required_metrics)
-        self._calibration = None
+        self._calibration: Optional[precise_bn.Calibration] = None
         self._calibrated = False
-        self._session = None
-        self._preparing = None
-        self._prepare_error = None
+        self._session: Optional[tf.compat.v1.Session] = None
+        self._preparing: Optional[threading.Thread] = None
+        self._prepare_error: Optional[Exception] = None
         # Time evaluations take once warm: building the graph and the first
         # run of its session (graph optimisation) are paid once per process.
         self.run_secs = 0.0
@@ -76,7 +90,7 @@ class Evaluator:
         self._warm = False
         self._export_path = 'ram://estimator_trainers/%d/evaluated' % id(self)
 
-    def prepare_in_background(self):
+    def prepare_in_background(self) -> None:
         """Builds the graph and session and runs them once, in a thread.
 
         The first run of a session optimises its graph (Grappler), which
@@ -92,24 +106,24 @@ class Evaluator:
                                                name='prepare-evaluation', daemon=True)
             self._preparing.start()
 
-    def _prepare(self):
+    def _prepare(self) -> None:
         try:
             self._build()
-            with self._session.graph.as_default():
-                self._session.run(self._scaffold.init_op)
+            with self._live.graph.as_default():
+                self._live.run(self._scaffold.init_op)
                 self._start_input()
                 try:
-                    self._session.run(self._update_op)
+                    self._live.run(self._update_op)
                 except tf.errors.OutOfRangeError:
                     pass  # an empty input: the evaluation says so
-                self._session.run(self._metrics)
+                self._live.run(self._metrics)
                 if self._calibration is not None:
                     self._calibration.run(self._session, batches=1)
             self._warm = True
         except Exception as e:  # pylint: disable=broad-except
             self._prepare_error = e  # raised by the evaluation that needs the graph
 
-    def settle(self, timeout_secs=SETTLE_SECS):
+    def settle(self, timeout_secs: float = SETTLE_SECS) -> None:
         """Waits up to `timeout_secs` for a preparation under way to end.
 
         Call before the process exits with training cut short. An interpreter
@@ -122,18 +136,18 @@ class Evaluator:
         if self._preparing is not None:
             self._preparing.join(timeout_secs)
 
-    def preparing(self):
+    def preparing(self) -> bool:
         """True while `prepare_in_background`'s thread is still building or warming up."""
         return self._preparing is not None and self._preparing.is_alive()
 
-    def _wait_for_preparation(self):
+    def _wait_for_preparation(self) -> None:
         if self._preparing is not None:
             self._preparing.join()
             self._preparing = None
             if self._prepare_error is not None:
                 raise self._prepare_error
 
-    def _build(self):
+    def _build(self) -> None:
         graph = tf.Graph()
         with graph.as_default():
             scaffold, update_op, metrics, hooks = (
@@ -164,16 +178,19 @@ class Evaluator:
                         flag, name, ', '.join(sorted(k for k in metrics
                                                      if k != 'global_step'))), flag=flag)
 
-    def __call__(self, checkpoint_path=None):
+    def __call__(self, checkpoint_path: Optional[str] = None) -> Metrics:
         """Metrics (with `global_step`) of `checkpoint_path` (None: the latest)."""
         checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
             self._estimator.model_dir)
         with self._clock.timing():
             self._ready()
-            with self._session.graph.as_default():
-                return self._evaluate(checkpoint_path, time.time())
+            with self._live.graph.as_default():
+                metrics = self._evaluate(checkpoint_path, time.time())
+        assert metrics is not None  # only a stop request drops an evaluation
+        return metrics
 
-    def evaluate_weights(self, session, snapshot, stop_requested=None):
+    def evaluate_weights(self, session: tf.compat.v1.Session, snapshot: Snapshot,
+                         stop_requested: Optional[StopRequested] = None) -> Optional[Metrics]:
         """Metrics of the weights `session` holds now, through `snapshot` (`Snapshot`);
         None when `stop_requested()` turned true meanwhile (the evaluation is dropped,
         so a stopping run saves its checkpoint within its grace).
@@ -184,15 +201,23 @@ class Evaluator:
             start = time.time()
             path = snapshot.save(session)
             self._ready()
-            with self._session.graph.as_default():
+            with self._live.graph.as_default():
                 return self._evaluate(path, start, stop_requested)
 
-    def _ready(self):
+    @property
+    def _live(self) -> tf.compat.v1.Session:
+        """The evaluation's session, once `_build` made it."""
+        if self._session is None:
+            raise RuntimeError('the evaluation graph is not built yet')
+        return self._session
+
+    def _ready(self) -> None:
         self._wait_for_preparation()
         if self._session is None:
             self._build()
 
-    def _evaluate(self, checkpoint_path, start, stop_requested=None):
+    def _evaluate(self, checkpoint_path: str, start: float,
+                  stop_requested: Optional[StopRequested] = None) -> Optional[Metrics]:
         self._scaffold.saver.restore(self._session, checkpoint_path)
         calibration = ''
         if self._calibration is not None:
@@ -208,21 +233,21 @@ class Evaluator:
         while self._steps is None or batches < self._steps:
             if stop_requested is not None and stop_requested():
                 tf.compat.v1.logging.info('Evaluation of step %d dropped: the run is '
-                                          'stopping', self._session.run(self._step))
+                                          'stopping', self._live.run(self._step))
                 return None
             try:
-                self._session.run(self._update_op)
+                self._live.run(self._update_op)
             except tf.errors.OutOfRangeError:
                 break
             batches += 1
-        metrics = self._session.run(self._metrics)
+        metrics = self._live.run(self._metrics)
         secs = time.time() - start
         if self._warm:
             self.last_run_secs = secs
             self.run_secs += secs
         self._warm = True
         step = int(metrics['global_step'])
-        values = {k: float(v) for k, v in metrics.items()
+        values: Metrics = {k: float(v) for k, v in metrics.items()
                   if k != 'global_step' and getattr(v, 'size', 1) == 1}
         self._writer.add_summary(tf.compat.v1.Summary(value=[
             tf.compat.v1.Summary.Value(tag=k, simple_value=v)
@@ -233,7 +258,7 @@ class Evaluator:
             calibration, ', '.join('%s = %.4g' % kv for kv in sorted(values.items())))
         return dict(values, global_step=step)
 
-    def evaluated_checkpoint(self):
+    def evaluated_checkpoint(self) -> Optional[str]:
         """A checkpoint of the weights the last evaluation measured, or None when
         they are the restored ones as saved.
 
@@ -243,18 +268,19 @@ class Evaluator:
         """
         if not self._calibrated:
             return None
-        with self._session.graph.as_default():
-            return self._scaffold.saver.save(self._session, self._export_path,
-                                             write_meta_graph=False, write_state=False)
+        with self._live.graph.as_default():
+            path: str = self._scaffold.saver.save(self._session, self._export_path,
+                                                  write_meta_graph=False, write_state=False)
+        return path
 
-    def _start_input(self):
+    def _start_input(self) -> None:
         """Resets the metrics and (through the input hooks) the input."""
-        self._session.run(self._scaffold.local_init_op)
+        self._live.run(self._scaffold.local_init_op)
         for hook in self._hooks:
             hook.after_create_session(self._session, None)
 
 
-def without_tuning(input_fn):
+def without_tuning(input_fn: InputFn) -> InputFn:
     """`input_fn` whose dataset runs without tf.data's autotuning and graph rewrites.
 
     Every evaluation re-initialises the input's iterator. Replacing an
@@ -263,7 +289,7 @@ def without_tuning(input_fn):
     dataset's graph anew: a third of a taxi evaluation's 0.1 s
     (benchmarks/RESULTS.md, benchmark 6).
     """
-    def wrapped():
+    def wrapped() -> tf.data.Dataset:
         result = input_fn()
         if isinstance(result, tf.data.Dataset):
             options = tf.data.Options()
@@ -274,7 +300,8 @@ def without_tuning(input_fn):
     return wrapped
 
 
-class PrepareInBackground(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class PrepareInBackground(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Starts `Evaluator.prepare_in_background` once the training session exists.
 
     Not before: building the training graph holds Python's lock, while the
@@ -282,10 +309,11 @@ class PrepareInBackground(tf.compat.v1.train.SessionRunHook):
     leave it free for the evaluation graph's construction.
     """
 
-    def __init__(self, evaluator):
+    def __init__(self, evaluator: Evaluator) -> None:
         self._evaluator = evaluator
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del session, coord  # unused
         self._evaluator.prepare_in_background()
 
@@ -321,17 +349,19 @@ class Snapshot:
     last one.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._saver = tf.compat.v1.train.Saver(sharded=False, max_to_keep=1)
         self.path = 'ram://estimator_trainers/%d/weights' % id(self)
 
-    def save(self, session):
+    def save(self, session: tf.compat.v1.Session) -> str:
         """Saves the weights `session` holds; returns the checkpoint prefix."""
-        return self._saver.save(session, self.path, write_meta_graph=False,
-                                write_state=False)
+        prefix: str = self._saver.save(session, self.path, write_meta_graph=False,
+                                       write_state=False)
+        return prefix
 
 
-class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Evaluates the weights the chief holds at multiples of the evaluation interval.
 
     Training pauses while it evaluates, so which multiples are evaluated is
@@ -342,7 +372,9 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
     final evaluation. A run that is stopping (a stop signal) evaluates no more.
     """
 
-    def __init__(self, evaluator, train_steps, checkpoint_plan, stop_requested=None):
+    def __init__(self, evaluator: Evaluator, train_steps: int,
+                 checkpoint_plan: CheckpointPlan,
+                 stop_requested: Optional[StopRequested] = None) -> None:
         """Args:
           evaluator: the process's `Evaluator`.
           train_steps: the step target (evaluated by the driver).
@@ -356,19 +388,22 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
         self._plan = checkpoint_plan
         self._every = checkpoint_plan.eval_every_steps
 
-    def begin(self):
+    def begin(self) -> None:
         self._step_fetches = run_steps.step_fetches()
         self._snapshot = Snapshot()
         self._global_step = tf.compat.v1.train.get_global_step()
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del coord  # unused
         self.start(int(session.run(self._global_step)))
 
-    def before_run(self, run_context):
+    def before_run(
+            self, run_context: tf.estimator.SessionRunContext) -> tf.estimator.SessionRunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._step_fetches)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         step, _ = run_steps.steps_done(run_values.results)
         if self.due(step) and not run_context.stop_requested:
             if self._evaluator.evaluate_weights(run_context.session, self._snapshot,
@@ -377,23 +412,23 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
                 return
             self.evaluated()
 
-    def start(self, step):
+    def start(self, step: int) -> None:
         """Training (re)starts at global step `step`."""
         self._start_step = step
         self._last_multiple = step // self._every
         self._start = time.time()
         self._start_spent = self._evaluator.run_secs
-        self._last_end = None
+        self._last_end: Optional[float] = None
         self._count = 0
 
-    def due(self, step):
+    def due(self, step: int) -> bool:
         """Whether to evaluate the weights held at global step `step`, where a run ended."""
         multiple = step // self._every
         if multiple <= self._last_multiple or step >= self._train_steps:
             return False
         self._last_multiple = multiple
         now = time.time()
-        return self._plan.evaluation_due(
+        due: bool = self._plan.evaluation_due(
             evaluations=self._count,
             spent_secs=self._evaluator.run_secs - self._start_spent,
             estimate_secs=self._evaluator.last_run_secs,
@@ -401,14 +436,17 @@ class InTrainingEvaluation(tf.compat.v1.train.SessionRunHook):
             since_last_secs=None if self._last_end is None else now - self._last_end,
             progress=(step - self._start_step) / max(1, self._train_steps - self._start_step),
             preparing=self._evaluator.preparing())
+        return due
 
-    def evaluated(self):
+    def evaluated(self) -> None:
         """An evaluation `due` asked for has ended."""
         self._count += 1
         self._last_end = time.time()
 
 
-def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
+def follow(job_dir: str, evaluate: Callable[[str], Metrics],
+           train_steps: int, every_secs: Optional[float] = None,
+           poll_secs: float = 1.0) -> Metrics:
     """An evaluator task: evaluates the newest checkpoint each time there is a new one.
 
     Starts with the first checkpoint after step 0 and ends after evaluating one
@@ -423,7 +461,7 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
     Returns:
       The metrics of the last evaluation.
     """
-    evaluated = None
+    evaluated: Optional[str] = None
     waiting_logged = False
     while True:
         path = tf.train.latest_checkpoint(job_dir)
@@ -456,7 +494,7 @@ def follow(job_dir, evaluate, train_steps, every_secs=None, poll_secs=1.0):
         time.sleep(max(0.0, (every_secs or 0) - (time.time() - start)))
 
 
-def missing_checkpoint(error):
+def missing_checkpoint(error: Exception) -> Optional[str]:
     """The checkpoint path `error` names, if that checkpoint no longer exists."""
     match = re.search(r'(\S*model\.ckpt-\d+)', str(error))
     if match and not tf.io.gfile.exists(match.group(1) + '.index'):

@@ -201,7 +201,7 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
              'else the run ends with one line.')
 
 
-def add_training_loop_flags(parser: argparse.ArgumentParser, *, train_steps: int,
+def add_training_loop_flags(parser: argparse.ArgumentParser, *, train_steps: Optional[int],
                             checkpoint_steps: int,
                             steps_per_loop: int = 1) -> argparse._ArgumentGroup:
     """Step targets, steps per Session.run, evaluation, checkpoint and summary cadence.

@@ -6,7 +6,7 @@ count global-step deltas (`run_steps.step_fetches`), never their own calls.
 """
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -162,7 +162,7 @@ class TrainingProgressHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
 
     def before_run(self, run_context: tf.compat.v1.train.SessionRunContext
                    ) -> tf.compat.v1.train.SessionRunArgs:
-        fetches = {'values': self._tensors, 'step': self._step_fetches}
+        fetches: dict[str, Any] = {'values': self._tensors, 'step': self._step_fetches}
         if self._wants_summary():
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)

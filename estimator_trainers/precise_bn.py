@@ -20,22 +20,32 @@ returns `(update_ops, moving_variables)`. `Calibration` does the rest in the
 evaluation graph (`evaluation.Evaluator`): the batches, the averaging, the
 assignment. Training itself and its checkpoints are untouched.
 """
+from __future__ import annotations
+
 import dataclasses
 import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from estimator_trainers import flags
 
+if TYPE_CHECKING:
+    from estimator_trainers.declaration import InputFn
+
 # Training batches the statistics are averaged over before each evaluation.
-BATCHES = flags.PRECISE_BN_BATCHES
+BATCHES: int = flags.PRECISE_BN_BATCHES
+# What a model_fn registers: `build(features) -> (update_ops, moving_variables)`.
+Builder = Callable[[dict[str, tf.Tensor]], tuple[Sequence[tf.Operation], Sequence[tf.Variable]]]
 # graph -> the `build` its model_fn registered (not a graph collection: a
 # function there fails to serialize, with a warning, into every meta graph).
-_BUILDERS = weakref.WeakKeyDictionary()
+_BUILDERS: weakref.WeakKeyDictionary[tf.Graph, Builder] = weakref.WeakKeyDictionary()
 
 
-def register(build):
+def register(build: Builder) -> None:
     """Offers `build(features) -> (update_ops, moving_variables)` to the evaluation.
 
     Call from a model_fn in EVAL mode; the evaluation graph calls `build` at
@@ -54,14 +64,14 @@ class Calibration:
       placeholders: a value for each moving average, and `assign`, which sets them.
       started: the iterator is initialized.
     """
-    iterator: object
-    update_reads: list
-    placeholders: list
-    assign: object
+    iterator: tf.compat.v1.data.Iterator
+    update_reads: list[tf.Tensor]
+    placeholders: list[tf.Tensor]
+    assign: tf.Operation
     started: bool = False
 
     @classmethod
-    def build(cls, input_fn):
+    def build(cls, input_fn: InputFn) -> Optional[Calibration]:
         """The calibration of the default graph's model on `input_fn`'s batches.
 
         Call after the model_fn built the evaluation, before the graph is
@@ -87,7 +97,7 @@ class Calibration:
                                 for v, p in zip(variables, placeholders)])
         return cls(iterator, reads, placeholders, assign)
 
-    def run(self, session, batches=BATCHES):
+    def run(self, session: tf.compat.v1.Session, batches: int = BATCHES) -> None:
         """Sets the moving averages to the mean batch statistics of `batches` batches.
 
         The training input repeats: each call continues where the last one
@@ -96,10 +106,10 @@ class Calibration:
         if not self.started:
             session.run(self.iterator.initializer)
             self.started = True
-        sums = None
+        sums: Optional[list[npt.NDArray[Any]]] = None
         for _ in range(batches):
             values = session.run(self.update_reads)
             sums = values if sums is None else [s + v for s, v in zip(sums, values)]
         session.run(self.assign, feed_dict={
             p: np.asarray(s / batches, dtype=p.dtype.as_numpy_dtype)
-            for p, s in zip(self.placeholders, sums)})
+            for p, s in zip(self.placeholders, sums or [])})

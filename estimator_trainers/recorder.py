@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable, Iterator, Literal, Mapping, Optional, Union, cast
+from typing import TYPE_CHECKING, Callable, Iterator, Literal, Mapping, Optional, Union
 
 import tensorflow as tf
 
@@ -126,8 +126,7 @@ class Recorder:
         """
         self.args = args
         self._task = task
-        # (`Task.cluster` is an `object` until declaration is annotated.)
-        self._cluster = cast(cluster_lib.ClusterInfo, task.cluster)
+        self._cluster = task.cluster
         self.started = min(started, host.process_started_at() or started)
         self._job_id = job_id
         self._load_at_start = host.load_average()

@@ -9,6 +9,8 @@ that diverged drops the checkpoints saved after its last finite loss
 """
 import json
 import os
+from collections.abc import Iterable, Mapping
+from typing import Optional
 
 from google.protobuf import text_format
 import numpy as np
@@ -22,7 +24,7 @@ from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
 
 
-def latest_checkpoint_step(job_dir):
+def latest_checkpoint_step(job_dir: str) -> Optional[int]:
     """Global step of the newest checkpoint in `job_dir`, or None."""
     path = tf.train.latest_checkpoint(job_dir)
     if not path:
@@ -35,7 +37,7 @@ def latest_checkpoint_step(job_dir):
                              path=path) from None
 
 
-def check_model_params(job_dir, params, write=True):
+def check_model_params(job_dir: str, params: Mapping[str, object], write: bool = True) -> None:
     """Refuses a job-dir whose checkpoints come from a different model.
 
     Args:
@@ -59,7 +61,7 @@ def check_model_params(job_dir, params, write=True):
         safe_io.write_atomic(path, json.dumps(params, indent=2, sort_keys=True))
 
 
-def drop_checkpoints(directory, steps):
+def drop_checkpoints(directory: str, steps: Iterable[int]) -> None:
     """Deletes the checkpoints of `steps` in `directory` (checkpoints this run saved)
     and names the newest remaining one in its `checkpoint` state file.
 
@@ -69,8 +71,8 @@ def drop_checkpoints(directory, steps):
     state = tf.train.get_checkpoint_state(directory)
     if state is None:
         return
-    paths = list(state.all_model_checkpoint_paths)
-    times = list(state.all_model_checkpoint_timestamps)
+    paths: list[str] = list(state.all_model_checkpoint_paths)
+    times: list[Optional[float]] = list(state.all_model_checkpoint_timestamps)
     drop = [p for p in paths if job_dir_lib.checkpoint_step(p) in set(steps)]
     keep = [(p, t) for p, t in zip(paths, times or [None] * len(paths)) if p not in drop]
     if not drop or not keep:
@@ -85,13 +87,13 @@ def drop_checkpoints(directory, steps):
                               ', '.join(os.path.basename(p) for p in drop))
 
 
-def _relative(directory, path):
+def _relative(directory: str, path: str) -> str:
     """`path` relative to `directory` when inside it (as Estimator's saver records them)."""
     prefix = directory.rstrip('/') + '/'
     return path[len(prefix):] if path.startswith(prefix) else path
 
 
-def check_checkpoints(job_dir):
+def check_checkpoints(job_dir: str) -> Optional[str]:
     """Refuses, before anything is written, checkpoints a run could not resume from.
 
     TensorFlow would fail with a traceback, or worse, ignore them and start
@@ -101,6 +103,9 @@ def check_checkpoints(job_dir):
     without a state file; a latest checkpoint that does not read whole (a
     garbage or truncated index or data file) or holds NaN or infinite values
     (saved by a run that diverged). Reads the latest checkpoint once.
+
+    Returns:
+      The latest checkpoint's prefix, or None when there is none.
 
     Raises:
       UserInputError: naming --job-dir and the file at fault.
@@ -146,7 +151,7 @@ def check_checkpoints(job_dir):
             'model_checkpoint_path: "%s") or use a new --job-dir'
             % (state_path, outside[0], os.path.basename(outside[0])),
             flag='--job-dir', path=state_path)
-    latest = state.model_checkpoint_path
+    latest: str = state.model_checkpoint_path
     if not os.path.isabs(latest) and not safe_io.is_remote(latest):
         latest = os.path.join(job_dir, latest)
     if not tf.io.gfile.exists(latest + '.index'):
@@ -159,7 +164,7 @@ def check_checkpoints(job_dir):
     return latest
 
 
-def _names_a_file_in(directory, path):
+def _names_a_file_in(directory: str, path: str) -> bool:
     """Whether a path of a checkpoint state file names a file right in `directory`
     (TensorFlow writes names relative to it; older versions wrote absolute ones)."""
     if safe_io.is_remote(path) or safe_io.is_remote(directory):
@@ -170,18 +175,18 @@ def _names_a_file_in(directory, path):
             == os.path.normpath(os.path.abspath(directory)))
 
 
-def _saved_checkpoints(job_dir):
+def _saved_checkpoints(job_dir: str) -> list[str]:
     """Prefixes of the checkpoints in `job_dir` (an index file each), oldest step first."""
     try:
         names = tf.io.gfile.glob(os.path.join(job_dir, job_dir_lib.CHECKPOINT_PREFIX + '-*.index'))
     except tf.errors.OpError:
         return []
-    prefixes = [n[:-len('.index')] for n in names]
+    prefixes: list[str] = [n[:-len('.index')] for n in names]
     return sorted((p for p in prefixes if job_dir_lib.checkpoint_step(p) is not None),
-                  key=job_dir_lib.checkpoint_step)
+                  key=lambda p: job_dir_lib.checkpoint_step(p) or 0)
 
 
-def _check_checkpoint_values(job_dir, path):
+def _check_checkpoint_values(job_dir: str, path: str) -> None:
     """Reads every tensor of checkpoint `path`; refuses unreadable or non-finite ones."""
     name = None
     try:

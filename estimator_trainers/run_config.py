@@ -1,21 +1,38 @@
 """`tf.estimator.RunConfig`, its `tf.distribute` strategy and session settings,
 built from flag values and the task's `distribution.Distribution`."""
+from __future__ import annotations
+
+import argparse
 import contextlib
 import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, ContextManager, Optional
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution as distribution_lib
+from estimator_trainers.errors import Error
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import TaskFailure
 from estimator_trainers.errors import TransientFailure
 
+if TYPE_CHECKING:
+    from estimator_trainers.checkpoints import CheckpointPlan
 
-def session_config(num_intra_threads=0, num_inter_threads=0,
-                   log_device_placement=False, num_cpu_devices=None):
+# `faults.Termination.inside_tensorflow`: `(what, deadline_secs, deadline_error)` ->
+# the guard a call that waits inside TensorFlow runs in.
+InsideTensorFlow = Callable[[str, Optional[float], Optional[Error]], ContextManager[None]]
+# A Keras optimizer's `gradient_aggregator`: (gradient, variable) pairs, reduced.
+GradsAndVars = list[tuple[Optional[tf.Tensor], tf.Variable]]
+
+
+def session_config(num_intra_threads: int = 0, num_inter_threads: int = 0,
+                   log_device_placement: bool = False,
+                   num_cpu_devices: Optional[int] = None) -> tf.compat.v1.ConfigProto:
     """A ConfigProto with thread pools sized to this machine.
 
     Args:
@@ -36,7 +53,7 @@ def session_config(num_intra_threads=0, num_inter_threads=0,
     return config
 
 
-def configure_threads(num_intra_threads=0, num_inter_threads=0):
+def configure_threads(num_intra_threads: int = 0, num_inter_threads: int = 0) -> bool:
     """Sizes TensorFlow's process-wide thread pools to the `--num-*-threads` flags.
 
     Call it before any TensorFlow op runs. The kernels' intra-op pool belongs
@@ -55,8 +72,12 @@ def configure_threads(num_intra_threads=0, num_inter_threads=0):
     return True
 
 
-def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session=None,
-                    distribution=None, train_distribute=None, max_worker_delay_secs=None):
+def make_run_config(job_dir: str, *, keep_checkpoint_max: int = 5,
+                    random_seed: Optional[int] = None,
+                    session: Optional[tf.compat.v1.ConfigProto] = None,
+                    distribution: Optional[distribution_lib.Distribution] = None,
+                    train_distribute: Optional[tf.distribute.Strategy] = None,
+                    max_worker_delay_secs: Optional[int] = None) -> tf.estimator.RunConfig:
     """RunConfig for `job_dir`, which never saves checkpoints or summaries by itself.
 
     Checkpoints are the `checkpoints.CheckpointPlan`'s saver hook's alone (step
@@ -91,8 +112,12 @@ def make_run_config(job_dir, *, keep_checkpoint_max=5, random_seed=None, session
     return _with_device_filters(config)
 
 
-def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=None,
-               train_distribute=None, train_steps=None):
+def from_flags(args: argparse.Namespace,
+               distribution: Optional[distribution_lib.Distribution] = None,
+               checkpoint_plan: Optional[CheckpointPlan] = None,
+               num_cpu_devices: Optional[int] = None,
+               train_distribute: Optional[tf.distribute.Strategy] = None,
+               train_steps: Optional[int] = None) -> tf.estimator.RunConfig:
     """`make_run_config` with the values of the shared flag groups; `train_steps`
     (the run's step target) sizes the default worker start-up delay."""
     return make_run_config(
@@ -106,7 +131,7 @@ def from_flags(args, distribution=None, checkpoint_plan=None, num_cpu_devices=No
             distribution.max_worker_delay_secs if distribution else None, train_steps))
 
 
-def _with_device_filters(config):
+def _with_device_filters(config: tf.estimator.RunConfig) -> tf.estimator.RunConfig:
     """Limits a between-graph task's session to the ps tasks and itself.
 
     RunConfig sets these device filters only when it is given no session
@@ -117,10 +142,10 @@ def _with_device_filters(config):
     """
     if (not config.cluster_spec or config.session_config is None
             or getattr(config, '_distribute_coordinator_mode', None)
-            or config.task_type not in ('chief', 'master', 'worker')):
+            or config.task_type not in cluster_lib.TRAINING_ROLES):
         return config
     own = '/job:' + config.task_type
-    if config.task_type == 'worker':
+    if config.task_type == cluster_lib.WORKER:
         own += '/task:%d' % config.task_id
     session = tf.compat.v1.ConfigProto()
     session.CopyFrom(config.session_config)
@@ -128,7 +153,10 @@ def _with_device_filters(config):
     return config.replace(session_config=session)
 
 
-def train_distribute(distribution, log=None, inside_tensorflow=None):
+def train_distribute(
+        distribution: distribution_lib.Distribution,
+        log: Optional[Callable[[str], None]] = None,
+        inside_tensorflow: Optional[InsideTensorFlow] = None) -> Optional[tf.distribute.Strategy]:
     """The `train_distribute` strategy for RunConfig of `distribution`, or None.
 
     Built on demand because a multi-worker strategy reads TF_CONFIG and
@@ -164,10 +192,10 @@ def train_distribute(distribution, log=None, inside_tensorflow=None):
         return tf.distribute.MirroredStrategy(
             list(distribution.devices),
             cross_device_ops=None if on_gpus else tf.distribute.ReductionToOneDevice())
-    log = log or (lambda line: None)
-    distribution_lib.wait_for_peers(distribution, log, listen=True)
+    say: Callable[[str], None] = log or (lambda line: None)
+    distribution_lib.wait_for_peers(distribution, say, listen=True)
     peers = ', '.join('%s at %s' % peer for peer in distribution.peers)
-    log('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
+    say('Setting up multi_worker_mirrored with %s (from TF_CONFIG; up to '
         '--peer-timeout-secs=%g)' % (peers, distribution.peer_timeout_secs))
     guard = (inside_tensorflow or _unguarded)(
         'waiting inside TensorFlow for the collective set-up of multi_worker_mirrored '
@@ -201,13 +229,13 @@ MIN_HEARTBEAT_TIMEOUT_SECS = 60
 MAX_HEARTBEAT_TIMEOUT_SECS = 24 * 3600
 
 
-def heartbeat_timeout_secs(peer_timeout_secs):
+def heartbeat_timeout_secs(peer_timeout_secs: float) -> float:
     """The coordination service's heartbeat timeout for `--peer-timeout-secs`."""
     return min(max(peer_timeout_secs, MIN_HEARTBEAT_TIMEOUT_SECS),
                MAX_HEARTBEAT_TIMEOUT_SECS)
 
 
-def configure_coordination(distribution):
+def configure_coordination(distribution: distribution_lib.Distribution) -> None:
     """Configures the coordination service multi_worker_mirrored starts, as it would
     (in the chief, over the chief and the workers of TF_CONFIG), but with a heartbeat
     timeout of `heartbeat_timeout_secs`.
@@ -226,7 +254,7 @@ def configure_coordination(distribution):
     """
     spec = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
     jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
-            for job in ('chief', 'worker') if job in spec.jobs]
+            for job in (cluster_lib.CHIEF, cluster_lib.WORKER) if job in spec.jobs]
     context.context().configure_coordination_service(
         service_type='standalone',
         service_leader=multi_worker_util.coordination_leader(spec),
@@ -236,12 +264,14 @@ def configure_coordination(distribution):
 
 
 @contextlib.contextmanager
-def _unguarded(what, deadline_secs, deadline_error):
+def _unguarded(what: str, deadline_secs: Optional[float],
+               deadline_error: Optional[Error]) -> Iterator[None]:
     del what, deadline_secs, deadline_error
     yield
 
 
-def dense_gradient_aggregator(config):
+def dense_gradient_aggregator(
+        config: tf.estimator.RunConfig) -> Optional[Callable[[GradsAndVars], GradsAndVars]]:
     """A Keras optimizer `gradient_aggregator` for RunConfig `config`'s strategy, or None.
 
     Under TF 2.15's multi_worker_mirrored in an Estimator graph, all-reducing
@@ -255,7 +285,7 @@ def dense_gradient_aggregator(config):
                       tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy):
         return None
 
-    def all_reduce_dense(grads_and_vars):
+    def all_reduce_dense(grads_and_vars: GradsAndVars) -> GradsAndVars:
         pairs = [(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g, v)
                  for g, v in grads_and_vars]
         present = [g for g, _ in pairs if g is not None]

@@ -68,7 +68,7 @@ import datetime
 import json
 import os
 from typing import (TYPE_CHECKING, Any, Dict, Final, List, Literal, Mapping, Optional,
-                    Required, Tuple, TypedDict, Union, cast)
+                    Required, Tuple, TypedDict, Union)
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import job_dir as job_dir_lib
@@ -79,7 +79,6 @@ from estimator_trainers.errors import UserInputError
 
 if TYPE_CHECKING:
     from estimator_trainers import declaration
-    from estimator_trainers import distribution
 
 FORMAT = 1
 # The fields of a session that hold mappings (readers look into them).
@@ -272,9 +271,8 @@ def iso_time(unix: float) -> str:
 
 def cluster_facts(task: 'declaration.Task') -> ClusterFacts:
     """Tasks per role, this task, the resolved strategy (`declaration.Task`)."""
-    # (`Task` holds them as `object` until declaration is annotated.)
-    cluster = cast(cluster_lib.ClusterInfo, task.cluster)
-    strategy = cast('distribution.Distribution', task.distribution)
+    cluster = task.cluster
+    strategy = task.distribution
     roles = {role: len(cluster.addresses(role)) for role in (
         cluster_lib.CHIEF, cluster_lib.MASTER, cluster_lib.WORKER, cluster_lib.PS)}
     facts: ClusterFacts = {role: count for role, count in roles.items() if count}

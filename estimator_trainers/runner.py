@@ -27,9 +27,12 @@ owns the order of everything else; each step is where it is for a reason:
    the job-dir's run record (`recorder`, `run_record`). A seed makes the run
    reproducible (`make_deterministic`).
 """
+import argparse
 import os
 import random
 import time
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -50,9 +53,10 @@ from estimator_trainers import run_config
 from estimator_trainers import run_record
 from estimator_trainers import recorder as recorder_lib
 from estimator_trainers import training
+from estimator_trainers.evaluation import Metrics
 
 
-def run(trainer, args):
+def run(trainer: declaration.Trainer, args: argparse.Namespace) -> Optional[Metrics]:
     """Runs one task of `trainer`'s job with parsed `args`, in the documented order.
 
     Returns:
@@ -79,7 +83,8 @@ def run(trainer, args):
         cluster = task.cluster
         if cluster.is_ps:
             config = run_config.from_flags(args, task.distribution)
-            return training.serve_parameters(config)
+            training.serve_parameters(config)
+            return None
 
         runtime = trainer.load_runtime()
         faults.check_buckets(_path_flags(args), args.storage_timeout_secs)
@@ -95,8 +100,12 @@ def run(trainer, args):
                               steps_per_loop)
 
 
-def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_loop):
-    """Steps 5 to 7 of `run`, on a job-dir this task may write."""
+def _train(trainer: declaration.Trainer, runtime: declaration.Runtime[Any],
+           args: argparse.Namespace, task: declaration.Task, plan: declaration.Plan[Any],
+           termination: faults.Termination, recorder: recorder_lib.Recorder,
+           steps_per_loop: int) -> Optional[Metrics]:
+    """Steps 5 to 7 of `run`, on a job-dir this task may write (the runtime's facts
+    are its own: `Any` here, only handed back to it)."""
     cluster = task.cluster
     if args.random_seed is not None:
         make_deterministic(args.random_seed)
@@ -143,7 +152,9 @@ def _train(trainer, runtime, args, task, plan, termination, recorder, steps_per_
         raise _divergence_failure(e, trainer, task, checkpoint_plan) from None
 
 
-def _divergence_failure(diverged, trainer, task, checkpoint_plan):
+def _divergence_failure(diverged: hooks.Diverged, trainer: declaration.Trainer,
+                        task: declaration.Task,
+                        checkpoint_plan: checkpoints.CheckpointPlan) -> errors.TaskFailure:
     """The one line for a run that diverged: where, the checkpoint a rerun resumes
     from (no checkpoint that is not finite is saved), and which flag to lower."""
     rates = sorted(action.option_strings[-1] for action in trainer.make_parser()._actions  # pylint: disable=protected-access
@@ -169,16 +180,16 @@ def _divergence_failure(diverged, trainer, task, checkpoint_plan):
     return errors.TaskFailure('%s%s%s; %s' % (label, diverged, kept, hint))
 
 
-def _chief_finished(job_dir, job_id, started):
+def _chief_finished(job_dir: str, job_id: str, started: float) -> Optional[str]:
     """`at step N` once the chief of job `job_id` recorded its success in the
     job-dir's run record after this task `started`, else None."""
     session = run_record.chief_succeeded(job_dir, job_id, started)
     return None if session is None else 'at step %s' % session['steps']['to']
 
 
-def _path_flags(args):
+def _path_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, value) of every string flag value (gs:// paths among them)."""
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for dest, value in sorted(vars(args).items()):
         for item in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(item, str):
@@ -186,7 +197,7 @@ def _path_flags(args):
     return pairs
 
 
-def make_deterministic(seed):
+def make_deterministic(seed: int) -> None:
     """`--random-seed` means the same run: seeded Python and NumPy, deterministic ops.
 
     With TensorFlow's op determinism, ops use deterministic algorithms (or
@@ -200,11 +211,11 @@ def make_deterministic(seed):
     tf.config.experimental.enable_op_determinism()
 
 
-def _log(line):
+def _log(line: str) -> None:
     tf.compat.v1.logging.info(line)
 
 
-def _check_batch(plan, task):
+def _check_batch(plan: declaration.Plan[Any], task: declaration.Task) -> None:
     """Refuses a step larger than the training set or than the memory available."""
     if plan.train_examples is not None and plan.examples_per_step > plan.train_examples:
         raise errors.UserInputError(
@@ -219,7 +230,7 @@ def _check_batch(plan, task):
                         tf.compat.v1.logging.debug)
 
 
-def examples_per_global_step(plan, task):
+def examples_per_global_step(plan: declaration.Plan[Any], task: declaration.Task) -> int:
     """Examples the whole job trains on per global step (job-wide examples/sec).
 
     Asynchronous tasks each add their own steps; under multi_worker_mirrored
@@ -232,7 +243,8 @@ def examples_per_global_step(plan, task):
     return plan.examples_per_step
 
 
-def _task(trainer, args, environ, termination):
+def _task(trainer: declaration.Trainer, args: argparse.Namespace, environ: Mapping[str, str],
+          termination: faults.Termination) -> tuple[declaration.Task, int]:
     """`(Task, steps per loop)` of this task (given `environ`, the process
     environment at start), before any TensorFlow op runs.
 

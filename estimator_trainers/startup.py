@@ -14,11 +14,15 @@ One translation happens here: a cluster whose first task is AI Platform's
 `multi_worker_mirrored` with that task as the `chief`, which is what
 tf.distribute calls it; the decision says so in a note.
 """
+import argparse
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import distribution as distribution_lib
 from estimator_trainers.cluster import ClusterInfo
+from estimator_trainers.declaration import Trainer
 from estimator_trainers.distribution import Distribution
 from estimator_trainers.errors import UserInputError
 
@@ -37,13 +41,14 @@ class Startup:
     """
     cluster: ClusterInfo
     distribution: Distribution
-    devices: tuple
+    devices: tuple[str, ...]
     num_gpus: int
     steps_per_loop: int
-    notes: tuple = ()
+    notes: tuple[str, ...] = ()
 
 
-def decide(trainer, args, environ, *, visible_gpus, cpu_devices=('/cpu:0',)):
+def decide(trainer: Trainer, args: argparse.Namespace, environ: Mapping[str, str], *,
+           visible_gpus: int, cpu_devices: Sequence[str] = ('/cpu:0',)) -> Startup:
     """The start-up decisions of one task of `trainer` with parsed `args`.
 
     Args:
@@ -57,7 +62,7 @@ def decide(trainer, args, environ, *, visible_gpus, cpu_devices=('/cpu:0',)):
         decided strategy (`Trainer.check_flags`).
     """
     cluster = cluster_lib.load_cluster(environ)
-    num_gpus = getattr(args, 'num_gpus', None)
+    num_gpus: Optional[int] = getattr(args, 'num_gpus', None)
     if num_gpus is None or cluster.is_ps:
         # A parameter server computes nothing: it never claims GPUs.
         num_gpus = 0 if cluster.is_ps else visible_gpus
@@ -65,14 +70,14 @@ def decide(trainer, args, environ, *, visible_gpus, cpu_devices=('/cpu:0',)):
         raise UserInputError('--num-gpus=%d but this machine has %d GPU(s)'
                              % (num_gpus, visible_gpus), flag='--num-gpus')
     devices = tuple('/gpu:%d' % i for i in range(num_gpus)) if num_gpus else tuple(cpu_devices)
-    notes = []
+    notes: list[str] = []
     strategy = distribution_lib.strategy_name(args.distribution_strategy, cluster)
     if strategy == distribution_lib.MULTI_WORKER_MIRRORED and \
             cluster.chief_type == cluster_lib.MASTER:
         cluster = cluster.master_as_chief()
-        notes.append("TF_CONFIG names the first task 'master' (AI Platform's name before "
-                     "runtime 2.1): multi_worker_mirrored trains it as the 'chief', "
-                     "synchronously with the workers")
+        notes.append("TF_CONFIG names the first task '%s' (AI Platform's name before "
+                     "runtime 2.1): multi_worker_mirrored trains it as the '%s', "
+                     "synchronously with the workers" % (cluster_lib.MASTER, cluster_lib.CHIEF))
     dist = distribution_lib.from_flags(args, cluster, devices, visible_gpus=visible_gpus)
     trainer.check_flags(args, dist)
     steps_per_loop = distribution_lib.steps_per_loop(

@@ -45,11 +45,15 @@ Strategies that replicate the model_fn (`mirrored`, `multi_worker_mirrored`)
 cannot run it inside a loop: they train one step per run, and
 `distribution.steps_per_loop` refuses more in one line.
 """
+from __future__ import annotations
+
 import contextlib
 import logging
 import os
 import warnings
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 import tensorflow as tf
 from tensorflow.python.data.util import structure  # pylint: disable=g-direct-tensorflow-import
@@ -58,25 +62,34 @@ from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-te
 from estimator_trainers import run_steps
 from estimator_trainers import summaries
 
+if TYPE_CHECKING:
+    from estimator_trainers.declaration import InputFn
+
 # graph -> the iterator `wrap_input_fn` made.
-_ITERATORS = weakref.WeakKeyDictionary()
+_ITERATORS: weakref.WeakKeyDictionary[tf.Graph, tf.compat.v1.data.Iterator] = (
+    weakref.WeakKeyDictionary())
+# An Estimator model_fn: (features, labels, mode, config) -> EstimatorSpec.
+ModelFn = Callable[..., tf.estimator.EstimatorSpec]
+# `tensor.ref()` -> the copy of that tensor read after the loop.
+Lifted = dict[object, tf.Tensor]
 
 
-def settings(steps_per_loop, *, train_steps, every_steps=()):
+def settings(steps_per_loop: int, *, train_steps: int,
+             every_steps: Iterable[Optional[int]] = ()) -> run_steps.Settings:
     """`run_steps.Settings` of a run to `train_steps` that must stop at multiples of
     `every_steps`."""
     return run_steps.Settings(steps_per_loop=steps_per_loop, target=train_steps,
                               intervals=tuple(sorted({int(e) for e in every_steps if e})))
 
 
-def wrap_input_fn(input_fn):
+def wrap_input_fn(input_fn: InputFn) -> Callable[[], object]:
     """`input_fn` (returning a `tf.data.Dataset`) with its iterator kept for the loop.
 
     A dataset without threads of its own gets a private pool of one thread
     per core (the size of tf.data's shared pool), so that the loop can read
     batches synchronously (`_next_batch`).
     """
-    def looped_input_fn():
+    def looped_input_fn() -> object:
         dataset = input_fn()
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError('--steps-per-loop needs a training input_fn that returns a '
@@ -97,7 +110,8 @@ def wrap_input_fn(input_fn):
     return looped_input_fn
 
 
-def wrap(estimator, loop_settings):
+def wrap(estimator: tf.estimator.Estimator,
+         loop_settings: run_steps.Settings) -> tf.estimator.Estimator:
     """An Estimator training `estimator`'s model_fn in the loop of `loop_settings`.
 
     Evaluation and prediction call the model_fn as before. With more than one
@@ -110,14 +124,15 @@ def wrap(estimator, loop_settings):
     """
     public_model_fn = estimator.model_fn
 
-    def model_fn(*args):
+    def model_fn(*args: object) -> tf.estimator.EstimatorSpec:
         with _without_repeated_lines():  # the wrapping Estimator logs the call
             return public_model_fn(*args)
 
     # Only this task moves the global step: one step per iteration.
-    alone = estimator.config.num_worker_replicas <= 1
+    alone: bool = estimator.config.num_worker_replicas <= 1
 
-    def looped_model_fn(features, labels, mode, config):
+    def looped_model_fn(features: object, labels: object, mode: str,
+                        config: tf.estimator.RunConfig) -> tf.estimator.EstimatorSpec:
         if mode != tf.estimator.ModeKeys.TRAIN:
             return model_fn(features, labels, mode, config)
         if loop_settings.steps_per_loop == 1:
@@ -131,14 +146,14 @@ def wrap(estimator, loop_settings):
 class _DropRepeatedLines(logging.Filter):
     """Drops the lines Estimator logs that the wrapping Estimator logs as well."""
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not (message in ('Calling model_fn.', 'Done calling model_fn.')
                     or message.startswith('Using config:'))
 
 
 @contextlib.contextmanager
-def _without_repeated_lines():
+def _without_repeated_lines() -> Iterator[None]:
     logger, dropping = tf.get_logger(), _DropRepeatedLines()
     logger.addFilter(dropping)
     try:
@@ -147,7 +162,8 @@ def _without_repeated_lines():
         logger.removeFilter(dropping)
 
 
-def _one_step(spec, loop_settings):
+def _one_step(spec: tf.estimator.EstimatorSpec,
+              loop_settings: run_steps.Settings) -> tf.estimator.EstimatorSpec:
     """`spec` of one step per run, with the global step read after it for the hooks."""
     with tf.name_scope('steps_loop/'), tf.control_dependencies([spec.train_op]):
         step_after = tf.compat.v1.train.get_global_step().read_value()
@@ -156,16 +172,17 @@ def _one_step(spec, loop_settings):
     return spec
 
 
-def _build(model_fn, config, loop_settings, alone):
+def _build(model_fn: ModelFn, config: tf.estimator.RunConfig, loop_settings: run_steps.Settings,
+           alone: bool) -> tf.estimator.EstimatorSpec:
     graph = tf.compat.v1.get_default_graph()
     iterator = _ITERATORS.get(graph)
     if iterator is None:
         raise ValueError('--steps-per-loop: the training input_fn was not wrapped '
                          'with steps_loop.wrap_input_fn')
     global_step = tf.compat.v1.train.get_global_step()
-    built = {}
+    built: dict[str, Any] = {}  # what `body` built: spec, progress, copied
 
-    def cond(i, step):
+    def cond(i: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         more = tf.logical_and(i < loop_settings.steps_per_loop, step < loop_settings.target)
         if not loop_settings.intervals:
             return more
@@ -173,7 +190,7 @@ def _build(model_fn, config, loop_settings, alone):
         unaligned = [tf.not_equal(step % every, 0) for every in loop_settings.intervals]
         return tf.logical_and(more, tf.logical_or(tf.equal(i, 0), tf.reduce_all(unaligned)))
 
-    def body(i, step):
+    def body(i: tf.Tensor, step: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         # Where this task alone moves the global step, a step ends the loop iff
         # `cond` fails on (i + 1, step + 1): only that step's batch metrics are
         # read after the loop, so only it computes them. (Returned: the global
@@ -218,7 +235,7 @@ def _build(model_fn, config, loop_settings, alone):
         scaffold=spec.scaffold)
 
 
-def _next_batch(iterator):
+def _next_batch(iterator: tf.compat.v1.data.Iterator) -> object:
     """The iterator's next element, read on the step's own thread.
 
     `Iterator.get_next` (IteratorGetNext) is an asynchronous kernel: each
@@ -240,11 +257,12 @@ def _next_batch(iterator):
     return structure.from_tensor_list(iterator.element_spec, flat)
 
 
-def _ref(tensor):
+def _ref(tensor: tf.Tensor) -> object:
     return tensor.ref()
 
 
-def _tensors_to_copy(spec, progress, body_graph):
+def _tensors_to_copy(spec: tf.estimator.EstimatorSpec, progress: Mapping[str, tf.Tensor],
+                     body_graph: tf.Graph) -> list[tf.Tensor]:
     """The loss, the progress values, the training summaries and those of the hooks.
 
     Only what the body computes: anything else there is computed only when a
@@ -254,13 +272,13 @@ def _tensors_to_copy(spec, progress, body_graph):
     tensors += [t for _, t in sorted(progress.items())]
     tensors += [t for t in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
                 + summaries.hook_summaries(body_graph) if t.graph is body_graph]
-    unique = {}
+    unique: dict[object, tf.Tensor] = {}
     for t in tensors:
         unique.setdefault(_ref(t), t)
     return list(unique.values())
 
 
-def _mirror(tensor):
+def _mirror(tensor: tf.Tensor) -> tf.Variable:
     """A local variable (not checkpointed) beside `tensor` that holds its last value."""
     if not tensor.shape.is_fully_defined():
         raise ValueError('--steps-per-loop: %s has no fixed shape (%s); it cannot be read '
@@ -274,7 +292,7 @@ def _mirror(tensor):
             name=tensor.op.name.replace('/', '_'))
 
 
-def _merge_summaries(lifted, loss):
+def _merge_summaries(lifted: Lifted, loss: tf.Tensor) -> None:
     """The training summaries read after the loop, merged, as Estimator's machinery expects.
 
     The merged op goes into `SUMMARY_OP`, which Scaffold and the progress
@@ -297,32 +315,38 @@ def _merge_summaries(lifted, loss):
                                    tf.compat.v1.summary.merge(outside_graph))
 
 
-class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Initialises the loop's input iterator (Estimator's dataset hook, for `wrap_input_fn`)."""
 
-    def __init__(self, iterator):
+    def __init__(self, iterator: tf.compat.v1.data.Iterator) -> None:
         self._initializer = iterator.initializer
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del coord  # unused
         session.run(self._initializer)
 
 
-class _StopAtTargetHook(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class _StopAtTargetHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Stops after the run that reached the target (Estimator's hook counts one step per run)."""
 
-    def __init__(self, loop):
+    def __init__(self, loop: run_steps.Loop) -> None:
         self._loop = loop
 
-    def before_run(self, run_context):
+    def before_run(
+            self, run_context: tf.estimator.SessionRunContext) -> tf.estimator.SessionRunArgs:
         return tf.compat.v1.train.SessionRunArgs(self._loop.step_after)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         if run_values.results >= self._loop.settings.target:
             run_context.request_stop()
 
 
-def _outside_fetches(hook, loop):
+def _outside_fetches(hook: tf.estimator.SessionRunHook,
+                     loop: run_steps.Loop) -> tf.estimator.SessionRunHook:
     """`hook` (from the model_fn) fetching the after-loop copies of loop tensors."""
     if isinstance(hook, tf.compat.v1.train.CheckpointSaverHook):
         hook._set_steps_per_run(loop.settings.steps_per_loop)  # pylint: disable=protected-access
@@ -330,35 +354,38 @@ def _outside_fetches(hook, loop):
     return _OutsideFetchesHook(hook, loop)
 
 
-class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Forwards to a hook, mapping what it fetches from the loop to the copies."""
 
-    def __init__(self, hook, loop):
+    def __init__(self, hook: tf.estimator.SessionRunHook, loop: run_steps.Loop) -> None:
         self._hook = hook
         self._loop = loop
 
-    def begin(self):
+    def begin(self) -> None:
         try:
             self._hook.begin()
         except ValueError as e:  # e.g. LoggingTensorHook: its tensors are not in this graph
             raise ValueError(self._refusal('%s' % e)) from e
 
-    def _refusal(self, what):
+    def _refusal(self, what: str) -> str:
         return ('%s of the model uses %s, which is computed inside the --steps-per-loop '
                 'loop; only the loss, summaries and progress values are read after it. '
                 'Use --steps-per-loop 1 with this model.' % (type(self._hook).__name__, what))
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         self._hook.after_create_session(session, coord)
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.estimator.SessionRunContext
+                   ) -> Optional[tf.estimator.SessionRunArgs]:
         args = self._hook.before_run(run_context)
         if args is None:
             return None
         fetches = tf.nest.map_structure(self._map, args.fetches)
         return tf.compat.v1.train.SessionRunArgs(fetches, args.feed_dict, args.options)
 
-    def _map(self, fetch):
+    def _map(self, fetch: object) -> object:
         if not isinstance(fetch, (tf.Tensor, tf.Operation)):
             return fetch
         if isinstance(fetch, tf.Tensor):
@@ -369,8 +396,9 @@ class _OutsideFetchesHook(tf.compat.v1.train.SessionRunHook):
             raise ValueError(self._refusal(fetch.name))
         return fetch
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         self._hook.after_run(run_context, run_values)
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         self._hook.end(session)

@@ -159,7 +159,7 @@ class RareSummaryHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     def before_run(self, run_context: tf.compat.v1.train.SessionRunContext
                    ) -> tf.compat.v1.train.SessionRunArgs:
         fetches = {'step': self._step_fetches}
-        if (self._next_step is not None
+        if (self._next_step is not None and self._last_step is not None
                 and run_steps.run_end(self._last_step) >= self._next_step):
             fetches['summary'] = self._summary_op
         return tf.compat.v1.train.SessionRunArgs(fetches)

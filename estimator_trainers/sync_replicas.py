@@ -17,19 +17,22 @@ the end of training the chief closes the token queue: waiting workers get
 OutOfRangeError, which MonitoredSession treats as a normal end of training.
 """
 import threading
+from typing import Optional
 
 import tensorflow as tf
 
 
-class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
+# (`SessionRunHook` is TensorFlow's, `Any` to mypy: hence the ignore.)
+class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
     """Replaces `SyncReplicasOptimizer.make_session_run_hook(is_chief)`."""
 
-    def __init__(self, sync_optimizer, is_chief):
+    def __init__(self, sync_optimizer: tf.compat.v1.train.SyncReplicasOptimizer,
+                 is_chief: bool) -> None:
         self._optimizer = sync_optimizer
         self._is_chief = is_chief
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
 
-    def begin(self):
+    def begin(self) -> None:
         optimizer = self._optimizer
         runner = optimizer.get_chief_queue_runner()  # raises before apply_gradients
         self._ready_op = optimizer.ready_for_local_init_op
@@ -41,7 +44,8 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
         else:
             self._init_op = optimizer.local_step_init_op
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         missing = session.run(self._ready_op)
         if len(missing):  # pylint: disable=g-explicit-length-test
             raise RuntimeError('SyncReplicasOptimizer: variables not initialised: %s'
@@ -54,7 +58,7 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
                 name='sync-replicas-queue-runner', daemon=True)
             self._thread.start()
 
-    def _run_sync_op(self, session, coord):
+    def _run_sync_op(self, session: tf.compat.v1.Session, coord: tf.train.Coordinator) -> None:
         """Applies each aggregated round and hands out tokens until the session ends."""
         try:
             while not coord.should_stop():
@@ -65,6 +69,6 @@ class SyncReplicasHook(tf.compat.v1.train.SessionRunHook):
             if not coord.should_stop():
                 coord.request_stop(e)
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         if self._is_chief:
             session.run(self._close_tokens_op)

@@ -9,13 +9,19 @@ a SavedModel export and one summary block (`run_report`). With
 `--steps-per-loop N` each Session.run trains up to N steps in an in-graph
 loop (`steps_loop`) that ends at all of those steps.
 """
+from __future__ import annotations
+
+import argparse
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Optional, TypeVar
 
 import tensorflow as tf
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import evaluation
 from estimator_trainers import export
 from estimator_trainers import hooks
@@ -27,6 +33,13 @@ from estimator_trainers import steps_loop
 from estimator_trainers.flags import metric_key
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
+
+if TYPE_CHECKING:
+    from estimator_trainers.checkpoints import CheckpointPlan
+    from estimator_trainers.declaration import InputFn, ServingInputFn
+    from estimator_trainers.recorder import Recorder
+
+_T = TypeVar('_T')
 
 # The barrier a multi-worker strategy's tasks meet at once done (`_end_together`),
 # and how long a worker waits there for the chief's evaluation and export.
@@ -50,17 +63,18 @@ class LoopSettings:
       steps_per_loop: training steps per Session.run at most.
     """
     train_steps: int
-    eval_steps: int = None
+    eval_steps: Optional[int] = None
     log_step_count_steps: int = 100
     examples_per_step: int = 1
-    examples_per_global_step: int = None
-    hypertune_metric: str = None
+    examples_per_global_step: Optional[int] = None
+    hypertune_metric: Optional[str] = None
     save_summary_steps: int = 100
     steps_per_loop: int = 1
 
     @classmethod
-    def from_flags(cls, args, *, train_steps, examples_per_step,
-                   examples_per_global_step=None, steps_per_loop=1):
+    def from_flags(cls, args: argparse.Namespace, *, train_steps: int, examples_per_step: int,
+                   examples_per_global_step: Optional[int] = None,
+                   steps_per_loop: int = 1) -> LoopSettings:
         """Settings from the shared flag groups; the step target is the trainer's,
         the steps per loop `distribution.steps_per_loop`'s."""
         return cls(train_steps=train_steps,
@@ -73,7 +87,7 @@ class LoopSettings:
                    steps_per_loop=steps_per_loop)
 
 
-def serve_parameters(config):
+def serve_parameters(config: tf.estimator.RunConfig) -> None:
     """A parameter server's whole job: serve variables until the process ends.
 
     It reads no data and builds no model, so it needs none of the trainer's
@@ -90,10 +104,15 @@ def serve_parameters(config):
     server.join()
 
 
-def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input_fn,
-                       eval_input_fn, serving_input_receiver_fn=None, extra_hooks=(),
-                       started=None, recorder=None, calibration_input_fn=None,
-                       stop_requested=None):
+def train_and_evaluate(
+        estimator: tf.estimator.Estimator, loop: LoopSettings, cluster: cluster_lib.ClusterInfo,
+        checkpoint_plan: CheckpointPlan, *, train_input_fn: InputFn, eval_input_fn: InputFn,
+        serving_input_receiver_fn: Optional[ServingInputFn] = None,
+        extra_hooks: Sequence[tf.estimator.SessionRunHook] = (),
+        started: Optional[float] = None, recorder: Optional[Recorder] = None,
+        calibration_input_fn: Optional[InputFn] = None,
+        stop_requested: Optional[evaluation.StopRequested] = None
+) -> Optional[evaluation.Metrics]:
     """Trains `estimator` to `loop.train_steps`, evaluates and exports.
 
     Args:
@@ -117,8 +136,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     """
     started = started or time.time()
     train_input_fn, eval_input_fn = _in_scope(train_input_fn), _in_scope(eval_input_fn)
-    job_dir = estimator.model_dir
-    clock = recorder.eval_clock if recorder else evaluation.Clock()
+    job_dir: str = estimator.model_dir
+    clock: evaluation.Clock = recorder.eval_clock if recorder else evaluation.Clock()
     evaluate = evaluation.Evaluator(
         estimator, eval_input_fn, loop.eval_steps, clock,
         calibration_input_fn=_in_scope(calibration_input_fn) if calibration_input_fn else None,
@@ -134,8 +153,8 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
 
     is_chief = cluster.is_chief
     step = resume.latest_checkpoint_step(job_dir)
-    progress = None
-    metrics = None
+    progress: Optional[hooks.TrainingProgressHook] = None
+    metrics: Optional[evaluation.Metrics] = None
     if is_chief and step is not None and step >= loop.train_steps:
         tf.compat.v1.logging.info('%s', already_trained(job_dir, step, loop.train_steps))
     else:
@@ -159,7 +178,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         divergence = hooks.StopOnDivergenceHook()
         listeners = [divergence.listener] + (
             [recorder.checkpoint_listener()] if recorder else [])
-        evaluating = []
+        evaluating: list[tf.estimator.SessionRunHook] = []
         if checkpoint_plan.evaluates_while_training:
             evaluating = [evaluation.InTrainingEvaluation(evaluate, loop.train_steps,
                                                           checkpoint_plan, stop_requested),
@@ -187,10 +206,11 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
                     recorder.training_returned()
         except hooks.Diverged as e:
             divergence.annotated(e)
-            if checkpoint_plan.directory and e.unverified_steps:
+            unverified: tuple[int, ...] = e.unverified_steps
+            if checkpoint_plan.directory and unverified:
                 # Saved by this run from variables that then gave a non-finite
                 # loss: the last checkpoint seen to train stays the latest.
-                resume.drop_checkpoints(checkpoint_plan.directory, e.unverified_steps)
+                resume.drop_checkpoints(checkpoint_plan.directory, unverified)
             raise
         finally:
             # The process must not exit under its preparing thread.
@@ -205,7 +225,7 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
         return None
     if metrics is None:
         metrics = _checked(job_dir, lambda: evaluate(None))
-    export_dir = None
+    export_dir: Optional[str] = None
     if serving_input_receiver_fn is not None:
         with recorder.timing_export() if recorder else contextlib.nullcontext():
             export_dir = export.export_saved_model(
@@ -241,13 +261,13 @@ def train_and_evaluate(estimator, loop, cluster, checkpoint_plan, *, train_input
     return metrics
 
 
-def already_trained(job_dir, step, train_steps):
+def already_trained(job_dir: str, step: int, train_steps: int) -> str:
     """The line a run says when its job-dir has reached the step target already."""
     return ('job-dir %s is already at step %d (target %d): nothing to train; use a new '
             '--job-dir or a higher --train-steps' % (job_dir, step, train_steps))
 
 
-def _end_together(estimator, cluster):
+def _end_together(estimator: tf.estimator.Estimator, cluster: cluster_lib.ClusterInfo) -> None:
     """Under a multi-worker strategy, the chief and the workers end together.
 
     Their coordination service (in the chief) counts a task that exits while
@@ -267,15 +287,17 @@ def _end_together(estimator, cluster):
                                      first_line(e))
 
 
-def _in_scope(input_fn):
+def _in_scope(input_fn: InputFn) -> InputFn:
     """`input_fn` building its ops in an `input` name scope (a readable graph)."""
-    def scoped():
+    def scoped() -> tf.data.Dataset:
         with tf.name_scope('input'):
             return input_fn()
     return scoped
 
 
-def _looped(estimator, train_input_fn, loop, checkpoint_plan):
+def _looped(estimator: tf.estimator.Estimator, train_input_fn: InputFn, loop: LoopSettings,
+            checkpoint_plan: CheckpointPlan
+            ) -> tuple[tf.estimator.Estimator, Callable[[], object]]:
     """The estimator and input_fn to train with (`steps_loop`).
 
     With N > 1 steps per run, a run ends at every step some hook acts on:
@@ -297,13 +319,15 @@ def _looped(estimator, train_input_fn, loop, checkpoint_plan):
             steps_loop.wrap_input_fn(train_input_fn))
 
 
-def _worker_label(cluster):
+def _worker_label(cluster: cluster_lib.ClusterInfo) -> str:
     """`chief`, `worker-0`, ...: the run name of a task's own throughput."""
-    return 'chief' if cluster.is_chief else cluster.task_label
+    return cluster_lib.CHIEF if cluster.is_chief else cluster.task_label
 
 
-def _train(estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
-           eval_every_secs):
+def _train(estimator: tf.estimator.Estimator, cluster: cluster_lib.ClusterInfo,
+           train_input_fn: Callable[[], object], eval_input_fn: InputFn, loop: LoopSettings,
+           train_hooks: list[tf.estimator.SessionRunHook],
+           eval_every_secs: Optional[float]) -> Optional[evaluation.Metrics]:
     """Trains to the target; returns the final metrics if training produced them.
 
     A single process trains directly (its evaluations are the plan's listener);
@@ -320,10 +344,11 @@ def _train(estimator, cluster, train_input_fn, eval_input_fn, loop, train_hooks,
                                       start_delay_secs=0,
                                       throttle_secs=eval_every_secs or 0)
     result = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
-    return result[0] if isinstance(result, tuple) else None
+    metrics: Optional[evaluation.Metrics] = result[0] if isinstance(result, tuple) else None
+    return metrics
 
 
-def _checked(job_dir, action):
+def _checked(job_dir: str, action: Callable[[], _T]) -> _T:
     """`action()`, with a checkpoint that does not fit the model made a user error."""
     try:
         return action()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from cifar10_estimator import data as cifar10_data
 from cifar10_estimator import layout
-from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
 from estimator_trainers.errors import UserInputError
 from keras_estimator import data
@@ -43,10 +42,10 @@ def serving_input_receiver_fn(
     return receiver_fn
 
 
-class KerasRuntime(declaration.Runtime):
+class KerasRuntime(declaration.Runtime[_Facts]):
     """The MNIST CNN and CIFAR-10 MLP of the Keras courses, as an Estimator."""
 
-    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan[_Facts]:
         replica_batch: int = task.replica_batch(args.batch_size, '--batch-size')
         hparams = model.HParams(model=args.model, learning_rate=args.learning_rate,
                                 momentum=args.momentum, weight_decay=args.weight_decay,
@@ -57,7 +56,7 @@ class KerasRuntime(declaration.Runtime):
             counts = {'train': len(mnist.y_train), 'eval': len(mnist.y_test)}
         else:
             counts = cifar10_data.read_metadata(args.data_dir)
-            if not cast(cluster_lib.ClusterInfo, task.cluster).is_evaluator:
+            if not task.cluster.is_evaluator:
                 for subset in ('train', 'eval'):
                     cifar10_data.validate_subset(args.data_dir, subset, counts[subset])
         if replica_batch > counts['train']:
@@ -71,16 +70,16 @@ class KerasRuntime(declaration.Runtime):
                                 facts=_Facts(hparams, replica_batch, counts['train'], mnist))
 
     def estimator(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan,
+                  plan: declaration.Plan[_Facts],
                   run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
         return tf.estimator.Estimator(model_fn=model.model_fn, config=run_config,
-                                      params={'hparams': cast(_Facts, plan.facts).hparams})
+                                      params={'hparams': plan.facts.hparams})
 
     def input_fns(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan
+                  plan: declaration.Plan[_Facts]
                   ) -> Tuple[cifar10_data.InputFn, cifar10_data.InputFn]:
-        facts = cast(_Facts, plan.facts)
-        seed = cast(cluster_lib.ClusterInfo, task.cluster).input_seed(args.random_seed)
+        facts = plan.facts
+        seed = task.cluster.input_seed(args.random_seed)
         if facts.mnist is not None:
             mnist = facts.mnist
             return (mnist_input_fn(mnist.x_train, mnist.y_train, facts.replica_batch,
@@ -94,14 +93,14 @@ class KerasRuntime(declaration.Runtime):
                                       training=False))
 
     def calibration_input_fn(self, args: argparse.Namespace, task: declaration.Task,
-                             plan: declaration.Plan) -> Optional[cifar10_data.InputFn]:
+                             plan: declaration.Plan[_Facts]) -> Optional[cifar10_data.InputFn]:
         if args.model == trainer.MNIST_CNN:
             return None  # no batch norm
         return cifar10_data.calibration_input_fn(args.data_dir,
-                                                 cast(_Facts, plan.facts).replica_batch)
+                                                 plan.facts.replica_batch)
 
     def serving_input_receiver_fn(
-            self, args: argparse.Namespace, plan: declaration.Plan
+            self, args: argparse.Namespace, plan: declaration.Plan[_Facts]
     ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         if args.model == trainer.MNIST_CNN:
             return serving_input_receiver_fn([data.HEIGHT, data.WIDTH])

@@ -31,16 +31,14 @@ MODELS: Tuple[ModelName, ...] = (MNIST_CNN, CIFAR10_MLP)
 
 class KerasTrainer(declaration.Trainer):
     """The MNIST CNN and CIFAR-10 MLP of the Keras courses, as an Estimator."""
-    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
-    # (None, a one-name tuple) for the attributes' (hence the ignores).
-    name = 'keras'  # type: ignore[assignment]
+    name = 'keras'
     module = 'keras_estimator.trainer'
     description = ('Train and evaluate the courses\' Keras models (MNIST CNN, CIFAR-10 '
                    'MLP) as an Estimator; export a SavedModel that takes raw uint8 images.')
-    train_steps = 5000  # type: ignore[assignment]
-    data_source_env = 'MNIST_SOURCE'  # type: ignore[assignment]
+    train_steps = 5000
+    data_source_env = 'MNIST_SOURCE'
     precise_batch_norm = True
-    eval_metrics = ('accuracy', 'loss')  # type: ignore[assignment]
+    eval_metrics = ('accuracy', 'loss')
 
     def add_flags(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument('--data-dir', type=flags.path, required=True,
@@ -92,7 +90,7 @@ class KerasTrainer(declaration.Trainer):
         return {'model': args.model}
 
 
-TRAINER = KerasTrainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
+TRAINER = KerasTrainer()
 
 if __name__ == '__main__':
     cli.run(TRAINER)

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Callable, Sequence, Tuple, cast
+from typing import Callable, Sequence, Tuple
 
 import tensorflow as tf
 
-from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import declaration
-from estimator_trainers import distribution as distribution_lib
 from taxi_estimator import features
 from taxi_estimator import input as input_lib
 from taxi_estimator import model
@@ -51,14 +49,14 @@ class _Facts:
     replica_batch: int
 
 
-class TaxiRuntime(declaration.Runtime):
+class TaxiRuntime(declaration.Runtime[_Facts]):
     """Wide-and-deep classifier of Chicago taxi tips (tip >= 20% of the fare)."""
 
-    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan:
+    def check(self, args: argparse.Namespace, task: declaration.Task) -> declaration.Plan[_Facts]:
         log = tf.compat.v1.logging
         replica_batch: int = task.replica_batch(args.batch_size, '--batch-size')
         # Examples one global step consumes: synchronous replicas each take a batch.
-        distribution = cast(distribution_lib.Distribution, task.distribution)
+        distribution = task.distribution
         global_batch = replica_batch * distribution.replicas_in_sync
         hidden_units = trainer.layer_sizes(args.hidden_units, args.layer_sizes_scale_factor,
                                            args.num_layers)
@@ -86,15 +84,15 @@ class TaxiRuntime(declaration.Runtime):
             memory=memory_estimate(hidden_units))
 
     def prepare_job_dir(self, args: argparse.Namespace, task: declaration.Task,
-                        plan: declaration.Plan) -> None:
-        facts = cast(_Facts, plan.facts)
+                        plan: declaration.Plan[_Facts]) -> None:
+        facts = plan.facts
         if not facts.recorded:
             features.record_stats(args.job_dir, facts.stats)
 
     def estimator(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan,
+                  plan: declaration.Plan[_Facts],
                   run_config: tf.estimator.RunConfig) -> tf.estimator.Estimator:
-        facts = cast(_Facts, plan.facts)
+        facts = plan.facts
         hparams = model.HParams(
             hidden_units=facts.hidden_units, learning_rate=args.learning_rate,
             linear_learning_rate=args.linear_learning_rate,
@@ -103,9 +101,9 @@ class TaxiRuntime(declaration.Runtime):
         return model.build_estimator(run_config, facts.stats, hparams)
 
     def input_fns(self, args: argparse.Namespace, task: declaration.Task,
-                  plan: declaration.Plan) -> Tuple[input_lib.InputFn, input_lib.InputFn]:
-        facts = cast(_Facts, plan.facts)
-        cluster = cast(cluster_lib.ClusterInfo, task.cluster)
+                  plan: declaration.Plan[_Facts]) -> Tuple[input_lib.InputFn, input_lib.InputFn]:
+        facts = plan.facts
+        cluster = task.cluster
         train = input_lib.make_input_fn(facts.train_data.files, facts.replica_batch,
                                         training=True,
                                         seed=cluster.input_seed(args.random_seed),
@@ -116,7 +114,7 @@ class TaxiRuntime(declaration.Runtime):
         return train, evaluate
 
     def serving_input_receiver_fn(
-            self, args: argparse.Namespace, plan: declaration.Plan
+            self, args: argparse.Namespace, plan: declaration.Plan[_Facts]
     ) -> Callable[[], tf.estimator.export.ServingInputReceiver]:
         return input_lib.SERVING_INPUT_FNS[args.serving_export_format]
 

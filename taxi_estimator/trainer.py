@@ -77,13 +77,11 @@ def layer_sizes(hidden_units: Sequence[int], scale_factor: float = 0.0,
 
 class TaxiTrainer(declaration.Trainer):
     """Wide-and-deep classifier of Chicago taxi tips (tip >= 20% of the fare)."""
-    # declaration.Trainer is not annotated yet: mypy takes its defaults' types
-    # (None, a one-name tuple) for the attributes' (hence the ignores).
-    name = 'taxi'  # type: ignore[assignment]
+    name = 'taxi'
     module = 'taxi_estimator.task'
     description = ('Train and evaluate a wide-and-deep classifier of Chicago taxi tips '
                    '(tip >= 20% of the fare); export a SavedModel for serving.')
-    eval_metrics = (  # type: ignore[assignment]
+    eval_metrics = (
         'accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall', 'average_loss',
         'label/mean', 'loss', 'precision', 'prediction/mean', 'recall')
     # A step is ~1 ms of small ops: the per-Session.run overhead is worth saving
@@ -181,7 +179,7 @@ class TaxiTrainer(declaration.Trainer):
                                                  args.num_layers))}
 
 
-TRAINER = TaxiTrainer()  # type: ignore[no-untyped-call]  # (Trainer.__init__)
+TRAINER = TaxiTrainer()
 
 if __name__ == '__main__':
     cli.run(TRAINER)

@@ -39,7 +39,7 @@ DATA_STEP = 'keras_estimator.data'
 TRAIN_LOCAL = os.path.join(REPO_ROOT, 'scripts', 'train-local.sh')
 # What the CIFAR-10 ResNet trainer writes to TensorBoard (tests/test_cifar10_train.py).
 TRAINING_TAGS = {'loss', 'learning_rate/momentum', 'accuracy', 'examples_per_sec',
-                 'global_step/sec'}
+                 'examples_per_sec/average', 'global_step/sec'}
 EVAL_TAGS = {'accuracy', 'loss'}
 SMALL = ['--batch-size', '32', '--log-step-count-steps', '20', '--random-seed', '7']
 CIFAR = ['--model', 'cifar10_mlp', '--batch-norm-momentum', '0.9']

@@ -22,14 +22,14 @@ from estimator_trainers import cluster
 
 # A role's name: one of `cluster.POOL_ORDER` (`NAMES`; a test holds the two alike).
 RoleName = Literal['chief', 'worker', 'ps', 'evaluator']
-CHIEF: Final = cast(RoleName, cluster.CHIEF)
-WORKER: Final = cast(RoleName, cluster.WORKER)
-PS: Final = cast(RoleName, cluster.PS)
-EVALUATOR: Final = cast(RoleName, cluster.EVALUATOR)
+CHIEF: Final[RoleName] = cluster.CHIEF
+WORKER: Final[RoleName] = cluster.WORKER
+PS: Final[RoleName] = cluster.PS
+EVALUATOR: Final[RoleName] = cluster.EVALUATOR
 # What TF_CONFIG calls pool 0: `chief` (Vertex AI), or `master` as AI Platform did.
 Primary = Literal['chief', 'master']
-MASTER: Final = cast(Primary, cluster.MASTER)
-VERTEX_PRIMARY: Final = cast(Primary, cluster.CHIEF)
+MASTER: Final[Primary] = cluster.MASTER
+VERTEX_PRIMARY: Final[Primary] = cluster.CHIEF
 NAMES: Final = cast(Tuple[RoleName, ...], tuple(cluster.POOL_ORDER))
 
 

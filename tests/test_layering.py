@@ -30,6 +30,7 @@ TENSORFLOW_FREE = (
     'estimator_trainers.safe_io', 'estimator_trainers.user_files',
     'estimator_trainers.process', 'estimator_trainers.sentinel', 'estimator_trainers.host',
     'estimator_trainers.google_api', 'estimator_trainers.run_record',
+    'estimator_trainers.job_record',
     'estimator_trainers.tools.local', 'estimator_trainers.tools.launcher',
     'estimator_trainers.tools.local_cluster', 'estimator_trainers.tools.cloud.train_cloud',
     'estimator_trainers.tools.cloud.ai_platform',

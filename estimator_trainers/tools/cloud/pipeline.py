@@ -54,6 +54,7 @@ from typing import Callable, Optional
 from google.auth.credentials import AnonymousCredentials
 
 from estimator_trainers import google_api
+from estimator_trainers import job_record
 from estimator_trainers import logs as logs_lib
 from estimator_trainers.errors import first_line
 from estimator_trainers.errors import UserInputError
@@ -233,6 +234,7 @@ def run(plan, action, backend=None, out=None, err=None, environ=None):
                          build_body, err)
 
     job = _create(vertex, plan, body)
+    job_record.write_if_asked(environ, job['name'], plan.region, plan.project)
     if action.on_created:
         action.on_created(plan, job, out, err)
     if not action.stream_logs:

@@ -12,8 +12,10 @@ launcher for a `cluster` shape), each in its own process group with its
 output in `<out>/logs/<point id>.log`. Rehearse points run one at a time
 through the cloud CLI (`submit --rehearse`). Vertex points are submitted
 through the cloud CLI (`submit --stream-logs`), at most `max_parallel` at
-once, and followed until they end; a rerun follows the jobs it submitted
-before (`<out>/vertex-jobs.json`) instead of submitting them again. The cloud
+once, and followed until they end; the CLI writes each job's name to the file
+the runner names in `job_record.JOB_RECORD_ENV` once the job exists, and a
+rerun follows the jobs submitted before (`<out>/vertex-jobs.json`) instead of
+submitting them again. The cloud
 CLI is always driven as a command, so this module never depends on its
 internals. SIGINT or SIGTERM stops the running points (SIGTERM to each: a
 trainer saves a checkpoint first, the launcher stops its tasks; Vertex jobs
@@ -33,6 +35,7 @@ from typing import Any, List
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import job_record
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
@@ -50,7 +53,6 @@ STATE_LIMITS = user_files.Limits(bytes=16 << 20, depth=2, values=200000,
                                  expected='it holds a job name per point')
 STOP_GRACE_SECS = 60
 _POLL_SECS = 0.2
-_JOB_NAME_RE = re.compile(r'^(projects/\S+/(customJobs|hyperparameterTuningJobs)/\S+)$', re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,18 +468,19 @@ class Runner:
         state = _read_state(state_path)
         limit = progress.parallel
         queue = list(todo)
-        running = {}  # point id -> (point, session, process, started, stdout path)
+        running = {}  # point id -> (point, session, process, started, job record path)
         try:
             while queue or running:
                 while queue and len(running) < limit:
                     point, session = queue.pop(0)
                     running[point.id] = self._launch(point, session, state, progress)
-                for point_id, (point, session, process, started, out) in list(running.items()):
-                    self._note_job(point, session, out, state, state_path)
+                for point_id, (point, session, process, started, record) in list(
+                        running.items()):
+                    self._note_job(point, session, record, state, state_path)
                     if process.poll() is None:
                         continue
                     del running[point_id]
-                    self._note_job(point, session, out, state, state_path)
+                    self._note_job(point, session, record, state, state_path)
                     log = self.layout.log_path(point)
                     if process.returncode:
                         state.pop(_state_key(point, session), None)
@@ -498,9 +501,9 @@ class Runner:
                     raise Stop(self.signals.received)
                 time.sleep(_POLL_SECS)
         except Stop:
-            for point, session, process, _, out in running.values():
+            for point, session, process, _, record in running.values():
                 stop(process, grace_secs=10)
-                self._note_job(point, session, out, state, state_path)
+                self._note_job(point, session, record, state, state_path)
             if running:
                 self.stream.write(
                     'stopped following %d Vertex AI job(s), which keep running: rerun the '
@@ -512,6 +515,8 @@ class Runner:
         key = _state_key(point, session)
         log = self.layout.log_path(point)
         out = log[:-len('.log')] + '.out'
+        record = log[:-len('.log')] + '.job.json'
+        _remove(record)
         if state.get(key):
             argv = list(self.cloud_cli) + ['logs', state[key]]
             if self.sweep.cloud.get('poll_interval') is not None:
@@ -522,20 +527,17 @@ class Runner:
             progress.say(point, 'submitting%s (log %s)' % (
                 '' if len(point.sessions) == 1 else ' session %d of %d' % (
                     session + 1, len(point.sessions)), log))
-        return point, session, start(argv, self.env, log, stdout_path=out), time.time(), out
+        env = dict(self.env, **{job_record.JOB_RECORD_ENV: record})
+        return point, session, start(argv, env, log, stdout_path=out), time.time(), record
 
-    def _note_job(self, point, session, out, state, state_path):
-        """Keeps the job name `submit` printed, so a rerun follows it."""
+    def _note_job(self, point, session, record_path, state, state_path):
+        """Keeps the name of the job `submit` recorded creating, so a rerun follows it."""
         key = _state_key(point, session)
         if state.get(key):
             return
-        try:
-            with open(out, encoding='utf-8', errors='replace') as f:
-                match = _JOB_NAME_RE.search(f.read())
-        except OSError:
-            return
-        if match:
-            state[key] = match.group(1)
+        record = job_record.read(record_path)
+        if record is not None:
+            state[key] = record.name
             _write_state(state_path, state)
 
 

@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import types
-import typing
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from estimator_trainers import declaration
@@ -161,8 +160,7 @@ def prepare_data(trainer: declaration.Trainer, data_dir: str,
     step = trainer.data_step(data_dir, environ)
     if not step:
         return 0
-    # A class attribute declaration.py sets to None: mypy reads it as always None.
-    variable = typing.cast(Optional[str], trainer.data_source_env)
+    variable = trainer.data_source_env or ''
     if variable:
         environ[declaration.DATA_SOURCE_ADVICE_ENV] = 'rerun with %s=PATH%s' % (
             variable, ': %s=PATH %s' % (variable, command) if command else '')

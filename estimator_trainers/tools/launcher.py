@@ -19,28 +19,10 @@ This module is the command line only: it parses the flags into a
 cluster is made, started and stopped (and which the cloud rehearsal and
 `tools/local.py` use).
 
-Lifecycle:
-- The chief exiting 0 ends the job: workers and evaluators get
-  `--shutdown-grace-secs` to finish on their own, then whatever still runs
-  (always the parameter servers, which never exit by themselves) is stopped,
-  and the launcher exits 0.
-- A task that fails (non-zero exit or killed by a signal; for a parameter
-  server any exit) is started again with the same TF_CONFIG while it has
-  restarts left (`--max-restarts`, per task), as Kubernetes or Vertex AI
-  restart a failed replica. A restarted parameter server starts empty: the
-  chief's session fails, and it restores its last checkpoint into the ps
-  tasks (the steps since are lost). Otherwise every other task is stopped and
-  the launcher exits 1 naming the task.
-- SIGTERM, Ctrl-C or SIGHUP stops the tasks in `cluster.STOP_ORDER` (the
-  chief and evaluators, then the workers, then the parameter servers, so the
-  chief saves while the ps still serve; a failed task stops the others the
-  same way), names the checkpoint the job-dir keeps, and exits 143 (130,
-  129); a second Ctrl-C kills every task at once. Tasks run in their own
-  process groups, are stopped group by group (SIGTERM, then SIGKILL after
-  `--stop-timeout-secs`), and on Linux are also killed by the kernel if the
-  launcher itself dies, so no process is left behind.
-- Before anything starts it refuses, in one line and leaving nothing behind,
-  more than `MAX_TASKS` tasks or more than the available memory holds.
+The lifecycle (the chief's end ends the job, restarts with
+`--max-restarts`, the stop order on SIGTERM, Ctrl-C or SIGHUP with
+`--stop-timeout-secs`, the refusals before anything starts) is
+`local_cluster`'s; its docstring says it.
 
 Network (`--network`): TensorFlow's gRPC servers are unauthenticated, run
 any graph sent to them and listen on all interfaces. By default (`auto`) the
@@ -52,10 +34,6 @@ namespaces, `auto` shares this machine's network instead and says so in one
 warning line: then run it only where the task ports are not reachable from
 untrusted networks (docs/reliability.md). `private` insists on the namespace,
 `host` never uses one.
-
-Files: a local --job-dir or --log-dir owned by another user is refused, and
-task logs are opened without following symlinks (`safe_io`), since the
-default job-dirs live in /tmp.
 """
 import argparse
 import sys

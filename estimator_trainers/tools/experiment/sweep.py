@@ -590,6 +590,7 @@ def _combinations(settings: dict[str, Any], where: Where, target: Target,
         if not points:
             fail(where('points'), 'empty list; give at least one point')
         keys = []
+        combos = []
         for i, point in enumerate(points):
             source = '%s[%d]' % (where('points'), i)
             if not isinstance(point, dict) or not point:

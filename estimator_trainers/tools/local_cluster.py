@@ -461,10 +461,10 @@ def _signal_group(process: 'subprocess.Popen[bytes]', signum: int) -> None:
 def find_prctl() -> Optional[Callable[..., int]]:
     """libc's prctl on Linux, else None (resolved before any fork)."""
     try:
-        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (AttributeError, OSError):
         return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]  # type: ignore[attr-defined]  # a ctypes function
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]
     return prctl
 
 

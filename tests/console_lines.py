@@ -36,6 +36,7 @@ KINDS = (
     ('summary', _INFO + r'Run summary:$|^  (wall time|steps|examples/sec|tasks|final metrics|'
                         r'checkpoints|export|TensorBoard)  '),
     ('note', r'^note: '),
+    ('estimate', r'^estimate: '),
     ('staged', r'^staged gs://\S+ \(sha256 [0-9a-f]{64}\)$'),
     ('rehearsal', r'^(rehearsal passed:|  (pools|final global step|export|logs|wall time|'
                   r'trial \d+ \(.*\)): )'),
@@ -43,8 +44,8 @@ KINDS = (
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in KINDS)
 # A rehearsal's console (`train-cloud.sh --rehearse`): its notes, the launcher,
 # the tasks' events and its summary.
-REHEARSAL = frozenset(['note', 'launcher', 'rehearsal', 'data', 'checkpoint', 'progress',
-                       'evaluation', 'export', 'final evaluation', 'summary'])
+REHEARSAL = frozenset(['note', 'estimate', 'launcher', 'rehearsal', 'data', 'checkpoint',
+                       'progress', 'evaluation', 'export', 'final evaluation', 'summary'])
 # Kinds a clean run may or may not print: how long the training session's close
 # waits is chance (docs/experiments.md).
 OCCASIONAL = frozenset(['closing'])

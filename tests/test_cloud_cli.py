@@ -16,6 +16,7 @@ import cloud_fakes
 import processes
 from conftest import REPO_ROOT
 from conftest import run_module
+from estimator_trainers import job_record
 from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import jobs
 from estimator_trainers.tools.cloud import schema
@@ -208,8 +209,10 @@ def _entry(task, second, text, insert_id=None):
             'resource': {'type': 'ml_job', 'labels': {'job_id': '42', 'task_name': task}}}
 
 
-def test_submit_stages_creates_and_follows_the_job(gcs):
+def test_submit_stages_creates_and_follows_the_job(gcs, tmp_path, monkeypatch):
     name = PARENT + '/customJobs/42'
+    record = tmp_path / 'job.json'  # where a program running the command asks for the job
+    monkeypatch.setenv(job_record.JOB_RECORD_ENV, str(record))
     backend = FakeBackend([
         (200, {'name': name, 'displayName': 'train_cifar10_cli'}),
         (200, {'name': name, 'state': 'JOB_STATE_PENDING'}),
@@ -224,6 +227,8 @@ def test_submit_stages_creates_and_follows_the_job(gcs):
     code, out, err = _main(_submit_args('train_cifar10_cli', '--stream-logs',
                                         '--poll-interval', '0'), backend)
     assert code == 0
+    assert job_record.read(str(record)) == job_record.JobRecord(name, 'us-central1',
+                                                                'my-project')
     assert out.splitlines() == [
         name, '[job] JOB_STATE_PENDING', '[job] JOB_STATE_RUNNING', '[chief-0] step 1',
         '[ps-0] ps started', '[job] JOB_STATE_SUCCEEDED', '[worker-0] worker done']

@@ -18,7 +18,7 @@ from cluster_helpers import (ASYNC_OVERSHOOT, assert_all_exited, assert_checkpoi
                              Cluster, final_step, latest_checkpoint_step, launch, task_log)
 from conftest import REPO_ROOT, run_module
 from estimator_trainers import errors
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -139,7 +139,7 @@ def test_unreachable_parameter_server_fails_after_the_bound(cifar10_data_dir, tm
     """A chief whose ps never comes up exits 203 (retryable) naming the address, instead
     of hanging."""
     ps = '127.0.0.1:%d' % refused_port
-    chief = '127.0.0.1:%d' % launcher.free_ports(1)[0]
+    chief = '127.0.0.1:%d' % local_cluster.free_ports(1)[0]
     tf_config = {'cluster': {'chief': [chief], 'ps': [ps]},
                  'task': {'type': 'chief', 'index': 0}}
     proc = run_module(MAIN, '--data-dir', cifar10_data_dir, '--job-dir', tmp_path / 'job',

@@ -19,7 +19,7 @@ from estimator_trainers import errors
 from estimator_trainers import registry
 from estimator_trainers import run_config
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 
 CHIEF, W0, W1, PS0 = '127.0.0.1:1001', '127.0.0.1:1002', '127.0.0.1:1003', '127.0.0.1:1004'
 
@@ -160,7 +160,7 @@ def test_wait_for_peers_says_so_while_waiting_and_names_the_missing_peer(refused
 
 def test_all_reduce_tasks_listen_on_their_own_port_while_they_wait():
     """Two all-reduce tasks, neither with a server yet, each see the other's port."""
-    ports = launcher.free_ports(2)
+    ports = local_cluster.free_ports(2)
     labels = ('chief-0', 'worker-0')
     dists = [distribution.Distribution(
         'multi_worker_mirrored', peers=((labels[1 - i], '127.0.0.1:%d' % ports[1 - i]),),

@@ -37,6 +37,7 @@ import taxi_trips
 from conftest import cli_env, one_error_line, REPO_ROOT, run_module
 from estimator_trainers import checkpoints
 from estimator_trainers import flags
+from estimator_trainers import job_record
 from estimator_trainers import registry
 from estimator_trainers import run_record
 from estimator_trainers.tools.cloud import schema
@@ -751,8 +752,10 @@ def test_rehearse_runs_each_point_without_an_account(tmp_path):
 
 
 # Stands in for `python -m estimator_trainers.tools.cloud` (tests never reach Google):
-# `submit ... --stream-logs` prints the job's name, "runs" it for a while and writes
-# its run record into the gs:// job-dir (google-cloud-storage to the emulator);
+# `submit ... --stream-logs` records the job it creates (`job_record`, where the
+# runner asks; it prints a decoy name: the runner never reads the output), "runs" it
+# for FAKE_CLOUD_SECS (default 1.5) and writes its run record into the gs:// job-dir
+# (google-cloud-storage to the emulator; not with FAKE_CLOUD_NO_STORAGE);
 # `logs NAME` follows a job submitted before; `submit ... --estimate-only` prints an
 # estimate's figures. Every call but the estimates is noted in FAKE_CLOUD_LOG.
 FAKE_CLOUD_CLI = r'''
@@ -761,13 +764,15 @@ if '--estimate-only' in sys.argv:
     print(json.dumps({'usd_per_hour': 1.0, 'low_usd': 0.05, 'high_usd': 0.1,
                       'low_secs': 180, 'high_secs': 360, 'time': 'model'}))
     sys.exit(0)
-from google.cloud import storage
 
 def note(*words):
     with open(os.environ['FAKE_CLOUD_LOG'], 'a') as f:
         f.write(' '.join(words) + '\n')
 
 def finish(job_dir):
+    if os.environ.get('FAKE_CLOUD_NO_STORAGE'):
+        return
+    from google.cloud import storage
     bucket, _, prefix = job_dir[len('gs://'):].partition('/')
     record = {'format': 1, 'sessions': [{
         'status': 'succeeded', 'steps': {'from': 0, 'to': 10, 'target': 10},
@@ -783,9 +788,11 @@ if argv[0] == 'submit':
     job = 'projects/test-project/locations/us-central1/customJobs/%s' % name
     with open(jobs_file, 'a') as f:
         f.write('%s %s\n' % (job, job_dir))
-    print(job, flush=True)
+    from estimator_trainers import job_record
+    job_record.write_if_asked(os.environ, job, 'us-central1', 'test-project')
+    print('projects/decoy/locations/us-central1/customJobs/not-%s' % name, flush=True)
     note('start', name, repr(time.time()))
-    time.sleep(1.5)
+    time.sleep(float(os.environ.get('FAKE_CLOUD_SECS', '1.5')))
     note('end', name, repr(time.time()))
     finish(job_dir)
 elif argv[0] == 'logs':
@@ -851,3 +858,35 @@ def test_vertex_submits_at_most_max_parallel_and_a_rerun_follows_its_jobs(
     assert not failed and output.count('done earlier') == 5
     assert '[4/6] %s: following %s' % (lost.label, jobs[lost.id + '#0']) in output
     assert log.read_text().split() == ['follow', jobs[lost.id + '#0']]
+
+
+def test_the_runner_keeps_the_job_name_the_cloud_command_records(tmp_path, monkeypatch):
+    """The submitted job's name comes from the record the cloud command writes where
+    the runner asks (`job_record`), not from its output (which here names a decoy)."""
+    fake = tmp_path / 'fake_cloud.py'
+    fake.write_text(FAKE_CLOUD_CLI)
+    monkeypatch.setenv('FAKE_CLOUD_LOG', str(tmp_path / 'cloud.log'))
+    monkeypatch.setenv('FAKE_CLOUD_SECS', '0')
+    monkeypatch.setenv('FAKE_CLOUD_NO_STORAGE', '1')
+    path = tmp_path / 'vertex.yaml'
+    path.write_text(yaml.safe_dump({
+        'name': 'recorded', 'trainer': 'cifar10', 'target': 'vertex',
+        'flags': {'train-steps': 10},
+        'vertex': {'config': os.path.join(REPO_ROOT, 'configs', 'cmle_config.yaml'),
+                   'project': 'test-project', 'bucket': 'gs://bkt'}}))
+    sweep = sweep_lib.load(str(path))
+    layout = execute.Layout.of(sweep, str(tmp_path / 'out'))
+    runner = execute.Runner(sweep, layout, io.StringIO(), execute.Signals(),
+                            cloud_cli=[sys.executable, str(fake)])
+    state, state_path = {}, str(tmp_path / 'out' / execute.VERTEX_STATE)
+    point = sweep.points[0]
+    progress = execute.Progress(total=1, stream=io.StringIO())
+    _, _, process, _, record = runner._launch(  # pylint: disable=protected-access
+        point, 0, state, progress)
+    assert process.wait(timeout=60) == 0
+    runner._note_job(point, 0, record, state, state_path)  # pylint: disable=protected-access
+    name = 'projects/test-project/locations/us-central1/customJobs/%s' % execute.job_name(
+        sweep, point, 0)
+    assert state == {point.id + '#0': name}
+    assert json.loads(open(state_path).read()) == state
+    assert job_record.read(record) == job_record.JobRecord(name, 'us-central1', 'test-project')

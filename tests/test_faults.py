@@ -20,7 +20,7 @@ import pytest
 import taxi_trips
 from conftest import cli_env, REPO_ROOT, run_module
 from estimator_trainers import errors
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 
 TASK = 'taxi_estimator.task'
 CIFAR = 'cifar10_estimator.cifar10_main'
@@ -347,7 +347,7 @@ def _tf_config(cluster, task_type):
 def test_parameter_server_lost_during_training_ends_the_chief(files, tmp_path):
     """A ps killed after start-up (TF_CONFIG by hand, no launcher): the chief fails
     within --peer-timeout-secs naming it instead of waiting forever."""
-    chief_port, ps_port = launcher.free_ports(2)
+    chief_port, ps_port = local_cluster.free_ports(2)
     cluster = {'chief': ['127.0.0.1:%d' % chief_port], 'ps': ['127.0.0.1:%d' % ps_port]}
     job_dir = tmp_path / 'job'
     common = [*files, '--job-dir', job_dir, *FAST, '--peer-timeout-secs', '5']
@@ -378,7 +378,7 @@ def test_exit_codes_say_what_a_restart_can_cure(files, tmp_path, refused_port):
     assert not errors.retryable(bad_flag.returncode)
     assert last_line(bad_flag.stderr).startswith('error: unrecognized arguments: '
                                                  '--train-stepz')
-    chief_port, = launcher.free_ports(1)
+    chief_port, = local_cluster.free_ports(1)
     cluster = {'chief': ['127.0.0.1:%d' % chief_port], 'ps': ['127.0.0.1:%d' % refused_port]}
     no_peer = run_module(TASK, *files, '--job-dir', tmp_path / 'b', *FAST,
                          '--train-steps', '5', '--peer-timeout-secs', '1',
@@ -391,7 +391,7 @@ def test_exit_codes_say_what_a_restart_can_cure(files, tmp_path, refused_port):
 
 def test_sigterm_ends_a_waiting_worker_and_a_parameter_server(files, tmp_path):
     """A worker waiting for an unreachable chief, and a ps serving, end on SIGTERM."""
-    ports = launcher.free_ports(3)
+    ports = local_cluster.free_ports(3)
     dead = socket.socket()
     dead.bind(('127.0.0.1', 0))  # the chief: reserved, never listening
     cluster = {'chief': ['127.0.0.1:%d' % dead.getsockname()[1]],

@@ -16,6 +16,7 @@ from cluster_helpers import assert_all_exited, Cluster
 from conftest import REPO_ROOT, cli_env, directory_of_another_user
 from estimator_trainers import errors
 from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 from test_trainer_discovery import write_guide_package
 
 FAKE_TASK = os.path.join(REPO_ROOT, 'tests', 'fake_task.py')
@@ -104,7 +105,7 @@ def test_a_failed_task_is_named_with_its_own_error_line(tmp_path):
     code, _, stderr = _run(tmp_path, {'ps': 'serve', 'worker-0': 'refuse:bad flag --x',
                                       'default': 'hang'},
                            '--parameter-server-count', '1', '--worker-count', '1')
-    assert code == launcher.EXIT_FAILED
+    assert code == local_cluster.EXIT_FAILED
     assert stderr.strip().splitlines()[-1] == (
         'error: worker-0 failed (exit code 2): bad flag --x; stopped the other tasks. Its '
         'log: %s' % (tmp_path / 'job' / 'logs' / 'worker-0.log'))
@@ -143,7 +144,7 @@ def test_failed_task_stops_the_cluster_and_is_named(tmp_path):
     code, _, stderr = _run(
         tmp_path, {'ps': 'serve', 'worker-1': 'fail:3:0.5', 'default': 'spawn-child'},
         '--parameter-server-count', '1', '--worker-count', '2')
-    assert code == launcher.EXIT_FAILED
+    assert code == local_cluster.EXIT_FAILED
     assert ('error: worker-1 failed (exit code 3); stopped the other tasks. Its log: %s'
             % (tmp_path / 'job' / 'logs' / 'worker-1.log')) in stderr
     starts = _starts(tmp_path)
@@ -154,7 +155,7 @@ def test_failed_task_stops_the_cluster_and_is_named(tmp_path):
 def test_parameter_server_exit_fails_the_job(tmp_path):
     code, _, stderr = _run(tmp_path, {'ps': 'fail:0:0.3', 'default': 'hang'},
                            '--parameter-server-count', '1', '--worker-count', '1')
-    assert code == launcher.EXIT_FAILED
+    assert code == local_cluster.EXIT_FAILED
     assert 'error: ps-0 exited (exit code 0), but parameter servers only stop' in stderr
     assert_all_exited(_pids(_starts(tmp_path)))
 
@@ -194,7 +195,7 @@ def test_restarts_are_bounded(tmp_path):
     code, _, stderr = _run(tmp_path, {'worker': 'fail:4:0.2', 'default': 'hang'},
                            '--parameter-server-count', '0', '--worker-count', '1',
                            '--max-restarts', '2')
-    assert code == launcher.EXIT_FAILED
+    assert code == local_cluster.EXIT_FAILED
     assert stderr.count('[launcher] worker-0 failed (exit code 4); restarting') == 2
     assert 'error: worker-0 failed (exit code 4); stopped the other tasks' in stderr
     assert len(_starts(tmp_path)['worker-0']) == 3
@@ -290,7 +291,7 @@ def test_free_ports_from_a_start_port_skip_ports_in_use():
     busy = socket.create_server(('', 0))
     try:
         start = busy.getsockname()[1]
-        ports = launcher.free_ports(2, start_port=start)
+        ports = local_cluster.free_ports(2, start_port=start)
     finally:
         busy.close()
     assert start not in ports and len(set(ports)) == 2
@@ -298,7 +299,7 @@ def test_free_ports_from_a_start_port_skip_ports_in_use():
 
 
 def test_make_cluster_without_workers_or_ps():
-    assert launcher.make_cluster([5000], 0, 0) == {'chief': ['127.0.0.1:5000']}
+    assert local_cluster.make_cluster([5000], 0, 0) == {'chief': ['127.0.0.1:5000']}
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -471,15 +472,15 @@ def test_refused_launch_leaves_nothing_behind(tmp_path, case):
 
 
 def test_cluster_larger_than_the_memory_is_refused_naming_how_many_fit():
-    args = launcher.parse_args(['--job-dir', 'j', '--worker-count', '30', '--', 'true'])[0]
-    with pytest.raises(launcher.UserInputError) as raised:
-        launcher.check_size(args, available_bytes=4 * 2 ** 30)
+    options = launcher.parse_args(['--job-dir', 'j', '--worker-count', '30', '--', 'true'])[0]
+    with pytest.raises(errors.UserInputError) as raised:
+        local_cluster.check_size(options, available_bytes=4 * 2 ** 30)
     assert str(raised.value) == (
         '--worker-count=30, --parameter-server-count=2, --evaluator-count=0: a local cluster '
         'of 33 tasks needs about 16.1 GiB (about 500 MiB per TensorFlow process before its '
         'model), but only 4.0 GiB is available (MemAvailable); at most 8 tasks fit: lower '
         'the counts')
-    launcher.check_size(args, available_bytes=17 * 2 ** 30)  # fits
+    local_cluster.check_size(options, available_bytes=17 * 2 ** 30)  # fits
 
 
 def _net_namespace(pid):

@@ -26,7 +26,7 @@ from estimator_trainers import errors
 from estimator_trainers import faults
 from estimator_trainers import lease
 from estimator_trainers import run_record
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 from test_trainer_discovery import write_guide_package
 
 TRAINER = 'toy_estimator.trainer'
@@ -116,9 +116,9 @@ def _flags(data_dir, job_dir, *extra):
 def test_task_whose_peers_never_come_up_says_so_and_gives_up(data_dir, tmp_path,
                                                              refused_port, role, strategy):
     """The issue's hang: an all-reduce task whose peer is down printed nothing, forever."""
-    own = launcher.free_ports(1)[0]
+    own = local_cluster.free_ports(1)[0]
     if strategy == 'parameter_server':
-        cluster = _cluster(chief=[refused_port], worker=[own], ps=[launcher.free_ports(1)[0]])
+        cluster = _cluster(chief=[refused_port], worker=[own], ps=[local_cluster.free_ports(1)[0]])
         missing = 'ps-0 at %s, chief-0 at 127.0.0.1:%d' % (cluster['ps'][0], refused_port)
     elif role == 'chief':
         cluster = _cluster(chief=[own], worker=[refused_port])
@@ -142,7 +142,7 @@ def test_task_whose_peers_never_come_up_says_so_and_gives_up(data_dir, tmp_path,
 
 def test_signal_ends_an_all_reduce_task_waiting_for_its_peers(data_dir, tmp_path,
                                                               refused_port):
-    cluster = _cluster(chief=[refused_port], worker=[launcher.free_ports(1)[0]])
+    cluster = _cluster(chief=[refused_port], worker=[local_cluster.free_ports(1)[0]])
     task = Task(tmp_path, 'worker', _flags(data_dir, tmp_path / 'job'),
                 _tf_config(cluster, 'worker'))
     task.wait_for('Waiting for chief-0')
@@ -163,7 +163,7 @@ def test_all_reduce_peer_that_never_joins_the_set_up_ends_the_task(data_dir, tmp
                                                                    silent_peer):
     """TensorFlow waits in C++, holding the interpreter lock, for a peer that came up
     but never joins the collective set-up: the bound holds there too."""
-    cluster = _cluster(chief=[launcher.free_ports(1)[0]], worker=[silent_peer])
+    cluster = _cluster(chief=[local_cluster.free_ports(1)[0]], worker=[silent_peer])
     task = Task(tmp_path, 'chief', _flags(data_dir, tmp_path / 'job', '--peer-timeout-secs',
                                           '3'), _tf_config(cluster, 'chief'))
     setting_up = task.wait_for('Setting up multi_worker_mirrored with worker-0')
@@ -181,7 +181,7 @@ def test_signal_ends_an_all_reduce_task_blocked_in_its_set_up(data_dir, tmp_path
                                                                silent_peer, signum, to_group):
     """No Python runs in the task there: its sentinel process ends it at once. (SIGTERM
     to the pid alone goes to TensorFlow's preemption notifier: see docs/reliability.md.)"""
-    cluster = _cluster(chief=[launcher.free_ports(1)[0]], worker=[silent_peer])
+    cluster = _cluster(chief=[local_cluster.free_ports(1)[0]], worker=[silent_peer])
     task = Task(tmp_path, 'chief', _flags(data_dir, tmp_path / 'job'),
                 _tf_config(cluster, 'chief'))
     task.wait_for('Setting up multi_worker_mirrored with worker-0')
@@ -219,7 +219,7 @@ def test_ctrl_c_and_a_closed_terminal_save_and_stop_like_sigterm(data_dir, tmp_p
 def test_second_ctrl_c_ends_a_chief_at_once(data_dir, tmp_path):
     """A chief whose parameter server hangs (SIGSTOP) cannot save: the first Ctrl-C
     would give it 25 s; the second ends it at once."""
-    ports = launcher.free_ports(2)
+    ports = local_cluster.free_ports(2)
     cluster = _cluster(chief=ports[:1], ps=ports[1:])
     flags = _flags(data_dir, tmp_path / 'job', '--train-steps', '100000000',
                    '--log-step-count-steps', '100')
@@ -331,7 +331,7 @@ def test_sigterm_after_the_chief_finished_ends_an_evaluator_normally(data_dir, t
     """gcloud's `local train --distributed` stops the other tasks with SIGTERM once the
     chief exits: an evaluator stopped after the chief recorded its success ends with an
     INFO line and status 0; one stopped before (no such record) is an error, as before."""
-    cluster = _cluster(chief=[launcher.free_ports(1)[0]], ps=[launcher.free_ports(1)[0]])
+    cluster = _cluster(chief=[local_cluster.free_ports(1)[0]], ps=[local_cluster.free_ports(1)[0]])
     tf_config = _tf_config(cluster, 'evaluator')
     tasks = {name: Task(tmp_path, name, _flags(data_dir, tmp_path / name), tf_config)
              for name in ('after', 'before')}

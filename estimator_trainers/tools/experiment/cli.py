@@ -13,10 +13,12 @@ command starts for the whole invocation (`local_storage`): every point's
 rehearsal and the results read it, and the points' job-dirs are kept in
 `<out>/local-storage`, from where a later invocation loads them again.
 """
+import argparse
 import contextlib
 import os
 import shlex
 import sys
+from typing import IO, Iterator, Optional, Sequence
 
 from estimator_trainers import flags
 from estimator_trainers import gcs
@@ -34,7 +36,8 @@ EXIT_FAILED = 1
 EXPERIMENTS_DIR = 'experiments'
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command's flags (usage errors exit 2)."""
     parser = flags.make_parser(
         'bash scripts/experiment.sh',
         'Run every point of a sweep file (a grid or list of trainer flag values, '
@@ -59,44 +62,45 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def default_out(sweep_name, full=False):
+def default_out(sweep_name: str, full: bool = False) -> str:
     """`--out` when none is given: `experiments/<name>[-full]` of the current
     directory, kept out of the package tree (a build context, an sdist) and
     of git (`.gitignore`)."""
     return os.path.join(EXPERIMENTS_DIR, sweep_name + ('-full' if full else ''))
 
 
-def main(argv=None, stream=None):
+def main(argv: Optional[Sequence[str]] = None, stream: Optional[IO[str]] = None) -> int:
     """Runs the command; returns the exit code."""
     logs.quiet_console()
     # This process reads gs:// run records that the points' jobs rewrite. TF's
     # gs:// client keeps a 5-second stat cache, read when TF loads, and a stale
     # size fails the next read with "File contents are inconsistent".
     os.environ.setdefault('GCS_STAT_CACHE_MAX_AGE', '0')
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
-    stream = stream or sys.stdout
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(given)
+    output = stream or sys.stdout
     sweep = sweep_lib.load(args.sweep, full=args.full)
     out = os.path.abspath(args.out or default_out(sweep.name, args.full))
     safe_io.check_owner(out, '--out')
     layout = execute.Layout.of(sweep, out)
     if args.dry_run:
-        execute.dry_run(sweep, layout, stream)
+        execute.dry_run(sweep, layout, output)
         return 0
     safe_io.check_writable_directory(out, '--out')
-    with _storage(sweep, layout, stream):
+    with _storage(sweep, layout, output):
         if '://' in layout.job_base:
             logs.import_tensorflow()  # gs:// records are read through it: without its noise
         _check_records(sweep, layout)  # a changed sweep is refused before anything is written
         with outputs.faults_as_lines(out):
             os.makedirs(out, exist_ok=True)
-            with outputs.Lock(out, argv):
+            with outputs.Lock(out, given):
                 # Read again under the lock: another sweep may have run points meanwhile.
-                return _run(sweep, layout, _check_records(sweep, layout), stream)
+                return _run(sweep, layout, _check_records(sweep, layout), output)
 
 
 @contextlib.contextmanager
-def _storage(sweep, layout, stream):
+def _storage(sweep: sweep_lib.Sweep, layout: execute.Layout,
+             stream: IO[str]) -> Iterator[None]:
     """Local storage for a rehearse sweep that runs without an account, its
     environment in this process (and so in every point's) meanwhile; the
     job-dirs loaded from `<out>/local-storage` and written back at the end."""
@@ -116,7 +120,8 @@ def _storage(sweep, layout, stream):
         yield
 
 
-def _check_records(sweep, layout):
+def _check_records(sweep: sweep_lib.Sweep,
+                   layout: execute.Layout) -> execute.Records:
     """The points' run records; refuses a sweep changed since they were trained."""
     records = execute.read_records(sweep, layout)
     for point in sweep.points:
@@ -125,10 +130,13 @@ def _check_records(sweep, layout):
     return records
 
 
-def _run(sweep, layout, records, stream):
+def _run(sweep: sweep_lib.Sweep, layout: execute.Layout,
+         records: execute.Records, stream: IO[str]) -> int:
     """Runs the points not done yet and writes the results; returns the exit code."""
     out = layout.out
-    safe_io.write_atomic(os.path.join(out, 'sweep.yaml'), sweep.source)
+    assert sweep.source is not None  # `sweep_lib.load` keeps the file's bytes
+    # As read: the file passed `user_files.decode`, so this is the same bytes.
+    safe_io.write_atomic(os.path.join(out, 'sweep.yaml'), sweep.source.decode('utf-8'))
     stream.write('%s: %d point%s (%s), target %s, into %s\n' % (
         sweep.name, len(sweep.points), '' if len(sweep.points) == 1 else 's',
         _shape(sweep), sweep.target, layout.job_base))
@@ -150,12 +158,13 @@ def _run(sweep, layout, records, stream):
     return 0
 
 
-def _shape(sweep):
+def _shape(sweep: sweep_lib.Sweep) -> str:
+    """`num-layers x seed, 2 repeats`: the sweep's shape in its first line."""
     axes = ' x '.join('%s' % axis for axis in sweep.axes) or 'no axes'
     return '%s, %d repeat%s' % (axes, sweep.repeats, '' if sweep.repeats == 1 else 's')
 
 
-def write_results(sweep, layout, stream):
+def write_results(sweep: sweep_lib.Sweep, layout: execute.Layout, stream: IO[str]) -> None:
     """results.csv, results.md, plots and the HParams experiment of what ran."""
     # TensorBoard's event reader uses TensorFlow's file system (gs:// too): import
     # it without its start-up noise first.

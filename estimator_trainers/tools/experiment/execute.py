@@ -12,8 +12,10 @@ launcher for a `cluster` shape), each in its own process group with its
 output in `<out>/logs/<point id>.log`. Rehearse points run one at a time
 through the cloud CLI (`submit --rehearse`). Vertex points are submitted
 through the cloud CLI (`submit --stream-logs`), at most `max_parallel` at
-once, and followed until they end; a rerun follows the jobs it submitted
-before (`<out>/vertex-jobs.json`) instead of submitting them again. The cloud
+once, and followed until they end; the CLI writes each job's name to the file
+the runner names in `job_record.JOB_RECORD_ENV` once the job exists, and a
+rerun follows the jobs submitted before (`<out>/vertex-jobs.json`) instead of
+submitting them again. The cloud
 CLI is always driven as a command, so this module never depends on its
 internals. SIGINT or SIGTERM stops the running points (SIGTERM to each: a
 trainer saves a checkpoint first, the launcher stops its tasks; Vertex jobs
@@ -29,10 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, List
+import types
+from typing import IO, Any, List, Mapping, Optional, Sequence
 
 from estimator_trainers import errors
 from estimator_trainers import flags
+from estimator_trainers import job_record
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
 from estimator_trainers import user_files
@@ -49,8 +53,14 @@ VERTEX_STATE = 'vertex-jobs.json'
 STATE_LIMITS = user_files.Limits(bytes=16 << 20, depth=2, values=200000,
                                  expected='it holds a job name per point')
 STOP_GRACE_SECS = 60
+# A session of a job-dir's run record (`run_record.read`), and {point id: its sessions}.
+Session = dict[str, Any]
+Records = dict[str, list[Session]]
+# {"POINT#SESSION": Vertex AI job name} of the jobs a sweep submitted (`VERTEX_STATE`).
+JobState = dict[str, str]
+# A Vertex point being followed: (point, session, process, start time, job record path).
+Running = tuple[sweep_lib.Point, int, 'subprocess.Popen[bytes]', float, str]
 _POLL_SECS = 0.2
-_JOB_NAME_RE = re.compile(r'^(projects/\S+/(customJobs|hyperparameterTuningJobs)/\S+)$', re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +70,9 @@ class Layout:
     job_base: str
 
     @classmethod
-    def of(cls, sweep, out, environ=None):
+    def of(cls, sweep: sweep_lib.Sweep, out: str,
+           environ: Optional[Mapping[str, str]] = None) -> 'Layout':
+        """The layout of `sweep` run into `out` (a cloud sweep's job-dirs under gs://)."""
         environ = os.environ if environ is None else environ
         if sweep.target == 'local':
             return cls(out=out, job_base=os.path.join(out, RUNS_DIR))
@@ -75,18 +87,21 @@ class Layout:
             base = '%s/experiments/%s' % (bucket.rstrip('/'), sweep.name)
         return cls(out=out, job_base=base.rstrip('/'))
 
-    def job_dir(self, point):
+    def job_dir(self, point: sweep_lib.Point) -> str:
+        """The point's job-dir."""
         return '%s/%s' % (self.job_base, point.id) if '://' in self.job_base else \
             os.path.join(self.job_base, point.id)
 
-    def log_path(self, point):
+    def log_path(self, point: sweep_lib.Point) -> str:
+        """The log of the point's command."""
         return os.path.join(self.out, LOGS_DIR, point.id + '.log')
 
-    def task_log_dir(self, point):
+    def task_log_dir(self, point: sweep_lib.Point) -> str:
+        """The task logs of the point's local cluster."""
         return os.path.join(self.out, LOGS_DIR, point.id)
 
 
-def job_name(sweep, point, session):
+def job_name(sweep: sweep_lib.Sweep, point: sweep_lib.Point, session: int) -> str:
     """A Vertex AI display name: letters, digits and underscores, at most 128."""
     name = re.sub(r'[^A-Za-z0-9_]+', '_', '%s_%s' % (sweep.name, point.id))
     if len(point.sessions) > 1:
@@ -96,7 +111,8 @@ def job_name(sweep, point, session):
     return name[:128]
 
 
-def environment(sweep, environ=None):
+def environment(sweep: sweep_lib.Sweep,
+                environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The environment of every command: this repository (and the sweep's package) importable."""
     env = dict(os.environ if environ is None else environ)
     paths = [sweep_lib.REPO_ROOT] + ([sweep.package_dir] if sweep.package_dir else [])
@@ -107,36 +123,41 @@ def environment(sweep, environ=None):
     return env
 
 
-def trainer_argv(sweep: Any, point: Any, session: int, job_dir: str) -> List[str]:
+def trainer_argv(sweep: sweep_lib.Sweep, point: sweep_lib.Point, session: int,
+                 job_dir: str) -> List[str]:
     """`python -m MODULE ...` of one session of a local point: the data flags, the
     job-dir, the trainer's local defaults, the point's flags and its seed, each
     flag once (`flags.last_wins`: the point's own value over a local default)."""
-    data = sweep.trainer.data_args(sweep.data_dir) if sweep.uses_data_args else []
+    data: list[str] = (sweep.trainer.data_args(sweep.data_dir)
+                       if sweep.uses_data_args and sweep.data_dir is not None else [])
     return [sys.executable, '-m', sweep.module] + flags.last_wins(
         data + ['--job-dir', job_dir] + list(sweep.trainer.local_args)
         + list(point.sessions[session]) + ['--random-seed=%d' % point.seed],
         sweep.trainer.make_parser())
 
 
-def command(sweep, layout, point, session, dry_run=False):
+def command(sweep: sweep_lib.Sweep, layout: Layout, point: sweep_lib.Point, session: int,
+            dry_run: bool = False) -> list[str]:
     """argv of one session of `point` on the sweep's target."""
     job_dir = layout.job_dir(point)
     if sweep.target == 'local':
         argv = trainer_argv(sweep, point, session, job_dir)
         if point.cluster is None:
             return argv
-        counts = []
+        counts: list[str] = []
         for key in sweep_lib.CLUSTER_KEYS:
             counts += ['--' + key, str(point.cluster[key])]
         return (list(LAUNCHER) + ['--job-dir', job_dir, '--log-dir',
                                   layout.task_log_dir(point)] + counts + ['--'] + argv)
     cloud = sweep.cloud
-    argv = list(CLOUD_CLI) + ['submit', sweep.trainer.name, '--config', point.config,
+    assert point.config is not None  # `sweep_lib.parse` gives every cloud point one
+    argv = list(CLOUD_CLI) + ['submit', str(sweep.trainer.name), '--config', point.config,
                               '--job-dir', job_dir,
                               '--job-name', job_name(sweep, point, session)]
-    for key in ('project', 'region', 'bucket'):
-        if cloud.get(key):
-            argv += ['--' + key, cloud[key]]
+    for key, value in (('project', cloud.get('project')), ('region', cloud.get('region')),
+                       ('bucket', cloud.get('bucket'))):
+        if value:
+            argv += ['--' + key, value]
     if dry_run:
         argv.append('--dry-run')
     elif sweep.target == 'rehearse':
@@ -151,7 +172,7 @@ def command(sweep, layout, point, session, dry_run=False):
 
 # --- what is done -------------------------------------------------------------------
 
-def session_done(sessions, target):
+def session_done(sessions: Sequence[Session], target: Optional[int]) -> bool:
     """Whether a succeeded session in `sessions` reached `target` (None: any step target)."""
     for session in sessions:
         steps = session.get('steps') or {}
@@ -164,7 +185,7 @@ def session_done(sessions, target):
     return False
 
 
-def done_sessions(point, sessions):
+def done_sessions(point: sweep_lib.Point, sessions: Sequence[Session]) -> int:
     """The leading sessions of `point` its record shows done."""
     count = 0
     for target in point.targets:
@@ -174,9 +195,9 @@ def done_sessions(point, sessions):
     return count
 
 
-def read_records(sweep, layout):
+def read_records(sweep: sweep_lib.Sweep, layout: Layout) -> Records:
     """{point id: the sessions of its run record} of every point with one."""
-    records = {}
+    records: Records = {}
     for point in sweep.points:
         sessions = run_record.read(layout.job_dir(point))
         if sessions:
@@ -184,7 +205,8 @@ def read_records(sweep, layout):
     return records
 
 
-def check_flags(sweep, point, sessions):
+def check_flags(sweep: sweep_lib.Sweep, point: sweep_lib.Point,
+                sessions: Sequence[Session]) -> None:
     """Refuses a job-dir trained with other flags than the sweep now gives its point.
 
     Raises:
@@ -211,7 +233,7 @@ def check_flags(sweep, point, sessions):
 class Stop(Exception):
     """SIGINT or SIGTERM arrived: the sweep stops after the running points."""
 
-    def __init__(self, signum):
+    def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
@@ -219,25 +241,27 @@ class Stop(Exception):
 class Signals:
     """SIGINT/SIGTERM noted for the polling loops (installed from the main thread)."""
 
-    def __init__(self):
-        self.received = None
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
 
-    def install(self):
+    def install(self) -> 'Signals':
+        """Installs the handlers; returns itself."""
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
         return self
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum: int, frame: Optional[types.FrameType]) -> None:
         del frame
         self.received = self.received or signum
 
 
-def error_record_path(log_path):
+def error_record_path(log_path: str) -> str:
     """Where a command started with `start` records the error it ends with."""
     return log_path[:-len('.log')] + '.error.json'
 
 
-def start(argv, env, log_path, stdout_path=None):
+def start(argv: Sequence[str], env: Mapping[str, str], log_path: str,
+          stdout_path: Optional[str] = None) -> 'subprocess.Popen[bytes]':
     """Starts `argv` in its own process group, its output appended to `log_path`.
 
     The command records the error it ends with (`errors.ERROR_RECORD_ENV`) for
@@ -259,14 +283,16 @@ def start(argv, env, log_path, stdout_path=None):
                 stdout.close()
 
 
-def _remove(path):
+def _remove(path: str) -> None:
+    """Removes `path` if it exists."""
     try:
         os.remove(path)
     except FileNotFoundError:
         pass
 
 
-def stop(process, grace_secs=STOP_GRACE_SECS):
+def stop(process: 'subprocess.Popen[bytes]', grace_secs: float = STOP_GRACE_SECS
+         ) -> Optional[int]:
     """SIGTERM to the process group (the trainer saves, the launcher stops its
     tasks), SIGKILL after `grace_secs`; returns its exit code."""
     for signum, wait in ((signal.SIGTERM, grace_secs), (signal.SIGKILL, 10)):
@@ -281,7 +307,7 @@ def stop(process, grace_secs=STOP_GRACE_SECS):
     return process.poll()
 
 
-def wait(process, signals):
+def wait(process: 'subprocess.Popen[bytes]', signals: Signals) -> int:
     """Waits for `process`; on a signal stops it and raises `Stop`."""
     while process.poll() is None:
         if signals.received:
@@ -291,11 +317,12 @@ def wait(process, signals):
     return process.returncode
 
 
-def failure(log_path):
+def failure(log_path: str) -> str:
     """Why a command `start` ran failed: its error record, else its log's last line."""
     error = errors.read_record(error_record_path(log_path))
     if error is not None:
-        return errors.line(error)
+        line: str = errors.line(error)
+        return line
     try:
         with open(log_path, encoding='utf-8', errors='replace') as f:
             lines = [line.rstrip() for line in f if line.strip()]
@@ -308,21 +335,24 @@ def failure(log_path):
 class Progress:
     """Progress lines with an ETA for the whole sweep, on `stream`."""
     total: int
-    stream: object
+    stream: IO[str]
     parallel: int = 1
-    durations: list = dataclasses.field(default_factory=list)
+    durations: list[float] = dataclasses.field(default_factory=list)
     remaining: int = 0
 
-    def say(self, point, text):
+    def say(self, point: sweep_lib.Point, text: str) -> None:
+        """`[3/8] num-layers=8 seed=1: TEXT`."""
         self.stream.write('[%d/%d] %s: %s\n' % (point.index + 1, self.total, point.label, text))
         self.stream.flush()
 
-    def finished(self, point, secs, text):
+    def finished(self, point: sweep_lib.Point, secs: float, text: str) -> None:
+        """A point ended after `secs`: says so with the sweep's ETA."""
         self.durations.append(secs)
         self.remaining -= 1
         self.say(point, '%s in %s; %s' % (text, _duration(secs), self.eta()))
 
-    def eta(self):
+    def eta(self) -> str:
+        """`sweep ETA 3m05s (2 points to go)` from the mean time of the finished points."""
         if not self.remaining:
             return 'sweep done'
         mean = sum(self.durations) / len(self.durations)
@@ -331,7 +361,7 @@ class Progress:
             _duration(left), self.remaining, '' if self.remaining == 1 else 's')
 
 
-def _duration(secs):
+def _duration(secs: float) -> str:
     """`42.1s`, `3m05s` or `1h02m`, as the trainers' progress lines show times."""
     if secs < 60:
         return '%.1fs' % secs
@@ -340,13 +370,13 @@ def _duration(secs):
     return '%dh%02dm' % (hours, minutes) if hours else '%dm%02ds' % (minutes, seconds)
 
 
-def describe(sessions, metric):
+def describe(sessions: Sequence[Session], metric: str) -> str:
     """`accuracy 0.8125, 1234.5 examples/sec` of a point's last succeeded session."""
     done = [s for s in sessions if s.get('status') == run_record.SUCCEEDED]
     if not done:
         return 'no run record'
     last = done[-1]
-    parts = []
+    parts: list[str] = []
     value = (last.get('final_metrics') or {}).get(metric)
     if value is not None:
         parts.append('%s %.4g' % (metric, value))
@@ -358,28 +388,31 @@ def describe(sessions, metric):
 class Runner:
     """Runs the points of `sweep` that are not done, with progress on `stream`."""
 
-    def __init__(self, sweep, layout, stream, signals, environ=None, cloud_cli=CLOUD_CLI):
+    def __init__(self, sweep: sweep_lib.Sweep, layout: Layout, stream: IO[str],
+                 signals: Signals, environ: Optional[Mapping[str, str]] = None,
+                 cloud_cli: Sequence[str] = CLOUD_CLI) -> None:
         self.sweep = sweep
         self.layout = layout
         self.stream = stream
         self.signals = signals
         self.env = environment(sweep, environ)
         self.cloud_cli = tuple(cloud_cli)
-        self.failed = []
+        self.failed: list[sweep_lib.Point] = []
 
-    def _argv(self, point, session):
+    def _argv(self, point: sweep_lib.Point, session: int) -> list[str]:
+        """`command`, with this runner's cloud CLI."""
         argv = command(self.sweep, self.layout, point, session)
         if argv[:len(CLOUD_CLI)] == list(CLOUD_CLI):
             argv = list(self.cloud_cli) + argv[len(CLOUD_CLI):]
         return argv
 
-    def run(self, records):
+    def run(self, records: Records) -> None:
         """Runs every point whose sessions `records` do not show done.
 
         Raises:
           Stop: a signal arrived (the running points were stopped first).
         """
-        todo = []
+        todo: list[tuple[sweep_lib.Point, int]] = []
         progress = Progress(total=len(self.sweep.points), stream=self.stream,
                             parallel=(self.sweep.cloud.get('max_parallel',
                                                             sweep_lib.DEFAULT_MAX_PARALLEL)
@@ -405,11 +438,12 @@ class Runner:
             for point, done in todo:
                 self._run_point(point, done, progress)
 
-    def sweep_estimate(self, todo):
+    def sweep_estimate(self, todo: Sequence[tuple[sweep_lib.Point, int]]) -> list[str]:
         """What the sweep's remaining Vertex AI jobs will cost, summed before any starts
         (each point's `--estimate-only`, `tools/cloud/estimate.py`); a point the cloud
         CLI cannot estimate is said and left out of the sum."""
-        figures, lines = [], []
+        figures: list[dict[str, Any]] = []
+        lines: list[str] = []
         for point, session in todo:
             argv = self._argv(point, session)
             split = argv.index('--') if '--' in argv else len(argv)
@@ -423,16 +457,19 @@ class Runner:
                     proc.stderr.strip().splitlines() or ['exit %d' % proc.returncode])[-1]))
         return lines + (estimate.sweep_lines(figures) if figures else [])
 
-    def _prepare_data(self):
+    def _prepare_data(self) -> None:
+        """Runs the trainer's data step when the sweep's data directory lacks the data."""
         if not self.sweep.uses_data_args:
             return
+        assert self.sweep.data_dir is not None  # `uses_data_args`
         code = local.prepare_data(self.sweep.trainer, self.sweep.data_dir, self.env)
         if code:
             raise UserInputError('the data step of %s for %s failed (exit %d)'
                                  % (self.sweep.trainer.name, self.sweep.data_dir, code),
                                  path=self.sweep.data_dir)
 
-    def _run_point(self, point, done, progress):
+    def _run_point(self, point: sweep_lib.Point, done: int, progress: Progress) -> None:
+        """Runs the sessions of a local or rehearse point from session `done` on."""
         started = time.time()
         log = self.layout.log_path(point)
         for session in range(done, len(point.sessions)):
@@ -455,29 +492,33 @@ class Runner:
         progress.finished(point, time.time() - started,
                           'done (%s)' % describe(sessions, self.sweep.metric))
 
-    def _has_checkpoints(self, point):
+    def _has_checkpoints(self, point: sweep_lib.Point) -> bool:
+        """Whether the point's local job-dir holds checkpoints (a run resumes)."""
         job_dir = self.layout.job_dir(point)
         return '://' not in job_dir and os.path.isfile(os.path.join(job_dir, 'checkpoint'))
 
     # Vertex AI: bounded parallel submission, following, resuming the following.
 
-    def _run_vertex(self, todo, progress):
+    def _run_vertex(self, todo: Sequence[tuple[sweep_lib.Point, int]],
+                    progress: Progress) -> None:
+        """Submits (or follows) the Vertex AI points, at most `progress.parallel` at once."""
         state_path = os.path.join(self.layout.out, VERTEX_STATE)
         state = _read_state(state_path)
         limit = progress.parallel
         queue = list(todo)
-        running = {}  # point id -> (point, session, process, started, stdout path)
+        running: dict[str, Running] = {}  # by point id
         try:
             while queue or running:
                 while queue and len(running) < limit:
                     point, session = queue.pop(0)
                     running[point.id] = self._launch(point, session, state, progress)
-                for point_id, (point, session, process, started, out) in list(running.items()):
-                    self._note_job(point, session, out, state, state_path)
+                for point_id, (point, session, process, started, record) in list(
+                        running.items()):
+                    self._note_job(point, session, record, state, state_path)
                     if process.poll() is None:
                         continue
                     del running[point_id]
-                    self._note_job(point, session, out, state, state_path)
+                    self._note_job(point, session, record, state, state_path)
                     log = self.layout.log_path(point)
                     if process.returncode:
                         state.pop(_state_key(point, session), None)
@@ -498,9 +539,9 @@ class Runner:
                     raise Stop(self.signals.received)
                 time.sleep(_POLL_SECS)
         except Stop:
-            for point, session, process, _, out in running.values():
+            for point, session, process, _, record in running.values():
                 stop(process, grace_secs=10)
-                self._note_job(point, session, out, state, state_path)
+                self._note_job(point, session, record, state, state_path)
             if running:
                 self.stream.write(
                     'stopped following %d Vertex AI job(s), which keep running: rerun the '
@@ -508,10 +549,14 @@ class Runner:
                     % (len(running), shlex.join(CLOUD_CLI[1:])))
             raise
 
-    def _launch(self, point, session, state, progress):
+    def _launch(self, point: sweep_lib.Point, session: int, state: JobState,
+                progress: Progress) -> Running:
+        """Starts submitting a session, or following the job submitted for it before."""
         key = _state_key(point, session)
         log = self.layout.log_path(point)
         out = log[:-len('.log')] + '.out'
+        record = log[:-len('.log')] + '.job.json'
+        _remove(record)
         if state.get(key):
             argv = list(self.cloud_cli) + ['logs', state[key]]
             if self.sweep.cloud.get('poll_interval') is not None:
@@ -522,28 +567,27 @@ class Runner:
             progress.say(point, 'submitting%s (log %s)' % (
                 '' if len(point.sessions) == 1 else ' session %d of %d' % (
                     session + 1, len(point.sessions)), log))
-        return point, session, start(argv, self.env, log, stdout_path=out), time.time(), out
+        env = dict(self.env, **{job_record.JOB_RECORD_ENV: record})
+        return point, session, start(argv, env, log, stdout_path=out), time.time(), record
 
-    def _note_job(self, point, session, out, state, state_path):
-        """Keeps the job name `submit` printed, so a rerun follows it."""
+    def _note_job(self, point: sweep_lib.Point, session: int, record_path: str,
+                  state: JobState, state_path: str) -> None:
+        """Keeps the name of the job `submit` recorded creating, so a rerun follows it."""
         key = _state_key(point, session)
         if state.get(key):
             return
-        try:
-            with open(out, encoding='utf-8', errors='replace') as f:
-                match = _JOB_NAME_RE.search(f.read())
-        except OSError:
-            return
-        if match:
-            state[key] = match.group(1)
+        record = job_record.read(record_path)
+        if record is not None:
+            state[key] = record.name
             _write_state(state_path, state)
 
 
-def _state_key(point, session):
+def _state_key(point: sweep_lib.Point, session: int) -> str:
+    """`POINT#SESSION`, a key of `VERTEX_STATE`."""
     return '%s#%d' % (point.id, session)
 
 
-def _read_state(path):
+def _read_state(path: str) -> JobState:
     """{point#session: Vertex AI job name} of the jobs an earlier invocation submitted.
 
     Raises:
@@ -560,14 +604,17 @@ def _read_state(path):
     return state
 
 
-def _write_state(path, state):
+def _write_state(path: str, state: JobState) -> None:
+    """Writes `VERTEX_STATE` whole."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     safe_io.write_atomic(path, json.dumps(state, indent=1, sort_keys=True) + '\n')
 
 
 # --- dry runs -----------------------------------------------------------------------
 
-def dry_run(sweep, layout, stream, environ=None, cloud_cli=CLOUD_CLI):
+def dry_run(sweep: sweep_lib.Sweep, layout: Layout, stream: IO[str],
+            environ: Optional[Mapping[str, str]] = None,
+            cloud_cli: Sequence[str] = CLOUD_CLI) -> None:
     """Prints every point's command (local) or request (rehearse, vertex); runs nothing
     that trains. A cloud point's request comes from the cloud CLI's own `--dry-run`.
 

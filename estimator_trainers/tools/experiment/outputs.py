@@ -23,6 +23,8 @@ import shlex
 import socket
 import stat
 import sys
+import types
+from typing import Iterator, Optional, Sequence
 
 from estimator_trainers import user_files
 from estimator_trainers.errors import TaskFailure
@@ -41,13 +43,13 @@ class Lock:
       argv: this command's arguments, named in a refusal of another sweep.
     """
 
-    def __init__(self, out, argv):
+    def __init__(self, out: str, argv: Sequence[str]) -> None:
         self.path = os.path.join(out, LOCK_FILE)
         self.out = out
         self._argv = list(argv)
-        self._fd = None
+        self._fd: Optional[int] = None
 
-    def __enter__(self):
+    def __enter__(self) -> 'Lock':
         for _ in range(3):
             fd = self._open()
             try:
@@ -77,19 +79,22 @@ class Lock:
                            'command': shlex.join([os.path.basename(sys.executable), '-m',
                                                   'estimator_trainers.tools.experiment']
                                                  + self._argv)})
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, text.encode('utf-8'), 0)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode('utf-8'), 0)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: Optional[type[BaseException]],
+                 exc: Optional[BaseException],
+                 traceback: Optional[types.TracebackType]) -> None:
         # Removed while still locked: a sweep that opens it meanwhile finds
         # another file at the path once it has the lock, and tries again.
         with contextlib.suppress(OSError):
             os.remove(self.path)
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
         self._fd = None
 
-    def _open(self):
+    def _open(self) -> int:
         """The lock file, opened (created if absent) without following a symlink."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -108,7 +113,7 @@ class Lock:
                                  flag='--out', path=self.path)
         return fd
 
-    def _holder(self):
+    def _holder(self) -> str:
         """`pid P on HOST since T: COMMAND` of the sweep holding the lock, as it wrote it."""
         try:
             owner = user_files.read_json(self.path, limits=LOCK_LIMITS)
@@ -120,14 +125,14 @@ class Lock:
             _shown(owner.get(key)) for key in ('pid', 'host', 'started_at', 'command'))
 
 
-def _shown(value):
+def _shown(value: object) -> str:
     """A field of another sweep's lock as one bounded line."""
     text = ''.join(c if c.isprintable() else '?' for c in str(value))
     return text if len(text) <= 300 else text[:297] + '...'
 
 
 @contextlib.contextmanager
-def faults_as_lines(out):
+def faults_as_lines(out: str) -> Iterator[None]:
     """Ends a failing write under `out` (`--out`) with one line instead of a traceback.
 
     Raises:

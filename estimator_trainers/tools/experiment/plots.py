@@ -19,15 +19,19 @@ Each `*_figure` function returns the figure (tests read its series);
 """
 import io
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
+from matplotlib.axes import Axes  # pylint: disable=wrong-import-position
+from matplotlib.figure import Figure  # pylint: disable=wrong-import-position
 
 from estimator_trainers import run_record  # pylint: disable=wrong-import-position
 from estimator_trainers import safe_io  # pylint: disable=wrong-import-position
 from estimator_trainers.tools.experiment import results  # pylint: disable=wrong-import-position
+from estimator_trainers.tools.experiment import sweep as sweep_lib  # pylint: disable=wrong-import-position
+from estimator_trainers.tools.experiment.results import Row  # pylint: disable=wrong-import-position
 
 PLOTS_DIR = 'plots'
 METRIC_VS_TIME = 'metric-vs-wall-time.png'
@@ -38,18 +42,22 @@ LOAD_LABEL = 'load average (1 min) of each run'
 _LOADED_COLOUR = 'tab:red'
 
 
-def by_axis_name(axis):
+def by_axis_name(axis: str) -> str:
+    """The file of the plots against `axis`."""
     return 'by-%s.png' % axis
 
 
-def _number(text):
+def _number(text: object) -> Optional[float]:
+    """An axis value as a number, or None when it is not one."""
+    if not isinstance(text, (int, float, str)):
+        return None
     try:
         return float(text)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
-def quantities(sweep, rows):
+def quantities(sweep: sweep_lib.Sweep, rows: Sequence[Row]) -> list[tuple[str, str]]:
     """(column, label) of every quantity some succeeded row measured, the metric last."""
     ran = [r for r in rows if r.get('status') == run_record.SUCCEEDED]
     found = [(c, label) for c, label in results.QUANTITIES
@@ -60,7 +68,7 @@ def quantities(sweep, rows):
     return found
 
 
-def by_axis_figure(sweep, rows, axis):
+def by_axis_figure(sweep: sweep_lib.Sweep, rows: Sequence[Row], axis: str) -> Optional[Figure]:
     """Each quantity against `axis`: the mean over the repeats with their standard
     deviation as error bars and each repeat as a dot, times and rates on axes from
     zero; a last panel shows the load each point ran under, and a note names the
@@ -73,17 +81,18 @@ def by_axis_figure(sweep, rows, axis):
     if not panels:
         return None
     panels += [(LOAD_PANEL, LOAD_LABEL)]
-    values = []
+    values: list[object] = []
     for row in rows:
         if row.get(axis) not in values:
             values.append(row.get(axis))
     numeric = all(_number(v) is not None for v in values)
-    positions = {v: (_number(v) if numeric else i) for i, v in enumerate(values)}
+    positions: dict[object, float] = {v: ((_number(v) or 0.0) if numeric else i)
+                                      for i, v in enumerate(values)}
     cols = min(3, max(1, len(panels)))
     nrows = (len(panels) + cols - 1) // cols
     figure, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.4 * nrows + 0.6),
                                 squeeze=False)
-    lines = {}
+    lines: dict[tuple[object, ...], list[Row]] = {}
     for row in ran:
         lines.setdefault(tuple(row.get(o) for o in others), []).append(row)
     for panel, (column, label) in zip(axes.flat, panels):
@@ -121,11 +130,13 @@ def by_axis_figure(sweep, rows, axis):
     return figure
 
 
-def _quantity_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+def _quantity_series(panel: Axes, at: Dict[Any, List[Row]], positions: Dict[Any, float],
                      column: str, colour: str, name: str) -> None:
     """One line of a panel: means with sd error bars, the runs as dots, the points
     measured under load circled."""
-    xs, means, spreads = [], [], []
+    xs: list[float] = []
+    means: list[float] = []
+    spreads: list[float] = []
     for value, members in at.items():
         stats = results.summary([r.get(column) for r in members])
         if not stats:
@@ -133,7 +144,7 @@ def _quantity_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any,
         xs.append(positions[value])
         means.append(stats[0])
         spreads.append(stats[1])
-        runs = [r.get(column) for r in members if isinstance(r.get(column), (int, float))]
+        runs = [v for v in (r.get(column) for r in members) if isinstance(v, (int, float))]
         panel.plot([positions[value]] * len(runs), runs, '.', color=colour, alpha=0.45)
         if any(results.under_load(r) for r in members):
             panel.plot([positions[value]], [stats[0]], 'o', markersize=13,
@@ -141,16 +152,19 @@ def _quantity_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any,
     panel.errorbar(xs, means, yerr=spreads, marker='o', capsize=4, color=colour, label=name)
 
 
-def _load_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, float],
+def _load_series(panel: Axes, at: Dict[Any, List[Row]], positions: Dict[Any, float],
                  colour: str, name: str) -> None:
     """The load panel's line: each run's 1-minute load average (the higher of its
     start and end), and the machine's cores as a dashed line."""
-    xs, loads, cores = [], [], set()
+    xs: list[float] = []
+    loads: list[float] = []
+    cores: set[int] = set()
     for value, members in at.items():
         for row in members:
-            if results.load_of(row) is not None:
+            load = results.load_of(row)
+            if load is not None:
                 xs.append(positions[value])
-                loads.append(results.load_of(row))
+                loads.append(load)
             if row.get('cpu_cores'):
                 cores.add(row['cpu_cores'])
     panel.plot(xs, loads, 'o', color=colour, alpha=0.7, label=name)
@@ -160,40 +174,43 @@ def _load_series(panel: Any, at: Dict[Any, List[dict]], positions: Dict[Any, flo
                    fontsize='x-small', color='grey')
 
 
-def load_note(rows: List[dict], axis: Optional[str] = None) -> str:
+def load_note(rows: Sequence[Row], axis: Optional[str] = None) -> str:
     """The figure's note on the load: which points ran with more runnable work than
     cores (their times and rates include waiting for a CPU), or that none did."""
     loaded = [r for r in rows if results.under_load(r)]
     cores = sorted({r['cpu_cores'] for r in rows if r.get('cpu_cores')})
     if not loaded:
-        loads = [results.load_of(r) for r in rows if results.load_of(r) is not None]
+        loads = [load for load in map(results.load_of, rows) if load is not None]
         return ('1-minute load average %s–%s, at most the %s cores: no point measured '
                 'under load.' % (_compact(min(loads)), _compact(max(loads)),
                                  '/'.join(map(str, cores))) if loads else
                 'The load the runs ran under was not recorded.')
-    points = []
+    points: list[str] = []
     for row in loaded:
         label = ('%s=%s' % (axis, _shown(row.get(axis))) if axis and axis != 'point'
-                 else row.get('point'))
+                 else str(row.get('point')))
         if label not in points:
             points.append(label)
     return ('Measured under load (circled): %s ran with a 1-minute load average up to %s '
             'on %s cores, so their times and rates include waiting for a CPU.' % (
                 'every run' if len(loaded) == len(rows) else ', '.join(points),
-                _compact(max(results.load_of(r) for r in loaded)),
+                _compact(max(load for load in map(results.load_of, loaded) if load is not None)),
                 '/'.join(map(str, cores))))
 
 
 def _compact(value: float) -> str:
+    """A load average as shown."""
     return '%.1f' % value
 
 
-def _shown(value):
+def _shown(value: object) -> str:
     """An axis value on a plot; a point of a list that does not set the axis: a dash."""
     return '–' if value is None else str(value)
 
 
-def metric_vs_time_figure(sweep, curves, points, rows=()):
+def metric_vs_time_figure(sweep: sweep_lib.Sweep, curves: results.Curves,
+                          points: Sequence[sweep_lib.Point],
+                          rows: Sequence[Row] = ()) -> Optional[Figure]:
     """The evaluation metric of every run against the time since its job started
     (from zero), with the note on the load of `rows` (the runs' rows); None when no
     run evaluated."""
@@ -201,7 +218,8 @@ def metric_vs_time_figure(sweep, curves, points, rows=()):
                for events, sessions in (curves.get(p.id, ({}, [])) for p in points)):
         return None
     figure, axis = plt.subplots(figsize=(8, 5.3))
-    colours, styles = {}, ('-', '--', ':', '-.')
+    colours: dict[tuple[tuple[str, object], ...], str] = {}
+    styles = ('-', '--', ':', '-.')
     for point in points:
         events, sessions = curves.get(point.id, ({}, []))
         if not sessions or sweep.metric not in events:
@@ -226,13 +244,13 @@ def metric_vs_time_figure(sweep, curves, points, rows=()):
     return figure
 
 
-def _note(figure: Any, rows: List[dict], text: str) -> None:
+def _note(figure: Figure, rows: Sequence[Row], text: str) -> None:
     """`text` under the figure, red when a run was measured under load."""
     figure.text(0.01, 0.01, text, fontsize='small', wrap=True,
                 color=_LOADED_COLOUR if any(results.under_load(r) for r in rows) else 'black')
 
 
-def throughput_figure(sweep, rows):
+def throughput_figure(sweep: sweep_lib.Sweep, rows: Sequence[Row]) -> Optional[Figure]:
     """Examples/sec against training tasks, a line per strategy, and the ideal.
 
     The job's figure is the sum of its training tasks' over one interval
@@ -246,12 +264,12 @@ def throughput_figure(sweep, rows):
         return None
     figure, axis = plt.subplots(figsize=(7.5, 5.2))
     # One process starts every strategy's line (it has no strategy of its own).
-    strategies = []
+    strategies: list[str] = []
     for row in ran:
         if row['training_tasks'] > 1 and _strategy(row) not in strategies:
             strategies.append(_strategy(row))
 
-    def members(name, count):
+    def members(name: str, count: int) -> list[Row]:
         return [r for r in ran if r['training_tasks'] == count
                 and (count == 1 or _strategy(r) == name)]
 
@@ -261,6 +279,7 @@ def throughput_figure(sweep, rows):
                          'C%d' % index, name)
     base = results.summary([r['examples_per_sec'] for r in ran
                             if r['training_tasks'] == tasks[0]])
+    assert base is not None  # `ran` holds rows of tasks[0], each with examples/sec
     axis.plot(tasks, [base[0] * count / tasks[0] for count in tasks], linestyle='--',
               color='grey', label=IDEAL_LABEL)
     axis.set_xlabel('training tasks (chief + workers)')
@@ -275,12 +294,14 @@ def throughput_figure(sweep, rows):
     return figure
 
 
-def _strategy(row):
+def _strategy(row: Row) -> str:
+    """`parameter_server, 2 ps` or `mirrored`: a row's strategy as a line's name."""
     return '%s, %s ps' % (row.get('strategy'), row.get('parameter_servers') or 0) \
         if row.get('parameter_servers') else str(row.get('strategy'))
 
 
-def write_all(sweep, rows, curves, out):
+def write_all(sweep: sweep_lib.Sweep, rows: Sequence[Row], curves: results.Curves,
+              out: str) -> list[str]:
     """Saves every plot under `<out>/plots/`; returns the paths written.
 
     Each PNG is drawn in memory and written whole (`safe_io.write_atomic`): a
@@ -292,7 +313,7 @@ def write_all(sweep, rows, curves, out):
                for axis in results.axis_columns(sweep)]
     figures.append((METRIC_VS_TIME, metric_vs_time_figure(sweep, curves, sweep.points, rows)))
     figures.append((THROUGHPUT, throughput_figure(sweep, rows)))
-    written = []
+    written: list[str] = []
     for name, figure in figures:
         if figure is None:
             continue
@@ -300,6 +321,7 @@ def write_all(sweep, rows, curves, out):
         png = io.BytesIO()
         figure.savefig(png, format='png', dpi=100)
         plt.close(figure)
+        # write_atomic writes bytes as given; its annotation says str until safe_io's pass.
         safe_io.write_atomic(path, png.getvalue())
         written.append(path)
     return written

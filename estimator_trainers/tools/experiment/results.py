@@ -22,7 +22,7 @@ import os
 import socket
 import statistics
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence
 
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.compat import tf as tensorboard_tf
@@ -32,8 +32,18 @@ from tensorboard.summary.writer import record_writer
 
 from estimator_trainers import run_record
 from estimator_trainers import safe_io
+from estimator_trainers.cluster import PS
 from estimator_trainers.tools.experiment import execute
 from estimator_trainers.tools.experiment import sweep as sweep_lib
+
+# A row of `results.csv`: column -> its value (text, number or None).
+Row = Dict[str, Any]
+# {tag: [(step, wall time, value)]} of a job-dir's `eval` run.
+Events = dict[str, list[tuple[int, float, float]]]
+# {point id: (its eval events, its run record's sessions)}.
+Curves = dict[str, tuple[Events, list[execute.Session]]]
+# `summary`: (mean, standard deviation, min, max, n).
+Stats = tuple[float, float, float, float, int]
 
 RESULTS_CSV = 'results.csv'
 RESULTS_MD = 'results.md'
@@ -57,11 +67,12 @@ PHASES = ('startup_secs', 'training_secs', 'evaluating_secs', 'checkpointing_sec
           'waiting_for_workers_secs', 'other_secs')
 
 
-def eval_column(metric):
+def eval_column(metric: str) -> str:
+    """The column of evaluation metric `metric`."""
     return 'eval_' + metric
 
 
-def axis_columns(sweep):
+def axis_columns(sweep: sweep_lib.Sweep) -> list[str]:
     """The axis columns of a row: the axes, then `session` when points have several."""
     columns = list(sweep.axes)
     if any(len(p.sessions) > 1 for p in sweep.points):
@@ -69,7 +80,7 @@ def axis_columns(sweep):
     return columns
 
 
-def read_eval_events(job_dir):
+def read_eval_events(job_dir: str) -> Events:
     """{tag: [(step, wall_time, value)]} of the job-dir's `eval` run, via TensorBoard's reader."""
     # A resumed job's `eval` run has a graph per session: TensorBoard warns, rightly.
     logging.getLogger('tensorboard').setLevel(logging.ERROR)
@@ -83,24 +94,28 @@ def read_eval_events(job_dir):
             for tag in accumulator.Tags()['scalars']}
 
 
-def _last_for(sessions, target):
+def _last_for(sessions: Sequence[execute.Session], target: Optional[int]) -> Optional[int]:
     """The index of the session a row reports for a step target: the last
     succeeded one that reached it, else the last one of that target, else the
     last one (failed, still the truth of what happened); None for none."""
-    for accept in (lambda s: execute.session_done([s], target),
-                   lambda s: target is None or (s.get('steps') or {}).get('target') == target,
-                   lambda s: True):
+    accepts: tuple[Callable[[execute.Session], bool], ...] = (
+        lambda s: execute.session_done([s], target),
+        lambda s: target is None or (s.get('steps') or {}).get('target') == target,
+        lambda s: True)
+    for accept in accepts:
         found = [i for i, s in enumerate(sessions) if accept(s)]
         if found:
             return found[-1]
     return None
 
 
-def sessions_by_target(sessions, targets):
+def sessions_by_target(sessions: list[execute.Session], targets: Sequence[Optional[int]]
+                       ) -> list[list[execute.Session]]:
     """Per step target of a point (its sweep sessions), the run-record sessions
     that trained toward it, in order: a point stopped (SIGTERM, Ctrl-C) and
     resumed by a rerun trained each target in several sessions."""
-    groups, begin = [], 0
+    groups: list[list[execute.Session]] = []
+    begin = 0
     for target in targets:
         last = _last_for(sessions[begin:], target)
         if last is None:
@@ -111,7 +126,7 @@ def sessions_by_target(sessions, targets):
     return groups
 
 
-def combined(group, start):
+def combined(group: Sequence[execute.Session], start: Optional[int]) -> execute.Session:
     """One session's figures for a step target trained in the sessions `group`.
 
     Times, phases, checkpoints and evaluations add up; rates are averaged
@@ -166,13 +181,13 @@ def combined(group, start):
     return total
 
 
-def _sum(values):
+def _sum(values: Iterable[object]) -> Optional[float]:
     """The sum of the numbers among `values`, None when there are none."""
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return sum(numbers) if numbers else None
 
 
-def _weighted(values, weights):
+def _weighted(values: Sequence[object], weights: Sequence[float]) -> Optional[float]:
     """`values` averaged with `weights` (training seconds); the last value when no
     weight is positive, None when there is no value."""
     pairs = [(v, w) for v, w in zip(values, weights) if isinstance(v, (int, float))]
@@ -182,15 +197,16 @@ def _weighted(values, weights):
     return pairs[-1][0] if pairs else None
 
 
-def collect(sweep, layout):
+def collect(sweep: sweep_lib.Sweep, layout: execute.Layout) -> tuple[list[Row], Curves]:
     """(rows, curves): a dict per point and session; {point id: eval events}."""
-    rows, curves = [], {}
+    rows: list[Row] = []
+    curves: Curves = {}
     for point in sweep.points:
         job_dir = layout.job_dir(point)
         sessions = run_record.read(job_dir)
         events = read_eval_events(job_dir) if sessions else {}
         curves[point.id] = (events, sessions)
-        start = 0
+        start: Optional[int] = 0
         for index, group in enumerate(sessions_by_target(sessions, point.targets)):
             session = combined(group, start) if group else None
             rows.append(_row(sweep, point, index, session, events, job_dir))
@@ -198,8 +214,10 @@ def collect(sweep, layout):
     return rows, curves
 
 
-def _row(sweep, point, index, session, events, job_dir):
-    row = collections.OrderedDict()
+def _row(sweep: sweep_lib.Sweep, point: sweep_lib.Point, index: int,
+         session: Optional[execute.Session], events: Events, job_dir: str) -> Row:
+    """The row of one sweep session of `point` (`session` None: it never ran)."""
+    row: Row = collections.OrderedDict()
     row['point'] = point.id
     for key, value in point.values:
         row[key] = sweep_lib.value_label(value)
@@ -229,7 +247,7 @@ def _row(sweep, point, index, session, events, job_dir):
     row['examples_per_sec'] = session.get('examples_per_sec')
     workers = session.get('workers') or {}
     row['training_tasks'] = cluster.get('training_tasks')
-    row['parameter_servers'] = cluster.get('ps', 0)
+    row['parameter_servers'] = cluster.get(PS, 0)
     row['strategy'] = cluster.get('strategy')
     row['worker_examples_per_sec'] = ';'.join(
         '%s=%r' % (task, (rate or {}).get('examples_per_sec'))
@@ -259,9 +277,9 @@ def _row(sweep, point, index, session, events, job_dir):
     return row
 
 
-def columns_of(rows):
+def columns_of(rows: Sequence[Row]) -> list[str]:
     """Every column any row has, in first-seen order."""
-    columns = []
+    columns: list[str] = []
     for row in rows:
         for key in row:
             if key not in columns:
@@ -269,7 +287,7 @@ def columns_of(rows):
     return columns
 
 
-def write_csv(rows, path):
+def write_csv(rows: Sequence[Row], path: str) -> None:
     """`results.csv`: a row per run and session, floats at full precision (repr)."""
     columns = columns_of(rows)
     buffer = io.StringIO()
@@ -282,11 +300,12 @@ def write_csv(rows, path):
     _write(path, buffer.getvalue())
 
 
-def _write(path, text):
+def _write(path: str, text: str) -> None:
+    """Writes a results file whole."""
     safe_io.write_atomic(path, text)
 
 
-def summary(values):
+def summary(values: Iterable[object]) -> Optional[Stats]:
     """(mean, standard deviation, min, max, n) of the numbers in `values` (None: none)."""
     numbers = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
     if not numbers:
@@ -295,16 +314,18 @@ def summary(values):
     return statistics.fmean(numbers), spread, min(numbers), max(numbers), len(numbers)
 
 
-def groups(sweep, rows):
+def groups(sweep: sweep_lib.Sweep, rows: Sequence[Row]
+           ) -> list[tuple[tuple[object, ...], list[Row]]]:
     """[(axis values as shown, [rows of its repeats])], in the sweep's order."""
     keys = axis_columns(sweep)
-    grouped = collections.OrderedDict()
+    grouped: dict[tuple[object, ...], list[Row]] = collections.OrderedDict()
     for row in rows:
         grouped.setdefault(tuple(row.get(k) for k in keys), []).append(row)
     return list(grouped.items())
 
 
-def _fmt(value, digits=3):
+def _fmt(value: object, digits: int = 3) -> str:
+    """A figure of the table: 3 significant digits, `n/a` for none."""
     if value is None:
         return 'n/a'
     if isinstance(value, float):
@@ -314,7 +335,8 @@ def _fmt(value, digits=3):
     return str(value)
 
 
-def _mean_sd(stats, digits=3):
+def _mean_sd(stats: Optional[Stats], digits: int = 3) -> str:
+    """`mean ± sd` of a `summary` (the mean alone for one run)."""
     if stats is None:
         return 'n/a'
     mean, spread, _, _, count = stats
@@ -330,7 +352,7 @@ _COMPARED = (('wall_secs', 'wall time (s)'), ('training_secs', 'training (s)'),
 NOT_RESOLVED = 'not resolved'
 
 
-def markdown(sweep, rows, machine=None):
+def markdown(sweep: sweep_lib.Sweep, rows: Sequence[Row], machine: Optional[str] = None) -> str:
     """`results.md`: one line per point (its repeats aggregated), machine and load noted.
 
     A figure that differs from the first point's by no more than their repeats'
@@ -348,7 +370,7 @@ def markdown(sweep, rows, machine=None):
     if machine:
         lines += [machine, '']
     lines += ['| %s |' % ' | '.join(header), '|' + '---|' * len(header)]
-    reference = None
+    reference: Optional[dict[str, Optional[Stats]]] = None
     for values, members in groups(sweep, rows):
         ran = [r for r in members if r.get('status') == run_record.SUCCEEDED]
         stats = {c: summary([r.get(c) for r in ran]) for c, _ in _COMPARED}
@@ -357,13 +379,13 @@ def markdown(sweep, rows, machine=None):
         current = dict(stats, **{metric: metric_stats})
         first, reference = reference is None, reference or current
 
-        def compare(column, cell):
+        def compare(column: str, cell: str) -> str:
             if first or current[column] is None or resolved(current[column],
                                                             reference[column]):
                 return cell
             return '%s (%s)' % (cell, NOT_RESOLVED)
 
-        loads = [load_of(r) for r in ran if load_of(r) is not None]
+        loads = [load for load in map(load_of, ran) if load is not None]
         load = ('n/a' if not loads else '%s%s' % (
             '%.1f' % min(loads) if min(loads) == max(loads) else '%.1f – %.1f' % (
                 min(loads), max(loads)),
@@ -418,7 +440,7 @@ def under_load(row: Dict[str, Any]) -> bool:
     return load is not None and cores is not None and load > cores
 
 
-def resolved(stats: Optional[tuple], reference: Optional[tuple]) -> bool:
+def resolved(stats: Optional[Stats], reference: Optional[Stats]) -> bool:
     """Whether two points' figures (`summary` tuples) differ by more than their
     repeats' spread (the sum of their standard deviations); False when either
     has a single run, whose spread is unknown."""
@@ -427,7 +449,7 @@ def resolved(stats: Optional[tuple], reference: Optional[tuple]) -> bool:
     return abs(stats[0] - reference[0]) > stats[1] + reference[1]
 
 
-def machine_line(rows):
+def machine_line(rows: Sequence[Row]) -> Optional[str]:
     """`Intel Xeon, 2 cores; load average 1.9-4.2 (1 min) during the runs`."""
     ran = [r for r in rows if r.get('cpu_model')]
     if not ran:
@@ -442,7 +464,8 @@ def machine_line(rows):
     return text + '.'
 
 
-def write_hparams_experiment(sweep, layout, rows):
+def write_hparams_experiment(sweep: sweep_lib.Sweep, layout: execute.Layout,
+                             rows: Sequence[Row]) -> None:
     """The sweep's HParams experiment in the job-dirs' parent: axes and seed as
     hyperparameters, the evaluation metrics as metrics.
 
@@ -476,6 +499,7 @@ def write_hparams_experiment(sweep, layout, rows):
         writer.write(event.SerializeToString())
     name = '%s.%010d.%s.sweep' % (EVENT_FILES, now, socket.gethostname())
     path = '%s/%s' % (root, name) if '://' in root else os.path.join(root, name)
+    # write_atomic writes bytes as given; its annotation says str until safe_io's pass.
     safe_io.write_atomic(path, events.getvalue())
     for old in gfile.glob(os.path.join(root, EVENT_FILES + '.*')):
         if os.path.basename(old) != name:

@@ -39,6 +39,8 @@ import math
 import os
 import re
 import sys
+import typing
+from typing import Any, Callable, Literal, NoReturn, Optional, TypedDict
 
 from estimator_trainers import declaration
 from estimator_trainers import gcs
@@ -47,7 +49,8 @@ from estimator_trainers import user_files
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
 
-TARGETS = ('local', 'rehearse', 'vertex')
+Target = Literal['local', 'rehearse', 'vertex']
+TARGETS: tuple[Target, ...] = typing.get_args(Target)
 KEYS = ('name', 'description', 'trainer', 'package', 'module', 'target', 'data_dir',
         'flags', 'axes', 'points', 'repeats', 'seed', 'sessions', 'cluster', 'metric',
         'full', 'vertex', 'rehearse')
@@ -82,6 +85,30 @@ _ID_HASH_CHARS = 12
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
+# Refuses the sweep file: `(where, message)`, where a key path or None.
+Fail = Callable[[Optional[str], str], NoReturn]
+# A key's path as the sweep file spells it (`full.` in front of overridden keys).
+Where = Callable[[str], str]
+# Launcher counts of a local cluster: {CLUSTER_KEYS flag: n}.
+ClusterCounts = dict[str, int]
+# {flag name: (its YAML value, where the file gives it)}.
+FlagValues = dict[str, tuple[object, str]]
+# A point's ((axis key, YAML value), ...) and where each value is given.
+Combination = tuple[tuple[tuple[str, object], ...], tuple[str, ...]]
+
+
+class CloudSettings(TypedDict, total=False):
+    """The checked `vertex` or `rehearse` section (`CLOUD_KEYS`); `options` always set."""
+    config: str
+    project: str
+    region: str
+    bucket: str
+    job_dir: str
+    max_parallel: int
+    max_replicas: int
+    poll_interval: float
+    options: list[str]
+
 
 @dataclasses.dataclass(frozen=True)
 class Point:
@@ -99,22 +126,23 @@ class Point:
       config: the trainingInput config of a rehearse/vertex point, or None.
     """
     index: int
-    values: tuple
+    values: tuple[tuple[str, object], ...]
     repeat: int
     seed: int
     id: str
-    sessions: tuple
-    targets: tuple
-    cluster: object = None
-    config: str = None
+    sessions: tuple[tuple[str, ...], ...]
+    targets: tuple[Optional[int], ...]
+    cluster: Optional[ClusterCounts] = None
+    config: Optional[str] = None
 
     @property
-    def label(self):
+    def label(self) -> str:
         """`checkpoint-num-steps=100 seed=2`: the point in the progress lines."""
         parts = ['%s=%s' % (key, value_label(value)) for key, value in self.values]
         return ' '.join(parts + ['seed=%d' % self.seed])
 
-    def value(self, key):
+    def value(self, key: str) -> object:
+        """The point's value on axis `key`, or None."""
         return dict(self.values).get(key)
 
 
@@ -136,25 +164,25 @@ class Sweep:
     name: str
     path: str
     description: str
-    trainer: object
+    trainer: declaration.Trainer
     module: str
-    package_dir: str
-    target: str
-    data_dir: str
+    package_dir: Optional[str]
+    target: Target
+    data_dir: Optional[str]
     metric: str
-    axes: tuple
-    points: tuple
+    axes: tuple[str, ...]
+    points: tuple[Point, ...]
     repeats: int
-    cloud: dict
-    source: bytes = None
+    cloud: CloudSettings
+    source: Optional[bytes] = None
 
     @property
-    def uses_data_args(self):
+    def uses_data_args(self) -> bool:
         """Whether the points get the trainer's local data flags (and its data step)."""
         return self.target == 'local' and self.data_dir is not None
 
 
-def value_label(value):
+def value_label(value: object) -> str:
     """An axis value as text (clusters and configs are shown by their labels already)."""
     if isinstance(value, bool):
         return 'true' if value else 'false'
@@ -163,17 +191,17 @@ def value_label(value):
     return str(value)
 
 
-def flag_dest(name):
+def flag_dest(name: str) -> str:
     """The attribute a flag's value has on parsed args (argparse's default dest)."""
     return name.replace('-', '_')
 
 
-def config_name(path):
+def config_name(path: object) -> str:
     """A config axis value as shown: its file name without `.yaml`."""
     return os.path.splitext(os.path.basename(str(path)))[0]
 
 
-def cluster_label(cluster):
+def cluster_label(cluster: Optional[ClusterCounts]) -> str:
     """`single`, or `1ps-2w` (+`-1e`): parameter servers, workers besides the chief."""
     if not cluster:
         return SINGLE
@@ -184,12 +212,12 @@ def cluster_label(cluster):
     return label
 
 
-def _fail(sweep_path, where, message):
+def _fail(sweep_path: str, where: Optional[str], message: str) -> NoReturn:
     raise UserInputError('%s: %s%s' % (sweep_path, '%s: ' % where if where else '', message),
                          path=sweep_path)
 
 
-def load(path, full=False):
+def load(path: str, full: bool = False) -> Sweep:
     """Reads, checks and expands the sweep file at `path`.
 
     The file is read within `LIMITS` (`user_files`: a regular file, UTF-8,
@@ -204,9 +232,11 @@ def load(path, full=False):
     return dataclasses.replace(parse(spec, path, full=full), source=source)
 
 
-def parse(spec, path, full=False):
+def parse(spec: object, path: str, full: bool = False) -> Sweep:
     """The `Sweep` of the parsed YAML `spec` of file `path` (see `load`)."""
-    fail = lambda where, message: _fail(path, where, message)  # noqa: E731
+    def fail(where: Optional[str], message: str) -> NoReturn:
+        _fail(path, where, message)
+
     if not isinstance(spec, dict):
         fail(None, 'expected a mapping of keys (trainer, flags, axes, ...)')
     _check_keys(spec, KEYS, None, fail)
@@ -240,7 +270,7 @@ def parse(spec, path, full=False):
         _check_keys(spec['full'], FULL_KEYS, 'full', fail)
     prefix = 'full.' if full else ''
 
-    def where(key):
+    def where(key: str) -> str:
         return prefix + key if full and key in (spec.get('full') or {}) else key
 
     _check_size(settings, where, fail)
@@ -266,11 +296,12 @@ def parse(spec, path, full=False):
     if data_dir is not None:
         if target != 'local':
             fail('data_dir', 'local data; a %s point reads what its flags name' % target)
-        data_dir = _path(base_dir, _text(spec, 'data_dir', fail))
+        data_dir = _path(base_dir, str(_text(spec, 'data_dir', fail)))
     elif target == 'local' and not _sets_data_flags(trainer, flags):
-        data_dir = os.path.join(REPO_ROOT, 'data', trainer.name)
+        data_dir = os.path.join(REPO_ROOT, 'data', str(trainer.name))
 
-    runs = []
+    runs: list[tuple[tuple[tuple[str, object], ...], tuple[tuple[str, ...], ...],
+                     tuple[Optional[int], ...], Optional[ClusterCounts], Optional[str]]] = []
     for values, sources in combos:
         point_flags = dict(flags)
         cluster, config = default_cluster, cloud.get('config')
@@ -284,7 +315,8 @@ def parse(spec, path, full=False):
         if target != 'local' and not config:
             fail('%s.config' % target, 'a %s sweep needs a trainingInput config (here '
                  'or as an axis)' % target)
-        argv_sessions, targets = [], []
+        argv_sessions: list[tuple[str, ...]] = []
+        targets: list[Optional[int]] = []
         for stage in sessions or [{}]:
             merged = dict(point_flags, **stage)
             argv_sessions.append(tuple(_argv(merged, parser, fail)))
@@ -295,13 +327,13 @@ def parse(spec, path, full=False):
                       for key, value in values)
         runs.append((shown, tuple(argv_sessions), tuple(targets), cluster, config))
     # Repeat-major: an interrupted sweep has every point of the first repeat first.
-    points = []
+    points: list[Point] = []
     for repeat in range(repeats):
-        for shown, argv_sessions, targets, cluster, config in runs:
+        for shown, run_sessions, run_targets, cluster, config in runs:
             points.append(Point(
                 index=len(points), values=shown, repeat=repeat, seed=seed + repeat,
-                id=point_id(shown, seed + repeat), sessions=argv_sessions,
-                targets=targets, cluster=cluster, config=config))
+                id=point_id(shown, seed + repeat), sessions=run_sessions,
+                targets=run_targets, cluster=cluster, config=config))
     ids = [p.id for p in points]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate:
@@ -318,7 +350,7 @@ def parse(spec, path, full=False):
                  cloud=cloud)
 
 
-def point_id(values, seed):
+def point_id(values: tuple[tuple[str, object], ...], seed: int) -> str:
     """The job-dir name of a point: `checkpoint-num-steps-100.seed-2`, path and job-name safe.
 
     An id longer than `MAX_POINT_ID` (long values: a list of hidden units, a
@@ -334,7 +366,7 @@ def point_id(values, seed):
     return '%s-%s' % (text[:MAX_POINT_ID - _ID_HASH_CHARS - 1], digest)
 
 
-def _check_size(settings, where, fail):
+def _check_size(settings: dict[str, Any], where: Where, fail: Fail) -> None:
     """Refuses a sweep of more than `MAX_RUNS` training runs.
 
     The count (points x repeats x sessions) is taken from the sizes the keys
@@ -368,7 +400,9 @@ def _check_size(settings, where, fail):
 
 # --- keys ---------------------------------------------------------------------
 
-def _check_keys(mapping, allowed, where, fail):
+def _check_keys(mapping: object, allowed: tuple[str, ...], where: Optional[str],
+                fail: Fail) -> None:
+    """Refuses a non-mapping, or a key not in `allowed`."""
     if not isinstance(mapping, dict):
         fail(where, 'expected a mapping, got %r' % (mapping,))
     for key in mapping:
@@ -377,32 +411,38 @@ def _check_keys(mapping, allowed, where, fail):
                  'unknown key (expected one of: %s)' % ', '.join(allowed))
 
 
-def _text(spec, key, fail):
+def _text(spec: dict[str, Any], key: str, fail: Fail) -> Optional[str]:
+    """`spec[key]`: text or None."""
     value = spec.get(key)
     if value is not None and not isinstance(value, str):
         fail(key, 'expected text, got %r' % (value,))
     return value
 
 
-def _mapping(spec, key, fail, where=None):
+def _mapping(spec: dict[str, Any], key: str, fail: Fail,
+             where: Optional[str] = None) -> Optional[dict[str, Any]]:
+    """`spec[key]`: a mapping or None."""
     value = spec.get(key)
     if value is not None and not isinstance(value, dict):
         fail(where or key, 'expected a mapping of flag: value, got %r' % (value,))
     return value
 
 
-def _count(spec, key, default, where, fail):
+def _count(spec: dict[str, Any], key: str, default: int, where: str, fail: Fail) -> int:
+    """`spec[key]` (default `default`): an integer >= 1."""
     value = spec.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         fail(where, 'expected an integer >= 1, got %r' % (value,))
     return value
 
 
-def _path(base_dir, path):
+def _path(base_dir: str, path: str) -> str:
+    """`path` relative to the sweep file's directory (a remote one as it is)."""
     return path if '://' in path else os.path.normpath(os.path.join(base_dir, path))
 
 
-def _config_path(base_dir, value, where, fail):
+def _config_path(base_dir: str, value: object, where: str, fail: Fail) -> str:
+    """The trainingInput config file a `config` value names; it must exist."""
     if not isinstance(value, str) or not value:
         fail(where, 'expected the path of a trainingInput YAML config, got %r' % (value,))
     path = _path(base_dir, value)
@@ -412,12 +452,14 @@ def _config_path(base_dir, value, where, fail):
     return path
 
 
-def _trainer(spec, base_dir, target, fail):
+def _trainer(spec: dict[str, Any], base_dir: str, target: str,
+             fail: Fail) -> tuple[declaration.Trainer, str, Optional[str]]:
     """(Trainer, module, package dir) of `trainer`, or of `package` + `module`."""
     if spec.get('trainer') is not None:
         if spec.get('module') or spec.get('package'):
             fail('trainer', 'give either trainer, or package and module, not both')
         name = _text(spec, 'trainer', fail)
+        assert name is not None  # checked just above
         try:
             trainer = registry.get(name)
         except UserInputError as e:
@@ -432,13 +474,14 @@ def _trainer(spec, base_dir, target, fail):
              'a package/module sweep runs locally' % target)
     package_dir = None
     if spec.get('package') is not None:
-        package_dir = _path(base_dir, _text(spec, 'package', fail))
+        package_dir = _path(base_dir, str(_text(spec, 'package', fail)))
         if not os.path.isdir(package_dir):
             fail('package', '%s: no such directory' % package_dir)
     return _module_trainer(module, package_dir, fail), module, package_dir
 
 
-def _module_trainer(module, package_dir, fail):
+def _module_trainer(module: str, package_dir: Optional[str],
+                    fail: Fail) -> declaration.Trainer:
     """The `TRAINER` that `module` (or its package's `trainer` module) declares.
 
     `package_dir` is on the import path only while the declaration imports:
@@ -464,26 +507,26 @@ def _module_trainer(module, package_dir, fail):
         sys.path[:] = saved_path
     fail('module', '%s declares no TRAINER (a declaration.Trainer, as in '
          'docs/adding-a-trainer.md), so its flags cannot be checked' % module)
-    return None
 
 
-def _sets_data_flags(trainer, flags):
+def _sets_data_flags(trainer: declaration.Trainer, flags: FlagValues) -> bool:
     """Whether the sweep's flags already name the data (then no data step runs)."""
     names = [arg[2:].split('=')[0] for arg in trainer.data_args('DATA')
              if arg.startswith('--')]
     return any(name in flags for name in names)
 
 
-def _cloud(spec, target, base_dir, fail):
+def _cloud(spec: dict[str, Any], target: Target, base_dir: str,
+           fail: Fail) -> CloudSettings:
     """The settings of the sweep's target (`vertex` or `rehearse`), checked."""
     for other in ('vertex', 'rehearse'):
         if spec.get(other) is not None and other != target:
             fail(other, 'settings for target %s, but the target is %s' % (other, target))
     if target == 'local':
-        return {}
+        return CloudSettings()
     settings = spec.get(target) or {}
     _check_keys(settings, CLOUD_KEYS[target], target, fail)
-    cloud = dict(settings)
+    cloud: dict[str, Any] = dict(settings)
     if settings.get('config') is not None:
         cloud['config'] = _config_path(base_dir, settings['config'], '%s.config' % target,
                                        fail)
@@ -509,12 +552,14 @@ def _cloud(spec, target, base_dir, fail):
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         fail('%s.options' % target, 'expected a list of submit options (text)')
     cloud['options'] = list(options)
-    return cloud
+    return typing.cast(CloudSettings, cloud)  # every key and value checked above
 
 
 # --- axes and points ------------------------------------------------------------
 
-def _combinations(settings, where, target, parser, fail):
+def _combinations(settings: dict[str, Any], where: Where, target: Target,
+                  parser: argparse.ArgumentParser,
+                  fail: Fail) -> tuple[list[Combination], list[str]]:
     """([(values, sources)], axis keys): the grid of `axes` or the list of `points`."""
     axes, points = settings.get('axes'), settings.get('points')
     if axes is not None and points is not None:
@@ -523,7 +568,7 @@ def _combinations(settings, where, target, parser, fail):
         if not isinstance(axes, dict):
             fail(where('axes'), 'expected a mapping of axis: [values]')
         keys = list(axes)
-        columns = []
+        columns: list[list[tuple[object, str]]] = []
         for key in keys:
             source = '%s.%s' % (where('axes'), key)
             values = axes[key]
@@ -535,7 +580,7 @@ def _combinations(settings, where, target, parser, fail):
             for i, value in enumerate(values):
                 _check_value(key, value, '%s[%d]' % (source, i), parser, fail)
             columns.append([(value, '%s[%d]' % (source, i)) for i, value in enumerate(values)])
-        combos = []
+        combos: list[Combination] = []
         for row in itertools.product(*columns):
             combos.append((tuple((k, v) for k, (v, _) in zip(keys, row)),
                            tuple(s for _, s in row)))
@@ -565,11 +610,14 @@ def _combinations(settings, where, target, parser, fail):
     return [((), ())], []
 
 
-def _flag_name(key):
+def _flag_name(key: str) -> str:
+    """A flag's name without `--` (both spellings are accepted)."""
     return key[2:] if isinstance(key, str) and key.startswith('--') else key
 
 
-def _check_axis_key(key, source, target, parser, fail):
+def _check_axis_key(key: str, source: str, target: Target,
+                    parser: argparse.ArgumentParser, fail: Fail) -> None:
+    """Refuses an axis key that is not a trainer flag, `cluster` or `config` here."""
     name = _flag_name(key)
     if name == CLUSTER:
         if target != 'local':
@@ -584,7 +632,9 @@ def _check_axis_key(key, source, target, parser, fail):
     _action(name, source, parser, fail)
 
 
-def _check_value(key, value, source, parser, fail):
+def _check_value(key: str, value: object, source: str, parser: argparse.ArgumentParser,
+                 fail: Fail) -> None:
+    """Refuses a flag value the trainer's parser refuses."""
     name = _flag_name(key)
     if name in (CLUSTER, CONFIG):
         return
@@ -593,24 +643,27 @@ def _check_value(key, value, source, parser, fail):
 
 # --- flags ------------------------------------------------------------------------
 
-def _flag_parser(trainer):
+def _flag_parser(trainer: declaration.Trainer) -> argparse.ArgumentParser:
     """The trainer's own parser, with required flags optional (the sweep adds them)."""
-    parser = trainer.make_parser()
+    parser: argparse.ArgumentParser = trainer.make_parser()
     for action in parser._actions:  # pylint: disable=protected-access
         action.required = False
     return parser
 
 
-def _action(name, source, parser, fail):
+def _action(name: str, source: str, parser: argparse.ArgumentParser,
+            fail: Fail) -> argparse.Action:
+    """The parser's action of flag `name`; an unknown flag is refused."""
     action = parser._option_string_actions.get('--' + name)  # pylint: disable=protected-access
     if action is None or not isinstance(name, str):
         fail(source, 'unknown flag --%s (see %s --help)' % (name, parser.prog))
     return action
 
 
-def _flags(mapping, where, parser, fail):
+def _flags(mapping: dict[str, Any], where: str, parser: argparse.ArgumentParser,
+           fail: Fail) -> FlagValues:
     """{flag name: (value, source)} of a `flags` mapping, each checked."""
-    flags = {}
+    flags: FlagValues = {}
     for key, value in mapping.items():
         name = _flag_name(key)
         source = '%s.%s' % (where, name)
@@ -620,13 +673,15 @@ def _flags(mapping, where, parser, fail):
     return flags
 
 
-def _sessions(sessions, where, parser, fail):
+def _sessions(sessions: object, where: str, parser: argparse.ArgumentParser,
+              fail: Fail) -> Optional[list[FlagValues]]:
+    """The flags of each session of `sessions`, or None when not given."""
     if sessions is None:
         return None
     if not isinstance(sessions, list) or not sessions:
         fail(where, 'expected a list of flag mappings, one per session (e.g. '
              '[{train-steps: 1000}, {train-steps: 2000}])')
-    result = []
+    result: list[FlagValues] = []
     for i, stage in enumerate(sessions):
         if not isinstance(stage, dict):
             fail('%s[%d]' % (where, i), 'expected a mapping of flag: value')
@@ -638,9 +693,9 @@ def _sessions(sessions, where, parser, fail):
     return result
 
 
-def _argv(flags, parser, fail):
+def _argv(flags: FlagValues, parser: argparse.ArgumentParser, fail: Fail) -> list[str]:
     """argv of {name: (value, source)}, each value checked by the trainer's parser."""
-    argv = []
+    argv: list[str] = []
     for name, (value, source) in flags.items():
         action = _action(name, source, parser, fail)
         args = flag_args(name, value, action, source, fail)
@@ -649,7 +704,8 @@ def _argv(flags, parser, fail):
     return argv
 
 
-def flag_args(name, value, action, source, fail):
+def flag_args(name: str, value: object, action: argparse.Action, source: str,
+              fail: Fail) -> list[str]:
     """The argv that sets flag `name` to the YAML `value`."""
     option = '--' + name
     if isinstance(action, argparse.BooleanOptionalAction):
@@ -669,13 +725,15 @@ def flag_args(name, value, action, source, fail):
     return ['%s=%s' % (option, _text_value(value))]
 
 
-def _text_value(value):
+def _text_value(value: object) -> str:
+    """A YAML value as a flag's text (booleans as the trainers spell them)."""
     if isinstance(value, bool):
         return 'true' if value else 'false'
     return str(value)
 
 
-def _parse_one(parser, args, source, fail):
+def _parse_one(parser: argparse.ArgumentParser, args: list[str], source: str,
+               fail: Fail) -> None:
     """Parses `args` alone with `parser`; a refusal is the sweep file's error at `source`."""
     try:
         parser.parse_args(args)
@@ -683,7 +741,7 @@ def _parse_one(parser, args, source, fail):
         fail(source, str(e))
 
 
-def _cluster(value, where, fail):
+def _cluster(value: object, where: str, fail: Fail) -> Optional[ClusterCounts]:
     """Launcher counts of a cluster shape: `single` (None) or a mapping of counts."""
     if value in (None, SINGLE):
         return None

@@ -89,9 +89,10 @@ def main(argv: Optional[List[str]] = None, backend: Optional[Backend] = None,
             args.command == 'predict':
         return serving_command(args, backend, out, err, environ)
     if args.group == 'local':
-        return launcher.run_package(args.package_path, args.module_name, args.job_dir,
-                                    user_args or [], args.distributed,
-                                    _launcher_options(args))
+        code: int = launcher.run_package(args.package_path, args.module_name, args.job_dir,
+                                         user_args or [], args.distributed,
+                                         _launcher_options(args))  # it execs the module
+        return code
     if args.command == 'submit':
         return submit_training(args, user_args, backend, out, err, environ)
     return job_command(args, backend, out, err, environ)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Protocol, TypeVar, Union
 
 from packaging.specifiers import SpecifierSet
 
@@ -45,6 +45,19 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
 _T = TypeVar('_T')
+
+
+class Staged(Protocol):
+    """An archive to stage: an `Sdist`, or an image's build context (`build.Context`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def filename(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,7 +360,7 @@ def python_mismatch(requires_python: Optional[str], image_uri: Optional[str]) ->
             'pass --image-uri' % (requires_python, image_uri, version))
 
 
-def plan(sdist: Sdist, destination: str) -> Dict[str, Union[str, int]]:
+def plan(sdist: Staged, destination: str) -> Dict[str, Union[str, int]]:
     """The staging step as printed by --dry-run."""
     return {
         'package': sdist.filename,
@@ -359,7 +372,7 @@ def plan(sdist: Sdist, destination: str) -> Dict[str, Union[str, int]]:
     }
 
 
-def stage(client: Any, sdist: Sdist, destination: str) -> bool:
+def stage(client: Any, sdist: Staged, destination: str) -> bool:
     """Uploads `sdist` to `destination` unless the same contents are there.
 
     Returns:

@@ -8,7 +8,7 @@ translation table (`gcloud_flags.FLAGS`). Parsing only: the front
 (`ai_platform`) acts on what this parses.
 """
 import argparse
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from estimator_trainers import flags
 from estimator_trainers.tools.cloud import build as build_lib
@@ -151,7 +151,7 @@ def _add_submit_flags(parser: argparse.ArgumentParser) -> None:
     for row in gcloud_flags.FLAGS:
         if not row.name.startswith('--') or row.name in ('--async', '--stream-logs'):
             continue
-        kwargs = {'help': row.help}
+        kwargs: Dict[str, Any] = {'help': row.help}
         if row.switch:
             kwargs.update(action='store_const', const=True)
         elif row.parse:

@@ -454,7 +454,7 @@ def _print_dry_run(built: _Built, action: actions.DryRun, out: TextIO, err: Text
     offline = jobs.VertexJobs(plan.located_project, plan.region, credentials=anonymous)
     printed: Json = {'staging': [staging.plan(archive, _staged_uri(plan, archive))
                                  for archive in built.archives]}
-    if built.context:
+    if built.context and built.build_body:
         builder = build_lib.ImageBuilder(
             None, api.build('cloudbuild', 'v1', api.authorized_http(anonymous)),
             plan.project, plan.region, action.repository)

@@ -275,37 +275,16 @@ def rehearse(body: Json, storage_client: Any, *, max_replicas: int = DEFAULT_MAX
     work_dir = work_dir or tempfile.mkdtemp(prefix='rehearsal-')
     _notes(plan, body, max_replicas, environ, err)
 
-    if plan.package_uris:
-        archives = [_download(storage_client, uri, work_dir) for uri in plan.package_uris]
-        source = ', '.join(plan.package_uris)
-    else:
-        sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
-        os.makedirs(sdist_dir, exist_ok=True)
-        archives = [staging.build_sdist(sdist_dir).path]
-        source = 'this checkout'
-        err.write('note: the image is not built: its package is installed from an sdist '
-                  'of this checkout, as the Dockerfile installs it\n')
+    archives, source = _archives(plan, storage_client, work_dir, build_dir, err)
     python = packages.install(archives, os.path.join(work_dir, 'venv'), environ)
     task_env = _task_environment(environ, python)
-    checked: set[Tuple[str, Tuple[str, ...]]] = set()
-    for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
-        if (replica.module, replica.args) not in checked:
-            preflight(python, replica, dict(task_env, **replica.env), work_dir)
-            checked.add((replica.module, replica.args))
+    _preflight_pools(plan, python, task_env, work_dir)
 
     log_dir = os.path.join(work_dir, 'logs')
     os.makedirs(log_dir, exist_ok=True)
     # cloudml-hypertune writes where Vertex AI's agent reads; here, a file we check.
     metric_file = os.path.join(work_dir, 'hypertune', 'output.metrics') if plan.trial else None
-    tasks: List[Any] = []  # launcher.Task
-    for replica in plan.replicas:
-        env = dict(task_env, **replica.env)
-        if metric_file and replica.role == CHIEF:
-            env['CLOUD_ML_HP_METRIC_FILE'] = metric_file
-        tasks.append(launcher_lib.Task(
-            replica.role, replica.index, replica.env['TF_CONFIG'],
-            os.path.join(log_dir, replica.label + '.log'),
-            command=[python, '-m', replica.module, *replica.args], env=env))
+    tasks = _tasks(plan, python, task_env, log_dir, metric_file)
     runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
     runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
         ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
@@ -323,6 +302,46 @@ def rehearse(body: Json, storage_client: Any, *, max_replicas: int = DEFAULT_MAX
     lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
     err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
     return 0
+
+
+def _archives(plan: Plan, storage_client: Any, work_dir: str, build_dir: Optional[str],
+              err: TextIO) -> Tuple[List[str], str]:
+    """`(local archives, where they came from)`: the staged packages, downloaded,
+    or an sdist of this checkout for a job on the image `--build-image` makes."""
+    if plan.package_uris:
+        return ([_download(storage_client, uri, work_dir) for uri in plan.package_uris],
+                ', '.join(plan.package_uris))
+    sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
+    os.makedirs(sdist_dir, exist_ok=True)
+    archives = [staging.build_sdist(sdist_dir).path]
+    err.write('note: the image is not built: its package is installed from an sdist '
+              'of this checkout, as the Dockerfile installs it\n')
+    return archives, 'this checkout'
+
+
+def _preflight_pools(plan: Plan, python: str, task_env: Mapping[str, str], work_dir: str) -> None:
+    """`preflight` once per distinct module and args, in pool order."""
+    checked: set[Tuple[str, Tuple[str, ...]]] = set()
+    for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
+        if (replica.module, replica.args) not in checked:
+            preflight(python, replica, dict(task_env, **replica.env), work_dir)
+            checked.add((replica.module, replica.args))
+
+
+def _tasks(plan: Plan, python: str, task_env: Mapping[str, str], log_dir: str,
+           metric_file: Optional[str]) -> List[Any]:
+    """The launcher's `Task` of each replica: its module in the virtualenv, its
+    environment, its log file (the chief also reports the trial's metric)."""
+    tasks: List[Any] = []  # launcher.Task
+    for replica in plan.replicas:
+        env = dict(task_env, **replica.env)
+        if metric_file and replica.role == CHIEF:
+            env['CLOUD_ML_HP_METRIC_FILE'] = metric_file
+        tasks.append(launcher_lib.Task(
+            replica.role, replica.index, replica.env['TF_CONFIG'],
+            os.path.join(log_dir, replica.label + '.log'),
+            command=[python, '-m', replica.module, *replica.args], env=env))
+    return tasks
 
 
 class _Failed(errors.TaskFailure):

@@ -366,21 +366,7 @@ def check(sources: Sources, module: str, args: Sequence[str], python: str,
         raise UserInputError('%s is not in the package (its archives hold %s); check '
                              '--module-name and the packages setup.py lists'
                              % (module, ', '.join(sorted(sources.files)[:8]) or 'no Python files'))
-    scanned: Dict[str, _Module] = {}
-    order = [path]
-    while order:
-        current = order.pop()
-        if current in scanned:
-            continue
-        scanned[current] = _scan(current, sources.files[current])
-        names = [name for name, _ in scanned[current].imports] + \
-            scanned[current].maybe_modules
-        for name in names:
-            parts = name.split('.')
-            for end in range(1, len(parts) + 1):  # a module and its packages
-                own = sources.path_of('.'.join(parts[:end]))
-                if own and own not in scanned:
-                    order.append(own)
+    scanned = _scan_imported(sources, path)
     outside = sorted({name.split('.')[0] for module_ in scanned.values()
                       for name, _ in module_.imports
                       if name.split('.')[0] not in sources.packages
@@ -419,6 +405,27 @@ _Api = Dict[str, Dict[str, Optional[List[str]]]]
 class _Installed(TypedDict):
     found: Dict[str, bool]
     api: _Api
+
+
+def _scan_imported(sources: Sources, path: str) -> Dict[str, _Module]:
+    """`{path: _Module}` of `path` and every file of the package it imports,
+    transitively (a module and the packages it is in)."""
+    scanned: Dict[str, _Module] = {}
+    order = [path]
+    while order:
+        current = order.pop()
+        if current in scanned:
+            continue
+        scanned[current] = _scan(current, sources.files[current])
+        names = [name for name, _ in scanned[current].imports] + \
+            scanned[current].maybe_modules
+        for name in names:
+            parts = name.split('.')
+            for end in range(1, len(parts) + 1):  # a module and its packages
+                own = sources.path_of('.'.join(parts[:end]))
+                if own and own not in scanned:
+                    order.append(own)
+    return scanned
 
 
 _CONTRIB = ('tf.contrib was removed in TensorFlow 2 and tf.compat.v1 has no contrib '

@@ -16,7 +16,7 @@ config's `trainingInput.region`); the bucket is `--bucket`, else BUCKET_NAME.
 import argparse
 import os
 import sys
-from typing import List, Optional, Sequence, TextIO
+from typing import List, Optional, Sequence, TextIO, TypeAlias
 
 from estimator_trainers import flags
 from estimator_trainers import logs as logs_lib
@@ -59,7 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
         description='Train the packaged models on Vertex AI from AI Platform '
                     'trainingInput configs, and follow, cancel or list the jobs.')
     commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    _add_submit_command(commands)
+    _add_job_commands(commands)
+    estimate.add_prices_command(commands)
+    return parser
 
+
+# `ArgumentParser.add_subparsers()`: what each command is added to.
+_Commands: TypeAlias = 'argparse._SubParsersAction[argparse.ArgumentParser]'
+
+
+def _add_submit_command(commands: _Commands) -> None:
+    """`submit MODEL [options] -- TRAINER_FLAGS`."""
     submit = commands.add_parser(
         'submit', help='stage the package and create a training job',
         description='Build and stage the package, then create a Vertex AI '
@@ -79,18 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                         'exports (default: trainingInput.jobDir, else '
                         '<bucket>/jobs/<job-name>). Tuning trials write to '
                         '<job-dir>/<trial>/model.')
-    images = submit.add_mutually_exclusive_group()
-    images.add_argument('--build-image', action='store_true',
-                        help='Build the Dockerfile with Cloud Build into Artifact '
-                             'Registry, tagged with the sources\' content hash (an '
-                             'unchanged tree reuses its image), and run it. The '
-                             'default unless --image-uri or --executor-image-uri.')
-    images.add_argument('--executor-image-uri', help='Stage the package for this '
-                        'prebuilt Vertex AI image instead of building one (e.g. %s '
-                        'or %s, whose availability ended on 2025-11-14).'
-                        % (EXECUTOR_IMAGES['cpu'], EXECUTOR_IMAGES['gpu']))
-    images.add_argument('--image-uri', help='Run this container (the Dockerfile, '
-                        'built and pushed by you); nothing is built or staged.')
+    _add_image_flags(submit)
     submit.add_argument('--repository', default=build_lib.DEFAULT_REPOSITORY,
                         help='Artifact Registry Docker repository in --region for '
                              '--build-image (created if missing).')
@@ -121,6 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     rehearsal.add_flags(submit)
     estimate.add_flags(submit)
 
+
+def _add_image_flags(submit: argparse.ArgumentParser) -> None:
+    """What the pools run: this project's image built, a prebuilt one, or yours."""
+    images = submit.add_mutually_exclusive_group()
+    images.add_argument('--build-image', action='store_true',
+                        help='Build the Dockerfile with Cloud Build into Artifact '
+                             'Registry, tagged with the sources\' content hash (an '
+                             'unchanged tree reuses its image), and run it. The '
+                             'default unless --image-uri or --executor-image-uri.')
+    images.add_argument('--executor-image-uri', help='Stage the package for this '
+                        'prebuilt Vertex AI image instead of building one (e.g. %s '
+                        'or %s, whose availability ended on 2025-11-14).'
+                        % (EXECUTOR_IMAGES['cpu'], EXECUTOR_IMAGES['gpu']))
+    images.add_argument('--image-uri', help='Run this container (the Dockerfile, '
+                        'built and pushed by you); nothing is built or staged.')
+
+
+def _add_job_commands(commands: _Commands) -> None:
+    """status, cancel, logs and list."""
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
         command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
@@ -136,8 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
                          help='Most jobs to show.')
     listing.add_argument('--filter', help='Vertex AI list filter, e.g. '
                          'state="JOB_STATE_RUNNING".')
-    estimate.add_prices_command(commands)
-    return parser
 
 
 def _add_location_flags(parser: argparse.ArgumentParser) -> None:

@@ -466,7 +466,8 @@ class _BoundedLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
                      index: object) -> Optional[yaml.Node]:
         """The node, sized and placed; `index` is its key's node in a mapping
         (None for the key itself), its position in a sequence."""
-        event = self.peek_event()
+        # types-PyYAML leaves the parser's peek_event unannotated.
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         label = _label(parent, index)
         if label is not None:
             self._path.append(label)

@@ -56,11 +56,8 @@ ENTRY_POINTS = (
 FRONTS = ('estimator_trainers.tools.local', 'estimator_trainers.tools.cloud.train_cloud',
           'estimator_trainers.tools.cloud.ai_platform', 'estimator_trainers.tools.experiment.cli')
 # The local cluster launcher's command line: it only parses flags; programs call
-# its library, `local_cluster`. tools/cloud still imports the front's re-exports
-# until its own annotation pass (issue 46) moves it to the library.
+# its library, `local_cluster`.
 LAUNCHER_FRONT = 'estimator_trainers.tools.launcher'
-LAUNCHER_FRONT_IMPORTERS = ('estimator_trainers.tools.cloud.ai_platform',
-                            'estimator_trainers.tools.cloud.rehearsal')
 # The steps of a cloud action, by the pipeline that owns their order: only it
 # calls them (the training pipeline: a job's checks, staging, build, body,
 # rehearsal; the serving pipeline: a deploy's check of the export and requests).
@@ -98,9 +95,9 @@ REQUEST_CALLS = {('estimator_trainers.tools.cloud.api', 'build'),
 # The only modules that spell a role's name (`cluster.TASK_TYPES`): the
 # runtime's table and the cloud tools' table of its other names.
 ROLE_TABLES = ('estimator_trainers.cluster', 'estimator_trainers.tools.cloud.roles')
-# Where the rule holds: the cloud tools, for now (the runtime joins as it is
-# annotated: add its packages or modules here).
-ROLE_SCOPE = ('estimator_trainers.tools.cloud',)
+# Where the rule holds: the runtime, its tools and the trainers (every production
+# package; the benchmarks name the shapes they time as data).
+ROLE_SCOPE = PRODUCTION_PACKAGES
 
 
 def production_modules():
@@ -255,7 +252,7 @@ def test_programs_import_the_cluster_library_not_the_launcher_front():
     graph = import_graph(production_modules())
     importers = sorted(module for module, targets in graph.items()
                        if LAUNCHER_FRONT in targets)
-    assert set(importers) <= set(LAUNCHER_FRONT_IMPORTERS), importers
+    assert importers == []
 
 
 def _calls(path):

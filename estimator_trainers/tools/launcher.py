@@ -43,14 +43,6 @@ from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers.tools import local_cluster
-# The names `tools/cloud` imports from here (rehearsal.py, ai_platform.py):
-# they live in `local_cluster` now.
-from estimator_trainers.tools.local_cluster import EXIT_FAILED as EXIT_FAILED
-from estimator_trainers.tools.local_cluster import LOOPBACK as LOOPBACK
-from estimator_trainers.tools.local_cluster import Launcher as Launcher
-from estimator_trainers.tools.local_cluster import Task as Task
-from estimator_trainers.tools.local_cluster import free_ports as free_ports
-from estimator_trainers.tools.local_cluster import run_package as run_package
 
 
 def parse_args(argv: Optional[Sequence[str]] = None

@@ -117,7 +117,9 @@ class Manifest:
     target: ManifestTarget
 
 
-TrainingAction = Union[Submit, DryRun, Rehearse, Estimate, Manifest]
+# The actions that reach Google Cloud (or its stand-ins): a plan located in a project.
+CloudAction = Union[Submit, DryRun, Rehearse, Estimate]
+TrainingAction = Union[CloudAction, Manifest]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -26,7 +26,7 @@ did (`gcloud_output`); it orders no step and builds no request.
   this project's pins, and its module is read, never run; this project's
   image; staging; `--stream-logs`). `jobs cancel` is `pipeline.cancel`'s;
   `describe`, `stream-logs` and `list` read the jobs (`jobs`, `logs`);
-  `local train` is `launcher.run_package`.
+  `local train` is `local_cluster.run_package`.
 - The serving commands (AI Platform Prediction's, on Vertex AI's Model
   Registry and endpoints: `endpoints`): `versions create` (a
   `plan.ServingPlan`: `endpoints.version_plan`), `models create|delete|list`,
@@ -50,7 +50,7 @@ from estimator_trainers import errors
 from estimator_trainers import flags
 from estimator_trainers import logs as logs_lib
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools import launcher
+from estimator_trainers.tools import local_cluster
 from estimator_trainers.tools.cloud import actions
 from estimator_trainers.tools.cloud import backend as backend_lib
 from estimator_trainers.tools.cloud import configs
@@ -89,9 +89,9 @@ def main(argv: Optional[List[str]] = None, backend: Optional[Backend] = None,
             args.command == 'predict':
         return serving_command(args, backend, out, err, environ)
     if args.group == 'local':
-        return launcher.run_package(args.package_path, args.module_name, args.job_dir,
-                                    user_args or [], args.distributed,
-                                    _launcher_options(args))
+        local_cluster.run_package(args.package_path, args.module_name, args.job_dir,
+                                  user_args or [], args.distributed,
+                                  _launcher_options(args))  # it execs the module
     if args.command == 'submit':
         return submit_training(args, user_args, backend, out, err, environ)
     return job_command(args, backend, out, err, environ)

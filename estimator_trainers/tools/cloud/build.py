@@ -34,6 +34,7 @@ import shlex
 import stat
 import tarfile
 import time
+from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 import pathspec
 
@@ -44,6 +45,7 @@ from estimator_trainers.tools.cloud import credential_files
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import schema
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud.api import Json
 
 IMAGE_NAME = 'estimator-trainers'
 DEFAULT_REPOSITORY = 'estimator-trainers'
@@ -87,18 +89,18 @@ class Context:
     path: str
     sha256: str
     size: int
-    files: tuple
-    left_out: tuple = ()
-    credentials_in: tuple = ()
+    files: Tuple[str, ...]
+    left_out: Tuple[Tuple[str, str], ...] = ()
+    credentials_in: Tuple[Tuple[str, str, str], ...] = ()
     raw_bytes: int = 0
-    largest: tuple = ()
-    outputs: tuple = ()
+    largest: Tuple[Tuple[str, int], ...] = ()
+    outputs: Tuple[str, ...] = ()
 
     @property
-    def filename(self):
+    def filename(self) -> str:
         return os.path.basename(self.path)
 
-    def notes(self):
+    def notes(self) -> List[str]:
         """What the submission says about the context before uploading it."""
         notes = ['the build context: %d files, %s (%s compressed)%s' % (
             len(self.files), _size(self.raw_bytes), _size(self.size),
@@ -110,10 +112,10 @@ class Context:
                          % ', '.join('%s (%s)' % item for item in self.left_out))
         return notes
 
-    def warnings(self):
+    def warnings(self) -> List[str]:
         """Credentials that go into the image because a `!` line says so, and a
         context larger than `LARGE_CONTEXT_BYTES`."""
-        warnings = []
+        warnings: List[str] = []
         if self.credentials_in:
             warnings.append('the build context, and so the image, holds files that look '
                             'like credentials: %s' % ', '.join(
@@ -126,12 +128,12 @@ class Context:
         return warnings
 
 
-def _listed(names, most=5):
+def _listed(names: Sequence[str], most: int = 5) -> str:
     shown = ', '.join(names[:most])
     return shown + (' and %d more' % (len(names) - most) if len(names) > most else '')
 
 
-def _size(count):
+def _size(count: int) -> str:
     """`count` bytes for people: `17 bytes`, `4.9 KiB`, `1.2 GiB`."""
     units = ('bytes', 'KiB', 'MiB', 'GiB')
     power = 0
@@ -141,33 +143,33 @@ def _size(count):
             '%.1f %s' % (count / 1024.0 ** power, units[power]))
 
 
-def dockerfile_sources(text):
+def dockerfile_sources(text: str) -> List[str]:
     """The source paths of the COPY/ADD instructions of a Dockerfile (in order;
     `COPY --from=<stage>` copies from another stage, URLs and heredocs come
     from elsewhere, not the context)."""
     return [source for _, source in _copy_sources(text)]
 
 
-def _copy_sources(text, where=DOCKERFILE):
+def _copy_sources(text: str, where: str = DOCKERFILE) -> List[Tuple[int, str]]:
     """`(line, source)` of each COPY/ADD source from the build context.
 
     Raises:
       UserInputError: an instruction whose arguments cannot be split.
     """
-    sources = []
+    sources: List[Tuple[int, str]] = []
     for line, instruction in _instructions(text):
         words = instruction.split(None, 1)
         if len(words) < 2 or words[0].upper() not in ('COPY', 'ADD'):
             continue
         rest = words[1].strip()
-        flags = []
+        flags: List[str] = []
         while rest.startswith('--'):
             flag, _, rest = rest.partition(' ')
             flags.append(flag)
             rest = rest.strip()
         if any(flag.startswith('--from=') for flag in flags):
             continue
-        paths = None
+        paths: object = None
         if rest.startswith('['):
             try:
                 paths = json.loads(rest)
@@ -185,9 +187,9 @@ def _copy_sources(text, where=DOCKERFILE):
     return sources
 
 
-def _instructions(text):
+def _instructions(text: str) -> Iterator[Tuple[int, str]]:
     """`(first line, instruction)`: continuations joined, comments dropped."""
-    current, first = '', None
+    current, first = '', 0
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith('#'):
@@ -197,12 +199,12 @@ def _instructions(text):
             current += stripped[:-1] + ' '
             continue
         yield first, current + stripped
-        current, first = '', None
+        current, first = '', 0
     if current:
         yield first, current
 
 
-def _read_text(path, name):
+def _read_text(path: str, name: str) -> Optional[str]:
     """The UTF-8 text of a context file (`Dockerfile`, `.dockerignore`), or None."""
     try:
         with open(path, 'rb') as f:
@@ -230,9 +232,10 @@ class IgnoreRules:
     (`*.pyc` at any depth) and gcloud's `#!include:FILE` line.
     """
 
-    def __init__(self, repo_root):
-        self.sources = []  # per pattern: 'FILE line N: text', for messages
-        docker, gcloud = [], []
+    def __init__(self, repo_root: str) -> None:
+        self.sources: List[str] = []  # per pattern: 'FILE line N: text', for messages
+        docker: List[str] = []
+        gcloud: List[str] = []
         text = _read_text(os.path.join(repo_root, DOCKERIGNORE), DOCKERIGNORE)
         for number, line in enumerate((text or '').splitlines(), 1):
             pattern = _docker_pattern(line)
@@ -251,7 +254,7 @@ class IgnoreRules:
         self._git = pathspec.GitIgnoreSpec.from_lines(git)
         self._git_negates = any(line.strip().startswith('!') for line in git)
 
-    def untracked(self, relpath):
+    def untracked(self, relpath: str) -> bool:
         """Whether `.gitignore` leaves `relpath` (a `dir/` for a directory) out of the
         repository: a directory copied whole leaves it out of the context too. With
         `!` lines in `.gitignore`, directories are not left out whole (a `!` line
@@ -260,26 +263,26 @@ class IgnoreRules:
             return False
         return self._git.match_file(relpath)
 
-    def check(self, relpath):
+    def check(self, relpath: str) -> Tuple[bool, Optional[str]]:
         """`(excluded, rule)`: whether a rule leaves `relpath` out, and the line
         that decided (the `!` line that keeps it, when not excluded; None
         when no line matched)."""
         docker = self._docker.check_file(relpath)
         gcloud = self._gcloud.check_file(relpath)
         for result, offset in ((docker, 0), (gcloud, self._docker_count)):
-            if result.include:
+            if result.include and result.index is not None:
                 return True, self.sources[offset + result.index]
         for result, offset in ((docker, 0), (gcloud, self._docker_count)):
-            if result.include is False:
+            if result.include is False and result.index is not None:
                 return False, self.sources[offset + result.index]
         return False, None
 
-    def prunes(self, reldir):
+    def prunes(self, reldir: str) -> bool:
         """Whether nothing under directory `reldir` can be in the context."""
         return not self.has_negations and self.check(reldir + '/')[0]
 
 
-def _docker_pattern(line):
+def _docker_pattern(line: str) -> Optional[str]:
     """A .dockerignore line as an anchored gitignore pattern, or None (Docker
     trims it, drops comments, cleans the path and reads it from the root)."""
     text = line.strip()
@@ -293,7 +296,7 @@ def _docker_pattern(line):
     return ('!' if negate else '') + '/' + text
 
 
-def _gcloudignore_lines(repo_root):
+def _gcloudignore_lines(repo_root: str) -> Iterator[Tuple[str, int, str]]:
     """`(file, line number, line)` of .gcloudignore, `#!include:` files read in."""
     text = _read_text(os.path.join(repo_root, GCLOUDIGNORE), GCLOUDIGNORE)
     for number, line in enumerate((text or '').splitlines(), 1):
@@ -311,13 +314,13 @@ def _gcloudignore_lines(repo_root):
 
 @dataclasses.dataclass(frozen=True)
 class _Selection:
-    files: tuple  # (name, full path), sorted by name
-    left_out: tuple
-    credentials_in: tuple
-    outputs: tuple = ()  # directories left out as outputs of runs or by .gitignore
+    files: Tuple[Tuple[str, str], ...]  # (name, full path), sorted by name
+    left_out: Tuple[Tuple[str, str], ...]
+    credentials_in: Tuple[Tuple[str, str, str], ...]
+    outputs: Tuple[str, ...] = ()  # directories left out as outputs of runs or by .gitignore
 
 
-def _select(repo_root):
+def _select(repo_root: str) -> _Selection:
     """What goes into the build context of `repo_root`, and what is kept out."""
     text = _read_text(os.path.join(repo_root, DOCKERFILE), DOCKERFILE)
     if text is None:
@@ -326,9 +329,11 @@ def _select(repo_root):
                              % (DOCKERFILE, repo_root))
     rules = IgnoreRules(repo_root)
     chosen = {DOCKERFILE: os.path.join(repo_root, DOCKERFILE)}
-    left_out, credentials_in, outputs = {}, {}, []
+    left_out: Dict[str, str] = {}
+    credentials_in: Dict[str, Tuple[str, str]] = {}
+    outputs: List[str] = []
 
-    def consider(relpath, explicit_line=None):
+    def consider(relpath: str, explicit_line: Optional[int] = None) -> None:
         excluded, rule = rules.check(relpath)
         full = os.path.join(repo_root, relpath)
         if excluded:
@@ -347,7 +352,7 @@ def _select(repo_root):
                     % (DOCKERFILE, explicit_line, relpath, why, relpath, DOCKERIGNORE))
             left_out[relpath] = why
             return
-        if why:
+        if why and rule:
             credentials_in[relpath] = (why, rule)
         chosen[relpath] = full
 
@@ -368,7 +373,7 @@ def _select(repo_root):
                       outputs=tuple(sorted(outputs)))
 
 
-def _expand(repo_root, line, source):
+def _expand(repo_root: str, line: int, source: str) -> List[str]:
     """The context paths (relative, `/`-separated) a COPY source names."""
     cleaned = posixpath.normpath(source.lstrip('/') or '.')
     if cleaned == '..' or cleaned.startswith('../'):
@@ -386,7 +391,7 @@ def _expand(repo_root, line, source):
     return [cleaned]
 
 
-def _symlinked_parent(repo_root, relpath):
+def _symlinked_parent(repo_root: str, relpath: str) -> Optional[str]:
     """The first directory of `relpath` that is a symlink, or None."""
     parts = relpath.split('/')
     for end in range(1, len(parts)):
@@ -396,14 +401,15 @@ def _symlinked_parent(repo_root, relpath):
     return None
 
 
-def _walk(repo_root, top, rules, consider, outputs):
+def _walk(repo_root: str, top: str, rules: IgnoreRules, consider: Callable[[str], None],
+          outputs: List[str]) -> None:
     """Calls `consider` on every file and symlink under directory `top`, never
     entering a symlinked directory, one the rules leave out whole, one
     `.gitignore` leaves out or one a run wrote (added to `outputs`)."""
     for directory, dirs, names in os.walk(os.path.join(repo_root, top)):
         reldir = os.path.relpath(directory, repo_root).replace(os.sep, '/')
         prefix = '' if reldir == '.' else reldir + '/'
-        kept = []
+        kept: List[str] = []
         for name in sorted(dirs):
             if os.path.islink(os.path.join(directory, name)):
                 consider(prefix + name)  # packed as the symlink it is
@@ -420,7 +426,7 @@ def _walk(repo_root, top, rules, consider, outputs):
                 consider(prefix + name)
 
 
-def _is_output(directory):
+def _is_output(directory: str) -> bool:
     """Whether `directory` holds a file of `OUTPUT_MARKERS` (a run wrote it)."""
     try:
         names = os.listdir(directory)
@@ -429,7 +435,7 @@ def _is_output(directory):
     return any(fnmatch.fnmatch(name, marker) for name in names for marker in OUTPUT_MARKERS)
 
 
-def _head(path, relpath):
+def _head(path: str, relpath: str) -> Optional[bytes]:
     """The first bytes of a regular file (None for a symlink); refuses what a
     build context cannot hold."""
     try:
@@ -447,7 +453,7 @@ def _head(path, relpath):
                              'or list it in %s' % (relpath, e.strerror, DOCKERIGNORE)) from None
 
 
-def _kind(mode):
+def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, 'a named pipe'), (stat.S_ISSOCK, 'a socket'),
                        (stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device')):
         if test(mode):
@@ -455,7 +461,7 @@ def _kind(mode):
     return 'an unknown kind of file'
 
 
-def context_files(repo_root=None):
+def context_files(repo_root: Optional[str] = None) -> Tuple[str, ...]:
     """The member names of the build context of `repo_root` (default: this
     checkout, `staging.REPO_ROOT`), files and symlinks, sorted.
 
@@ -469,17 +475,17 @@ def context_files(repo_root=None):
 class _HashingReader:
     """A file object that feeds what is read from it into a hash."""
 
-    def __init__(self, f, digest):
+    def __init__(self, f: IO[bytes], digest: 'hashlib._Hash') -> None:
         self.f = f
         self.digest = digest
 
-    def read(self, size=-1):
+    def read(self, size: int = -1) -> bytes:
         data = self.f.read(size)
         self.digest.update(data)
         return data
 
 
-def pack_context(out_dir, repo_root=None):
+def pack_context(out_dir: str, repo_root: Optional[str] = None) -> Context:
     """Packs the build context of `repo_root` (default: this checkout) into
     `out_dir`; the same tree gives the same bytes.
 
@@ -489,7 +495,7 @@ def pack_context(out_dir, repo_root=None):
     selection = _select(repo_root or staging.REPO_ROOT)
     path = os.path.join(out_dir, 'build-context.tar.gz')
     digest = hashlib.sha256()
-    sizes = []
+    sizes: List[Tuple[int, str]] = []
     with open(path, 'wb') as raw:
         # mtime=0 in the gzip header and in every member: reproducible bytes.
         with gzip.GzipFile(fileobj=raw, mode='wb', mtime=0) as gz:
@@ -506,7 +512,7 @@ def pack_context(out_dir, repo_root=None):
                     info.mode = 0o755 if mode & 0o111 else 0o644
                     _add_file(tar, info, full, name, digest)
                     sizes.append((info.size, name))
-    tops = {}
+    tops: Dict[str, int] = {}
     for size, name in sizes:
         top = name.split('/')[0] + ('/' if '/' in name else '')
         tops[top] = tops.get(top, 0) + size
@@ -518,7 +524,8 @@ def pack_context(out_dir, repo_root=None):
                    outputs=selection.outputs)
 
 
-def _add_file(tar, info, full, name, digest):
+def _add_file(tar: tarfile.TarFile, info: tarfile.TarInfo, full: str, name: str,
+              digest: 'hashlib._Hash') -> None:
     """Streams one file into the archive (never whole into memory)."""
     file_digest = hashlib.sha256()
     try:
@@ -532,29 +539,29 @@ def _add_file(tar, info, full, name, digest):
     digest.update(('%s\0%o\0' % (name, info.mode)).encode() + file_digest.digest())
 
 
-def variant(uses_gpus):
+def variant(uses_gpus: bool) -> str:
     """The Dockerfile's VARIANT build argument for a config."""
     return 'gpu' if uses_gpus else 'cpu'
 
 
-def image_tag(context_sha256, build_variant):
+def image_tag(context_sha256: str, build_variant: str) -> str:
     """The image tag: the hash of the context and the variant it was built with."""
     return hashlib.sha256(('%s VARIANT=%s' % (context_sha256, build_variant))
                           .encode()).hexdigest()
 
 
-def image_uri(project, region, repository, tag):
+def image_uri(project: Optional[str], region: str, repository: str, tag: str) -> str:
     return '%s-docker.pkg.dev/%s/%s/%s:%s' % (region, project, repository, IMAGE_NAME, tag)
 
 
-def context_uri(bucket_uri, context):
+def context_uri(bucket_uri: str, context: Context) -> str:
     return '%s/staging/builds/%s.tar.gz' % (bucket_uri, context.sha256)
 
 
-def build_body(context_gs_uri, image, build_variant):
+def build_body(context_gs_uri: str, image: str, build_variant: str) -> Json:
     """The Cloud Build `Build`: docker build of the staged context, image pushed."""
     bucket, name = gcs_paths.split(context_gs_uri)
-    body = {
+    body: Json = {
         'source': {'storageSource': {'bucket': bucket, 'object': name}},
         'steps': [{'name': DOCKER_BUILDER,
                    'args': ['build', '--build-arg', 'VARIANT=%s' % build_variant,
@@ -568,8 +575,8 @@ def build_body(context_gs_uri, image, build_variant):
     return body
 
 
-def repository_body():
-    body = {'format': 'DOCKER',
+def repository_body() -> Json:
+    body: Json = {'format': 'DOCKER',
             'description': 'Training images of estimator-trainers (--build-image)'}
     schema.check('artifactregistry', 'v1', schema.request_schema(
         'artifactregistry', 'v1', 'projects.locations.repositories.create'), body)
@@ -579,8 +586,9 @@ def repository_body():
 class ImageBuilder:
     """Artifact Registry and Cloud Build calls for one image repository."""
 
-    def __init__(self, registry, cloudbuild, project, region, repository,
-                 sleep=time.sleep):
+    def __init__(self, registry: Optional[api.Service], cloudbuild: api.Service,
+                 project: Optional[str], region: str, repository: str,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         """
         Args:
           registry, cloudbuild: the `artifactregistry v1` and `cloudbuild v1`
@@ -595,13 +603,20 @@ class ImageBuilder:
         self.repository_name = '%s/repositories/%s' % (self.parent, repository)
         self.sleep = sleep
 
-    def _repositories(self):
-        return self.registry.projects().locations().repositories()
+    def _locations(self) -> api.Service:
+        """Artifact Registry's locations (a dry run's builder has no registry)."""
+        assert self.registry is not None, 'a builder that calls Artifact Registry'
+        return self.registry.projects().locations()
 
-    def _run(self, request, action, api_name='artifactregistry', retry=True):
+    def _repositories(self) -> api.Service:
+        return self._locations().repositories()
+
+    def _run(self, request: api.Request, action: str,
+             api_name: google_api.Api = 'artifactregistry',
+             retry: bool = True) -> Json:
         return api.execute(request, action, api_name, self.project, retry=retry)
 
-    def ensure_repository(self, poll_interval=2.0):
+    def ensure_repository(self, poll_interval: float = 2.0) -> bool:
         """Creates the Docker repository unless it exists; True when created."""
         try:
             self._run(self._repositories().get(name=self.repository_name),
@@ -614,7 +629,7 @@ class ImageBuilder:
         operation = self._run(self._repositories().create(
             parent=self.parent, repositoryId=self.repository, body=repository_body()),
             action, retry=False)
-        operations = self.registry.projects().locations().operations()
+        operations = self._locations().operations()
         while not operation.get('done'):
             self.sleep(poll_interval)
             operation = self._run(operations.get(name=operation['name']),
@@ -623,7 +638,7 @@ class ImageBuilder:
             raise google_api.ApiError('%s: %s' % (action, operation['error'].get('message')))
         return True
 
-    def image_exists(self, tag):
+    def image_exists(self, tag: str) -> bool:
         """True when the repository holds `estimator-trainers:<tag>`."""
         name = '%s/packages/%s/tags/%s' % (self.repository_name, IMAGE_NAME, tag)
         try:
@@ -634,11 +649,11 @@ class ImageBuilder:
                 return False
             raise
 
-    def build_request(self, body):
+    def build_request(self, body: Json) -> api.Request:
         """The unsent `projects.builds.create` request."""
         return self.cloudbuild.projects().builds().create(projectId=self.project, body=body)
 
-    def build(self, body, poll_interval, out):
+    def build(self, body: Json, poll_interval: float, out: TextIO) -> Json:
         """Runs the build and waits for it; raises unless it succeeded."""
         operation = self._run(self.build_request(body),
                               'builds.create in projects/%s' % self.project,

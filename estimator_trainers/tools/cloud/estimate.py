@@ -343,28 +343,11 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
     """The estimate of a job (see the module's docstring)."""
     today = today or datetime.date.today()
     prices = tuple(price_pool(table, region, pool, spot) for pool in pools)
-    assumptions = ['prices: %s%s' % (table.describe(), ', Spot' if spot else '')]
-    warnings = []
-    dates = [p.read_on for p in prices if p.read_on]
-    if dates:
-        stale = pricing.stale_warning(min(dates), today, 'the prices of this estimate')
-        if stale:
-            warnings.append(stale)
-    if any(p.derived for p in prices):
-        assumptions.append('some prices are derived, not listed (the table\'s source column '
-                           'says how)')
+    assumptions, warnings = _price_lines(table, spot, prices, today)
     by_role = {p.role: p for p in pools}
     notes: List[str] = []
     low = high = None
-    cpu: Optional[float]
-    threads: Optional[float]
-    if evidence:
-        cpu, threads = evidence.cpu_per_example, evidence.cpus_used
-        source = 'measured: %s' % evidence.source
-    else:
-        cpu, threads = work.modelled_cpu_per_example, work.intra_threads or None
-        source = ('the performance model alone (docs/performance-model.md: %s)'
-                  % work.model_key if cpu else 'unknown')
+    cpu, threads, source = _throughput(work, evidence)
     steps = work.train_steps or (evidence.steps if evidence else None)
     # The job's own per-worker batch; a record's examples per step only without one.
     batch = work.batch_size or (evidence.examples_per_step if evidence else None)
@@ -401,6 +384,36 @@ def make(pools: Sequence[PoolSpec], region: str, spot: bool, work: Workload,
         source = 'unknown: no --train-steps'
     return Estimate(prices, region, spot, low, high, source, tuple(assumptions),
                     tuple(notes), tuple(warnings), table.describe())
+
+
+def _price_lines(table: pricing.PriceTable, spot: bool, prices: Sequence[PoolPrice],
+                 today: datetime.date) -> Tuple[List[str], List[str]]:
+    """`(assumptions, warnings)` of the prices: the table, derived prices, stale ones."""
+    assumptions = ['prices: %s%s' % (table.describe(), ', Spot' if spot else '')]
+    warnings = []
+    dates = [p.read_on for p in prices if p.read_on]
+    if dates:
+        stale = pricing.stale_warning(min(dates), today, 'the prices of this estimate')
+        if stale:
+            warnings.append(stale)
+    if any(p.derived for p in prices):
+        assumptions.append('some prices are derived, not listed (the table\'s source column '
+                           'says how)')
+    return assumptions, warnings
+
+
+def _throughput(work: Workload, evidence: Optional[Evidence]
+                ) -> Tuple[Optional[float], Optional[float], str]:
+    """`(CPU seconds per example, CPUs the trainer keeps busy, where from)`: a
+    rehearsal's or run's measurement, else the performance model."""
+    cpu: Optional[float]
+    threads: Optional[float]
+    if evidence:
+        cpu, threads = evidence.cpu_per_example, evidence.cpus_used
+        return cpu, threads, 'measured: %s' % evidence.source
+    cpu, threads = work.modelled_cpu_per_example, work.intra_threads or None
+    return cpu, threads, ('the performance model alone (docs/performance-model.md: %s)'
+                          % work.model_key if cpu else 'unknown')
 
 
 def _cheaper_shape(pools: Mapping[str, PoolSpec], prices: Sequence[PoolPrice],

@@ -18,7 +18,8 @@ their containers).
 """
 import dataclasses
 import re
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, NoReturn, Optional
+from typing import Sequence, Set, Tuple
 
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
@@ -28,9 +29,18 @@ from estimator_trainers.tools.cloud import location
 from estimator_trainers.tools.cloud import machines
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import roles
-from estimator_trainers.tools.cloud.roles import CHIEF, MASTER, PS, WORKER
+from estimator_trainers.tools.cloud.configs import Document, TrainingConfig
+from estimator_trainers.tools.cloud.roles import CHIEF, MASTER, PS, VERTEX_PRIMARY, WORKER
+from estimator_trainers.tools.cloud.roles import Primary, RoleName
 
-FIELD, MAPPED, REFUSED, CLIENT = 'carried over', 'mapped', 'refused', 'client'
+# How a flag reaches Vertex AI (the table's `How` column).
+Kind = Literal['carried over', 'mapped', 'refused', 'client']
+FIELD: Kind = 'carried over'
+MAPPED: Kind = 'mapped'
+REFUSED: Kind = 'refused'
+CLIENT: Kind = 'client'
+# {flag name: its parser's value} (`Flag.parse`: text, a number, a list, a mapping).
+Values = Mapping[str, Any]
 
 # What the project's image runs (Dockerfile): the answer to --runtime-version
 # and --python-version.
@@ -42,7 +52,7 @@ _KMS_RE = re.compile(r'projects/[^/]+/locations/(?P<location>[^/]+)/keyRings/[^/
                      r'cryptoKeys/[^/]+')
 
 
-def scale_tier(text):
+def scale_tier(text: str) -> str:
     """`basic-gpu`, `BASIC_GPU`, `Basic_Gpu` -> `BASIC_GPU`."""
     tier = text.strip().upper().replace('-', '_')
     if tier not in _TIERS:
@@ -51,9 +61,9 @@ def scale_tier(text):
     return tier
 
 
-def accelerator(text):
+def accelerator(text: str) -> Dict[str, Any]:
     """`count=2,type=nvidia-tesla-t4` -> `{'count': 2, 'type': 'NVIDIA_TESLA_T4'}`."""
-    fields = {}
+    fields: Dict[str, str] = {}
     for part in text.split(','):
         key, sep, value = part.partition('=')
         if not sep or key.strip() not in ('count', 'type') or key.strip() in fields:
@@ -71,7 +81,7 @@ def accelerator(text):
     return {'count': int(count), 'type': gpu}
 
 
-def machine_type(text):
+def machine_type(text: str) -> str:
     """A machine type Vertex AI (or AI Platform's names) knows."""
     try:
         machines.translate_machine(text)
@@ -80,9 +90,9 @@ def machine_type(text):
     return text
 
 
-def labels(text):
+def labels(text: str) -> Dict[str, str]:
     """`k=v,k2=v2` -> dict (the label rules are `configs`'s, checked with the config)."""
-    result = {}
+    result: Dict[str, str] = {}
     for part in text.split(','):
         key, sep, value = part.partition('=')
         if not sep or not key:
@@ -91,7 +101,7 @@ def labels(text):
     return result
 
 
-def boolean(text):
+def boolean(text: str) -> bool:
     """gcloud's boolean flag values: true/false (any case), yes/no, 1/0."""
     value = text.strip().lower()
     if value in ('true', 'yes', '1'):
@@ -101,28 +111,28 @@ def boolean(text):
     raise ValueError('expected true or false, got %r' % text)
 
 
-def count(text):
+def count(text: str) -> int:
     if not text.strip().isdigit() or int(text) > configs.MAX_REPLICAS:
         raise ValueError('expected an integer from 0 to %d, got %r'
                          % (configs.MAX_REPLICAS, text))
     return int(text)
 
 
-def package_list(text):
+def package_list(text: str) -> List[str]:
     items = [item.strip() for item in text.split(',') if item.strip()]
     if not items:
         raise ValueError('expected archives (local paths or gs:// URIs), got %r' % text)
     return items
 
 
-def not_empty(text):
+def not_empty(text: str) -> str:
     """Any text but an empty one (an unset shell variable)."""
     if not text.strip():
         raise ValueError('expected a value, got %r (an unset variable?)' % text)
     return text
 
 
-def job_dir(text):
+def job_dir(text: str) -> str:
     """A gs:// directory (`gs://b//x` is read as `gs://b/x`: `configs.parse_config`
     says so).
 
@@ -151,7 +161,7 @@ class Flag:
     name: str
     legacy: str
     vertex: str
-    kind: str
+    kind: Kind
     note: str = ''
     help: str = ''
     field: Optional[Tuple[str, ...]] = None
@@ -159,7 +169,7 @@ class Flag:
     switch: bool = False
 
 
-def _pool_flags(name):
+def _pool_flags(name: RoleName) -> List[Flag]:
     """The machine, count, accelerator and image flags of one pool."""
     role = roles.role(name)
     prefix, pool = role.flag_prefix, 'jobSpec.workerPoolSpecs[%d]' % role.pool
@@ -295,7 +305,9 @@ FLAGS = tuple([
 FLAG_ROWS = {flag.name: flag for flag in FLAGS}
 
 
-def kms_key_name(key, keyring=None, location=None, project=None):
+def kms_key_name(key: Optional[str], keyring: Optional[str] = None,
+                 location: Optional[str] = None,
+                 project: Optional[str] = None) -> Optional[str]:
     """The full KMS key name from --kms-key and its completing flags."""
     if key is None:
         if keyring or location or project:
@@ -316,13 +328,16 @@ def kms_key_name(key, keyring=None, location=None, project=None):
         project, location, keyring, key)
 
 
-def kms_location(name):
+def kms_location(name: str) -> str:
     """The location of a full KMS key name."""
-    return _KMS_RE.fullmatch(name).group('location')
+    match = _KMS_RE.fullmatch(name)
+    assert match, 'a full KMS key name (kms_key_name)'
+    return match.group('location')
 
 
-def build_plan(name, values, user_args, config_data=None, source='command line', *,
-               environ, unpinned=()):
+def build_plan(name: str, values: Values, user_args: Optional[Sequence[str]],
+               config_data: Any = None, source: str = 'command line', *,
+               environ: location.Environ, unpinned: Sequence[str] = ()) -> plan_lib.JobPlan:
     """The `plan.JobPlan` of `jobs submit training NAME` with flag `values`.
 
     Args:
@@ -339,6 +354,38 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
       UserInputError: one line naming the flag or the config field.
     """
     given = {flag: value for flag, value in values.items() if value is not None}
+    config, front = _config_with_flags(given, user_args, config_data, source)
+    args, args_notes = gcs_paths.normalized_args(config.args)
+    packages, package_notes = gcs_paths.normalized_args(front.package_uris)
+    notes = [note for note in args_notes + package_notes if note not in config.notes]
+    package_path = given.get('--package-path')
+    package_uris = tuple(packages)
+    present = {pool.role.name for pool in config.pools}
+    images = {role: image for role, image in front.images.items() if role in present}
+    program = _program(front, package_path, package_uris, images, present, unpinned)
+    module = front.module
+    job_dir = config.job_dir
+    staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
+                           bool(package_path) or any(not p.startswith('gs://')
+                                                     for p in package_uris)
+                           or (module is not None and CHIEF not in images))
+    warnings: List[str] = []
+    primary = _primary(config, module, images, warnings)
+    warnings[:0] = _version_warnings(config, images, primary)
+    return plan_lib.JobPlan(
+        name=name, program=program, config=config, args=tuple(args),
+        job_dir=job_dir,
+        region=location.region_id(given.get('--region'), environ, config.region),
+        staging=staging_uri, images=images, primary=primary,
+        enable_web_access=front.enable_web_access, kms_key=front.kms,
+        unique_name=True, notes=tuple(config.notes) + tuple(notes),
+        warnings=tuple(config.warnings) + tuple(warnings))
+
+
+def _config_with_flags(given: Values, user_args: Optional[Sequence[str]], config_data: Any,
+                       source: str) -> Tuple[TrainingConfig, '_Front']:
+    """The `--config` Job resource with each given flag replacing its field,
+    checked (`configs.parse_config`), and the fields of what the pools run."""
     if config_data is not None and not isinstance(config_data, dict):
         raise UserInputError('%s: expected a Job resource (a mapping with trainingInput), '
                              'got %s' % (source, type(config_data).__name__))
@@ -358,20 +405,18 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
     data['trainingInput'] = ti
     if '--labels' in given:
         data['labels'] = dict(data.get('labels') or {}, **given['--labels'])
-    config = configs.parse_config(data, source)
+    return configs.parse_config(data, source), front
 
-    args, args_notes = gcs_paths.normalized_args(config.args)
-    packages, package_notes = gcs_paths.normalized_args(front.get('packageUris') or ())
-    notes = [note for note in args_notes + package_notes if note not in config.notes]
-    module = front.get('pythonModule')
-    package_path = given.get('--package-path')
-    packages = tuple(packages)
-    if (package_path or packages) and not module:
+
+def _program(front: '_Front', package_path: Optional[str], package_uris: Tuple[str, ...],
+             images: Mapping[RoleName, str], present: Set[RoleName],
+             unpinned: Sequence[str]) -> plan_lib.Program:
+    """What the pools run: the user's package and module, or their containers."""
+    module = front.module
+    if (package_path or package_uris) and not module:
         raise UserInputError('--module-name is required with --package-path or --packages '
                              '(the module the job runs, e.g. trainer.task)',
                              flag='--module-name')
-    present = {pool.role.name for pool in config.pools}
-    images = {role: image for role, image in front['images'].items() if role in present}
     if not module and CHIEF not in images:
         raise UserInputError('nothing to run: give --package-path (or --packages) with '
                              '--module-name, or --master-image-uri for a container',
@@ -379,35 +424,18 @@ def build_plan(name, values, user_args, config_data=None, source='command line',
     if module:
         declared = next((trainer for trainer in registry.discover().values()
                          if trainer.module == module), None)
-        program = plan_lib.Package(module=module, package_path=package_path,
-                                   packages=packages, declared=declared,
-                                   unpinned=tuple(unpinned))
-    else:
-        program = plan_lib.Container(commands={
-            role: command for role, command in front['commands'].items() if role in present})
-        if unpinned:
-            raise UserInputError('--unpin goes with a package (--package-path or '
-                                 '--packages): your containers install what they need',
-                                 flag='--unpin')
-    job_dir = config.job_dir
-    staging_uri = _staging(given.get('--staging-bucket'), job_dir, name,
-                           bool(package_path) or any(not p.startswith('gs://')
-                                                     for p in packages)
-                           or (module is not None and CHIEF not in images))
-    warnings = []
-    primary = _primary(config, module, images, warnings)
-    warnings[:0] = _version_warnings(config, images, primary)
-    return plan_lib.JobPlan(
-        name=name, program=program, config=config, args=tuple(args),
-        job_dir=job_dir,
-        region=location.region_id(given.get('--region'), environ, config.region),
-        staging=staging_uri, images=images, primary=primary,
-        enable_web_access=bool(front.get('enableWebAccess')), kms_key=front.get('kms'),
-        unique_name=True, notes=tuple(config.notes) + tuple(notes),
-        warnings=tuple(config.warnings) + tuple(warnings))
+        return plan_lib.Package(module=module, package_path=package_path,
+                                packages=package_uris, declared=declared,
+                                unpinned=tuple(unpinned))
+    if unpinned:
+        raise UserInputError('--unpin goes with a package (--package-path or '
+                             '--packages): your containers install what they need',
+                             flag='--unpin')
+    return plan_lib.Container(commands={
+        role: command for role, command in front.commands.items() if role in present})
 
 
-def _override(ti, given, user_args):
+def _override(ti: Document, given: Values, user_args: Optional[Sequence[str]]) -> None:
     """Sets each given flag's trainingInput field in `ti`, replacing the file's."""
     for flag, value in given.items():
         path = FLAG_ROWS[flag].field
@@ -422,7 +450,7 @@ def _override(ti, given, user_args):
         ti['args'] = list(user_args)
 
 
-def _check_flag_shape(ti, given):
+def _check_flag_shape(ti: Document, given: Values) -> None:
     """Names the flags of a cluster shape that cannot work (before the config
     checks, which name fields)."""
     tier = ti.get('scaleTier', 'BASIC')
@@ -432,7 +460,7 @@ def _check_flag_shape(ti, given):
         type_field = role.type_field
         type_flag = '--%s-machine-type' % role.flag_prefix
         count_flag = '--%s-count' % role.flag_prefix
-        if tier != configs.CUSTOM:
+        if tier != machines.CUSTOM:
             for flag in (type_flag, count_flag, '--%s-accelerator' % role.flag_prefix):
                 if flag in given:
                     raise UserInputError('%s needs --scale-tier custom (the scale tier is %s)'
@@ -440,77 +468,118 @@ def _check_flag_shape(ti, given):
         elif count_flag in given and given[count_flag] and type_field not in ti:
             raise UserInputError('%s %d needs %s' % (count_flag, given[count_flag], type_flag),
                                  flag=count_flag)
-    if tier == configs.CUSTOM and 'masterType' not in ti:
+    if tier == machines.CUSTOM and 'masterType' not in ti:
         raise UserInputError('--scale-tier custom needs --master-machine-type (or '
                              'trainingInput.masterType in --config)',
                              flag='--master-machine-type')
 
 
-def _front_end_fields(ti, source):
+@dataclasses.dataclass
+class _Front:
+    """The trainingInput fields this module handles: what the pools run.
+
+    Attributes:
+      module: `pythonModule`, or None.
+      package_uris: `packageUris` (local paths or gs:// URIs).
+      enable_web_access: `enableWebAccess`.
+      kms: `encryptionConfig.kmsKeyName`, or None.
+      images: {role: `<pool>Config.imageUri`}.
+      commands: {role: `<pool>Config.containerCommand`}.
+    """
+    module: Optional[str] = None
+    package_uris: List[str] = dataclasses.field(default_factory=list)
+    enable_web_access: bool = False
+    kms: Optional[str] = None
+    images: Dict[RoleName, str] = dataclasses.field(default_factory=dict)
+    commands: Dict[RoleName, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+class _FieldCheck:
+    """Refuses a front-end field of the config in one line naming it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, field: str, message: str) -> NoReturn:
+        raise UserInputError('%s: trainingInput.%s: %s' % (self.source, field, message))
+
+
+def _front_end_fields(ti: Document, source: str) -> Tuple[_Front, Document]:
     """Takes out the fields this module handles (what the pools run), checks
     their types, and returns `(front, rest)`; `rest` goes to `parse_config`."""
     ti = dict(ti)
-    front = {'images': {}, 'commands': {}}
+    front = _Front()
+    check = _FieldCheck(source)
+    _job_fields(ti, front, check)
+    for role in roles.ROLES:
+        _pool_fields(ti, role, front, check)
+    if front.commands and front.module is not None:
+        check.fail('masterConfig.containerCommand', 'a package runs python -m pythonModule; '
+                   'containerCommand goes with a container of your own only')
+    return front, ti
 
-    def fail(field, message):
-        raise UserInputError('%s: trainingInput.%s: %s' % (source, field, message))
 
-    for field in ('pythonModule',):
-        if field in ti:
-            front[field] = ti.pop(field)
-            if not isinstance(front[field], str) or not all(
-                    part.isidentifier() for part in front[field].split('.')):
-                fail(field, 'expected a module name like trainer.task, got %r' % front[field])
+def _job_fields(ti: Document, front: _Front, check: _FieldCheck) -> None:
+    """The job-wide fields: the module, the packages, web access, the KMS key."""
+    if 'pythonModule' in ti:
+        module = ti.pop('pythonModule')
+        if not isinstance(module, str) or not all(
+                part.isidentifier() for part in module.split('.')):
+            check.fail('pythonModule', 'expected a module name like trainer.task, got %r'
+                       % (module,))
+        front.module = module
     if 'packageUris' in ti:
         uris = ti.pop('packageUris')
         if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
-            fail('packageUris', 'expected a list of archives (local paths or gs:// URIs)')
-        front['packageUris'] = uris
+            check.fail('packageUris', 'expected a list of archives (local paths or gs:// URIs)')
+        front.package_uris = uris
     if 'enableWebAccess' in ti:
-        front['enableWebAccess'] = ti.pop('enableWebAccess')
-        if not isinstance(front['enableWebAccess'], bool):
-            fail('enableWebAccess', 'expected true or false')
+        web_access = ti.pop('enableWebAccess')
+        if not isinstance(web_access, bool):
+            check.fail('enableWebAccess', 'expected true or false')
+        front.enable_web_access = web_access
     if 'encryptionConfig' in ti:
         encryption = ti.pop('encryptionConfig')
         if not isinstance(encryption, dict) or set(encryption) != {'kmsKeyName'} or \
                 not _KMS_RE.fullmatch(str(encryption['kmsKeyName'])):
-            fail('encryptionConfig', 'expected {kmsKeyName: projects/P/locations/L/'
-                 'keyRings/R/cryptoKeys/K}')
-        front['kms'] = encryption['kmsKeyName']
-    for role in roles.ROLES:
-        config_field = role.config_field
-        replica = ti.get(config_field)
-        if not isinstance(replica, dict):
-            continue
-        replica = dict(replica)
-        image = replica.pop('imageUri', None)
-        if image is not None:
-            if not isinstance(image, str) or not image or '://' in image:
-                fail(config_field + '.imageUri', 'expected a container image like '
-                     'us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG, got %r' % (image,))
-            front['images'][role.name] = image
-        command = replica.pop('containerCommand', None)
-        if command is not None:
-            if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-                fail(config_field + '.containerCommand', 'expected a list of text')
-            front['commands'][role.name] = tuple(command)
-        if 'containerArgs' in replica:
-            fail(config_field + '.containerArgs', 'not supported: put the arguments in '
-                 'trainingInput.args or after --, which every pool gets')
-        if 'tpuTfVersion' in replica:
-            fail(config_field + '.tpuTfVersion', 'not supported: %s'
-                 % FLAG_ROWS['--tpu-tf-version'].note)
-        if replica:
-            ti[config_field] = replica
-        else:
-            ti.pop(config_field)
-    if front['commands'] and 'pythonModule' in front:
-        fail('masterConfig.containerCommand', 'a package runs python -m pythonModule; '
-             'containerCommand goes with a container of your own only')
-    return front, ti
+            check.fail('encryptionConfig', 'expected {kmsKeyName: projects/P/locations/L/'
+                       'keyRings/R/cryptoKeys/K}')
+        front.kms = encryption['kmsKeyName']
 
 
-def _staging(bucket, job_dir, name, needed):
+def _pool_fields(ti: Document, role: roles.Role, front: _Front, check: _FieldCheck) -> None:
+    """A pool's image and command (`<pool>Config`), taken out of `ti`; what it
+    cannot take refused."""
+    config_field = role.config_field
+    replica = ti.get(config_field)
+    if not isinstance(replica, dict):
+        return
+    replica = dict(replica)
+    image = replica.pop('imageUri', None)
+    if image is not None:
+        if not isinstance(image, str) or not image or '://' in image:
+            check.fail(config_field + '.imageUri', 'expected a container image like '
+                       'us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG, got %r' % (image,))
+        front.images[role.name] = image
+    command = replica.pop('containerCommand', None)
+    if command is not None:
+        if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+            check.fail(config_field + '.containerCommand', 'expected a list of text')
+        front.commands[role.name] = tuple(command)
+    if 'containerArgs' in replica:
+        check.fail(config_field + '.containerArgs', 'not supported: put the arguments in '
+                   'trainingInput.args or after --, which every pool gets')
+    if 'tpuTfVersion' in replica:
+        check.fail(config_field + '.tpuTfVersion', 'not supported: %s'
+                   % FLAG_ROWS['--tpu-tf-version'].note)
+    if replica:
+        ti[config_field] = replica
+    else:
+        ti.pop(config_field)
+
+
+def _staging(bucket: Optional[str], job_dir: Optional[str], name: str,
+             needed: bool) -> Optional[str]:
     """Where local packages go: gs://BUCKET/JOB, else JOB_DIR/packages (gcloud's rule)."""
     if bucket:
         return '%s/%s' % (gcs_paths.parse_bucket(bucket, '--staging-bucket'), name)
@@ -523,7 +592,7 @@ def _staging(bucket, job_dir, name, needed):
     return None
 
 
-def runtime_version(text):
+def runtime_version(text: Any) -> Optional[Tuple[int, int]]:
     """`(major, minor)` of an AI Platform runtime version, or None when unset."""
     if text is None:
         return None
@@ -534,7 +603,8 @@ def runtime_version(text):
     return int(match.group(1)), int(match.group(2))
 
 
-def _version_warnings(config, images, primary):
+def _version_warnings(config: TrainingConfig, images: Mapping[RoleName, str],
+                      primary: Primary) -> Iterator[str]:
     """The one line each for --runtime-version and --python-version (MAPPED)."""
     runtime = runtime_version(config.runtime_version)
     python = config.python_version
@@ -569,17 +639,19 @@ def _version_warnings(config, images, primary):
                   images.get(CHIEF) or "this project's image"))
 
 
-def _legacy_primary(config, module, images):
+def _legacy_primary(config: TrainingConfig, module: Optional[str],
+                    images: Mapping[RoleName, str]) -> Primary:
     """What AI Platform named pool 0 in TF_CONFIG for this job."""
     if config.use_chief_in_tf_config:
-        return CHIEF
+        return VERTEX_PRIMARY
     if images.get(CHIEF) and not images[CHIEF].startswith(plan_lib.PREBUILT_IMAGE_PREFIX):
         return MASTER
     runtime = runtime_version(config.runtime_version)
-    return MASTER if runtime is not None and runtime < (2, 1) else CHIEF
+    return MASTER if runtime is not None and runtime < (2, 1) else VERTEX_PRIMARY
 
 
-def _primary(config, module, images, warnings):
+def _primary(config: TrainingConfig, module: Optional[str], images: Mapping[RoleName, str],
+             warnings: List[str]) -> Primary:
     """TF_CONFIG's pool 0 name for the package runner; a warning where Vertex AI's
     `chief` cannot be renamed (a container of the user's own)."""
     legacy = _legacy_primary(config, module, images)
@@ -588,17 +660,17 @@ def _primary(config, module, images, warnings):
                         "named the first pool 'master' in your container's TF_CONFIG; "
                         "Vertex AI names it 'chief' (code that looks for 'master' must "
                         "look for 'chief')")
-        return CHIEF
+        return VERTEX_PRIMARY
     if legacy == MASTER and images.get(CHIEF, '').startswith(plan_lib.PREBUILT_IMAGE_PREFIX):
         warnings.append("%s runs the package with TF_CONFIG naming the first pool "
                         "'chief', where AI Platform said 'master' (Estimator's chief does "
                         "not evaluate; add an evaluator pool or use this project's image)"
                         % images[CHIEF])
-        return CHIEF
+        return VERTEX_PRIMARY
     return legacy
 
 
-def markdown_table():
+def markdown_table() -> str:
     """The docs table of `FLAGS` (docs/migrating-from-ai-platform.md holds it verbatim)."""
     rows = ['| gcloud flag | AI Platform (`ml v1`) | Vertex AI | How | Notes |',
             '|---|---|---|---|---|']
@@ -608,7 +680,7 @@ def markdown_table():
     return '\n'.join(rows) + '\n'
 
 
-def _code(text):
+def _code(text: str) -> str:
     """Field paths in backticks, prose as it is."""
     if re.fullmatch(r'[A-Za-z][\w.\[\]*]*', text):
         return '`%s`' % text

@@ -33,7 +33,7 @@ LEGACY_STATES = {
 
 def legacy_job(job: Json) -> Json:
     """A Vertex AI job resource in the shape `gcloud ai-platform jobs describe` printed."""
-    info = jobs.parse_job_name(job.get('name', '')) or {}
+    info = jobs.parse_job_name(job.get('name', ''))
     legacy: Json = {'jobId': job.get('displayName', ''),
                     'state': LEGACY_STATES.get(job.get('state', 'JOB_STATE_UNSPECIFIED'),
                                                job.get('state'))}

@@ -8,7 +8,7 @@ translation table (`gcloud_flags.FLAGS`). Parsing only: the front
 (`ai_platform`) acts on what this parses.
 """
 import argparse
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from estimator_trainers import flags
 from estimator_trainers.tools.cloud import build as build_lib
@@ -151,7 +151,7 @@ def _add_submit_flags(parser: argparse.ArgumentParser) -> None:
     for row in gcloud_flags.FLAGS:
         if not row.name.startswith('--') or row.name in ('--async', '--stream-logs'):
             continue
-        kwargs = {'help': row.help}
+        kwargs: Dict[str, Any] = {'help': row.help}
         if row.switch:
             kwargs.update(action='store_const', const=True)
         elif row.parse:
@@ -283,6 +283,24 @@ def _add_versions(groups: Subparsers) -> None:
     commands = _command_group(groups, 'versions', 'versions: models deployed on an endpoint',
                               'AI Platform versions, as Vertex AI models deployed on the '
                               'model\'s endpoint.')
+    _add_version_create(commands)
+    for name, text in (('list', 'list a model\'s versions'),
+                       ('describe', 'describe a version'),
+                       ('delete', 'undeploy a version and delete its Vertex AI model'),
+                       ('set-default', 'send all of a model\'s traffic to a version')):
+        command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
+        if name != 'list':
+            command.add_argument('version', metavar='VERSION', help='The version\'s name.')
+        command.add_argument('--model', required=True, help='The model\'s name (or its '
+                             'endpoint\'s resource name).')
+        if name in ('list', 'describe'):
+            command.add_argument('--format', default='table' if name == 'list' else 'yaml',
+                                 help='table (list), yaml, json or value(FIELD,...).')
+        _add_serving_flags(command, dry_run=DRY_RUN_LOOKUP_HELP if name == 'delete' else None)
+
+
+def _add_version_create(commands: Subparsers) -> None:
+    """`versions create VERSION --model --origin`: check, upload and deploy an export."""
     create = commands.add_parser(
         'create', help='upload a SavedModel and deploy it as a version',
         description='Check the export on this machine (load it, call its serving signature '
@@ -327,19 +345,6 @@ def _add_versions(groups: Subparsers) -> None:
         create.add_argument(flag, help='Not carried over: %s.' % REFUSED_VERSION_FLAGS[flag])
     _add_serving_flags(create, dry_run='Check the export and print the requests; send '
                                        'nothing.')
-    for name, text in (('list', 'list a model\'s versions'),
-                       ('describe', 'describe a version'),
-                       ('delete', 'undeploy a version and delete its Vertex AI model'),
-                       ('set-default', 'send all of a model\'s traffic to a version')):
-        command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
-        if name != 'list':
-            command.add_argument('version', metavar='VERSION', help='The version\'s name.')
-        command.add_argument('--model', required=True, help='The model\'s name (or its '
-                             'endpoint\'s resource name).')
-        if name in ('list', 'describe'):
-            command.add_argument('--format', default='table' if name == 'list' else 'yaml',
-                                 help='table (list), yaml, json or value(FIELD,...).')
-        _add_serving_flags(command, dry_run=DRY_RUN_LOOKUP_HELP if name == 'delete' else None)
 
 
 def _add_predict(groups: Subparsers) -> None:

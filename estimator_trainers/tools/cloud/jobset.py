@@ -32,7 +32,7 @@ TensorFlow-specific: the pods derive their TF_CONFIG themselves
   condition, which Kubernetes defaults when absent).
 - The same requests, GPUs, labels and NetworkPolicy as `tfjob` (`k8s`).
 """
-from typing import List
+from typing import Dict, List, Optional
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers.errors import UserInputError
@@ -40,6 +40,7 @@ from estimator_trainers.tools.cloud import k8s
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import replicas
 from estimator_trainers.tools.cloud import roles
+from estimator_trainers.tools.cloud.configs import Pool
 
 TARGET: k8s.Target = 'jobset'
 # The JobSet releases whose CRD and webhook the manifests are tested against
@@ -75,33 +76,12 @@ def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
     for role in cluster_lib.START_ORDER:
         if role not in pools:
             continue
-        pool = pools[role]
-        job_spec = {
-            'parallelism': pool.replica_count,
-            'completions': pool.replica_count,
-            'completionMode': 'Indexed',
-            'backoffLimit': 0,
-            'podFailurePolicy': {'rules': [
-                {'action': 'FailJob', 'onExitCodes': {
-                    'containerName': k8s.CONTAINER, 'operator': 'In',
-                    'values': k8s.non_retryable_exit_codes()}},
-                {'action': 'Ignore', 'onPodConditions': [
-                    {'type': 'DisruptionTarget', 'status': 'True'}]}]},
-            'template': k8s.pod_template(plan, pool, k8s.container(plan, pool, PORT_NAME, env),
-                                         labels, restartPolicy='Never'),
-        }
-        if deadline:
-            job_spec['activeDeadlineSeconds'] = deadline
+        job_spec = _job_spec(plan, pools[role], env, labels, deadline)
         replicated: k8s.Object = {'name': role, 'replicas': 1}
         if replicated_jobs:
             replicated['dependsOn'] = [{'name': replicated_jobs[-1]['name'], 'status': 'Ready'}]
         replicated['template'] = {'spec': job_spec}
         replicated_jobs.append(replicated)
-    rules = [{'name': FAIL_RULE, 'action': 'FailJobSet',
-              'onJobFailureReasons': ['PodFailurePolicy']}]
-    if deadline:
-        rules.append({'name': DEADLINE_RULE, 'action': 'FailJobSet',
-                      'onJobFailureReasons': ['DeadlineExceeded']})
     metadata: k8s.Object = {'name': name}
     if labels:
         metadata['labels'] = labels
@@ -111,10 +91,44 @@ def manifest(plan: plan_lib.JobPlan) -> k8s.Manifest:
             'network': {'enableDNSHostnames': True, 'publishNotReadyAddresses': True},
             'successPolicy': {'operator': 'All', 'targetReplicatedJobs': [
                 role for role in (roles.CHIEF, roles.EVALUATOR) if role in pools]},
-            'failurePolicy': {'maxRestarts': k8s.restarts(plan), 'rules': rules},
+            'failurePolicy': {'maxRestarts': k8s.restarts(plan),
+                              'rules': _failure_rules(deadline)},
             'replicatedJobs': replicated_jobs,
         },
     }
     said = (k8s.name_note(plan, TARGET),) + notes + (k8s.not_applied(plan, TARGET),)
     return k8s.Manifest((jobset, k8s.network_policy(name, JOBSET_NAME_LABEL)),
                         tuple(note for note in said if note))
+
+
+def _job_spec(plan: plan_lib.JobPlan, pool: Pool, env: List[k8s.Object],
+              labels: Dict[str, str], deadline: Optional[int]) -> k8s.Object:
+    """The Indexed Job of one role: its pods all at once, none retried by the Job
+    (the JobSet restarts as a whole), a non-retryable exit failing it."""
+    job_spec: k8s.Object = {
+        'parallelism': pool.replica_count,
+        'completions': pool.replica_count,
+        'completionMode': 'Indexed',
+        'backoffLimit': 0,
+        'podFailurePolicy': {'rules': [
+            {'action': 'FailJob', 'onExitCodes': {
+                'containerName': k8s.CONTAINER, 'operator': 'In',
+                'values': k8s.non_retryable_exit_codes()}},
+            {'action': 'Ignore', 'onPodConditions': [
+                {'type': 'DisruptionTarget', 'status': 'True'}]}]},
+        'template': k8s.pod_template(plan, pool, k8s.container(plan, pool, PORT_NAME, env),
+                                     labels, restartPolicy='Never'),
+    }
+    if deadline:
+        job_spec['activeDeadlineSeconds'] = deadline
+    return job_spec
+
+
+def _failure_rules(deadline: Optional[int]) -> List[k8s.Object]:
+    """The JobSet fails on a Job's pod failure policy, and on its deadline."""
+    rules: List[k8s.Object] = [{'name': FAIL_RULE, 'action': 'FailJobSet',
+                                'onJobFailureReasons': ['PodFailurePolicy']}]
+    if deadline:
+        rules.append({'name': DEADLINE_RULE, 'action': 'FailJobSet',
+                      'onJobFailureReasons': ['DeadlineExceeded']})
+    return rules

@@ -138,6 +138,7 @@ def follow_job(backend: 'Backend', credentials: 'Credentials', vertex: jobs.Vert
     """Prints a job's log lines (one replica's with `task_name`, `workerpool0-0`)
     until it ends; returns the final job resource."""
     info = jobs.parse_job_name(name)
+    assert info is not None, 'a resolved job name'
     reader = LogReader(backend.service('logging', 'v2', credentials), info['project'],
                        info['id'], task_name)
     return follow(vertex, reader, name, poll_interval, out=out)

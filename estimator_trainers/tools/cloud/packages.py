@@ -28,6 +28,7 @@ import sys
 import sysconfig
 import tarfile
 import zipfile
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -49,20 +50,20 @@ _PIN_RE = re.compile(r'^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)\s*(;[^
 _CONFLICT_RE = re.compile(r'The conflict is caused by:\n((?:[ \t]+\S.*\n?)+)')
 
 
-def environment_layers():
+def environment_layers() -> list[str]:
     """This interpreter's own site-packages (not what their .pth files add, so an
     editable checkout stays out)."""
     return list(dict.fromkeys(sysconfig.get_paths()[k] for k in ('purelib', 'platlib')))
 
 
-def path_layers():
+def path_layers() -> list[str]:
     """Every site-packages directory on `sys.path` (a virtualenv's own and the
     layers it was given): what a nested virtualenv must see."""
     return list(dict.fromkeys(p for p in sys.path if os.path.basename(p) in (
         'site-packages', 'dist-packages') and os.path.isdir(p)))
 
 
-def constraint_files(environ):
+def constraint_files(environ: Mapping[str, str]) -> list[str]:
     """This project's constraints files: `constraints.txt` of a checkout, and
     `PIP_CONSTRAINT` (the image sets it)."""
     files = [CONSTRAINTS] if os.path.isfile(CONSTRAINTS) else []
@@ -70,10 +71,10 @@ def constraint_files(environ):
     return files
 
 
-def pins(files):
+def pins(files: Iterable[str]) -> dict[str, tuple[str, str]]:
     """{canonical name: (name, version)} of the `name==version` lines that apply here."""
     from packaging.markers import Marker  # pylint: disable=g-import-not-at-top
-    found = {}
+    found: dict[str, tuple[str, str]] = {}
     for path in files:
         try:
             with open(path, encoding='utf-8') as f:
@@ -87,10 +88,10 @@ def pins(files):
     return found
 
 
-def requirements(archive):
+def requirements(archive: str) -> list[Requirement]:
     """The requirements an sdist or a wheel declares (`Requires-Dist`,
     `requires.txt`), without extras' and with markers that apply here."""
-    texts = []
+    texts: list[tuple[str, str]] = []
     try:
         if archive.endswith(('.whl', '.zip')):
             with zipfile.ZipFile(archive) as zf:
@@ -109,11 +110,13 @@ def requirements(archive):
                         kind = 'requires'
                     else:
                         continue
-                    texts.append((kind, tar.extractfile(member).read(
-                        MAX_METADATA_BYTES).decode('utf-8', 'replace')))
+                    data = tar.extractfile(member)
+                    assert data is not None  # a regular file's member
+                    texts.append((kind, data.read(MAX_METADATA_BYTES).decode('utf-8',
+                                                                             'replace')))
     except (OSError, tarfile.TarError, zipfile.BadZipFile):
         return []
-    found = []
+    found: list[Requirement] = []
     for kind, text in texts:
         if kind == 'metadata':
             lines = email.parser.Parser().parsestr(text).get_all('Requires-Dist') or []
@@ -134,7 +137,8 @@ def requirements(archive):
     return list({str(r): r for r in found}.values())
 
 
-def requirement_conflicts(archive, pinned, unpinned=()):
+def requirement_conflicts(archive: str, pinned: Mapping[str, tuple[str, str]],
+                          unpinned: Sequence[str] = ()) -> Optional[str]:
     """The first requirement of `archive` that this project's `pinned` versions
     do not meet, as one sentence, or None."""
     name = os.path.basename(archive)
@@ -159,13 +163,15 @@ def requirement_conflicts(archive, pinned, unpinned=()):
     return None
 
 
-def _tf1_note(requirement):
+def _tf1_note(requirement: Requirement) -> str:
     one = [spec for spec in requirement.specifier if spec.version.startswith('1.')]
     return (': TensorFlow 1.x has no release for the image\'s Python, and 2.15 runs 1.x '
             'code through tf.compat.v1' if one else '')
 
 
-def install(archives, venv_dir, environ, layers=None, what=None, unpinned=()):
+def install(archives: Union[str, Sequence[str]], venv_dir: str, environ: Mapping[str, str],
+            layers: Optional[Sequence[str]] = None, what: Optional[str] = None,
+            unpinned: Sequence[str] = ()) -> str:
     """pip-installs `archives` (together) into a fresh virtualenv; returns its python.
 
     Args:
@@ -221,25 +227,24 @@ def install(archives, venv_dir, environ, layers=None, what=None, unpinned=()):
     return python
 
 
-def _without(files, unpinned, work_dir):
+def _without(files: list[str], unpinned: Sequence[str], work_dir: str) -> list[str]:
     """`files`, with the lines of `unpinned` requirements left out of copies."""
     if not unpinned:
         return files
     names = {canonicalize_name(name) for name in unpinned}
-    kept = []
+    kept: list[str] = []
     for index, path in enumerate(files):
         with open(path, encoding='utf-8') as f:
             lines = f.read().splitlines()
         copy = '%s-constraints-%d.txt' % (work_dir, index)
         with open(copy, 'w', encoding='utf-8') as f:
             f.write(''.join(line + '\n' for line in lines if not (
-                _PIN_RE.match(line) and canonicalize_name(_PIN_RE.match(line).group(1))
-                in names)))
+                (pin := _PIN_RE.match(line)) and canonicalize_name(pin.group(1)) in names)))
         kept.append(copy)
     return kept
 
 
-def _pip_problem(proc, unpinned):
+def _pip_problem(proc: 'subprocess.CompletedProcess[str]', unpinned: Sequence[str]) -> str:
     """pip's reason in one line: the conflict it names, else its first `ERROR:`."""
     match = _CONFLICT_RE.search(proc.stdout + proc.stderr)
     if match:

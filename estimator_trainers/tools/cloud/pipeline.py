@@ -168,7 +168,8 @@ def run(plan: JobPlan, action: actions.TrainingAction, backend: Optional[Backend
             return _rehearse(built, action, access, backend, checked, tmp, out, err, environ)
         vertex = _stage_for_submission(built, action, access, backend, checked, err)
     job = _create(vertex, built.plan, built.body)
-    job_record.write_if_asked(environ, job['name'], built.plan.region, built.plan.project)
+    job_record.write_if_asked(environ, job['name'], built.plan.region,
+                              built.plan.located_project)
     if action.on_created:
         action.on_created(built.plan, job, out, err)
     if not action.stream_logs:
@@ -178,7 +179,7 @@ def run(plan: JobPlan, action: actions.TrainingAction, backend: Optional[Backend
     return 0 if final.get('state') == jobs.SUCCEEDED else 1
 
 
-def _access(action: actions.TrainingAction, backend: Backend,
+def _access(action: actions.CloudAction, backend: Backend,
             environ: location.Environ) -> _Access:
     """The credentials an action runs with: a submission needs them; a
     rehearsal uses them when there are any (else local storage); a dry run
@@ -200,7 +201,7 @@ def _access(action: actions.TrainingAction, backend: Backend,
         return _Access(local='no Application Default Credentials found', emulated=True)
 
 
-def _located(plan: JobPlan, action: actions.TrainingAction, access: _Access,
+def _located(plan: JobPlan, action: actions.CloudAction, access: _Access,
              environ: location.Environ, err: TextIO) -> JobPlan:
     """The plan in its project (`location`'s rule; a rehearsal on stand-in
     storage may go without one); one note says where the project and region
@@ -290,7 +291,7 @@ def _rehearse(built: _Built, action: actions.Rehearse, access: _Access, backend:
     plan = built.plan
     with _local_storage(plan, access.local, action.local_inputs, err, environ) \
             if access.local else contextlib.nullcontext() as work_dir:
-        storage_client = backend.storage(plan.project, access.credentials)
+        storage_client = backend.storage(plan.located_project, access.credentials)
         hint = None
         if access.emulated:
             local_inputs.copy(storage_client, action.local_inputs, err)
@@ -317,10 +318,10 @@ def _stage_for_submission(built: _Built, action: actions.Submit, access: _Access
     front asks), the archives staged, this project's image built (or found);
     returns the Vertex AI client to create the job with."""
     plan = built.plan
-    storage_client = backend.storage(plan.project, access.credentials)
+    storage_client = backend.storage(plan.located_project, access.credentials)
     preflight.check_storage(preflight.BucketChecks(storage_client, plan.project), plan,
                             checked.parsed)
-    vertex = backend.vertex(plan.project, plan.region, access.credentials)
+    vertex = backend.vertex(plan.located_project, plan.region, access.credentials)
     if plan.unique_name:
         _refuse_existing(vertex, plan)
     for archive in built.archives:
@@ -394,7 +395,7 @@ def _context_uri(plan: JobPlan, context: build_lib.Context) -> str:
     return build_lib.context_uri('gs://%s' % gcs_paths.split(plan.staging or '')[0], context)
 
 
-def _stage(storage_client: Any, archive: staging.Sdist, destination: str,
+def _stage(storage_client: Any, archive: staging.Staged, destination: str,
            err: TextIO) -> None:
     if staging.stage(storage_client, archive, destination):
         err.write('staged %s (sha256 %s)\n' % (destination, archive.sha256))
@@ -453,10 +454,10 @@ def _print_dry_run(built: _Built, action: actions.DryRun, out: TextIO, err: Text
         _print_spec(built, out, err)
         return
     anonymous = api.anonymous_credentials()
-    offline = jobs.VertexJobs(plan.project, plan.region, credentials=anonymous)
+    offline = jobs.VertexJobs(plan.located_project, plan.region, credentials=anonymous)
     printed: Json = {'staging': [staging.plan(archive, _staged_uri(plan, archive))
                                  for archive in built.archives]}
-    if built.context:
+    if built.context and built.build_body:
         builder = build_lib.ImageBuilder(
             None, api.build('cloudbuild', 'v1', api.authorized_http(anonymous)),
             plan.project, plan.region, action.repository)

@@ -359,6 +359,12 @@ class JobPlan:
             raise ValueError('job plan %r: %s' % (self.name, '; '.join(problems)))
 
     @property
+    def located_project(self) -> str:
+        """The project of a located plan (the pipeline sets it before any call)."""
+        assert self.project is not None, 'the plan is located in a project'
+        return self.project
+
+    @property
     def collection(self) -> Collection:
         return TUNING_JOBS if self.config.is_tuning else CUSTOM_JOBS
 

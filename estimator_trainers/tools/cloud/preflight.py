@@ -19,26 +19,34 @@ checks find it on the user's machine instead:
 Storage is read with google-cloud-storage (`BucketChecks`), the tools' one
 storage client, which honours `STORAGE_EMULATOR_HOST` itself.
 """
+import argparse
 import dataclasses
 import re
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from estimator_trainers import google_api
 from estimator_trainers import job_dir as job_dir_lib
 from estimator_trainers import startup
 from estimator_trainers.errors import FlagError
 from estimator_trainers.errors import UserInputError
+from estimator_trainers import declaration
+from estimator_trainers.tools.cloud import actions
 from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import k8s
 from estimator_trainers.tools.cloud import replicas as replicas_lib
+from estimator_trainers.tools.cloud.configs import Pool, TrainingConfig
+from estimator_trainers.tools.cloud.plan import JobPlan
 
 WRITE_PERMISSIONS = ('storage.objects.create', 'storage.objects.get',
                      'storage.objects.list')
 _GLOB_CHARS = re.compile(r'[*?\[]')
 _MAX_LIST_PAGES = 10
 _LIST_PAGE_SIZE = 1000
-VERTEX = 'vertex'
+VERTEX = actions.VERTEX
+_T = TypeVar('_T')
 # Target -> the environment of each replica of a plan, given {role: replicas}.
-ENVIRONMENTS = {
+ENVIRONMENTS: Dict[actions.Target, Callable[[JobPlan, Mapping[str, int]],
+                                           Sequence[replicas_lib.Replica]]] = {
     VERTEX: lambda plan, counts: replicas_lib.vertex(counts),
     'tfjob': lambda plan, counts: replicas_lib.tfjob(counts, k8s.resource_name(plan, 'tfjob')),
     'jobset': lambda plan, counts: replicas_lib.jobset(counts,
@@ -48,7 +56,7 @@ ENVIRONMENTS = {
 MAX_MODEL_PARAMS_BYTES = 1024 * 1024
 
 
-def parse_trainer_args(trainer, argv):
+def parse_trainer_args(trainer: declaration.Trainer, argv: Sequence[str]) -> argparse.Namespace:
     """Parses `argv` with the trainer's own parser, as its tasks will.
 
     Returns:
@@ -62,7 +70,8 @@ def parse_trainer_args(trainer, argv):
         raise UserInputError('--help is not a flag to submit; run python -m %s --help'
                              % trainer.module, flag='--help')
     try:
-        return trainer.parse_args(list(argv))
+        parsed: argparse.Namespace = trainer.parse_args(list(argv))
+        return parsed
     except FlagError as e:
         raise UserInputError('trainer flags: %s (python -m %s --help lists them)'
                              % (e, trainer.module), flag=e.flag) from None
@@ -77,11 +86,11 @@ class Checked:
         project, nothing parsed).
       notes: one line each, what runs differently from what was written.
     """
-    parsed: object = None
-    notes: tuple = ()
+    parsed: Optional[argparse.Namespace] = None
+    notes: Tuple[str, ...] = ()
 
 
-def check_replicas(plan, target=VERTEX):
+def check_replicas(plan: JobPlan, target: actions.Target = VERTEX) -> Checked:
     """Every replica's start-up, as it will happen on `target` (`ENVIRONMENTS`).
 
     Returns:
@@ -102,7 +111,7 @@ def check_replicas(plan, target=VERTEX):
               for extra in _tuned_flag_samples(plan.config)]
     pools = {pool.role.name: pool for pool in plan.config.pools}
     renamed = plan.program.renames_primary(plan)
-    notes = {}  # note -> the pools it applies to
+    notes: Dict[str, Dict[int, str]] = {}  # note -> the pools it applies to
     for replica in ENVIRONMENTS[target](plan, {role: pool.replica_count
                                                for role, pool in pools.items()}):
         env = dict(replica.env)
@@ -129,17 +138,17 @@ def check_replicas(plan, target=VERTEX):
         for note, pools_ in notes.items()))
 
 
-def _machine(pool):
+def _machine(pool: Pool) -> str:
     if not pool.accelerator_count:
         return '%s with no GPUs' % pool.machine_type
     return '%s with %d x %s' % (pool.machine_type, pool.accelerator_count,
                                 pool.accelerator_type)
 
 
-def _check_tuning_metric(trainer, config):
+def _check_tuning_metric(trainer: declaration.Trainer, config: TrainingConfig) -> None:
     """Refuses a study whose metric the trainer's evaluations never report
     (the trial would fail after training, at its report)."""
-    if not config.is_tuning:
+    if config.hyperparameters is None:
         return
     problem = trainer.unknown_metric(config.hyperparameters.metric_tag)
     if problem:
@@ -147,7 +156,7 @@ def _check_tuning_metric(trainer, config):
                              % problem)
 
 
-def _tuned_flag_samples(config):
+def _tuned_flag_samples(config: TrainingConfig) -> List[List[str]]:
     """`[--name=value]` lists for each tuned parameter at its bounds and values,
     as Vertex AI will pass them to trials."""
     if config.hyperparameters is None:
@@ -156,9 +165,10 @@ def _tuned_flag_samples(config):
             for value in param.samples()]
 
 
-def data_paths(trainer, parsed):
+def data_paths(trainer: declaration.Trainer,
+               parsed: argparse.Namespace) -> List[Tuple[str, str]]:
     """`(flag, path)` for each data path the flags name (the trainer's data flags)."""
-    paths = []
+    paths: List[Tuple[str, str]] = []
     for flag, _ in trainer.cloud_data_args('gs://bucket'):
         value = getattr(parsed, flag[2:].replace('-', '_'))
         for path in value if isinstance(value, list) else [value]:
@@ -174,7 +184,8 @@ class BucketChecks:
     of retrying for two minutes.
     """
 
-    def __init__(self, client, project, missing_hint=None):
+    def __init__(self, client: Any, project: Optional[str],
+                 missing_hint: Optional[Callable[[str, str], str]] = None) -> None:
         """
         Args:
           client: a `google.cloud.storage.Client` (`cli.Backend.storage`).
@@ -186,14 +197,16 @@ class BucketChecks:
         self.project = project
         self.missing_hint = missing_hint
 
-    def _missing(self, flag, path, why):
+    def _missing(self, flag: str, path: str, why: str) -> UserInputError:
         hint = self.missing_hint(flag, path) if self.missing_hint else ''
         return UserInputError('%s %s: %s%s' % (flag, path, why, hint), flag=flag)
 
-    def _run(self, call, action):
-        return google_api.storage_call(call, action, self.project, self.client.api_endpoint)
+    def _run(self, call: Callable[[], _T], action: str) -> _T:
+        result: _T = google_api.storage_call(call, action, self.project,
+                                             self.client.api_endpoint)
+        return result
 
-    def check_data(self, flag, path):
+    def check_data(self, flag: str, path: str) -> None:
         """Raises unless `path` (a file, a directory or a glob) names objects."""
         reason = gcs_paths.problem(path)
         if reason:
@@ -219,14 +232,15 @@ class BucketChecks:
         if not found:
             raise self._missing(flag, path, 'no such object or directory in the bucket')
 
-    def _blob(self, bucket, name, action):
+    def _blob(self, bucket: str, name: str, action: str) -> Any:
         """The object's metadata (a `Blob`), or None when there is none."""
         return self._run(lambda: self.client.bucket(bucket).get_blob(
             name, timeout=google_api.TIMEOUT_SECS, retry=None), action)
 
-    def _glob_matches(self, bucket, pattern):
+    def _glob_matches(self, bucket: str, pattern: str) -> bool:
         """Whether an object in the first `_MAX_LIST_PAGES` pages matches."""
-        prefix = pattern[:_GLOB_CHARS.search(pattern).start()]
+        glob = _GLOB_CHARS.search(pattern)
+        prefix = pattern[:glob.start()] if glob else pattern
         regex = glob_regex(pattern)
         listing = self.client.list_blobs(bucket, prefix=prefix, fields='items/name,nextPageToken',
                                          page_size=_LIST_PAGE_SIZE,
@@ -236,7 +250,7 @@ class BucketChecks:
                 return True
         return False
 
-    def check_writable(self, uri, what):
+    def check_writable(self, uri: str, what: str) -> None:
         """Raises unless these credentials may create objects in `uri`'s bucket."""
         bucket, _ = gcs_paths.split(uri)
         try:
@@ -255,7 +269,7 @@ class BucketChecks:
                 'grant them roles/storage.objectAdmin there'
                 % (what, uri, bucket, ', '.join(missing)), flag=what)
 
-    def check_job_dir_model(self, job_dir, params):
+    def check_job_dir_model(self, job_dir: str, params: Mapping[str, Any]) -> None:
         """Raises when `job_dir` holds checkpoints of a model with other `params`."""
         bucket, name = gcs_paths.split(job_dir)
         path = (job_dir_lib.model_params_path(name.rstrip('/')) if name
@@ -275,7 +289,8 @@ class BucketChecks:
         job_dir_lib.compare_model_params(recorded, params, job_dir)
 
 
-def check_storage(checks, plan, parsed):
+def check_storage(checks: BucketChecks, plan: JobPlan,
+                  parsed: Optional[argparse.Namespace]) -> None:
     """The bucket checks of a job, in the order a user would fix them.
 
     Args:
@@ -283,8 +298,8 @@ def check_storage(checks, plan, parsed):
       plan: the `plan.JobPlan`.
       parsed: the chief's parsed trainer flags (`Checked.parsed`), or None.
     """
-    trainer = plan.declared
-    if parsed is not None:
+    trainer = plan.declared  # parsed flags are a declared trainer's
+    if parsed is not None and trainer is not None:
         for flag, path in data_paths(trainer, parsed):
             checks.check_data(flag, path)
     if plan.job_dir:
@@ -292,11 +307,12 @@ def check_storage(checks, plan, parsed):
     if plan.staging and (not plan.job_dir or gcs_paths.split(plan.staging)[0] !=
                          gcs_paths.split(plan.job_dir)[0]):
         checks.check_writable(plan.staging, plan.staging_flag)
-    if parsed is not None and plan.job_dir and not plan.config.is_tuning:
+    if parsed is not None and trainer is not None and plan.trainer_job_dir and \
+            not plan.config.is_tuning:
         checks.check_job_dir_model(plan.trainer_job_dir, trainer.model_params(parsed))
 
 
-def glob_regex(pattern):
+def glob_regex(pattern: str) -> 're.Pattern[str]':
     """A gs:// object-name glob as TensorFlow reads it (`*` and `?` stay within
     one path segment, `[...]` a character class) -> compiled regex."""
     out = []

@@ -35,6 +35,7 @@ emulator `STORAGE_EMULATOR_HOST` names (TensorFlow's gs:// client then also
 needs the proxy settings in docs/cloud.md). Machine types and accelerators
 are not rehearsed.
 """
+import argparse
 import dataclasses
 import json
 import math
@@ -43,6 +44,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO, Tuple
+from typing import TypedDict, Union
 
 from estimator_trainers import errors
 from estimator_trainers import flags
@@ -51,12 +54,15 @@ from estimator_trainers import google_api
 from estimator_trainers import run_record
 from estimator_trainers.cluster import CHIEF, START_ORDER
 from estimator_trainers.errors import UserInputError
-from estimator_trainers.tools import launcher as launcher_lib
+from estimator_trainers.tools import local_cluster as launcher_lib
+from estimator_trainers.tools.cloud import gcs_paths
 from estimator_trainers.tools.cloud import local_inputs
 from estimator_trainers.tools.cloud import packages
 from estimator_trainers.tools.cloud import replicas as replicas_lib
 from estimator_trainers.tools.cloud import roles
 from estimator_trainers.tools.cloud import staging
+from estimator_trainers.tools.cloud.api import Json
+from estimator_trainers.tools.cloud.roles import RoleName
 
 DEFAULT_MAX_REPLICAS = 2
 TRIAL_ID = '1'
@@ -84,7 +90,7 @@ errors.run_cli(check, sys.argv[1:])
 '''
 
 
-def add_flags(parser):
+def add_flags(parser: argparse.ArgumentParser) -> None:
     """The `submit` flags of the rehearsal."""
     parser.add_argument('--rehearse', action='store_true',
                         help='Stage the package, then run the job on this machine '
@@ -114,14 +120,14 @@ class Replica:
       env: the variables Vertex AI sets for it.
     """
     pool: int
-    role: str
+    role: RoleName
     index: int
     module: str
-    args: tuple
-    env: dict
+    args: Tuple[str, ...]
+    env: Dict[str, str]
 
     @property
-    def label(self):
+    def label(self) -> str:
         return '%s-%d' % (self.role, self.index)
 
 
@@ -137,14 +143,27 @@ class Plan:
       package_uris: the staged packages every pool installs (empty for an image).
       trial: `(metric tag, [(parameter, value)])` for a tuning job, else None.
     """
-    replicas: tuple
-    counts: tuple
-    base_dir: str
-    package_uris: tuple
-    trial: tuple = None
+    replicas: Tuple[Replica, ...]
+    counts: Tuple[Tuple[RoleName, int, int], ...]
+    base_dir: Optional[str]
+    package_uris: Tuple[str, ...]
+    trial: Optional['Trial'] = None
 
 
-def mid_value(parameter):
+# A trial's value of one parameter (`mid_value`).
+Value = Union[int, float, str]
+# A tuning job's rehearsed trial: `(metric tag, [(parameter, value)])`.
+Trial = Tuple[str, List[Tuple[str, Value]]]
+
+
+class _Program(TypedDict):
+    """What a pool runs (`_runs`)."""
+    module: str
+    args: Sequence[str]
+    package_uris: Tuple[str, ...]
+
+
+def mid_value(parameter: Json) -> Value:
     """A Vertex `ParameterSpec`'s middle value (geometric for log scales)."""
     scale = parameter.get('scaleType')
     for kind in ('doubleValueSpec', 'integerValueSpec'):
@@ -159,10 +178,11 @@ def mid_value(parameter):
                 value = (low + high) / 2
             return int(round(value)) if kind == 'integerValueSpec' else float('%.6g' % value)
     values = (parameter.get('categoricalValueSpec') or parameter['discreteValueSpec'])['values']
-    return values[(len(values) - 1) // 2]
+    middle: Value = values[(len(values) - 1) // 2]
+    return middle
 
 
-def plan_job(body, max_replicas, ports=None):
+def plan_job(body: Json, max_replicas: int, ports: Optional[Sequence[int]] = None) -> Plan:
     """Turns a CustomJob or HyperparameterTuningJob body into local replicas.
 
     Each replica gets the environment Vertex AI gives it (`replicas.vertex`),
@@ -178,27 +198,27 @@ def plan_job(body, max_replicas, ports=None):
     """
     tuning = 'trialJobSpec' in body
     spec = body['trialJobSpec'] if tuning else body['jobSpec']
-    pools = []
+    pools: List[Tuple[roles.Role, _Program, int, int]] = []
     for number, pool in enumerate(spec['workerPoolSpecs']):
         if not pool:
             continue
         asked = int(pool.get('replicaCount', 1))
         pools.append((roles.by_pool(number), _runs(pool), asked, min(asked, max_replicas)))
     base = spec.get('baseOutputDirectory', {}).get('outputUriPrefix', '').rstrip('/') or None
-    trial = None
+    trial: Optional[Trial] = None
     if tuning:
         study = body['studySpec']
         trial = (study['metrics'][0]['metricId'],
                  [(p['parameterId'], mid_value(p)) for p in study['parameters']])
-    counts = {role.name: run for role, _, _, run in pools}
+    counts: Dict[str, int] = {role.name: run for role, _, _, run in pools}
     ports = list(ports or launcher_lib.free_ports(sum(counts.values())))
-    addresses = {}
+    addresses: Dict[str, List[str]] = {}
     for role in roles.ROLES:
         count = counts.get(role.name, 0)
         addresses[role.name] = ['%s:%d' % (launcher_lib.LOOPBACK, p) for p in ports[:count]]
         ports = ports[count:]
     programs = {role.name: program for role, program, _, _ in pools}
-    found = []
+    found: List[Replica] = []
     for replica in replicas_lib.vertex(counts, base, addresses,
                                        trial=TRIAL_ID if trial else None):
         program = programs[replica.role.name]
@@ -214,7 +234,7 @@ def plan_job(body, max_replicas, ports=None):
                 package_uris=pools[0][1]['package_uris'], trial=trial)
 
 
-def _runs(pool):
+def _runs(pool: Json) -> _Program:
     """`{module, args, package_uris}` of a pool: the staged packages' module, or
     the built image's `python -m MODULE` (no package_uris)."""
     if 'pythonPackageSpec' in pool:
@@ -231,8 +251,10 @@ def _runs(pool):
             'package_uris': ()}
 
 
-def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=None,
-             err=None, work_dir=None, environ=None, build_dir=None):
+def rehearse(body: Json, storage_client: Any, *, max_replicas: int = DEFAULT_MAX_REPLICAS,
+             out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+             work_dir: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+             build_dir: Optional[str] = None) -> int:
     """Runs the job `body` describes on this machine; returns the exit code.
 
     A package job installs the package staged at `pythonPackageSpec.packageUris`.
@@ -253,29 +275,64 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
     work_dir = work_dir or tempfile.mkdtemp(prefix='rehearsal-')
     _notes(plan, body, max_replicas, environ, err)
 
-    if plan.package_uris:
-        archives = [_download(storage_client, uri, work_dir) for uri in plan.package_uris]
-        source = ', '.join(plan.package_uris)
-    else:
-        sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
-        os.makedirs(sdist_dir, exist_ok=True)
-        archives = [staging.build_sdist(sdist_dir).path]
-        source = 'this checkout'
-        err.write('note: the image is not built: its package is installed from an sdist '
-                  'of this checkout, as the Dockerfile installs it\n')
+    archives, source = _archives(plan, storage_client, work_dir, build_dir, err)
     python = packages.install(archives, os.path.join(work_dir, 'venv'), environ)
     task_env = _task_environment(environ, python)
-    checked = set()
-    for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
-        if (replica.module, replica.args) not in checked:
-            preflight(python, replica, dict(task_env, **replica.env), work_dir)
-            checked.add((replica.module, replica.args))
+    _preflight_pools(plan, python, task_env, work_dir)
 
     log_dir = os.path.join(work_dir, 'logs')
     os.makedirs(log_dir, exist_ok=True)
     # cloudml-hypertune writes where Vertex AI's agent reads; here, a file we check.
     metric_file = os.path.join(work_dir, 'hypertune', 'output.metrics') if plan.trial else None
-    tasks = []
+    tasks = _tasks(plan, python, task_env, log_dir, metric_file)
+    runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
+    runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
+        ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
+        ', '.join(os.path.basename(a) for a in archives), source, log_dir))
+    code: int = runner.run()
+    if code:
+        return code
+    try:
+        lines = _outcome(plan, storage_client, metric_file, started_at,
+                         elsewhere=(work_dir,))
+    except _Failed as e:
+        errors.report(e, err)
+        failed: int = launcher_lib.EXIT_FAILED
+        return failed
+    lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
+    err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
+    return 0
+
+
+def _archives(plan: Plan, storage_client: Any, work_dir: str, build_dir: Optional[str],
+              err: TextIO) -> Tuple[List[str], str]:
+    """`(local archives, where they came from)`: the staged packages, downloaded,
+    or an sdist of this checkout for a job on the image `--build-image` makes."""
+    if plan.package_uris:
+        return ([_download(storage_client, uri, work_dir) for uri in plan.package_uris],
+                ', '.join(plan.package_uris))
+    sdist_dir = os.path.join(build_dir or work_dir, 'rehearsal-sdist')
+    os.makedirs(sdist_dir, exist_ok=True)
+    archives = [staging.build_sdist(sdist_dir).path]
+    err.write('note: the image is not built: its package is installed from an sdist '
+              'of this checkout, as the Dockerfile installs it\n')
+    return archives, 'this checkout'
+
+
+def _preflight_pools(plan: Plan, python: str, task_env: Mapping[str, str], work_dir: str) -> None:
+    """`preflight` once per distinct module and args, in pool order."""
+    checked: set[Tuple[str, Tuple[str, ...]]] = set()
+    for replica in sorted(plan.replicas, key=lambda r: (r.pool, r.index)):
+        if (replica.module, replica.args) not in checked:
+            preflight(python, replica, dict(task_env, **replica.env), work_dir)
+            checked.add((replica.module, replica.args))
+
+
+def _tasks(plan: Plan, python: str, task_env: Mapping[str, str], log_dir: str,
+           metric_file: Optional[str]) -> List[Any]:
+    """The launcher's `Task` of each replica: its module in the virtualenv, its
+    environment, its log file (the chief also reports the trial's metric)."""
+    tasks: List[Any] = []  # launcher.Task
     for replica in plan.replicas:
         env = dict(task_env, **replica.env)
         if metric_file and replica.role == CHIEF:
@@ -284,29 +341,15 @@ def rehearse(body, storage_client, *, max_replicas=DEFAULT_MAX_REPLICAS, out=Non
             replica.role, replica.index, replica.env['TF_CONFIG'],
             os.path.join(log_dir, replica.label + '.log'),
             command=[python, '-m', replica.module, *replica.args], env=env))
-    runner = launcher_lib.Launcher(None, tasks, stdout=out, stderr=err, cwd=work_dir)
-    runner.say('rehearsing %s with %s installed from %s; logs in %s' % (
-        ', '.join('%s x%d' % (role, run) for role, run, _ in plan.counts),
-        ', '.join(os.path.basename(a) for a in archives), source, log_dir))
-    code = runner.run()
-    if code:
-        return code
-    try:
-        lines = _outcome(plan, storage_client, metric_file, started_at,
-                         elsewhere=(work_dir,))
-    except _Failed as e:
-        errors.report(e, err)
-        return launcher_lib.EXIT_FAILED
-    lines += ['  logs: %s' % log_dir, '  wall time: %.0f s' % (time.monotonic() - started)]
-    err.write('\n'.join(['rehearsal passed:'] + lines) + '\n')
-    return 0
+    return tasks
 
 
 class _Failed(errors.TaskFailure):
     """The tasks ended well but the job did not do its job."""
 
 
-def _outcome(plan, storage_client, metric_file, started_at, elsewhere=()):
+def _outcome(plan: Plan, storage_client: Any, metric_file: Optional[str], started_at: float,
+             elsewhere: Sequence[str] = ()) -> List[str]:
     """Summary lines of a finished job; raises `_Failed` without an export or metric.
 
     A trainer of this project says what it did in its job-dir's run record
@@ -320,7 +363,7 @@ def _outcome(plan, storage_client, metric_file, started_at, elsewhere=()):
     chief = next(r for r in plan.replicas if r.role == CHIEF)
     job_dir = _job_dir(chief)
     session = _last_session(job_dir, started_at) if job_dir else None
-    if session is not None:
+    if job_dir and session is not None:
         step = session.get('steps', {}).get('to')
         export = session.get('export_dir')
         if session.get('status') != run_record.SUCCEEDED or not export:
@@ -352,6 +395,7 @@ def _outcome(plan, storage_client, metric_file, started_at, elsewhere=()):
              '  export: %s' % (export or 'not checked (the job has no --job-dir)')]
     if plan.trial:
         tag, values = plan.trial
+        assert metric_file is not None, 'a trial reports to its metric file'
         reported = _reported_metric(metric_file, tag)
         if reported is None:
             raise _Failed('the trial reported no %r metric to the tuning service (%s)'
@@ -361,24 +405,24 @@ def _outcome(plan, storage_client, metric_file, started_at, elsewhere=()):
     return lines
 
 
-def _job_dir(chief):
+def _job_dir(chief: Replica) -> Optional[str]:
     """The chief's job-dir: its last `--job-dir`, else Vertex AI's `AIP_MODEL_DIR`."""
     given = [arg.split('=', 1)[1] for arg in chief.args if arg.startswith('--job-dir=')]
     return given[-1] if given else chief.env.get('AIP_MODEL_DIR')
 
 
-def _last_session(job_dir, started_at):
+def _last_session(job_dir: str, started_at: float) -> Optional[Dict[str, Any]]:
     """The run record's session of this rehearsal, or None (no record: not a trainer
     of this project)."""
     try:
         sessions = run_record.read(job_dir)
     except ValueError as e:
         raise _Failed(str(e)) from None
-    ours = [s for s in sessions if (s.get('started_at_unix') or 0) >= started_at - 1]
+    ours: List[Dict[str, Any]] = [s for s in sessions if (s.get('started_at_unix') or 0) >= started_at - 1]
     return ours[-1] if ours else None
 
 
-def preflight(python, replica, env, cwd):
+def preflight(python: str, replica: Replica, env: Mapping[str, str], cwd: str) -> None:
     """Imports `replica.module` and parses its args in the installed package.
 
     Raises:
@@ -404,7 +448,8 @@ def preflight(python, replica, env, cwd):
                          % (replica.module, replica.pool, replica.role, reason))
 
 
-def _notes(plan, body, max_replicas, environ, err):
+def _notes(plan: Plan, body: Json, max_replicas: int, environ: Mapping[str, str],
+           err: TextIO) -> None:
     spec = body.get('jobSpec') or body['trialJobSpec']
     machines = sorted({p['machineSpec']['machineType'] for p in spec['workerPoolSpecs'] if p})
     gpus = any(p.get('machineSpec', {}).get('acceleratorType')
@@ -429,15 +474,15 @@ def _notes(plan, body, max_replicas, environ, err):
         err.write(warning + '\n')
 
 
-def _task_environment(environ, python):
+def _task_environment(environ: Mapping[str, str], python: str) -> Dict[str, str]:
     """This environment as a Vertex AI task would see it, with the venv first on PATH."""
     env = {k: v for k, v in environ.items() if k not in _NOT_INHERITED}
     env['PATH'] = os.path.dirname(python) + os.pathsep + env.get('PATH', '')
     return env
 
 
-def _download(storage_client, uri, work_dir):
-    bucket, name = staging.split_gs_uri(uri)
+def _download(storage_client: Any, uri: str, work_dir: str) -> str:
+    bucket, name = gcs_paths.split(uri)
     path = os.path.join(work_dir, 'package', os.path.basename(name))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     blob = storage_client.bucket(bucket).blob(name)
@@ -448,16 +493,16 @@ def _download(storage_client, uri, work_dir):
     return path
 
 
-def _new_saved_models(storage_client, base_dir, since):
+def _new_saved_models(storage_client: Any, base_dir: str, since: float) -> List[str]:
     """`saved_model.pb` paths under `base_dir` written after `since` (epoch seconds)."""
     if not base_dir.startswith('gs://'):
-        found = []
+        found: List[str] = []
         for directory, _, names in os.walk(base_dir):
             path = os.path.join(directory, 'saved_model.pb')
             if 'saved_model.pb' in names and os.path.getmtime(path) >= since:
                 found.append(path)
         return sorted(found)
-    bucket, prefix = staging.split_gs_uri(base_dir.rstrip('/') + '/')
+    bucket, prefix = gcs_paths.split(base_dir.rstrip('/') + '/')
     return sorted('gs://%s/%s' % (bucket, blob.name) for blob in
                   storage_client.list_blobs(bucket, prefix=prefix)
                   if blob.name.endswith('/saved_model.pb') and
@@ -471,12 +516,12 @@ _STRAY_SEARCH_ENTRIES = 50000
 _REHEARSAL_DIRS = ('venv', 'package', 'logs', 'hypertune', 'rehearsal-sdist')
 
 
-def saved_models_written(roots, since):
+def saved_models_written(roots: Iterable[Optional[str]], since: float) -> List[str]:
     """Local `saved_model.pb` files under `roots` modified at or after `since`
     (epoch seconds), newest first; the rehearsal's own directories, hidden
     directories and anything past `_STRAY_SEARCH_DEPTH` levels or
     `_STRAY_SEARCH_ENTRIES` entries are not looked into."""
-    found = []
+    found: List[str] = []
     seen = 0
     for root in dict.fromkeys(os.path.abspath(r) for r in roots if r):
         for directory, dirs, files in os.walk(root):
@@ -493,20 +538,13 @@ def saved_models_written(roots, since):
     return sorted(found, key=os.path.getmtime, reverse=True)
 
 
-def _exists(storage_client, path):
-    if not path.startswith('gs://'):
-        return os.path.exists(path)
-    bucket, name = staging.split_gs_uri(path)
-    return storage_client.bucket(bucket).get_blob(name) is not None
-
-
-def _reported_metric(path, tag):
+def _reported_metric(path: str, tag: str) -> Optional[float]:
     """The last value reported for `tag` in a cloudml-hypertune metrics file, or None."""
     try:
         with open(path) as f:
             lines = f.read().splitlines()
     except OSError:
         return None
-    values = [json.loads(line).get(tag) for line in lines if line.strip()]
-    values = [v for v in values if v is not None]
+    reported = [json.loads(line).get(tag) for line in lines if line.strip()]
+    values: List[float] = [v for v in reported if v is not None]
     return values[-1] if values else None

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict
 
 from packaging.utils import canonicalize_name
 
@@ -122,23 +122,36 @@ def read_sources(archives: List[str]) -> Sources:
     return Sources(files=files, packages=tuple(packages))
 
 
-def _members(archive):
+def _members(archive: str) -> Iterator[Tuple[str, Callable[[int], bytes]]]:
     """`(name relative to the archive's root, read(n))` of its regular files."""
     try:
         if archive.endswith(('.whl', '.zip')):
             with zipfile.ZipFile(archive) as zf:
                 for info in zf.infolist():
                     if not info.is_dir():
-                        yield info.filename, lambda n, i=info: zf.open(i).read(n)
+                        yield info.filename, _zip_reader(zf, info)
             return
         with tarfile.open(archive, 'r:*') as tar:
             for member in tar:
                 if member.isfile():
                     # An sdist's members live under `<name>-<version>/`.
                     name = member.name.split('/', 1)[1] if '/' in member.name else member.name
-                    yield name, lambda n, m=member: tar.extractfile(m).read(n)
+                    yield name, _tar_reader(tar, member)
     except (OSError, tarfile.TarError, zipfile.BadZipFile) as e:
         raise UserInputError('%s: not a readable archive (%s)' % (archive, e)) from None
+
+
+def _zip_reader(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[int], bytes]:
+    return lambda n: zf.open(info).read(n)
+
+
+def _tar_reader(tar: tarfile.TarFile, member: tarfile.TarInfo) -> Callable[[int], bytes]:
+    """read(n) of a regular member (`extractfile` is None only for other kinds)."""
+    def read(n: int) -> bytes:
+        data = tar.extractfile(member)
+        assert data is not None
+        return data.read(n)
+    return read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +263,7 @@ class _Module:
     flags_open: bool = False
 
 
-def _scan(path, text):
+def _scan(path: str, text: str) -> '_Module':
     """The `_Module` of the source file `path`.
 
     Raises:
@@ -263,7 +276,7 @@ def _scan(path, text):
                              % (path, e.lineno, e.msg)) from None
     package = path.rsplit('/', 1)[0].replace('/', '.') if '/' in path else ''
     found = _Module()
-    aliases = {}  # local name -> the TensorFlow module it names
+    aliases: Dict[str, str] = {}  # local name -> the TensorFlow module it names
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -283,13 +296,15 @@ def _scan(path, text):
         elif isinstance(node, ast.Call):
             _flag_call(node, found)
     for node in ast.walk(tree):
-        chain = _chain(node) if isinstance(node, ast.Attribute) else None
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain = _chain(node)
         if chain and chain[0] in aliases:
             found.tf_names.append((aliases[chain[0]], tuple(chain[1:3]), node.lineno))
     return found
 
 
-def _absolute(module, level, package):
+def _absolute(module: Optional[str], level: int, package: str) -> Optional[str]:
     if not level:
         return module
     parts = package.split('.') if package else []
@@ -299,7 +314,7 @@ def _absolute(module, level, package):
     return '.'.join(base + ([module] if module else [])) or None
 
 
-def _chain(node):
+def _chain(node: ast.expr) -> Optional[List[str]]:
     """`['tf', 'contrib', 'layers']` of `tf.contrib.layers`, else None."""
     names = []
     while isinstance(node, ast.Attribute):
@@ -310,7 +325,7 @@ def _chain(node):
     return [node.id] + names[::-1]
 
 
-def _flag_call(node, found):
+def _flag_call(node: ast.Call, found: '_Module') -> None:
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, 'id', None)
     if name == 'add_argument':
@@ -332,7 +347,8 @@ def _flag_call(node, found):
         found.flags_open = True
 
 
-def check(sources: Sources, module: str, args, python: str, environ) -> List[str]:
+def check(sources: Sources, module: str, args: Sequence[str], python: str,
+          environ: Mapping[str, str]) -> List[str]:
     """Checks `module` of `sources` against the job's `args`, statically.
 
     Args:
@@ -350,7 +366,52 @@ def check(sources: Sources, module: str, args, python: str, environ) -> List[str
         raise UserInputError('%s is not in the package (its archives hold %s); check '
                              '--module-name and the packages setup.py lists'
                              % (module, ', '.join(sorted(sources.files)[:8]) or 'no Python files'))
-    scanned, order = {}, [path]
+    scanned = _scan_imported(sources, path)
+    outside = sorted({name.split('.')[0] for module_ in scanned.values()
+                      for name, _ in module_.imports
+                      if name.split('.')[0] not in sources.packages
+                      and name.split('.')[0] not in sys.stdlib_module_names})
+    used: Dict[str, set[str]] = {}
+    for module_ in scanned.values():
+        for tf_module, chain, _ in module_.tf_names:
+            if chain:
+                used.setdefault(tf_module, set()).add(chain[0])
+    if TENSORFLOW in used:
+        used.setdefault('tensorflow.compat.v1', set()).update(used[TENSORFLOW])
+    installed = _installed(python, outside, {k: sorted(v) for k, v in used.items()}, environ)
+    for current, module_ in sorted(scanned.items()):
+        for name, line in module_.imports:
+            top = name.split('.')[0]
+            if name.startswith('tensorflow.contrib'):
+                raise UserInputError('%s line %d imports %s: %s' % (
+                    current, line, name, _CONTRIB))
+            if top in outside and not installed['found'].get(top):
+                raise UserInputError(
+                    '%s line %d imports %s, which the package does not install: add it '
+                    'to REQUIRED_PACKAGES (install_requires) in its setup.py'
+                    % (current, line, top))
+        for tf_module, chain, line in module_.tf_names:
+            problem = _tf_problem(installed['api'], tf_module, chain)
+            if problem:
+                raise UserInputError('%s line %d: %s' % (current, line, problem))
+    return _check_flags(scanned, module, path, args)
+
+
+# What `_NAMES_SCRIPT` prints: {TensorFlow module: {attribute: its own attributes
+# when it is a module, else None}}, and whether each top-level name resolves.
+_Api = Dict[str, Dict[str, Optional[List[str]]]]
+
+
+class _Installed(TypedDict):
+    found: Dict[str, bool]
+    api: _Api
+
+
+def _scan_imported(sources: Sources, path: str) -> Dict[str, _Module]:
+    """`{path: _Module}` of `path` and every file of the package it imports,
+    transitively (a module and the packages it is in)."""
+    scanned: Dict[str, _Module] = {}
+    order = [path]
     while order:
         current = order.pop()
         if current in scanned:
@@ -364,41 +425,14 @@ def check(sources: Sources, module: str, args, python: str, environ) -> List[str
                 own = sources.path_of('.'.join(parts[:end]))
                 if own and own not in scanned:
                     order.append(own)
-    outside = sorted({name.split('.')[0] for module_ in scanned.values()
-                      for name, _ in module_.imports
-                      if name.split('.')[0] not in sources.packages
-                      and name.split('.')[0] not in sys.stdlib_module_names})
-    used = {}
-    for module_ in scanned.values():
-        for tf_module, chain, _ in module_.tf_names:
-            if chain:
-                used.setdefault(tf_module, set()).add(chain[0])
-    if TENSORFLOW in used:
-        used.setdefault('tensorflow.compat.v1', set()).update(used[TENSORFLOW])
-    names = _installed(python, outside, {k: sorted(v) for k, v in used.items()}, environ)
-    for current, module_ in sorted(scanned.items()):
-        for name, line in module_.imports:
-            top = name.split('.')[0]
-            if name.startswith('tensorflow.contrib'):
-                raise UserInputError('%s line %d imports %s: %s' % (
-                    current, line, name, _CONTRIB))
-            if top in outside and not names['found'].get(top):
-                raise UserInputError(
-                    '%s line %d imports %s, which the package does not install: add it '
-                    'to REQUIRED_PACKAGES (install_requires) in its setup.py'
-                    % (current, line, top))
-        for tf_module, chain, line in module_.tf_names:
-            problem = _tf_problem(names['api'], tf_module, chain)
-            if problem:
-                raise UserInputError('%s line %d: %s' % (current, line, problem))
-    return _check_flags(scanned, module, path, args)
+    return scanned
 
 
 _CONTRIB = ('tf.contrib was removed in TensorFlow 2 and tf.compat.v1 has no contrib '
             'either: replace it (docs/migrating-from-ai-platform.md)')
 
 
-def _tf_problem(api, tf_module, chain):
+def _tf_problem(api: '_Api', tf_module: str, chain: Tuple[str, ...]) -> Optional[str]:
     """Why `<tf_module>.<chain>` is not in TensorFlow 2.15, or None."""
     names = api.get(tf_module)
     if not names or not chain:
@@ -424,7 +458,8 @@ def _tf_problem(api, tf_module, chain):
     return None
 
 
-def _installed(python, modules, tensorflow_names, environ):
+def _installed(python: str, modules: List[str], tensorflow_names: Dict[str, List[str]],
+               environ: Mapping[str, str]) -> '_Installed':
     """`{'found': {module: bool}, 'api': {tf module: {attr: [names] or None}}}`.
 
     Args:
@@ -448,12 +483,15 @@ def _installed(python, modules, tensorflow_names, environ):
         last = [line for line in proc.stderr.strip().splitlines() if line.strip()]
         raise UserInputError('looking up the modules the package imports failed: %s'
                              % (last[-1] if last else 'exit code %d' % proc.returncode))
-    return json.loads(lines[-1])
+    installed: _Installed = json.loads(lines[-1])
+    return installed
 
 
-def _check_flags(scanned, module, path, args):
+def _check_flags(scanned: Mapping[str, '_Module'], module: str, path: str,
+                 args: Sequence[str]) -> List[str]:
     """Refuses a flag of `args` that no parser of the package defines."""
-    defined, open_, parsers = set(), False, False
+    defined: set[str] = set()
+    open_, parsers = False, False
     for module_ in scanned.values():
         defined.update(module_.flags)
         open_ = open_ or module_.flags_open

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from typing import Any, Callable, Dict, List, Optional, Protocol, TypeVar, Union
 
 from packaging.specifiers import SpecifierSet
 
@@ -43,6 +44,21 @@ HASH_METADATA_KEY = 'content-sha256'
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
+_T = TypeVar('_T')
+
+
+class Staged(Protocol):
+    """An archive to stage: an `Sdist`, or an image's build context (`build.Context`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def filename(self) -> str: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Sdist:
@@ -57,14 +73,14 @@ class Sdist:
     path: str
     sha256: str
     size: int
-    requires_python: str = None
+    requires_python: Optional[str] = None
 
     @property
-    def filename(self):
+    def filename(self) -> str:
         return os.path.basename(self.path)
 
 
-def staging_uri(bucket_uri, job_name, filename):
+def staging_uri(bucket_uri: str, job_name: str, filename: str) -> str:
     """Where a job's package goes: `<bucket>/staging/<job>/<filename>`."""
     return '%s/staging/%s/%s' % (bucket_uri, job_name, filename)
 
@@ -85,7 +101,7 @@ setup(name={name!r}, version='0.0.0',
 """
 
 
-def build_sdist(out_dir, repo_root=REPO_ROOT):
+def build_sdist(out_dir: str, repo_root: str = REPO_ROOT) -> Sdist:
     """Builds the sdist of `repo_root` (this repository) into `out_dir`.
 
     Raises:
@@ -97,12 +113,12 @@ def build_sdist(out_dir, repo_root=REPO_ROOT):
     return _build(repo_root, out_dir, 'the package sdist')
 
 
-def package_root(package_path):
+def package_root(package_path: str) -> str:
     """The directory gcloud built `--package-path` from: the package's parent."""
     return os.path.dirname(os.path.abspath(package_path.rstrip(os.sep)))
 
 
-def build_package(package_path, out_dir):
+def build_package(package_path: str, out_dir: str) -> Sdist:
     """Builds `--package-path DIR` into an sdist in `out_dir`, as gcloud did.
 
     The `pyproject.toml` or `setup.py` beside DIR builds it when present
@@ -148,7 +164,7 @@ SETUP_PY_LIMITS = user_files.Limits(bytes=1 << 20,
 _EXCEPTION_LINE = re.compile(r'^[A-Za-z_][\w.]*(Error|Exception|Exit): .+')
 
 
-def check_setup_py(build_file, package, flag):
+def check_setup_py(build_file: str, package: str, flag: str) -> None:
     """Refuses an empty `setup.py` beside the package (only blank lines and
     comments), in one line naming it: it builds no package, and the build
     backend's own words do not say so (`ERROR Backend subprocess exited`).
@@ -168,7 +184,8 @@ def check_setup_py(build_file, package, flag):
         % (flag, build_file, package), flag='--package-path')
 
 
-def _build(source, out_dir, what, copy=True, build_file=None):
+def _build(source: str, out_dir: str, what: str, copy: bool = True,
+           build_file: Optional[str] = None) -> Sdist:
     """`python -m build --sdist` of `source` (a copy of it, unless `copy` is False).
 
     A failure is one line: the build's own error (the exception its backend
@@ -200,7 +217,7 @@ def _build(source, out_dir, what, copy=True, build_file=None):
                  requires_python=_requires_python(path))
 
 
-def check_package_files(package, source, flag):
+def check_package_files(package: str, source: str, flag: str) -> None:
     """Refuses a package that cannot be built or run, before anything is copied.
 
     Args:
@@ -236,14 +253,14 @@ def check_package_files(package, source, flag):
                          % (flag, os.path.join(package, 'task.py')), flag='--package-path')
 
 
-def _copy_sources(source, destination):
+def _copy_sources(source: str, destination: str) -> None:
     """Copies `source` without what never goes into an sdist (`_NOT_SOURCES`,
     virtualenvs) and without top-level directories that hold no Python file
     and that no build file names (data, outputs), which can be large."""
     shutil.copytree(source, destination, ignore=_source_filter(source), symlinks=True)
 
 
-def _source_filter(source):
+def _source_filter(source: str) -> Callable[[str, List[str]], set[str]]:
     """The `shutil.copytree` ignore function of `_copy_sources`."""
     named = ''
     for build_file in BUILD_FILES + ('setup.cfg', 'MANIFEST.in'):
@@ -254,7 +271,7 @@ def _source_filter(source):
             pass
     skip = shutil.ignore_patterns(*_NOT_SOURCES)
 
-    def ignore(directory, names):
+    def ignore(directory: str, names: List[str]) -> set[str]:
         ignored = set(skip(directory, names))
         for name in names:
             path = os.path.join(directory, name)
@@ -269,14 +286,14 @@ def _source_filter(source):
     return ignore
 
 
-def _holds_python(directory):
+def _holds_python(directory: str) -> bool:
     for _, _, names in os.walk(directory):
         if any(name.endswith('.py') for name in names):
             return True
     return False
 
 
-def archive(path, flag='--packages'):
+def archive(path: str, flag: str = '--packages') -> Sdist:
     """An existing archive (a `--packages` sdist or wheel) as an `Sdist`.
 
     Raises:
@@ -294,32 +311,39 @@ def archive(path, flag='--packages'):
     return Sdist(path=os.path.abspath(path), sha256=digest, size=os.path.getsize(path))
 
 
-def content_sha256(path):
+def content_sha256(path: str) -> str:
     """SHA-256 over the sorted member names and file bytes of a tar.gz."""
     digest = hashlib.sha256()
     with tarfile.open(path, 'r:gz') as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
             if not member.isfile():
                 continue
-            data = tar.extractfile(member).read()
+            data = _member_bytes(tar, member)
             digest.update(member.name.encode() + b'\0')
             digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest()
 
 
-def _requires_python(path):
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A regular member's bytes (`extractfile` is None only for other kinds)."""
+    data = tar.extractfile(member)
+    assert data is not None
+    return data.read()
+
+
+def _requires_python(path: str) -> Optional[str]:
     with tarfile.open(path, 'r:gz') as tar:
         pkg_info = next((m for m in tar.getmembers()
                          if m.name.count('/') == 1 and m.name.endswith('/PKG-INFO')), None)
         if pkg_info is None:
             return None
-        for line in tar.extractfile(pkg_info).read().decode().splitlines():
+        for line in _member_bytes(tar, pkg_info).decode().splitlines():
             if line.startswith('Requires-Python:'):
                 return line.split(':', 1)[1].strip()
     return None
 
 
-def python_mismatch(requires_python, image_uri):
+def python_mismatch(requires_python: Optional[str], image_uri: Optional[str]) -> Optional[str]:
     """Why `image_uri` cannot install a package needing `requires_python`, or None.
 
     The prebuilt Vertex AI images name their Python (`...tf-cpu.2-15.py310`);
@@ -336,7 +360,7 @@ def python_mismatch(requires_python, image_uri):
             'pass --image-uri' % (requires_python, image_uri, version))
 
 
-def plan(sdist, destination):
+def plan(sdist: Staged, destination: str) -> Dict[str, Union[str, int]]:
     """The staging step as printed by --dry-run."""
     return {
         'package': sdist.filename,
@@ -348,7 +372,7 @@ def plan(sdist, destination):
     }
 
 
-def stage(client, sdist, destination):
+def stage(client: Any, sdist: Staged, destination: str) -> bool:
     """Uploads `sdist` to `destination` unless the same contents are there.
 
     Returns:
@@ -358,9 +382,10 @@ def stage(client, sdist, destination):
     bucket = client.bucket(bucket_name)
     action = 'staging %s' % destination
 
-    def call(function, retry=True):
-        return google_api.storage_call(function, action, client.project, client.api_endpoint,
-                                       retry=retry)
+    def call(function: Callable[[], _T], retry: bool = True) -> _T:
+        result: _T = google_api.storage_call(function, action, client.project,
+                                             client.api_endpoint, retry=retry)
+        return result
 
     existing = call(lambda: bucket.get_blob(object_name, timeout=google_api.TIMEOUT_SECS,
                                             retry=None))

@@ -16,9 +16,11 @@ config's `trainingInput.region`); the bucket is `--bucket`, else BUCKET_NAME.
 import argparse
 import os
 import sys
+from typing import List, Optional, Sequence, TextIO, TypeAlias
 
 from estimator_trainers import flags
 from estimator_trainers import logs as logs_lib
+from estimator_trainers import declaration
 from estimator_trainers import registry
 from estimator_trainers.errors import UserInputError
 from estimator_trainers.tools.cloud import actions
@@ -33,6 +35,7 @@ from estimator_trainers.tools.cloud import logs
 from estimator_trainers.tools.cloud import pipeline
 from estimator_trainers.tools.cloud import plan as plan_lib
 from estimator_trainers.tools.cloud import rehearsal
+from estimator_trainers.tools.cloud.api import Json
 
 PROG = 'python -m estimator_trainers.tools.cloud'
 TARGETS = actions.TARGETS
@@ -50,13 +53,24 @@ GCLOUD_ONLY_FLAGS = ('--runtime-version', '--python-version', '--scale-tier',
                      '--master-image-uri', '--use-chief-in-tf-config')
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='python -m estimator_trainers.tools.cloud',
         description='Train the packaged models on Vertex AI from AI Platform '
                     'trainingInput configs, and follow, cancel or list the jobs.')
     commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    _add_submit_command(commands)
+    _add_job_commands(commands)
+    estimate.add_prices_command(commands)
+    return parser
 
+
+# `ArgumentParser.add_subparsers()`: what each command is added to.
+_Commands: TypeAlias = 'argparse._SubParsersAction[argparse.ArgumentParser]'
+
+
+def _add_submit_command(commands: _Commands) -> None:
+    """`submit MODEL [options] -- TRAINER_FLAGS`."""
     submit = commands.add_parser(
         'submit', help='stage the package and create a training job',
         description='Build and stage the package, then create a Vertex AI '
@@ -76,18 +90,7 @@ def build_parser():
                         'exports (default: trainingInput.jobDir, else '
                         '<bucket>/jobs/<job-name>). Tuning trials write to '
                         '<job-dir>/<trial>/model.')
-    images = submit.add_mutually_exclusive_group()
-    images.add_argument('--build-image', action='store_true',
-                        help='Build the Dockerfile with Cloud Build into Artifact '
-                             'Registry, tagged with the sources\' content hash (an '
-                             'unchanged tree reuses its image), and run it. The '
-                             'default unless --image-uri or --executor-image-uri.')
-    images.add_argument('--executor-image-uri', help='Stage the package for this '
-                        'prebuilt Vertex AI image instead of building one (e.g. %s '
-                        'or %s, whose availability ended on 2025-11-14).'
-                        % (EXECUTOR_IMAGES['cpu'], EXECUTOR_IMAGES['gpu']))
-    images.add_argument('--image-uri', help='Run this container (the Dockerfile, '
-                        'built and pushed by you); nothing is built or staged.')
+    _add_image_flags(submit)
     submit.add_argument('--repository', default=build_lib.DEFAULT_REPOSITORY,
                         help='Artifact Registry Docker repository in --region for '
                              '--build-image (created if missing).')
@@ -118,6 +121,25 @@ def build_parser():
     rehearsal.add_flags(submit)
     estimate.add_flags(submit)
 
+
+def _add_image_flags(submit: argparse.ArgumentParser) -> None:
+    """What the pools run: this project's image built, a prebuilt one, or yours."""
+    images = submit.add_mutually_exclusive_group()
+    images.add_argument('--build-image', action='store_true',
+                        help='Build the Dockerfile with Cloud Build into Artifact '
+                             'Registry, tagged with the sources\' content hash (an '
+                             'unchanged tree reuses its image), and run it. The '
+                             'default unless --image-uri or --executor-image-uri.')
+    images.add_argument('--executor-image-uri', help='Stage the package for this '
+                        'prebuilt Vertex AI image instead of building one (e.g. %s '
+                        'or %s, whose availability ended on 2025-11-14).'
+                        % (EXECUTOR_IMAGES['cpu'], EXECUTOR_IMAGES['gpu']))
+    images.add_argument('--image-uri', help='Run this container (the Dockerfile, '
+                        'built and pushed by you); nothing is built or staged.')
+
+
+def _add_job_commands(commands: _Commands) -> None:
+    """status, cancel, logs and list."""
     for name, text in (('status', 'show a job'), ('cancel', 'cancel a job'),
                        ('logs', 'print a job\'s log lines until it ends')):
         command = commands.add_parser(name, help=text, description=text.capitalize() + '.')
@@ -133,24 +155,24 @@ def build_parser():
                          help='Most jobs to show.')
     listing.add_argument('--filter', help='Vertex AI list filter, e.g. '
                          'state="JOB_STATE_RUNNING".')
-    estimate.add_prices_command(commands)
-    return parser
 
 
-def _add_location_flags(parser):
+def _add_location_flags(parser: argparse.ArgumentParser) -> None:
     flags.add_console_flag(parser)
     parser.add_argument('--project', help=location.PROJECT_HELP)
     parser.add_argument('--region', help='Vertex AI region (%s).'
                         % location.region_help(location.TRAINING, with_config=True))
 
 
-def _add_poll_flag(parser):
+def _add_poll_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--poll-interval', type=flags.non_negative_float, default=30.0,
                         help='Seconds between polls of the job, its logs and image '
                              'builds (default: 30).')
 
 
-def main(argv=None, backend=None, out=None, err=None, environ=None):
+def main(argv: Optional[Sequence[str]] = None, backend: Optional[backend_lib.Backend] = None,
+         out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+         environ: Optional[location.Environ] = None) -> int:
     """Runs one command; returns the exit code."""
     argv, trainer_flags = flags.split_at_dashes(sys.argv[1:] if argv is None else argv)
     trainer_flags = trainer_flags or []
@@ -177,7 +199,8 @@ def main(argv=None, backend=None, out=None, err=None, environ=None):
     return manage(args, backend, out, environ, err)
 
 
-def data_defaults(trainer, bucket_uri, given):
+def data_defaults(trainer: declaration.Trainer, bucket_uri: str,
+                  given: Sequence[str]) -> List[str]:
     """`--flag=value` for each cloud data flag of the trainer that the flags
     `given` run (`data_trainer`: the Keras MLP reads CIFAR-10) which they do not set."""
     return ['%s=%s' % (flag, value)
@@ -185,7 +208,8 @@ def data_defaults(trainer, bucket_uri, given):
             if not has_flag(given, flag)]
 
 
-def make_plan(args, trainer_flags, environ):
+def make_plan(args: argparse.Namespace, trainer_flags: Sequence[str],
+              environ: location.Environ) -> plan_lib.JobPlan:
     """The `plan.JobPlan` of `submit MODEL [options] -- TRAINER_FLAGS`.
 
     Raises:
@@ -198,7 +222,7 @@ def make_plan(args, trainer_flags, environ):
     bucket_uri = gcs_paths.parse_bucket(args.bucket)
     job_name = plan_lib.check_job_name(
         args.job_name or plan_lib.default_job_name(trainer.name))
-    notes = []
+    notes: List[str] = []
     if args.job_dir is not None:
         job_dir, note = gcs_paths.normalized(args.job_dir)
         job_dir = gcs_paths.directory(job_dir, '--job-dir')
@@ -230,16 +254,16 @@ def make_plan(args, trainer_flags, environ):
         notes=tuple(config.notes) + tuple(notes), warnings=tuple(config.warnings))
 
 
-def has_flag(args, flag):
+def has_flag(args: Sequence[str], flag: str) -> bool:
     """True when `args` sets `flag` as `--flag value` or `--flag=value`."""
     return any(arg == flag or arg.startswith(flag + '=') for arg in args)
 
 
-def print_submitted(plan, job, out, err):
+def print_submitted(plan: plan_lib.JobPlan, job: Json, out: TextIO, err: TextIO) -> None:
     """The job's name (stdout), where it is and how to follow, watch and cancel it."""
     out.write('%s\n' % job['name'])
     out.flush()
-    info = jobs.parse_job_name(job['name']) or {}
+    info = jobs.parse_job_name(job['name'])
     if plan.tensorboard_name:
         err.write('vertex tensorboard: %s (uploads %s while the job runs)\n'
                   % (plan.tensorboard_name, plan.trainer_job_dir))
@@ -251,12 +275,13 @@ def print_submitted(plan, job, out, err):
         'tensorboard: tensorboard --logdir %s --load_fast=false\n'
         'follow:      %s logs %s\n'
         'cancel:      %s cancel %s\n'
-        % (plan.collection, plan.name, job['name'], plan.region, info.get('id', '?'),
+        % (plan.collection, plan.name, job['name'], plan.region, info['id'] if info else '?',
            plan.project, plan.trainer_job_dir, plan.trainer_job_dir, PROG, job['name'], PROG,
            job['name']))
 
 
-def manage(args, backend, out, environ, err=None):
+def manage(args: argparse.Namespace, backend: backend_lib.Backend, out: TextIO,
+           environ: location.Environ, err: Optional[TextIO] = None) -> int:
     """status, cancel, logs, list; a finished job's status and logs end with its
     metered cost beside its estimate (`estimate.after_job`); `err` also hears where
     the project and region came from."""
@@ -265,12 +290,13 @@ def manage(args, backend, out, environ, err=None):
         backend, getattr(args, 'job', None), args.project, args.region, environ, err)
     if args.command == 'list':
         for job in vertex.list(limit=args.limit, filter_expr=args.filter):
-            info = jobs.parse_job_name(job.get('name', '')) or {}
-            kind = 'tuning' if info.get('collection') == jobs.TUNING_JOBS else 'custom'
+            info = jobs.parse_job_name(job.get('name', ''))
+            kind = 'tuning' if info and info['collection'] == plan_lib.TUNING_JOBS else 'custom'
             out.write('%-28s %-27s %-6s %-20s %s\n' % (
                 job.get('state', 'JOB_STATE_UNSPECIFIED'), job.get('createTime', ''),
-                kind, info.get('id', job.get('name', '')), job.get('displayName', '')))
+                kind, info['id'] if info else job.get('name', ''), job.get('displayName', '')))
         return 0
+    assert name is not None, 'logs, cancel and status name a job'
     if args.command == 'logs':
         final = logs.follow_job(backend, credentials, vertex, name, args.poll_interval, out)
         estimate.print_cost(final, err, environ)

@@ -64,11 +64,13 @@ import (the experiment tools read records). A record is read like every file
 a user could have put there (`user_files`): bounded, regular, UTF-8; a gs://
 record through `tf.io.gfile`, loaded then by `logs.import_tensorflow`.
 """
+from __future__ import annotations
+
 import datetime
 import json
 import os
 from typing import (TYPE_CHECKING, Any, Dict, Final, List, Literal, Mapping, Optional,
-                    Required, Tuple, TypedDict, Union)
+                    Tuple, TypedDict, Union)
 
 from estimator_trainers import cluster as cluster_lib
 from estimator_trainers import job_dir as job_dir_lib
@@ -77,7 +79,8 @@ from estimator_trainers import safe_io
 from estimator_trainers import user_files
 from estimator_trainers.errors import UserInputError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing.Required is Python 3.11's; Vertex AI's images run 3.10
+    from typing import Required
     from estimator_trainers import declaration
 
 FORMAT = 1

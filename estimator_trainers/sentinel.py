@@ -31,6 +31,8 @@ Run by `Sentinel.start` as `python -m estimator_trainers.sentinel PID SIG_FD
 CONTROL_FD ECHO_FD DUMP_FD LABEL GRACE_SECS`; besides the standard library it
 imports only `errors`, to report the task's error as every command does.
 """
+from __future__ import annotations
+
 import contextlib
 import faulthandler
 import json
@@ -40,9 +42,12 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterator, Optional, Sequence, TypedDict, Unpack
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, TypedDict
 
 from estimator_trainers import errors
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11's; Vertex AI's images run 3.10
+    from typing import Unpack
 
 # The signals a task stops on (faults.Termination): cancel/preemption,
 # Ctrl-C, a closed terminal.

@@ -66,3 +66,27 @@ def test_the_functions_of_the_packages_are_annotated():
                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
         bare = [f.name for f in functions if not _annotated(f)]
         assert len(functions) > 20 and len(bare) <= 0.05 * len(functions), (package, bare)
+
+
+# typing's names that Python 3.10 lacks (Vertex AI's TF 2.15 images run 3.10,
+# tests/test_sdist_py310.py): a module may name them for the checker only.
+NEWER_TYPING = {'Unpack', 'Required', 'NotRequired', 'Self', 'Never', 'assert_never',
+                'LiteralString', 'TypeVarTuple', 'dataclass_transform', 'assert_type',
+                'reveal_type', 'override'}
+
+
+def test_typing_names_newer_than_python_3_10_are_imported_for_the_checker_only():
+    offending = []
+    for package in ('estimator_trainers', 'cifar10_estimator', 'taxi_estimator',
+                    'keras_estimator'):
+        for path in pathlib.Path(REPO_ROOT, package).rglob('*.py'):
+            tree = ast.parse(path.read_text(), str(path))
+            guarded = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and 'TYPE_CHECKING' in ast.unparse(block.test)
+                       for node in ast.walk(block)}
+            offending += ['%s:%d %s' % (path.relative_to(REPO_ROOT), node.lineno, alias.name)
+                          for node in ast.walk(tree)
+                          if isinstance(node, ast.ImportFrom) and node.module in (
+                              'typing', 'typing_extensions') and id(node) not in guarded
+                          for alias in node.names if alias.name in NEWER_TYPING]
+    assert offending == []

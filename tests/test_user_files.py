@@ -48,7 +48,6 @@ estimator_trainers/lease.py     _pid_start          /proc/<pid>/stat
 estimator_trainers/errors.py    read_record   the error record a child command of ours wrote
 estimator_trainers/sentinel.py  main          control messages of our own task over its pipe
 estimator_trainers/tools/experiment/execute.py  failure  the log of a command the sweep started
-estimator_trainers/tools/experiment/execute.py  Runner._note_job  the job name our cloud CLI printed
 estimator_trainers/tools/local_storage.py  LocalStorage._ready_line  the ready line our storage server printed
 estimator_trainers/tools/local_storage.py  LocalStorage.list_objects  the listing our storage server answered
 estimator_trainers/tools/storage_server.py  make_certificate  the certificate openssl wrote and certifi's bundle

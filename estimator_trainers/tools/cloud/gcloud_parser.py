@@ -105,7 +105,7 @@ def _add_jobs(groups: Subparsers) -> None:
 
 
 def _add_local_train(local_commands: Subparsers) -> None:
-    """`local train`: a package run on this machine (`launcher.run_package`)."""
+    """`local train`: a package run on this machine (`local_cluster.run_package`)."""
     train = local_commands.add_parser(
         'train', help='run a training package locally',
         description='Run python -m MODULE from the package\'s directory, once, or with '

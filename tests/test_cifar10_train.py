@@ -109,32 +109,6 @@ def test_export_serves_raw_images(trained, cifar10_data_dir):
     assert accuracy > 0.5
 
 
-def test_resume_continues_from_checkpoint(cifar10_data_dir, tmp_path):
-    job_dir = tmp_path / 'job'
-    _train(cifar10_data_dir, job_dir, '--train-steps', '50', '--checkpoint-num-steps',
-           '20', '--keep-checkpoint-max', '10')
-    assert listed_checkpoints(job_dir) == [0, 20, 40, 50]
-    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '90',
-                  '--checkpoint-num-steps', '20', '--keep-checkpoint-max', '10',
-                  '--verbosity', 'debug')  # TensorFlow's restore line is checked
-    assert 'Resuming from global step 50' in proc.stderr
-    assert 'Restoring parameters from %s' % (job_dir / 'model.ckpt-50') in proc.stderr
-    # Resumed off a multiple, saves return to multiples of 20 (Estimator's own
-    # saver would count 20 from 50: 70, 90); the final step is saved too.
-    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
-    assert _final_metrics(proc.stderr)[0] == 90
-    first_logged = int(re.search(r'step (\d+)/90, ', proc.stderr).group(1))
-    assert first_logged == 60
-
-    # A target already reached says so, evaluates and exits 0 without training.
-    proc = _train(cifar10_data_dir, job_dir, '--train-steps', '50')
-    assert ('job-dir %s is already at step 90 (target 50): nothing to train; use a new '
-            '--job-dir or a higher --train-steps' % job_dir) in proc.stderr
-    assert 'learning_rate/momentum =' not in proc.stderr
-    assert _final_metrics(proc.stderr)[0] == 90
-    assert listed_checkpoints(job_dir) == [0, 20, 40, 50, 60, 80, 90]
-
-
 def test_multi_device_towers_on_logical_cpus(cifar10_data_dir, tmp_path):
     """--num-gpus path exercised with two logical CPU devices, one tower each."""
     job_dir = tmp_path / 'job'

@@ -85,13 +85,6 @@ def test_taxi_diverges_in_one_line_and_resumes(taxi_files, tmp_path):
 
 
 @pytest.mark.slow
-def test_cifar10_diverges_in_one_line_and_resumes(cifar10_data_dir, tmp_path):
-    common = ['--data-dir', cifar10_data_dir, '--num-layers', '8', '--train-batch-size',
-              '20', '--eval-batch-size', '50', '--random-seed', '3', *QUIET]
-    diverge_then_resume(CIFAR, common, tmp_path / 'job', DIVERGE, 'lower --learning-rate')
-
-
-@pytest.mark.slow
 def test_keras_diverges_in_one_line_and_resumes(cifar10_data_dir, tmp_path):
     """Seed 001's CIFAR-10 MLP (the Keras models share the trainer's loss check)."""
     common = ['--data-dir', cifar10_data_dir, '--model', 'cifar10_mlp', '--batch-size', '20',

@@ -440,28 +440,6 @@ def _train_local_cluster(data_dir, job_dir, cluster_flags, trainer_flags):
 
 
 @pytest.mark.slow
-def test_multi_worker_mirrored_with_two_workers(mnist_data_dir, mnist_source, tmp_path):
-    job_dir = tmp_path / 'job'
-    cluster = _train_local_cluster(
-        mnist_data_dir, job_dir, ['--parameter-server-count', '0', '--worker-count', '1'],
-        ['--train-steps', '60', '--checkpoint-num-steps', '20', '--verbosity', 'debug'])
-    assert final_step(cluster.output) == 60  # synchronous: no overshoot
-    for label in ('chief-0', 'worker-0'):
-        log = task_log(job_dir, label)
-        assert 'MultiWorkerMirroredStrategy with cluster_spec' in log
-        assert re.search(r'INFO step 60/60, .*learning_rate/momentum = 0.01, loss = ', log), label
-    # Both replicas applied the same all-reduced updates to the same variables.
-    chief = tf.train.load_checkpoint(str(job_dir / 'model.ckpt-60'))
-    worker = tf.train.load_checkpoint(str(job_dir / 'tmp_worker_0' / 'model.ckpt-60'))
-    for name in ('mnist_cnn/conv1/kernel', 'mnist_cnn/logits/bias'):
-        np.testing.assert_array_equal(chief.get_tensor(name), worker.get_tensor(name))
-    assert _final_metrics(cluster.output)[1] > 0.6
-    with np.load(mnist_source[0]) as npz:
-        assert _served_accuracy(_export_dir(job_dir), npz['x_test'], npz['y_test']) > 0.6
-    assert_all_exited(cluster.pids())
-
-
-@pytest.mark.slow
 def test_parameter_servers(cifar10_data_dir, tmp_path):
     job_dir = tmp_path / 'job'
     cluster = _train_local_cluster(
